@@ -1,0 +1,26 @@
+#!/bin/sh
+# Installs the Debian packages ckube needs to build and test, and nothing
+# else. Idempotent and silent when everything is already there, so the
+# Makefile can call it before every build.
+set -eu
+
+PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
+libevent-dev libjansson-dev libyaml-dev libsqlite3-dev libssl-dev
+libcurl4-openssl-dev libcmocka-dev libbsd-dev uuid-dev
+python3 python3-kubernetes curl procps"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "install-deps: installing:$missing" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,139 @@
+/* apiserver.h - the API server: life cycle and the pieces its modules
+ * share (event loops, per-request context, reply helpers).
+ *
+ * Threads: N HTTP loop threads (libevent; each has its own event_base and
+ * evhttp on a SO_REUSEPORT socket), the storage's committer thread, and the
+ * caller's thread that waits for shutdown. Request handlers run on their
+ * loop thread and never block: reads come from the cacher, writes go to
+ * storage asynchronously and their completion is posted back to the loop.
+ */
+#ifndef CKUBE_APISERVER_H
+#define CKUBE_APISERVER_H
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/queue.h>
+
+#include "apiserver/cacher.h"
+#include "apiserver/registry.h"
+#include "apiserver/request_info.h"
+#include "ckube/status.h"
+#include "storage/storage.h"
+
+#define APISERVER_MAX_BODY (3u * 1024 * 1024)     /* 413 above this */
+#define APISERVER_MAX_OBJECT (1536u * 1024)       /* etcd's object limit */
+
+typedef struct apiserver_config {
+    const char *data_dir;        /* SQLite directory; NULL: memory backend */
+    const char *listen_host;     /* "127.0.0.1" */
+    int port;                    /* 6443; 0 picks a free port */
+    const char *kubeconfig_path; /* written when ready; NULL: none */
+    int nloops;                  /* HTTP threads; 0: number of CPUs (max 4) */
+    size_t watch_ring;           /* events kept per resource; 0: default */
+} apiserver_config;
+
+typedef struct apiserver apiserver;
+typedef struct loop loop;
+typedef struct http_watch http_watch;
+
+/* Work posted to a loop from another thread. */
+typedef struct loop_task {
+    void (*fn)(void *arg);
+    void *arg;
+    struct loop_task *next;
+} loop_task;
+
+struct loop {
+    apiserver *srv;
+    int index;
+    struct event_base *base;
+    struct evhttp *http;
+    pthread_t thread;
+    struct event *wake;
+    pthread_mutex_t mu;
+    loop_task *tasks, *tasks_tail; /* guarded by mu */
+    LIST_HEAD(, http_watch) watches; /* loop thread only */
+};
+
+struct apiserver {
+    apiserver_config cfg;
+    storage *st;
+    cacher *cache;
+    loop *loops;
+    int nloops;
+    int port; /* bound port */
+    int listen_fds[16];
+    atomic_bool stopping;
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+    bool stopped;
+    /* OpenAPI documents, rebuilt when the registry changes. */
+    pthread_mutex_t openapi_mu;
+    unsigned long openapi_gen;
+    json_t *openapi_v3_index;
+    json_t *openapi_v3_docs; /* "api/v1" -> document */
+    json_t *openapi_v2;
+};
+
+/* Per-request context: lives from the request's arrival until its reply is
+ * sent (possibly later, after a storage write). Freed by reply_*(). */
+typedef struct req_ctx {
+    apiserver *srv;
+    loop *lp;
+    struct evhttp_request *req;
+    request_info ri;
+    struct evkeyvalq query;
+    resource_type *type; /* reference; NULL for non-resource paths */
+    bool want_table;
+    int include_object; /* 0 none, 1 metadata (default), 2 object */
+    char *warning;      /* a Warning header to add, owned */
+} req_ctx;
+
+/* Life cycle. apiserver_start binds and starts the loops; apiserver_stop
+ * may be called from any thread (it only signals); apiserver_wait blocks
+ * until stopped; apiserver_free joins and frees. */
+apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen);
+int apiserver_start(apiserver *s, char *err, size_t errlen);
+void apiserver_stop(apiserver *s);
+void apiserver_wait(apiserver *s);
+void apiserver_free(apiserver *s);
+
+/* Runs fn(arg) on loop `lp`'s thread soon. Thread-safe. */
+void loop_post(loop *lp, void (*fn)(void *), void *arg);
+
+/* Query parameter value (borrowed) or NULL. */
+const char *req_query(req_ctx *rc, const char *key);
+
+/* Replies and frees rc. */
+void reply_json(req_ctx *rc, int code, json_t *body); /* steals body */
+void reply_raw(req_ctx *rc, int code, const char *content_type, const char *data, size_t len);
+void reply_status(req_ctx *rc, ckube_status *st); /* steals st */
+void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf); /* JSON body */
+void req_ctx_free(req_ctx *rc);
+void req_add_warning(req_ctx *rc, const char *msg);
+
+/* Module entry points (handlers.c, discovery.c, watch.c, table.c). */
+void handle_resource(req_ctx *rc);
+bool handle_discovery(req_ctx *rc);   /* false: not a discovery path */
+bool handle_openapi(req_ctx *rc, const char *path);
+void handle_watch(req_ctx *rc);
+void watch_loop_flush(loop *lp);   /* deliver new events to the loop's watchers */
+void watch_loop_close_all(loop *lp);
+
+/* Storage key of an object; buf gets "/registry/G/R/[NS/]NAME". */
+void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n);
+
+/* Tables (table.c). */
+json_t *table_for_objects(req_ctx *rc, cobj **objs, size_t n); /* new reference */
+json_t *table_row(req_ctx *rc, const json_t *obj);           /* new reference */
+json_t *table_column_definitions(const resource_type *t);
+void human_duration(int64_t seconds, char *buf, size_t n);
+
+/* Bootstrap objects (default namespaces) created at first start. */
+int apiserver_bootstrap(apiserver *s);
+
+#endif

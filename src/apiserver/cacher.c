@@ -1,0 +1,739 @@
+/* The watch cache; see cacher.h for the model and the locking rules. */
+#include "apiserver/cacher.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckube/json.h"
+#include "ckube/log.h"
+
+static int cobj_cmp(const cobj *a, const cobj *b)
+{
+    return strcmp(a->key, b->key);
+}
+
+RB_HEAD(ctree, cobj);
+RB_GENERATE_STATIC(ctree, cobj, node, cobj_cmp)
+
+typedef struct cevent {
+    cevent_type type;
+    int64_t rev;
+    cobj *obj;  /* new state; for DELETED the last state at the delete revision */
+    cobj *prev; /* previous state (NULL for ADDED) */
+} cevent;
+
+typedef struct bucket {
+    char *prefix;
+    size_t prefix_len;
+    struct ctree tree;
+    size_t count;
+    size_t bytes;
+    cevent *ring;
+    size_t ring_cap, ring_head, ring_len;
+    int64_t start_rev; /* watches from a revision >= this can be served */
+    const cacher_field *fields;
+    struct bucket *next;
+} bucket;
+
+typedef struct listener {
+    char *prefix;
+    cacher_event_fn fn;
+    void *arg;
+    struct listener *next;
+} listener;
+
+struct cacher {
+    storage *st;
+    pthread_rwlock_t lock;
+    bucket *buckets;
+    size_t nbuckets;
+    size_t ring_capacity;
+    int64_t rev;       /* newest applied revision; guarded by lock */
+    int64_t start_rev; /* revision of the initial list */
+    void (*notify)(void *);
+    void *notify_arg;
+    listener *listeners;
+};
+
+/* ---- objects ---------------------------------------------------------- */
+
+cobj *cobj_ref(cobj *o)
+{
+    if (o)
+        atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+    return o;
+}
+
+static void free_pairs(char **v, size_t npairs)
+{
+    for (size_t i = 0; i < npairs * 2; i++)
+        free(v[i]);
+    free(v);
+}
+
+void cobj_unref(cobj *o)
+{
+    if (!o || atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    free(o->key);
+    free(o->nsname);
+    free(o->json);
+    free_pairs(o->labels, o->nlabels);
+    free_pairs(o->fields, o->nfields);
+    free(o);
+}
+
+static const char *pairs_lookup(char **v, size_t n, const char *key)
+{
+    /* Pairs are sorted by key: binary search. */
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(v[mid * 2], key);
+        if (!c)
+            return v[mid * 2 + 1];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+const char *cobj_label(void *ctx, const char *key)
+{
+    const cobj *o = ctx;
+    return pairs_lookup(o->labels, o->nlabels, key);
+}
+
+const char *cobj_field(void *ctx, const char *key)
+{
+    const cobj *o = ctx;
+    if (!strcmp(key, "metadata.name"))
+        return o->name;
+    if (!strcmp(key, "metadata.namespace"))
+        return o->ns;
+    return pairs_lookup(o->fields, o->nfields, key);
+}
+
+json_t *cobj_decode(const cobj *o)
+{
+    return json_loadb(o->json, o->len, 0, NULL);
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorts an array of (key, value) pairs by key. */
+static void sort_pairs(char **v, size_t npairs)
+{
+    /* Sort pairs as 2-element records. */
+    struct pr {
+        char *k, *v;
+    };
+    qsort(v, npairs, sizeof(struct pr), pair_cmp);
+}
+
+static char **extract_labels(const json_t *obj, size_t *n)
+{
+    json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+    *n = 0;
+    if (!json_is_object(labels) || !json_object_size(labels))
+        return NULL;
+    char **v = calloc(json_object_size(labels) * 2, sizeof *v);
+    const char *k;
+    json_t *val;
+    json_object_foreach(labels, k, val)
+    {
+        if (!json_is_string(val))
+            continue;
+        v[*n * 2] = strdup(k);
+        v[*n * 2 + 1] = strdup(json_string_value(val));
+        (*n)++;
+    }
+    sort_pairs(v, *n);
+    return v;
+}
+
+static char *scalar_string(const json_t *v)
+{
+    char buf[64];
+    if (json_is_string(v))
+        return strdup(json_string_value(v));
+    if (json_is_integer(v)) {
+        snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return strdup(buf);
+    }
+    if (json_is_boolean(v))
+        return strdup(json_is_true(v) ? "true" : "false");
+    return strdup("");
+}
+
+static char **extract_fields(const json_t *obj, const cacher_field *fields, size_t *n)
+{
+    *n = 0;
+    if (!fields)
+        return NULL;
+    size_t cnt = 0;
+    while (fields[cnt].field)
+        cnt++;
+    if (!cnt)
+        return NULL;
+    char **v = calloc(cnt * 2, sizeof *v);
+    for (size_t i = 0; i < cnt; i++) {
+        v[i * 2] = strdup(fields[i].field);
+        v[i * 2 + 1] = scalar_string(ckube_json_get_path(obj, fields[i].path));
+    }
+    *n = cnt;
+    sort_pairs(v, cnt);
+    return v;
+}
+
+/* Builds a cobj from a decoded object: sets resourceVersion and encodes.
+ * Takes no ownership of obj (modifies its resourceVersion). */
+static cobj *cobj_build(const char *key, size_t prefix_len, json_t *obj, int64_t rev,
+                        int64_t create_rev, const cacher_field *fields)
+{
+    char rv[32];
+    snprintf(rv, sizeof rv, "%" PRId64, rev);
+    json_t *meta = ckube_json_object_ensure(obj, "metadata");
+    json_object_set_new(meta, "resourceVersion", json_string(rv));
+    cobj *o = calloc(1, sizeof *o);
+    if (!o)
+        return NULL;
+    atomic_init(&o->refs, 1);
+    o->key = strdup(key);
+    o->nsname = strdup(key + prefix_len);
+    char *slash = strchr(o->nsname, '/');
+    if (slash) {
+        *slash = 0;
+        o->ns = o->nsname;
+        o->name = slash + 1;
+    } else {
+        o->ns = "";
+        o->name = o->nsname;
+    }
+    o->json = ckube_json_dumps(obj, &o->len);
+    o->rev = rev;
+    o->create_rev = create_rev;
+    o->labels = extract_labels(obj, &o->nlabels);
+    o->fields = extract_fields(obj, fields, &o->nfields);
+    if (!o->key || !o->nsname || !o->json) {
+        cobj_unref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* ---- buckets ---------------------------------------------------------- */
+
+/* Length of the bucket prefix of a key: up to and including the fourth
+ * '/' ("/registry/<group>/<resource>/"). 0 if the key has none. */
+static size_t key_prefix_len(const char *key)
+{
+    int slashes = 0;
+    for (size_t i = 0; key[i]; i++) {
+        if (key[i] == '/' && ++slashes == 4)
+            return i + 1;
+    }
+    return 0;
+}
+
+static bucket *find_bucket_n(cacher *c, const char *prefix, size_t len)
+{
+    for (bucket *b = c->buckets; b; b = b->next) {
+        if (b->prefix_len == len && !memcmp(b->prefix, prefix, len))
+            return b;
+    }
+    return NULL;
+}
+
+/* Caller holds the write lock (or is single-threaded set-up). */
+static bucket *get_bucket_locked(cacher *c, const char *prefix, size_t len)
+{
+    bucket *b = find_bucket_n(c, prefix, len);
+    if (b)
+        return b;
+    b = calloc(1, sizeof *b);
+    b->prefix = strndup(prefix, len);
+    b->prefix_len = len;
+    RB_INIT(&b->tree);
+    b->ring_cap = c->ring_capacity;
+    b->ring = calloc(b->ring_cap, sizeof *b->ring);
+    b->start_rev = c->start_rev;
+    b->next = c->buckets;
+    c->buckets = b;
+    c->nbuckets++;
+    return b;
+}
+
+static void ring_push(bucket *b, cevent ev)
+{
+    if (b->ring_len == b->ring_cap) {
+        cevent *old = &b->ring[b->ring_head];
+        b->start_rev = old->rev;
+        cobj_unref(old->obj);
+        cobj_unref(old->prev);
+        b->ring_head = (b->ring_head + 1) % b->ring_cap;
+        b->ring_len--;
+    }
+    b->ring[(b->ring_head + b->ring_len) % b->ring_cap] = ev;
+    b->ring_len++;
+}
+
+static cevent *ring_at(bucket *b, size_t i)
+{
+    return &b->ring[(b->ring_head + i) % b->ring_cap];
+}
+
+/* Index of the first event with rev > after. */
+static size_t ring_find(bucket *b, int64_t after)
+{
+    size_t lo = 0, hi = b->ring_len;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ring_at(b, mid)->rev <= after)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* ---- applying storage events --------------------------------------- */
+
+typedef struct pending {
+    bucket *b; /* NULL until phase 2 if the bucket did not exist */
+    size_t prefix_len;
+    cevent ev;
+    const char *key;
+} pending;
+
+static void apply_batch(void *arg, const storage_event *evs, size_t n)
+{
+    cacher *c = arg;
+    pending *p = calloc(n, sizeof *p);
+    if (!p) {
+        CKUBE_ERROR("cacher: out of memory applying %zu events", n);
+        return;
+    }
+    /* Phase 1: decode and encode outside the write lock. Only this thread
+     * mutates trees, so reading previous objects under the read lock is
+     * enough; several events of a batch may touch one key, so the newest
+     * pending state wins over the tree. */
+    pthread_rwlock_rdlock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        const storage_event *e = &evs[i];
+        size_t plen = key_prefix_len(e->key);
+        if (!plen)
+            continue;
+        p[i].prefix_len = plen;
+        p[i].key = e->key;
+        p[i].b = find_bucket_n(c, e->key, plen);
+        const cacher_field *fields = p[i].b ? p[i].b->fields : NULL;
+        cobj *prev = NULL;
+        for (size_t j = i; j-- > 0;) {
+            if (p[j].key && !strcmp(p[j].key, e->key)) {
+                prev = p[j].ev.type == CEV_DELETED ? NULL : cobj_ref(p[j].ev.obj);
+                goto found;
+            }
+        }
+        if (p[i].b) {
+            cobj probe = {.key = (char *)e->key};
+            prev = cobj_ref(RB_FIND(ctree, &p[i].b->tree, &probe));
+        }
+    found:
+        p[i].ev.rev = e->rev;
+        p[i].ev.prev = prev;
+        if (e->type == STORAGE_EVENT_PUT) {
+            json_t *obj = json_loadb(e->value, e->value_len, 0, NULL);
+            if (!obj) {
+                CKUBE_ERROR("cacher: undecodable value at %s rev %" PRId64 "; skipped", e->key,
+                            e->rev);
+                cobj_unref(prev);
+                p[i].ev.prev = NULL;
+                continue;
+            }
+            p[i].ev.obj = cobj_build(e->key, plen, obj, e->rev, e->create_rev, fields);
+            json_decref(obj);
+            p[i].ev.type = prev ? CEV_MODIFIED : CEV_ADDED;
+        } else if (prev) {
+            json_t *obj = cobj_decode(prev);
+            if (obj) {
+                p[i].ev.obj = cobj_build(e->key, plen, obj, e->rev, prev->create_rev, fields);
+                json_decref(obj);
+            }
+            p[i].ev.type = CEV_DELETED;
+        }
+        if (!p[i].ev.obj) {
+            cobj_unref(prev);
+            p[i].ev.prev = NULL;
+        }
+    }
+    pthread_rwlock_unlock(&c->lock);
+
+    /* Phase 2: link everything in under the write lock. */
+    pthread_rwlock_wrlock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        if (!p[i].ev.obj)
+            continue;
+        bucket *b = p[i].b ? p[i].b : get_bucket_locked(c, p[i].key, p[i].prefix_len);
+        cobj *cur = RB_FIND(ctree, &b->tree, p[i].ev.obj);
+        if (cur) {
+            RB_REMOVE(ctree, &b->tree, cur);
+            b->count--;
+            b->bytes -= cur->len;
+            cobj_unref(cur);
+        }
+        if (p[i].ev.type != CEV_DELETED) {
+            RB_INSERT(ctree, &b->tree, cobj_ref(p[i].ev.obj));
+            b->count++;
+            b->bytes += p[i].ev.obj->len;
+        }
+        ring_push(b, p[i].ev);
+    }
+    if (n && evs[n - 1].rev > c->rev)
+        c->rev = evs[n - 1].rev;
+    pthread_rwlock_unlock(&c->lock);
+
+    /* Listeners see the events after they are visible to readers. The ring
+     * holds references, but a later batch could evict them, so hold our
+     * own while calling out. */
+    for (listener *l = c->listeners; l; l = l->next) {
+        for (size_t i = 0; i < n; i++) {
+            if (p[i].ev.obj && !strncmp(p[i].key, l->prefix, strlen(l->prefix)))
+                l->fn(l->arg, p[i].ev.type, p[i].ev.obj);
+        }
+    }
+    free(p);
+    if (c->notify)
+        c->notify(c->notify_arg);
+}
+
+/* ---- life cycle ------------------------------------------------------ */
+
+cacher *cacher_new(storage *st, size_t ring_capacity)
+{
+    cacher *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->st = st;
+    c->ring_capacity = ring_capacity ? ring_capacity : 4096;
+    pthread_rwlock_init(&c->lock, NULL);
+    return c;
+}
+
+void cacher_configure_bucket(cacher *c, const char *prefix, const cacher_field *fields)
+{
+    pthread_rwlock_wrlock(&c->lock);
+    bucket *b = get_bucket_locked(c, prefix, strlen(prefix));
+    b->fields = fields;
+    pthread_rwlock_unlock(&c->lock);
+}
+
+void cacher_set_notify(cacher *c, void (*fn)(void *), void *arg)
+{
+    c->notify = fn;
+    c->notify_arg = arg;
+}
+
+void cacher_add_listener(cacher *c, const char *prefix, cacher_event_fn fn, void *arg)
+{
+    listener *l = calloc(1, sizeof *l);
+    l->prefix = strdup(prefix);
+    l->fn = fn;
+    l->arg = arg;
+    l->next = c->listeners;
+    c->listeners = l;
+}
+
+static int load_one(void *arg, const storage_kv *kv)
+{
+    cacher *c = arg;
+    size_t plen = key_prefix_len(kv->key);
+    if (!plen)
+        return 0;
+    bucket *b = get_bucket_locked(c, kv->key, plen);
+    json_t *obj = json_loadb(kv->value, kv->value_len, 0, NULL);
+    if (!obj) {
+        CKUBE_ERROR("cacher: undecodable value at %s; skipped", kv->key);
+        return 0;
+    }
+    cobj *o = cobj_build(kv->key, plen, obj, kv->mod_rev, kv->create_rev, b->fields);
+    json_decref(obj);
+    if (!o)
+        return 1;
+    RB_INSERT(ctree, &b->tree, o);
+    b->count++;
+    b->bytes += o->len;
+    return 0;
+}
+
+int cacher_start(cacher *c)
+{
+    int64_t rev = 0;
+    pthread_rwlock_wrlock(&c->lock);
+    int rc = storage_range(c->st, "/registry/", load_one, c, &rev);
+    c->rev = c->start_rev = rev;
+    for (bucket *b = c->buckets; b; b = b->next)
+        b->start_rev = rev;
+    pthread_rwlock_unlock(&c->lock);
+    if (rc)
+        return rc;
+    /* Initial objects reach listeners as ADDED, as if they were new. */
+    for (listener *l = c->listeners; l; l = l->next) {
+        size_t n;
+        int64_t r;
+        size_t more;
+        cobj **objs = cacher_list(c, l->prefix, NULL, NULL, 0, &n, &r, &more);
+        for (size_t i = 0; i < n; i++)
+            l->fn(l->arg, CEV_ADDED, objs[i]);
+        cacher_objs_free(objs, n);
+    }
+    return storage_watch(c->st, rev, apply_batch, c);
+}
+
+void cacher_free(cacher *c)
+{
+    if (!c)
+        return;
+    bucket *b = c->buckets;
+    while (b) {
+        bucket *nb = b->next;
+        cobj *o, *tmp;
+        RB_FOREACH_SAFE(o, ctree, &b->tree, tmp)
+        {
+            RB_REMOVE(ctree, &b->tree, o);
+            cobj_unref(o);
+        }
+        for (size_t i = 0; i < b->ring_len; i++) {
+            cobj_unref(ring_at(b, i)->obj);
+            cobj_unref(ring_at(b, i)->prev);
+        }
+        free(b->ring);
+        free(b->prefix);
+        free(b);
+        b = nb;
+    }
+    listener *l = c->listeners;
+    while (l) {
+        listener *nl = l->next;
+        free(l->prefix);
+        free(l);
+        l = nl;
+    }
+    pthread_rwlock_destroy(&c->lock);
+    free(c);
+}
+
+/* ---- reads ---------------------------------------------------------- */
+
+int64_t cacher_rev(cacher *c)
+{
+    pthread_rwlock_rdlock(&c->lock);
+    int64_t r = c->rev;
+    pthread_rwlock_unlock(&c->lock);
+    return r;
+}
+
+cobj *cacher_get(cacher *c, const char *key)
+{
+    size_t plen = key_prefix_len(key);
+    cobj *o = NULL;
+    pthread_rwlock_rdlock(&c->lock);
+    bucket *b = plen ? find_bucket_n(c, key, plen) : NULL;
+    if (b) {
+        cobj probe = {.key = (char *)key};
+        o = cobj_ref(RB_FIND(ctree, &b->tree, &probe));
+    }
+    pthread_rwlock_unlock(&c->lock);
+    return o;
+}
+
+bool cfilter_matches(const cfilter *f, const cobj *o)
+{
+    if (!f)
+        return true;
+    if (f->ns && *f->ns && strcmp(f->ns, o->ns))
+        return false;
+    if (f->labels && !ckube_selector_matches(f->labels, cobj_label, (void *)o))
+        return false;
+    if (f->fields && !ckube_selector_matches(f->fields, cobj_field, (void *)o))
+        return false;
+    return true;
+}
+
+cobj **cacher_list(cacher *c, const char *prefix, const char *after_key, const cfilter *f,
+                   size_t limit, size_t *n, int64_t *rev, size_t *more)
+{
+    size_t plen = key_prefix_len(prefix);
+    size_t cap = 64, cnt = 0, left = 0;
+    cobj **out = malloc(cap * sizeof *out);
+    pthread_rwlock_rdlock(&c->lock);
+    *rev = c->rev;
+    bucket *b = plen ? find_bucket_n(c, prefix, plen) : NULL;
+    if (b && out) {
+        size_t prefix_len = strlen(prefix);
+        cobj probe = {.key = (char *)(after_key ? after_key : prefix)};
+        cobj *o = RB_NFIND(ctree, &b->tree, &probe);
+        if (o && after_key && !strcmp(o->key, after_key))
+            o = RB_NEXT(ctree, &b->tree, o);
+        for (; o; o = RB_NEXT(ctree, &b->tree, o)) {
+            if (strncmp(o->key, prefix, prefix_len))
+                break;
+            if (!cfilter_matches(f, o))
+                continue;
+            if (limit && cnt == limit) {
+                left++;
+                continue;
+            }
+            if (cnt == cap) {
+                cap *= 2;
+                cobj **nn = realloc(out, cap * sizeof *out);
+                if (!nn)
+                    break;
+                out = nn;
+            }
+            out[cnt++] = cobj_ref(o);
+        }
+    }
+    pthread_rwlock_unlock(&c->lock);
+    *n = cnt;
+    *more = left;
+    return out;
+}
+
+void cacher_objs_free(cobj **objs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cobj_unref(objs[i]);
+    free(objs);
+}
+
+size_t cacher_count(cacher *c, const char *prefix)
+{
+    size_t plen = key_prefix_len(prefix), cnt = 0;
+    pthread_rwlock_rdlock(&c->lock);
+    bucket *b = plen ? find_bucket_n(c, prefix, plen) : NULL;
+    if (b) {
+        if (strlen(prefix) == plen) {
+            cnt = b->count;
+        } else {
+            cobj probe = {.key = (char *)prefix};
+            for (cobj *o = RB_NFIND(ctree, &b->tree, &probe); o; o = RB_NEXT(ctree, &b->tree, o)) {
+                if (strncmp(o->key, prefix, strlen(prefix)))
+                    break;
+                cnt++;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&c->lock);
+    return cnt;
+}
+
+/* ---- watch ---------------------------------------------------------- */
+
+static void push_out(cevent_out **out, size_t *n, size_t *cap, cevent_type t, cobj *o)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        *out = realloc(*out, *cap * sizeof **out);
+    }
+    (*out)[*n].type = t;
+    (*out)[*n].obj = cobj_ref(o);
+    (*n)++;
+}
+
+int cacher_watch_begin(cacher *c, cwatch *w, int64_t from_rev, cevent_out **initial,
+                       size_t *ninitial, int64_t *oldest)
+{
+    *initial = NULL;
+    *ninitial = 0;
+    size_t plen = strlen(w->bucket);
+    pthread_rwlock_wrlock(&c->lock);
+    bucket *b = get_bucket_locked(c, w->bucket, plen);
+    if (from_rev == 0) {
+        size_t cap = 0;
+        char prefix[512];
+        snprintf(prefix, sizeof prefix, "%s%s%s", w->bucket,
+                 w->filter.ns && *w->filter.ns ? w->filter.ns : "",
+                 w->filter.ns && *w->filter.ns ? "/" : "");
+        cobj probe = {.key = prefix};
+        for (cobj *o = RB_NFIND(ctree, &b->tree, &probe); o; o = RB_NEXT(ctree, &b->tree, o)) {
+            if (strncmp(o->key, prefix, strlen(prefix)))
+                break;
+            if (cfilter_matches(&w->filter, o))
+                push_out(initial, ninitial, &cap, CEV_ADDED, o);
+        }
+        w->rev = c->rev;
+    } else if (from_rev < b->start_rev) {
+        *oldest = b->start_rev;
+        pthread_rwlock_unlock(&c->lock);
+        return -1;
+    } else {
+        w->rev = from_rev;
+    }
+    pthread_rwlock_unlock(&c->lock);
+    return 0;
+}
+
+int cacher_watch_collect(cacher *c, cwatch *w, cevent_out **out, size_t *n)
+{
+    size_t cap = 0;
+    *out = NULL;
+    *n = 0;
+    pthread_rwlock_rdlock(&c->lock);
+    bucket *b = find_bucket_n(c, w->bucket, strlen(w->bucket));
+    if (!b) {
+        w->rev = c->rev;
+        pthread_rwlock_unlock(&c->lock);
+        return 0;
+    }
+    if (w->rev < b->start_rev) {
+        pthread_rwlock_unlock(&c->lock);
+        return -1;
+    }
+    for (size_t i = ring_find(b, w->rev); i < b->ring_len; i++) {
+        cevent *e = ring_at(b, i);
+        bool cur = e->type != CEV_DELETED && cfilter_matches(&w->filter, e->obj);
+        bool prev = e->prev && cfilter_matches(&w->filter, e->prev);
+        if (e->type == CEV_DELETED) {
+            if (prev)
+                push_out(out, n, &cap, CEV_DELETED, e->obj);
+        } else if (cur && prev) {
+            push_out(out, n, &cap, CEV_MODIFIED, e->obj);
+        } else if (cur) {
+            push_out(out, n, &cap, CEV_ADDED, e->obj);
+        } else if (prev) {
+            push_out(out, n, &cap, CEV_DELETED, e->obj);
+        }
+    }
+    w->rev = c->rev;
+    pthread_rwlock_unlock(&c->lock);
+    return 0;
+}
+
+void cacher_events_free(cevent_out *evs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cobj_unref(evs[i].obj);
+    free(evs);
+}
+
+void cacher_get_stats(cacher *c, cacher_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_rwlock_rdlock(&c->lock);
+    for (bucket *b = c->buckets; b; b = b->next) {
+        out->objects += b->count;
+        out->bytes += b->bytes;
+        out->buckets++;
+    }
+    pthread_rwlock_unlock(&c->lock);
+}

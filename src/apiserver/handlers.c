@@ -1,0 +1,1568 @@
+/* The one generic REST handler: get, list, create, update, patch, delete
+ * and deletecollection for every resource type, built-in or custom.
+ * Type-specific behaviour comes only from `struct resource_type`.
+ *
+ * Writes are asynchronous: a handler prepares the new object, submits a
+ * conditional storage op and returns; the op's completion is posted back
+ * to the request's loop, which replies (or retries after a conflict, with
+ * the object re-read from the cache, which is never behind an
+ * acknowledged write). */
+#include <ctype.h>
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apiserver/apiserver.h"
+#include "apiserver/continue_token.h"
+#include "apiserver/schema.h"
+#include "ckube/json.h"
+#include "ckube/log.h"
+#include "ckube/patch.h"
+#include "ckube/validation.h"
+#include "ckube/yaml.h"
+
+#define MAX_CONFLICT_RETRIES 16
+
+void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n)
+{
+    char prefix[256];
+    resource_type_key_prefix(t, prefix, sizeof prefix);
+    if (t->namespaced)
+        snprintf(buf, n, "%s%s/%s", prefix, ns, name);
+    else
+        snprintf(buf, n, "%s%s", prefix, name);
+}
+
+static ckube_status *not_found(req_ctx *rc, const char *name)
+{
+    return ckube_status_not_found(rc->type->group, rc->type->resource, name);
+}
+
+static ckube_status *method_not_allowed(void)
+{
+    return ckube_status_new(405, CKUBE_REASON_METHOD_NOT_ALLOWED,
+                            "the server does not allow this method on the requested resource");
+}
+
+static ckube_status *resource_not_found(void)
+{
+    return ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
+                            "the server could not find the requested resource");
+}
+
+/* ---- request bodies ------------------------------------------------------ */
+
+typedef enum {
+    BODY_JSON,
+    BODY_YAML,
+    BODY_JSON_PATCH,
+    BODY_MERGE_PATCH,
+    BODY_STRATEGIC_PATCH,
+    BODY_APPLY_PATCH,
+    BODY_UNSUPPORTED,
+} body_type;
+
+static body_type content_type(req_ctx *rc)
+{
+    const char *ct =
+        evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Content-Type");
+    if (!ct || !*ct)
+        return BODY_JSON;
+    size_t n = strcspn(ct, ";");
+    while (n && ct[n - 1] == ' ')
+        n--;
+#define IS(s) (n == strlen(s) && !strncasecmp(ct, s, n))
+    if (IS("application/json") || IS("*/*"))
+        return BODY_JSON;
+    if (IS("application/yaml") || IS("application/x-yaml") || IS("text/yaml"))
+        return BODY_YAML;
+    if (IS("application/json-patch+json"))
+        return BODY_JSON_PATCH;
+    if (IS("application/merge-patch+json"))
+        return BODY_MERGE_PATCH;
+    if (IS("application/strategic-merge-patch+json"))
+        return BODY_STRATEGIC_PATCH;
+    if (IS("application/apply-patch+yaml") || IS("application/apply-patch+json"))
+        return BODY_APPLY_PATCH;
+#undef IS
+    return BODY_UNSUPPORTED;
+}
+
+/* Reads and decodes the body (JSON, or YAML for BODY_YAML/APPLY). With
+ * `strict`, duplicate keys are an error; otherwise they give a warning.
+ * Returns NULL and sets *st on error. */
+static json_t *read_body(req_ctx *rc, body_type bt, int validation, ckube_status **st)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
+    size_t len = evbuffer_get_length(in);
+    if (len > APISERVER_MAX_BODY) {
+        *st = ckube_status_new(413, CKUBE_REASON_TOO_LARGE, "Request entity too large: limit is %u",
+                               APISERVER_MAX_BODY);
+        return NULL;
+    }
+    if (len == 0) {
+        *st = ckube_status_bad_request("the body of the request was empty");
+        return NULL;
+    }
+    const char *data = (const char *)evbuffer_pullup(in, -1);
+    json_t *v = NULL;
+    char *err = NULL;
+    if (bt == BODY_YAML || bt == BODY_APPLY_PATCH) {
+        v = ckube_yaml_load(data, len, &err);
+    } else {
+        json_error_t je;
+        v = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
+        if (!v && strstr(je.text, "duplicate")) {
+            if (validation == 2) {
+                *st = ckube_status_bad_request("strict decoding error: json: %s", je.text);
+                return NULL;
+            }
+            v = json_loadb(data, len, 0, &je);
+            if (v && validation == 1) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "json: %s", je.text);
+                req_add_warning(rc, msg);
+            }
+        }
+        if (!v && asprintf(&err, "%s (line %d, column %d)", je.text, je.line, je.column) < 0)
+            err = NULL;
+    }
+    if (!v) {
+        *st = ckube_status_bad_request("error decoding request body: %s",
+                                       err ? err : "invalid document");
+        free(err);
+        return NULL;
+    }
+    return v;
+}
+
+/* fieldValidation: 0 Ignore, 1 Warn (default), 2 Strict; -1 invalid. */
+static int field_validation(req_ctx *rc)
+{
+    const char *v = req_query(rc, "fieldValidation");
+    if (!v || !*v || !strcmp(v, "Warn"))
+        return 1;
+    if (!strcmp(v, "Strict"))
+        return 2;
+    if (!strcmp(v, "Ignore"))
+        return 0;
+    return -1;
+}
+
+/* dryRun: 1 for All, 0 absent, -1 invalid. */
+static int dry_run(req_ctx *rc)
+{
+    const char *v = req_query(rc, "dryRun");
+    if (!v || !*v)
+        return 0;
+    if (!strcmp(v, "All"))
+        return 1;
+    return -1;
+}
+
+/* ---- object helpers ----------------------------------------------------- */
+
+static json_t *meta_of(json_t *obj)
+{
+    return ckube_json_object_ensure(obj, "metadata");
+}
+
+static void set_rv(json_t *obj, int64_t rev)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, rev);
+    json_object_set_new(meta_of(obj), "resourceVersion", json_string(buf));
+}
+
+static int64_t parse_rv(const char *s, bool *ok)
+{
+    *ok = true;
+    if (!s || !*s)
+        return 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end || v < 0) {
+        *ok = false;
+        return 0;
+    }
+    return v;
+}
+
+/* Object without metadata (and status when it is a subresource) to
+ * decide whether the generation moves. */
+static bool spec_changed(const resource_type *t, const json_t *a, const json_t *b)
+{
+    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
+    json_object_del(x, "metadata");
+    json_object_del(y, "metadata");
+    if (t->status_subresource) {
+        json_object_del(x, "status");
+        json_object_del(y, "status");
+    }
+    bool changed = !json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return changed;
+}
+
+static bool has_finalizers(const resource_type *t, const json_t *obj)
+{
+    if (json_array_size(ckube_json_get_path(obj, "metadata.finalizers")) > 0)
+        return true;
+    return t->pending_finalizers && t->pending_finalizers(obj);
+}
+
+/* kind/apiVersion in a body must match the URL's type. */
+static ckube_status *check_gvk(req_ctx *rc, json_t *obj)
+{
+    const resource_type *t = rc->type;
+    const char *av = json_string_value(json_object_get(obj, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    if (json_object_get(obj, "apiVersion") && !av)
+        return ckube_status_bad_request("apiVersion must be a string");
+    if (json_object_get(obj, "kind") && !kind)
+        return ckube_status_bad_request("kind must be a string");
+    if (av && *av && strcmp(av, t->api_version))
+        return ckube_status_bad_request(
+            "the API version in the data (%s) does not match the expected API version (%s)", av,
+            t->api_version);
+    if (kind && *kind && strcmp(kind, t->kind))
+        return ckube_status_bad_request(
+            "the kind in the data (%s) does not match the expected kind (%s)", kind, t->kind);
+    json_object_set_new(obj, "apiVersion", json_string(t->api_version));
+    json_object_set_new(obj, "kind", json_string(t->kind));
+    json_t *meta = json_object_get(obj, "metadata");
+    if (meta && !json_is_object(meta))
+        return ckube_status_bad_request("metadata must be an object");
+    return NULL;
+}
+
+/* Unknown-field handling and schema validation shared by every write.
+ * Adds Invalid causes to *inv (created on demand); returns a Status for a
+ * Strict-mode unknown field. */
+static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckube_status *inv)
+{
+    const resource_type *t = rc->type;
+    if (!t->schema)
+        return NULL;
+    char **unknown = NULL;
+    size_t nunknown = 0;
+    unsigned flags = SCHEMA_PRUNE | SCHEMA_DEFAULT | SCHEMA_VALIDATE;
+    schema_apply(t->schema, obj, flags, inv, &unknown, &nunknown);
+    ckube_status *st = NULL;
+    if (nunknown && validation == 2) {
+        size_t cap = 64;
+        char *msg = malloc(cap);
+        size_t len = 0;
+        msg[0] = 0;
+        for (size_t i = 0; i < nunknown; i++) {
+            size_t need = strlen(unknown[i]) + 24;
+            if (len + need >= cap) {
+                cap = (len + need) * 2;
+                msg = realloc(msg, cap);
+            }
+            len += (size_t)snprintf(msg + len, cap - len, "%sunknown field \"%s\"", i ? ", " : "",
+                                    unknown[i]);
+        }
+        st = ckube_status_bad_request("strict decoding error: %s", msg);
+        free(msg);
+    } else if (nunknown && validation == 1) {
+        for (size_t i = 0; i < nunknown; i++) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "unknown field \"%s\"", unknown[i]);
+            req_add_warning(rc, msg);
+        }
+    }
+    for (size_t i = 0; i < nunknown; i++)
+        free(unknown[i]);
+    free(unknown);
+    return st;
+}
+
+/* Validates a prepared object: metadata, the type's rules, the schema.
+ * Returns NULL if valid. */
+static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old, int validation)
+{
+    const resource_type *t = rc->type;
+    const char *name = ckube_obj_name(obj);
+    ckube_status *inv = ckube_status_invalid_begin(t->group, t->kind, name ? name : "");
+    ckube_status *st = apply_schema(rc, obj, validation, inv);
+    if (st) {
+        ckube_status_free(inv);
+        return st;
+    }
+    ckube_validate_object_meta(obj, t->namespaced, t->name_kind, inv);
+    if (old) {
+        const char *ouid = ckube_obj_uid(old), *nuid = ckube_obj_uid(obj);
+        if (ouid && nuid && strcmp(ouid, nuid))
+            ckube_field_invalid(inv, "metadata.uid", nuid, "field is immutable");
+    }
+    if (t->validate)
+        t->validate(t, obj, old, inv);
+    if (inv->ncauses) {
+        ckube_status_invalid_finish(inv);
+        return inv;
+    }
+    ckube_status_free(inv);
+    size_t len;
+    char *s = ckube_json_dumps(obj, &len);
+    free(s);
+    if (len > APISERVER_MAX_OBJECT)
+        return ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                                "Request entity too large: object exceeds the limit of %u bytes",
+                                APISERVER_MAX_OBJECT);
+    return NULL;
+}
+
+/* Namespace checks for creating a namespaced object. */
+static ckube_status *check_namespace_open(req_ctx *rc, const char *name)
+{
+    char key[512];
+    snprintf(key, sizeof key, "/registry/core/namespaces/%s", rc->ri.ns);
+    cobj *ns = cacher_get(rc->srv->cache, key);
+    if (!ns)
+        return ckube_status_not_found("", "namespaces", rc->ri.ns);
+    json_t *o = cobj_decode(ns);
+    cobj_unref(ns);
+    bool terminating = ckube_json_get_path(o, "metadata.deletionTimestamp") != NULL;
+    json_decref(o);
+    if (terminating) {
+        char qr[256];
+        ckube_qualified_resource(qr, sizeof qr, rc->type->group, rc->type->resource);
+        ckube_status *st = ckube_status_new(
+            403, CKUBE_REASON_FORBIDDEN,
+            "%s \"%s\" is forbidden: unable to create new content in namespace %s because it is "
+            "being terminated",
+            qr, name ? name : "", rc->ri.ns);
+        ckube_status_set_details(st, name, rc->type->group, rc->type->resource);
+        return st;
+    }
+    return NULL;
+}
+
+/* ---- writes ---------------------------------------------------------------- */
+
+typedef enum { W_CREATE, W_UPDATE, W_PATCH, W_STATUS, W_FINALIZE, W_DELETE } write_kind;
+
+typedef struct write_req write_req;
+typedef struct collection_del collection_del;
+
+struct write_req {
+    storage_op op;
+    req_ctx *rc;
+    write_kind kind;
+    char key[640];
+    char *value;
+    json_t *obj;        /* what was written (response body); owned */
+    json_t *body;       /* request body (object or patch); owned */
+    body_type btype;
+    int validation;
+    bool dry_run;
+    int64_t user_rv;    /* PUT with metadata.resourceVersion */
+    int attempts;
+    bool deleting;      /* the op is a storage delete */
+    bool status_only;   /* /status: only .status of the result is kept */
+    char *gen_base;     /* generateName base for retries */
+    /* delete options */
+    char *pre_uid;
+    char *pre_rv;
+    collection_del *parent;
+};
+
+struct collection_del {
+    req_ctx *rc;
+    size_t pending;
+    json_t *items;
+    ckube_status *error;
+};
+
+static void write_free(write_req *w)
+{
+    free(w->value);
+    json_decref(w->obj);
+    json_decref(w->body);
+    free(w->gen_base);
+    free(w->pre_uid);
+    free(w->pre_rv);
+    free(w);
+}
+
+static void run_write(write_req *w);
+static void collection_child_done(write_req *w, ckube_status *st, json_t *obj);
+
+/* Finishes a write: replies (or reports to the collection) and frees. */
+static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
+{
+    if (w->parent) {
+        collection_child_done(w, st, body);
+        write_free(w);
+        return;
+    }
+    req_ctx *rc = w->rc;
+    w->rc = NULL;
+    write_free(w);
+    if (st)
+        reply_status(rc, st);
+    else
+        reply_json(rc, code, body);
+}
+
+static json_t *delete_success_body(const resource_type *t, const json_t *obj)
+{
+    json_t *st = json_pack("{s:s,s:s,s:{},s:s,s:{s:s,s:s,s:s},s:i}", "kind", "Status",
+                           "apiVersion", "v1", "metadata", "status", "Success", "details", "name",
+                           ckube_obj_name(obj) ? ckube_obj_name(obj) : "", "kind", t->resource,
+                           "uid", ckube_obj_uid(obj) ? ckube_obj_uid(obj) : "", "code", 200);
+    if (*t->group)
+        json_object_set_new(json_object_get(st, "details"), "group", json_string(t->group));
+    return st;
+}
+
+static void op_done_on_loop(void *arg)
+{
+    write_req *w = arg;
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    switch (w->op.result) {
+    case STORAGE_OK:
+        if (w->deleting) {
+            if (w->kind == W_DELETE && !t->return_deleted_object) {
+                json_t *body = delete_success_body(t, w->obj);
+                write_finish(w, 200, body, NULL);
+            } else {
+                set_rv(w->obj, w->op.rev);
+                write_finish(w, 200, json_incref(w->obj), NULL);
+            }
+            return;
+        }
+        set_rv(w->obj, w->op.rev);
+        write_finish(w, w->kind == W_CREATE ? 201 : 200, json_incref(w->obj), NULL);
+        return;
+    case STORAGE_ERR_EXISTS:
+        if (w->gen_base && ++w->attempts < 8) {
+            run_write(w);
+            return;
+        }
+        write_finish(w, 0, NULL,
+                     ckube_status_already_exists(t->group, t->resource, ckube_obj_name(w->obj)));
+        return;
+    case STORAGE_ERR_NOT_FOUND:
+        write_finish(w, 0, NULL, not_found(rc, ckube_obj_name(w->obj)));
+        return;
+    case STORAGE_ERR_CONFLICT:
+        if (w->user_rv == 0 && ++w->attempts < MAX_CONFLICT_RETRIES) {
+            run_write(w);
+            return;
+        }
+        write_finish(w, 0, NULL,
+                     ckube_status_conflict(t->group, t->resource, ckube_obj_name(w->obj),
+                                           "the object has been modified; please apply your "
+                                           "changes to the latest version and try again"));
+        return;
+    default:
+        write_finish(w, 0, NULL,
+                     ckube_status_internal("storage error: %s", storage_strerror(w->op.result)));
+        return;
+    }
+}
+
+/* Storage thread: hand the result to the request's loop. */
+static void op_done(storage_op *op, void *arg)
+{
+    write_req *w = arg;
+    loop_post(w->rc->lp, op_done_on_loop, w);
+}
+
+static void submit(write_req *w, storage_op_type type, int64_t expect)
+{
+    free(w->value);
+    w->value = NULL;
+    memset(&w->op, 0, sizeof w->op);
+    w->op.type = type;
+    w->op.key = w->key;
+    w->op.expect_mod_rev = expect;
+    w->op.done = op_done;
+    w->op.arg = w;
+    w->deleting = type == STORAGE_OP_DELETE;
+    if (type != STORAGE_OP_DELETE) {
+        /* Stored form: no resourceVersion (it is the key's mod revision). */
+        json_t *meta = meta_of(w->obj);
+        json_t *rv = json_incref(json_object_get(meta, "resourceVersion"));
+        json_object_del(meta, "resourceVersion");
+        w->value = ckube_json_dumps(w->obj, &w->op.value_len);
+        if (rv)
+            json_object_set_new(meta, "resourceVersion", rv);
+        w->op.value = w->value;
+    }
+    if (w->dry_run) {
+        /* Validated and admitted, never stored. */
+        w->op.result = STORAGE_OK;
+        w->op.rev = expect;
+        op_done_on_loop(w);
+        return;
+    }
+    int rc = storage_submit(w->rc->srv->st, &w->op);
+    if (rc) {
+        w->op.result = rc;
+        op_done_on_loop(w);
+    }
+}
+
+static void run_create(write_req *w)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    json_t *obj = json_deep_copy(w->body);
+    json_decref(w->obj);
+    w->obj = obj;
+    json_t *meta = meta_of(obj);
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *gen = json_string_value(json_object_get(meta, "generateName"));
+    if ((!name || !*name) && gen && *gen) {
+        if (!w->gen_base)
+            w->gen_base = strndup(gen, 58);
+        char suffix[6], full[128];
+        ckube_random_suffix(suffix, 5);
+        snprintf(full, sizeof full, "%s%s", w->gen_base, suffix);
+        json_object_set_new(meta, "name", json_string(full));
+        name = json_string_value(json_object_get(meta, "name"));
+    }
+    if (t->namespaced) {
+        const char *bns = json_string_value(json_object_get(meta, "namespace"));
+        if (bns && *bns && strcmp(bns, rc->ri.ns)) {
+            write_finish(w, 0, NULL,
+                         ckube_status_bad_request("the namespace of the provided object does not "
+                                                  "match the namespace sent on the request"));
+            return;
+        }
+        json_object_set_new(meta, "namespace", json_string(rc->ri.ns));
+    } else {
+        json_object_del(meta, "namespace");
+    }
+    /* Fields the server owns. */
+    char uid[40], now[32];
+    ckube_uuid4(uid, sizeof uid);
+    ckube_now_rfc3339(now, sizeof now);
+    json_object_set_new(meta, "uid", json_string(uid));
+    json_object_set_new(meta, "creationTimestamp", json_string(now));
+    json_object_del(meta, "resourceVersion");
+    json_object_del(meta, "deletionTimestamp");
+    json_object_del(meta, "deletionGracePeriodSeconds");
+    json_object_del(meta, "selfLink");
+    if (t->tracks_generation)
+        json_object_set_new(meta, "generation", json_integer(1));
+    else
+        json_object_del(meta, "generation");
+    if (t->status_subresource && t->is_custom)
+        json_object_del(obj, "status");
+    if (t->prepare_create)
+        t->prepare_create(t, obj);
+    ckube_status *st = validate_object(rc, obj, NULL, w->validation);
+    if (st) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    if (t->namespaced && (st = check_namespace_open(rc, name))) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    object_key(t, rc->ri.ns, name, w->key, sizeof w->key);
+    submit(w, STORAGE_OP_CREATE, 0);
+}
+
+/* Builds the new object for update-like writes from the current one. */
+static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    char *err = NULL;
+    json_t *obj = NULL;
+    switch (w->kind) {
+    case W_UPDATE:
+        obj = json_deep_copy(w->body);
+        break;
+    case W_PATCH:
+        switch (w->btype) {
+        case BODY_JSON_PATCH:
+            obj = ckube_json_patch_apply(old, w->body, &err);
+            break;
+        case BODY_MERGE_PATCH:
+            obj = ckube_merge_patch_apply(old, w->body, &err);
+            break;
+        case BODY_STRATEGIC_PATCH:
+            obj = ckube_strategic_merge_patch_apply(old, w->body, ckube_patch_meta_table,
+                                                    (void *)t->patch_meta, &err);
+            break;
+        default:
+            break;
+        }
+        if (!obj) {
+            *st = ckube_status_new(422, CKUBE_REASON_INVALID, "%s", err ? err : "invalid patch");
+            free(err);
+            return NULL;
+        }
+        if (!json_is_object(obj)) {
+            json_decref(obj);
+            *st = ckube_status_bad_request("the patch did not produce an object");
+            return NULL;
+        }
+        if ((*st = check_gvk(rc, obj))) {
+            json_decref(obj);
+            return NULL;
+        }
+        break;
+    case W_STATUS:
+        obj = json_deep_copy(w->body);
+        break;
+    case W_FINALIZE: {
+        obj = json_deep_copy(old);
+        json_t *fin = ckube_json_get_path(w->body, "spec.finalizers");
+        json_t *spec = ckube_json_object_ensure(obj, "spec");
+        if (fin)
+            json_object_set(spec, "finalizers", fin);
+        else
+            json_object_del(spec, "finalizers");
+        break;
+    }
+    default:
+        break;
+    }
+    if (obj && w->status_only) {
+        /* Only .status (and the precondition) comes from the result. */
+        json_t *proj = json_deep_copy(old);
+        json_t *s = json_object_get(obj, "status");
+        if (s)
+            json_object_set(proj, "status", s);
+        else
+            json_object_del(proj, "status");
+        json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
+        json_t *pm = meta_of(proj);
+        if (rv)
+            json_object_set(pm, "resourceVersion", rv);
+        else
+            json_object_del(pm, "resourceVersion");
+        json_decref(obj);
+        obj = proj;
+    }
+    return obj;
+}
+
+/* Applies the update rules common to PUT, PATCH, /status and /finalize:
+ * server-owned metadata is kept, status only through /status, generation
+ * moves with the spec, no new finalizers once deleting. */
+static ckube_status *prepare_update(write_req *w, json_t *obj, const json_t *old)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    json_t *meta = meta_of(obj);
+    json_t *ometa = json_object_get(old, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    if (name && strcmp(name, rc->ri.name))
+        return ckube_status_bad_request(
+            "the name of the object (%s) does not match the name on the URL (%s)", name,
+            rc->ri.name);
+    json_object_set_new(meta, "name", json_string(rc->ri.name));
+    if (t->namespaced) {
+        const char *bns = json_string_value(json_object_get(meta, "namespace"));
+        if (bns && *bns && strcmp(bns, rc->ri.ns))
+            return ckube_status_bad_request("the namespace of the provided object does not match "
+                                            "the namespace sent on the request");
+        json_object_set_new(meta, "namespace", json_string(rc->ri.ns));
+    } else {
+        json_object_del(meta, "namespace");
+    }
+    static const char *const kept[] = {"uid", "creationTimestamp", "deletionTimestamp",
+                                       "deletionGracePeriodSeconds", "generation", NULL};
+    for (const char *const *k = kept; *k; k++) {
+        json_t *v = json_object_get(ometa, *k);
+        if (!strcmp(*k, "uid") && json_object_get(meta, "uid") && v &&
+            !json_equal(json_object_get(meta, "uid"), v))
+            continue; /* caught by validation as immutable */
+        if (v)
+            json_object_set(meta, *k, v);
+        else
+            json_object_del(meta, *k);
+    }
+    json_object_del(meta, "selfLink");
+    if (!w->status_only && t->status_subresource) {
+        json_t *os = json_object_get(old, "status");
+        if (os)
+            json_object_set(obj, "status", os);
+        else
+            json_object_del(obj, "status");
+    }
+    if (w->kind != W_FINALIZE && t->prepare_update)
+        t->prepare_update(t, obj, old);
+    if (w->status_only) {
+        /* Metadata changes through /status are ignored. */
+        json_t *om = json_deep_copy(ometa);
+        json_object_set(om, "resourceVersion", json_object_get(meta, "resourceVersion"));
+        json_object_set_new(obj, "metadata", om);
+        meta = om;
+    }
+    if (t->tracks_generation && spec_changed(t, old, obj)) {
+        json_int_t g = json_integer_value(json_object_get(ometa, "generation"));
+        json_object_set_new(meta, "generation", json_integer(g + 1));
+    }
+    if (json_object_get(ometa, "deletionTimestamp")) {
+        /* No new finalizers once deletion started. */
+        json_t *of = json_object_get(ometa, "finalizers");
+        size_t i;
+        json_t *f;
+        json_array_foreach(json_object_get(meta, "finalizers"), i, f)
+        {
+            bool known = false;
+            size_t j;
+            json_t *g;
+            json_array_foreach(of, j, g) known |= json_equal(f, g);
+            if (!known) {
+                ckube_status *st = ckube_status_invalid_begin(t->group, t->kind, rc->ri.name);
+                ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_FORBIDDEN, "metadata.finalizers",
+                                       "Forbidden: no new finalizers can be added if the object "
+                                       "is being deleted, found new finalizers []string{%s}",
+                                       json_string_value(f) ? json_string_value(f) : "");
+                ckube_status_invalid_finish(st);
+                return st;
+            }
+        }
+    }
+    return NULL;
+}
+
+static bool same_object(const json_t *a, const json_t *b)
+{
+    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
+    json_t *mx = json_copy(json_object_get(x, "metadata"));
+    json_t *my = json_copy(json_object_get(y, "metadata"));
+    json_object_del(mx, "resourceVersion");
+    json_object_del(my, "resourceVersion");
+    json_object_set_new(x, "metadata", mx);
+    json_object_set_new(y, "metadata", my);
+    bool same = json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return same;
+}
+
+static void run_update(write_req *w)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    object_key(t, rc->ri.ns, rc->ri.name, w->key, sizeof w->key);
+    cobj *cur = cacher_get(rc->srv->cache, w->key);
+    if (!cur) {
+        write_finish(w, 0, NULL, not_found(rc, rc->ri.name));
+        return;
+    }
+    int64_t cur_rev = cur->rev;
+    json_t *old = cobj_decode(cur);
+    cobj_unref(cur);
+    ckube_status *st = NULL;
+    json_t *obj = compute_update(w, old, &st);
+    if (!obj) {
+        json_decref(old);
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    /* Optimistic concurrency: a resourceVersion in the new object must be
+     * the current one. */
+    bool ok;
+    const char *rvs = ckube_obj_resource_version(obj);
+    int64_t rv = parse_rv(rvs, &ok);
+    if (!ok) {
+        st = ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs);
+    } else if (rvs && *rvs && (w->kind == W_UPDATE || w->kind == W_STATUS ||
+                               w->kind == W_FINALIZE || w->kind == W_PATCH)) {
+        if (rv != cur_rev)
+            st = ckube_status_conflict(t->group, t->resource, rc->ri.name,
+                                       "the object has been modified; please apply your changes "
+                                       "to the latest version and try again");
+        else
+            w->user_rv = rv;
+    } else if (w->kind == W_UPDATE && !t->allow_unconditional_update) {
+        st = ckube_status_invalid_begin(t->group, t->kind, rc->ri.name);
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "metadata.resourceVersion",
+                               "Invalid value: 0x0: must be specified for an update");
+        ckube_status_invalid_finish(st);
+    }
+    if (!st)
+        st = prepare_update(w, obj, old);
+    if (!st)
+        st = validate_object(rc, obj, old, w->validation);
+    if (st) {
+        json_decref(old);
+        json_decref(obj);
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    json_decref(w->obj);
+    w->obj = obj;
+    set_rv(obj, cur_rev);
+    /* A deleting object whose last finalizer is gone is deleted now. */
+    if (json_object_get(meta_of(obj), "deletionTimestamp") && !has_finalizers(t, obj)) {
+        json_decref(old);
+        submit(w, STORAGE_OP_DELETE, cur_rev);
+        return;
+    }
+    if (same_object(old, obj)) {
+        /* No-op: nothing is written and the resourceVersion stays. */
+        json_decref(old);
+        write_finish(w, 200, json_incref(obj), NULL);
+        return;
+    }
+    json_decref(old);
+    submit(w, STORAGE_OP_UPDATE, cur_rev);
+}
+
+static void run_delete(write_req *w)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    cobj *cur = cacher_get(rc->srv->cache, w->key);
+    if (!cur) {
+        const char *slash = strrchr(w->key, '/');
+        write_finish(w, 0, NULL, not_found(rc, slash ? slash + 1 : w->key));
+        return;
+    }
+    int64_t cur_rev = cur->rev;
+    json_t *obj = cobj_decode(cur);
+    cobj_unref(cur);
+    json_decref(w->obj);
+    w->obj = obj;
+    const char *uid = ckube_obj_uid(obj);
+    if (w->pre_uid && (!uid || strcmp(w->pre_uid, uid))) {
+        ckube_status *st = ckube_status_conflict(t->group, t->resource, ckube_obj_name(obj), "");
+        free(st->message);
+        if (asprintf(&st->message,
+                     "Precondition failed: UID in precondition: %s, UID in object meta: %s",
+                     w->pre_uid, uid ? uid : "") < 0)
+            st->message = NULL;
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    if (w->pre_rv) {
+        const char *rv = ckube_obj_resource_version(obj);
+        if (!rv || strcmp(w->pre_rv, rv)) {
+            ckube_status *st = ckube_status_conflict(t->group, t->resource, ckube_obj_name(obj), "");
+            free(st->message);
+            if (asprintf(&st->message,
+                         "Precondition failed: ResourceVersion in precondition: %s, "
+                         "ResourceVersion in object meta: %s",
+                         w->pre_rv, rv ? rv : "") < 0)
+                st->message = NULL;
+            write_finish(w, 0, NULL, st);
+            return;
+        }
+    }
+    if (has_finalizers(t, obj)) {
+        json_t *meta = meta_of(obj);
+        if (json_object_get(meta, "deletionTimestamp")) {
+            /* Already being deleted: nothing changes. */
+            write_finish(w, 200, json_incref(obj), NULL);
+            return;
+        }
+        char now[32];
+        ckube_now_rfc3339(now, sizeof now);
+        json_object_set_new(meta, "deletionTimestamp", json_string(now));
+        json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(0));
+        if (t->prepare_delete)
+            t->prepare_delete(obj);
+        submit(w, STORAGE_OP_UPDATE, cur_rev);
+        w->deleting = false;
+        return;
+    }
+    submit(w, STORAGE_OP_DELETE, cur_rev);
+}
+
+static void run_write(write_req *w)
+{
+    switch (w->kind) {
+    case W_CREATE:
+        run_create(w);
+        break;
+    case W_DELETE:
+        run_delete(w);
+        break;
+    default:
+        run_update(w);
+        break;
+    }
+}
+
+static write_req *write_new(req_ctx *rc, write_kind kind)
+{
+    write_req *w = calloc(1, sizeof *w);
+    w->rc = rc;
+    w->kind = kind;
+    return w;
+}
+
+/* Common query checks of every write: dryRun and fieldValidation. */
+static bool write_params(req_ctx *rc, write_req *w)
+{
+    int dr = dry_run(rc);
+    if (dr < 0) {
+        reply_status(rc, ckube_status_bad_request("Invalid dry run value: %s, valid values are: All",
+                                                  req_query(rc, "dryRun")));
+        return false;
+    }
+    int fv = field_validation(rc);
+    if (fv < 0) {
+        reply_status(rc, ckube_status_bad_request(
+                             "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\""));
+        return false;
+    }
+    w->dry_run = dr == 1;
+    w->validation = fv;
+    return true;
+}
+
+static void do_create(req_ctx *rc)
+{
+    body_type bt = content_type(rc);
+    if (bt != BODY_JSON && bt != BODY_YAML) {
+        reply_status(rc, ckube_status_new(415, CKUBE_REASON_UNSUPPORTED_MEDIA,
+                                          "the body of the request was in an unknown format - "
+                                          "accepted media types include: application/json, "
+                                          "application/yaml"));
+        return;
+    }
+    write_req *w = write_new(rc, W_CREATE);
+    if (!write_params(rc, w)) {
+        write_free(w);
+        return;
+    }
+    ckube_status *st = NULL;
+    w->body = read_body(rc, bt, w->validation, &st);
+    if (!st && !json_is_object(w->body))
+        st = ckube_status_bad_request("the request body must be a JSON object");
+    if (!st)
+        st = check_gvk(rc, w->body);
+    if (st) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    run_create(w);
+}
+
+static void do_update(req_ctx *rc, write_kind kind)
+{
+    body_type bt = content_type(rc);
+    if (bt != BODY_JSON && bt != BODY_YAML) {
+        reply_status(rc, ckube_status_new(415, CKUBE_REASON_UNSUPPORTED_MEDIA,
+                                          "the body of the request was in an unknown format - "
+                                          "accepted media types include: application/json, "
+                                          "application/yaml"));
+        return;
+    }
+    write_req *w = write_new(rc, kind);
+    w->status_only = kind == W_STATUS;
+    if (!write_params(rc, w)) {
+        write_free(w);
+        return;
+    }
+    ckube_status *st = NULL;
+    w->body = read_body(rc, bt, w->validation, &st);
+    if (!st && !json_is_object(w->body))
+        st = ckube_status_bad_request("the request body must be a JSON object");
+    if (!st && kind != W_FINALIZE)
+        st = check_gvk(rc, w->body);
+    if (st) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    run_update(w);
+}
+
+static void do_patch(req_ctx *rc, write_kind kind)
+{
+    body_type bt = content_type(rc);
+    const resource_type *t = rc->type;
+    if (bt == BODY_APPLY_PATCH || bt == BODY_UNSUPPORTED || bt == BODY_JSON || bt == BODY_YAML ||
+        (bt == BODY_STRATEGIC_PATCH && !t->patch_meta)) {
+        const char *ct =
+            evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Content-Type");
+        reply_status(rc, ckube_status_new(
+                             415, CKUBE_REASON_UNSUPPORTED_MEDIA,
+                             "the body of the request was in an unknown format - accepted media "
+                             "types include: application/json-patch+json, "
+                             "application/merge-patch+json%s (got %s)",
+                             t->patch_meta ? ", application/strategic-merge-patch+json" : "",
+                             ct ? ct : "no content type"));
+        return;
+    }
+    write_req *w = write_new(rc, kind);
+    if (!write_params(rc, w)) {
+        write_free(w);
+        return;
+    }
+    w->btype = bt;
+    ckube_status *st = NULL;
+    w->body = read_body(rc, bt, w->validation, &st);
+    if (!st && bt == BODY_JSON_PATCH && !json_is_array(w->body))
+        st = ckube_status_bad_request("json patch must be an array of operations");
+    if (!st && bt != BODY_JSON_PATCH && !json_is_object(w->body))
+        st = ckube_status_bad_request("the patch must be a JSON object");
+    if (st) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    if (kind == W_STATUS) {
+        /* Patch /status: patch the whole object, keep only its status. */
+        w->kind = W_PATCH;
+        w->status_only = true;
+    }
+    run_update(w);
+}
+
+/* DeleteOptions come from the body when there is one, else the query. */
+static ckube_status *delete_options(req_ctx *rc, write_req *w)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
+    if (evbuffer_get_length(in) > 0) {
+        ckube_status *st = NULL;
+        json_t *opts = read_body(rc, BODY_JSON, 1, &st);
+        if (st)
+            return st;
+        if (!json_is_object(opts)) {
+            json_decref(opts);
+            return ckube_status_bad_request("DeleteOptions must be an object");
+        }
+        json_t *pre = json_object_get(opts, "preconditions");
+        const char *uid = json_string_value(json_object_get(pre, "uid"));
+        const char *rv = json_string_value(json_object_get(pre, "resourceVersion"));
+        if (uid)
+            w->pre_uid = strdup(uid);
+        if (rv)
+            w->pre_rv = strdup(rv);
+        json_t *dr = json_object_get(opts, "dryRun");
+        if (json_array_size(dr) && json_string_value(json_array_get(dr, 0)) &&
+            !strcmp(json_string_value(json_array_get(dr, 0)), "All"))
+            w->dry_run = true;
+        const char *pp = json_string_value(json_object_get(opts, "propagationPolicy"));
+        if (pp && strcmp(pp, "Background") && strcmp(pp, "Foreground") && strcmp(pp, "Orphan")) {
+            json_decref(opts);
+            return ckube_status_bad_request("invalid propagationPolicy %s", pp);
+        }
+        json_decref(opts);
+    }
+    const char *pp = req_query(rc, "propagationPolicy");
+    if (pp && strcmp(pp, "Background") && strcmp(pp, "Foreground") && strcmp(pp, "Orphan"))
+        return ckube_status_bad_request("invalid propagationPolicy %s", pp);
+    return NULL;
+}
+
+static void do_delete(req_ctx *rc)
+{
+    write_req *w = write_new(rc, W_DELETE);
+    if (!write_params(rc, w)) {
+        write_free(w);
+        return;
+    }
+    ckube_status *st = delete_options(rc, w);
+    if (st) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    object_key(rc->type, rc->ri.ns, rc->ri.name, w->key, sizeof w->key);
+    run_delete(w);
+}
+
+/* ---- deletecollection -------------------------------------------------- */
+
+static void collection_child_done(write_req *w, ckube_status *st, json_t *obj)
+{
+    collection_del *p = w->parent;
+    if (st) {
+        if (st->code == 404) {
+            ckube_status_free(st); /* deleted meanwhile: fine */
+        } else if (!p->error) {
+            p->error = st;
+        } else {
+            ckube_status_free(st);
+        }
+    } else if (obj) {
+        if (json_is_object(obj) && strcmp(json_string_value(json_object_get(obj, "kind"))
+                                              ? json_string_value(json_object_get(obj, "kind"))
+                                              : "",
+                                          "Status"))
+            json_array_append(p->items, obj);
+        json_decref(obj);
+    }
+    if (--p->pending == 0) {
+        req_ctx *rc = p->rc;
+        if (p->error) {
+            reply_status(rc, p->error);
+        } else {
+            json_t *list = json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", rc->type->list_kind,
+                                     "apiVersion", rc->type->api_version, "metadata",
+                                     "resourceVersion", "", "items", json_incref(p->items));
+            reply_json(rc, 200, list);
+        }
+        json_decref(p->items);
+        free(p);
+    }
+}
+
+static ckube_status *parse_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs);
+
+static void do_deletecollection(req_ctx *rc)
+{
+    write_req probe = {0};
+    if (!write_params(rc, &probe))
+        return;
+    ckube_status *st = delete_options(rc, &probe);
+    if (st) {
+        free(probe.pre_uid);
+        free(probe.pre_rv);
+        reply_status(rc, st);
+        return;
+    }
+    ckube_selector *ls = NULL, *fs = NULL;
+    if ((st = parse_selectors(rc, &ls, &fs))) {
+        free(probe.pre_uid);
+        free(probe.pre_rv);
+        reply_status(rc, st);
+        return;
+    }
+    char prefix[512];
+    resource_type_key_prefix(rc->type, prefix, sizeof prefix);
+    if (rc->type->namespaced && *rc->ri.ns)
+        snprintf(prefix + strlen(prefix), sizeof prefix - strlen(prefix), "%s/", rc->ri.ns);
+    cfilter f = {rc->ri.ns, ls, fs};
+    size_t n, more;
+    int64_t rev;
+    cobj **objs = cacher_list(rc->srv->cache, prefix, NULL, &f, 0, &n, &rev, &more);
+    collection_del *p = calloc(1, sizeof *p);
+    p->rc = rc;
+    p->items = json_array();
+    p->pending = n + 1; /* +1 held while submitting */
+    for (size_t i = 0; i < n; i++) {
+        write_req *w = write_new(rc, W_DELETE);
+        w->parent = p;
+        w->dry_run = probe.dry_run;
+        snprintf(w->key, sizeof w->key, "%s", objs[i]->key);
+        run_delete(w);
+    }
+    cacher_objs_free(objs, n);
+    ckube_selector_free(ls);
+    ckube_selector_free(fs);
+    free(probe.pre_uid);
+    free(probe.pre_rv);
+    write_req *dummy = write_new(rc, W_DELETE);
+    dummy->parent = p;
+    collection_child_done(dummy, NULL, NULL);
+    write_free(dummy);
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+static ckube_status *parse_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs)
+{
+    char *err = NULL;
+    *ls = *fs = NULL;
+    if (ckube_label_selector_parse(req_query(rc, "labelSelector"), ls, &err) != 0) {
+        ckube_status *st = ckube_status_bad_request("unable to parse requirement: %s",
+                                                    err ? err : "invalid label selector");
+        if (err && !strncmp(err, "unable to parse", 15)) {
+            free(st->message);
+            st->message = strdup(err);
+        }
+        free(err);
+        return st;
+    }
+    if (ckube_field_selector_parse(req_query(rc, "fieldSelector"), fs, &err) != 0) {
+        ckube_status *st = ckube_status_bad_request("%s", err ? err : "invalid field selector");
+        free(err);
+        ckube_selector_free(*ls);
+        *ls = NULL;
+        return st;
+    }
+    /* Only known fields can be selected on. */
+    for (size_t i = 0; *fs && i < (*fs)->nreqs; i++) {
+        const char *k = (*fs)->reqs[i].key;
+        bool known = !strcmp(k, "metadata.name") || !strcmp(k, "metadata.namespace");
+        for (const selectable_field *sf = rc->type->selectable_fields; !known && sf && sf->field;
+             sf++)
+            known = !strcmp(sf->field, k);
+        if (!known) {
+            ckube_status *st = ckube_status_bad_request(
+                "field label not supported: %s", k);
+            ckube_selector_free(*ls);
+            ckube_selector_free(*fs);
+            *ls = *fs = NULL;
+            return st;
+        }
+    }
+    return NULL;
+}
+
+static void unref_cobj_cb(const void *data, size_t len, void *arg)
+{
+    cobj_unref(arg);
+}
+
+static void do_get(req_ctx *rc)
+{
+    char key[640];
+    object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
+    cobj *o = cacher_get(rc->srv->cache, key);
+    if (!o) {
+        reply_status(rc, not_found(rc, rc->ri.name));
+        return;
+    }
+    if (rc->want_table) {
+        cobj *one[1] = {o};
+        json_t *table = table_for_objects(rc, one, 1);
+        cobj_unref(o);
+        reply_json(rc, 200, table);
+        return;
+    }
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add_reference(buf, o->json, o->len, unref_cobj_cb, o);
+    reply_evbuffer(rc, 200, buf);
+    evbuffer_free(buf);
+}
+
+static void do_list(req_ctx *rc)
+{
+    const resource_type *t = rc->type;
+    ckube_selector *ls = NULL, *fs = NULL;
+    ckube_status *st = parse_selectors(rc, &ls, &fs);
+    if (st) {
+        reply_status(rc, st);
+        return;
+    }
+    const char *limit_s = req_query(rc, "limit");
+    size_t limit = 0;
+    if (limit_s && *limit_s) {
+        char *end;
+        long long l = strtoll(limit_s, &end, 10);
+        if (*end || l < 0) {
+            ckube_selector_free(ls);
+            ckube_selector_free(fs);
+            reply_status(rc, ckube_status_bad_request("invalid limit \"%s\"", limit_s));
+            return;
+        }
+        limit = (size_t)l;
+    }
+    const char *rvs = req_query(rc, "resourceVersion");
+    const char *match = req_query(rc, "resourceVersionMatch");
+    bool ok;
+    int64_t rv = parse_rv(rvs, &ok);
+    if (!ok) {
+        ckube_selector_free(ls);
+        ckube_selector_free(fs);
+        reply_status(rc, ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs));
+        return;
+    }
+    if (match && *match && strcmp(match, "Exact") && strcmp(match, "NotOlderThan")) {
+        ckube_selector_free(ls);
+        ckube_selector_free(fs);
+        reply_status(rc, ckube_status_bad_request("invalid resourceVersionMatch \"%s\"", match));
+        return;
+    }
+    int64_t cur = cacher_rev(rc->srv->cache);
+    if (match && !strcmp(match, "Exact") && rv != cur) {
+        ckube_selector_free(ls);
+        ckube_selector_free(fs);
+        st = ckube_status_new(410, CKUBE_REASON_EXPIRED,
+                              "too old resource version: %" PRId64 " (%" PRId64 ")", rv, cur);
+        reply_status(rc, st);
+        return;
+    }
+    char prefix[512];
+    resource_type_key_prefix(t, prefix, sizeof prefix);
+    size_t bucket_len = strlen(prefix);
+    const char *ns = rc->ri.ns;
+    if (t->namespaced && !*ns && fs) {
+        const char *want = ckube_selector_required_value(fs, "metadata.namespace");
+        if (want)
+            ns = want;
+    }
+    if (t->namespaced && *ns)
+        snprintf(prefix + bucket_len, sizeof prefix - bucket_len, "%s/", ns);
+    /* Continue token: resume after the key it names. */
+    char *after = NULL;
+    const char *cont = req_query(rc, "continue");
+    int64_t snap_rev = 0;
+    if (cont && *cont) {
+        char *start = NULL, *err = NULL;
+        if (continue_token_decode(cont, &snap_rev, &start, &err) != 0) {
+            ckube_selector_free(ls);
+            ckube_selector_free(fs);
+            st = ckube_status_bad_request("continue key is not valid: %s", err ? err : "");
+            free(err);
+            reply_status(rc, st);
+            return;
+        }
+        if (asprintf(&after, "%.*s%s", (int)bucket_len, prefix, start) < 0)
+            after = NULL;
+        free(start);
+    }
+    cfilter f = {ns, ls, fs};
+    size_t n, more;
+    int64_t rev;
+    cobj **objs = cacher_list(rc->srv->cache, prefix, after, &f, limit, &n, &rev, &more);
+    free(after);
+    if (snap_rev)
+        rev = snap_rev; /* pages of one list report the first page's revision */
+    char *next = NULL;
+    if (more && n)
+        next = continue_token_encode(rev, objs[n - 1]->key + bucket_len);
+    ckube_selector_free(ls);
+    ckube_selector_free(fs);
+
+    if (rc->want_table) {
+        json_t *table = table_for_objects(rc, objs, n);
+        json_t *meta = json_object_get(table, "metadata");
+        char rvbuf[32];
+        snprintf(rvbuf, sizeof rvbuf, "%" PRId64, rev);
+        json_object_set_new(meta, "resourceVersion", json_string(rvbuf));
+        if (next) {
+            json_object_set_new(meta, "continue", json_string(next));
+            json_object_set_new(meta, "remainingItemCount", json_integer((json_int_t)more));
+        }
+        free(next);
+        cacher_objs_free(objs, n);
+        reply_json(rc, 200, table);
+        return;
+    }
+    /* The list is written as references to the cached objects' bytes. */
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add_printf(buf,
+                        "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{\"resourceVersion\":"
+                        "\"%" PRId64 "\"",
+                        t->list_kind, t->api_version, rev);
+    if (next)
+        evbuffer_add_printf(buf, ",\"continue\":\"%s\",\"remainingItemCount\":%zu", next, more);
+    evbuffer_add(buf, "},\"items\":[", 11);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            evbuffer_add(buf, ",", 1);
+        evbuffer_add_reference(buf, objs[i]->json, objs[i]->len, unref_cobj_cb, objs[i]);
+    }
+    evbuffer_add(buf, "]}", 2);
+    free(objs); /* references now belong to the buffer */
+    free(next);
+    reply_evbuffer(rc, 200, buf);
+    evbuffer_free(buf);
+}
+
+/* ---- /scale ------------------------------------------------------------- */
+
+static json_t *scale_of(const resource_type *t, const json_t *obj)
+{
+    json_t *spec_r = ckube_json_get_path(obj, t->scale_spec_replicas_path);
+    json_t *stat_r = ckube_json_get_path(obj, t->scale_status_replicas_path);
+    json_t *scale = json_pack(
+        "{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s},s:{s:I},s:{s:I}}", "kind", "Scale", "apiVersion",
+        "autoscaling/v1", "metadata", "name", ckube_obj_name(obj), "namespace",
+        ckube_obj_namespace(obj) ? ckube_obj_namespace(obj) : "", "uid",
+        ckube_obj_uid(obj) ? ckube_obj_uid(obj) : "", "resourceVersion",
+        ckube_obj_resource_version(obj) ? ckube_obj_resource_version(obj) : "",
+        "creationTimestamp",
+        json_string_value(ckube_json_get_path(obj, "metadata.creationTimestamp"))
+            ? json_string_value(ckube_json_get_path(obj, "metadata.creationTimestamp"))
+            : "",
+        "spec", "replicas", (json_int_t)(spec_r ? json_integer_value(spec_r) : 0), "status",
+        "replicas", (json_int_t)(stat_r ? json_integer_value(stat_r) : 0));
+    if (t->scale_label_selector_path) {
+        json_t *sel = ckube_json_get_path(obj, t->scale_label_selector_path);
+        if (json_is_string(sel))
+            json_object_set(json_object_get(scale, "status"), "selector", sel);
+    }
+    return scale;
+}
+
+static void do_scale_get(req_ctx *rc)
+{
+    char key[640];
+    object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
+    cobj *o = cacher_get(rc->srv->cache, key);
+    if (!o) {
+        reply_status(rc, not_found(rc, rc->ri.name));
+        return;
+    }
+    json_t *obj = cobj_decode(o);
+    cobj_unref(o);
+    json_t *scale = scale_of(rc->type, obj);
+    json_decref(obj);
+    reply_json(rc, 200, scale);
+}
+
+/* Sets the value at a simple ".a.b.c" path, creating objects. */
+static void set_path(json_t *obj, const char *path, json_t *v)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", *path == '.' ? path + 1 : path);
+    json_t *cur = obj;
+    char *save = NULL;
+    char *seg = strtok_r(buf, ".", &save);
+    while (seg) {
+        char *next = strtok_r(NULL, ".", &save);
+        if (!next) {
+            json_object_set(cur, seg, v);
+            break;
+        }
+        cur = ckube_json_object_ensure(cur, seg);
+        seg = next;
+    }
+}
+
+/* PUT/PATCH on /scale become a patch of the replicas path. */
+static void do_scale_write(req_ctx *rc, bool patch)
+{
+    const resource_type *t = rc->type;
+    char key[640];
+    object_key(t, rc->ri.ns, rc->ri.name, key, sizeof key);
+    cobj *o = cacher_get(rc->srv->cache, key);
+    if (!o) {
+        reply_status(rc, not_found(rc, rc->ri.name));
+        return;
+    }
+    json_t *obj = cobj_decode(o);
+    cobj_unref(o);
+    json_t *scale = scale_of(t, obj);
+    ckube_status *st = NULL;
+    body_type bt = content_type(rc);
+    json_t *body = read_body(rc, bt == BODY_YAML ? BODY_YAML : BODY_JSON, 1, &st);
+    json_t *newscale = NULL;
+    if (!st) {
+        char *err = NULL;
+        if (!patch)
+            newscale = json_incref(body);
+        else if (bt == BODY_JSON_PATCH)
+            newscale = ckube_json_patch_apply(scale, body, &err);
+        else
+            newscale = ckube_merge_patch_apply(scale, body, &err);
+        if (!newscale)
+            st = ckube_status_new(422, CKUBE_REASON_INVALID, "%s", err ? err : "invalid patch");
+        free(err);
+    }
+    json_t *replicas = newscale ? ckube_json_get_path(newscale, "spec.replicas") : NULL;
+    if (!st && (!json_is_integer(replicas) || json_integer_value(replicas) < 0)) {
+        st = ckube_status_invalid_begin("autoscaling", "Scale", rc->ri.name);
+        ckube_field_invalid_int(st, "spec.replicas", json_integer_value(replicas),
+                                "must be greater than or equal to 0");
+        ckube_status_invalid_finish(st);
+    }
+    const char *rv = newscale ? ckube_obj_resource_version(newscale) : NULL;
+    if (!st && !patch && rv && *rv && strcmp(rv, ckube_obj_resource_version(obj)))
+        st = ckube_status_conflict(t->group, t->resource, rc->ri.name,
+                                   "the object has been modified; please apply your changes to "
+                                   "the latest version and try again");
+    if (st) {
+        json_decref(obj);
+        json_decref(scale);
+        json_decref(body);
+        json_decref(newscale);
+        reply_status(rc, st);
+        return;
+    }
+    /* Becomes an update of the whole object with the new replicas. */
+    set_path(obj, t->scale_spec_replicas_path, replicas);
+    json_decref(scale);
+    json_decref(body);
+    json_decref(newscale);
+    write_req *w = write_new(rc, W_UPDATE);
+    w->body = obj;
+    if (!write_params(rc, w)) {
+        write_free(w);
+        return;
+    }
+    w->validation = 0;
+    run_update(w);
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+static bool valid_path_name(const char *name)
+{
+    return *name && strcmp(name, ".") && strcmp(name, "..") && !strchr(name, '/') &&
+           !strchr(name, '%');
+}
+
+void handle_resource(req_ctx *rc)
+{
+    request_info *ri = &rc->ri;
+    rc->type = registry_lookup(ri->group, ri->version, ri->resource);
+    if (!rc->type) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    const resource_type *t = rc->type;
+    /* Scope: cluster-scoped resources have no namespace in the URL (except
+     * the namespace object itself, whose name parses as one). */
+    if (!t->namespaced && *ri->ns && strcmp(t->resource, "namespaces")) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    if (!t->namespaced)
+        ri->ns[0] = 0;
+    if (*ri->name && !valid_path_name(ri->name)) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    if (t->namespaced && *ri->ns && !valid_path_name(ri->ns)) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    const char *verb = ri->verb;
+    if (t->namespaced && !*ri->ns && (*ri->name || !strcmp(verb, "create"))) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    if (*ri->subresource) {
+        const char *sub = ri->subresource;
+        bool is_status = !strcmp(sub, "status") && t->status_subresource;
+        bool is_scale = !strcmp(sub, "scale") && t->scale_subresource;
+        bool is_finalize = !strcmp(sub, "finalize") && !strcmp(t->resource, "namespaces") &&
+                           !*t->group;
+        if (!is_status && !is_scale && !is_finalize) {
+            reply_status(rc, resource_not_found());
+            return;
+        }
+        if (!strcmp(verb, "get")) {
+            if (is_scale)
+                do_scale_get(rc);
+            else if (is_status)
+                do_get(rc);
+            else
+                reply_status(rc, method_not_allowed());
+        } else if (!strcmp(verb, "update")) {
+            if (is_scale)
+                do_scale_write(rc, false);
+            else
+                do_update(rc, is_status ? W_STATUS : W_FINALIZE);
+        } else if (!strcmp(verb, "patch") && !is_finalize) {
+            if (is_scale)
+                do_scale_write(rc, true);
+            else
+                do_patch(rc, W_STATUS);
+        } else {
+            reply_status(rc, method_not_allowed());
+        }
+        return;
+    }
+    if (!strcmp(verb, "get"))
+        do_get(rc);
+    else if (!strcmp(verb, "list"))
+        do_list(rc);
+    else if (!strcmp(verb, "watch"))
+        handle_watch(rc);
+    else if (!strcmp(verb, "create"))
+        *ri->name ? reply_status(rc, method_not_allowed()) : do_create(rc);
+    else if (!strcmp(verb, "update"))
+        do_update(rc, W_UPDATE);
+    else if (!strcmp(verb, "patch"))
+        do_patch(rc, W_PATCH);
+    else if (!strcmp(verb, "delete"))
+        do_delete(rc);
+    else if (!strcmp(verb, "deletecollection"))
+        do_deletecollection(rc);
+    else
+        reply_status(rc, method_not_allowed());
+}

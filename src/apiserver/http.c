@@ -1,0 +1,514 @@
+/* The HTTP front: listening sockets, loop threads, request dispatch and
+ * the reply helpers. See apiserver.h for the threading model. */
+#include "apiserver/apiserver.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/thread.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ckube/json.h"
+#include "ckube/log.h"
+
+/* ---- tasks posted to loops ---------------------------------------------- */
+
+void loop_post(loop *lp, void (*fn)(void *), void *arg)
+{
+    loop_task *t = malloc(sizeof *t);
+    if (!t) {
+        CKUBE_ERROR("out of memory posting a task");
+        abort();
+    }
+    t->fn = fn;
+    t->arg = arg;
+    t->next = NULL;
+    pthread_mutex_lock(&lp->mu);
+    if (lp->tasks_tail)
+        lp->tasks_tail->next = t;
+    else
+        lp->tasks = t;
+    lp->tasks_tail = t;
+    pthread_mutex_unlock(&lp->mu);
+    event_active(lp->wake, 0, 0);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    loop *lp = arg;
+    pthread_mutex_lock(&lp->mu);
+    loop_task *t = lp->tasks;
+    lp->tasks = lp->tasks_tail = NULL;
+    pthread_mutex_unlock(&lp->mu);
+    while (t) {
+        loop_task *next = t->next;
+        t->fn(t->arg);
+        free(t);
+        t = next;
+    }
+    watch_loop_flush(lp);
+    if (atomic_load(&lp->srv->stopping)) {
+        watch_loop_close_all(lp);
+        event_base_loopexit(lp->base, NULL);
+    }
+}
+
+/* Called by the cacher (storage thread) after each applied batch. */
+static void wake_loops(void *arg)
+{
+    apiserver *s = arg;
+    for (int i = 0; i < s->nloops; i++)
+        event_active(s->loops[i].wake, 0, 0);
+}
+
+/* ---- replies ----------------------------------------------------------- */
+
+const char *req_query(req_ctx *rc, const char *key)
+{
+    return evhttp_find_header(&rc->query, key);
+}
+
+void req_ctx_free(req_ctx *rc)
+{
+    if (!rc)
+        return;
+    evhttp_clear_headers(&rc->query);
+    resource_type_unref(rc->type);
+    free(rc->warning);
+    free(rc);
+}
+
+void req_add_warning(req_ctx *rc, const char *msg)
+{
+    /* Warning: 299 - "message" (RFC 7234), as the apiserver sends. */
+    size_t len = strlen(msg) + 16 + (rc->warning ? strlen(rc->warning) + 2 : 0);
+    char *w = malloc(len);
+    if (!w)
+        return;
+    snprintf(w, len, "%s%s299 - \"%s\"", rc->warning ? rc->warning : "", rc->warning ? ", " : "",
+             msg);
+    free(rc->warning);
+    rc->warning = w;
+}
+
+static void add_common_headers(req_ctx *rc, const char *content_type)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
+    evhttp_add_header(h, "Content-Type", content_type);
+    evhttp_add_header(h, "Cache-Control", "no-cache, private");
+    if (rc->warning)
+        evhttp_add_header(h, "Warning", rc->warning);
+}
+
+static const char *reason_phrase(int code)
+{
+    switch (code) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 413: return "Request Entity Too Large";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Entity";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "";
+    }
+}
+
+void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf)
+{
+    add_common_headers(rc, "application/json");
+    evhttp_send_reply(rc->req, code, reason_phrase(code), buf);
+    CKUBE_V(4, "%s %s -> %d", rc->ri.verb[0] ? rc->ri.verb : "request",
+            evhttp_request_get_uri(rc->req), code);
+    req_ctx_free(rc);
+}
+
+void reply_raw(req_ctx *rc, int code, const char *content_type, const char *data, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add(buf, data, len);
+    add_common_headers(rc, content_type);
+    evhttp_send_reply(rc->req, code, reason_phrase(code), buf);
+    evbuffer_free(buf);
+    req_ctx_free(rc);
+}
+
+/* evbuffer reference cleanup for malloc'd data. */
+static void free_ref(const void *data, size_t len, void *arg)
+{
+    free((void *)data);
+}
+
+void reply_json(req_ctx *rc, int code, json_t *body)
+{
+    size_t len = 0;
+    char *s = ckube_json_dumps(body, &len);
+    json_decref(body);
+    struct evbuffer *buf = evbuffer_new();
+    if (s)
+        evbuffer_add_reference(buf, s, len, free_ref, NULL);
+    reply_evbuffer(rc, code, buf);
+    evbuffer_free(buf);
+}
+
+void reply_status(req_ctx *rc, ckube_status *st)
+{
+    int code = st->code ? st->code : 500;
+    CKUBE_V(2, "%s %s: %d %s", evhttp_request_get_command(rc->req) == EVHTTP_REQ_GET ? "GET" : "write",
+            evhttp_request_get_uri(rc->req), code, st->message ? st->message : "");
+    json_t *j = ckube_status_to_json(st);
+    ckube_status_free(st);
+    reply_json(rc, code, j);
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+static const char *method_name(enum evhttp_cmd_type c)
+{
+    switch (c) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    default: return "OTHER";
+    }
+}
+
+/* Accept-header negotiation: JSON (plain or as=Table). Protobuf alone is
+ * not acceptable; YAML is not served. */
+static bool negotiate(req_ctx *rc)
+{
+    const char *accept =
+        evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Accept");
+    if (!accept || !*accept)
+        return true;
+    bool json_ok = false;
+    char *dup = strdup(accept);
+    for (char *save = NULL, *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ')
+            t++;
+        if (!strncmp(t, "application/json", 16) || !strncmp(t, "*/*", 3) ||
+            !strncmp(t, "application/*", 13)) {
+            if (strstr(t, "as=Table")) {
+                if (!json_ok)
+                    rc->want_table = true;
+                json_ok = true;
+            } else if (strstr(t, "as=")) {
+                /* Other conversions (PartialObjectMetadata, discovery v2):
+                 * not offered; a later plain JSON entry may match. */
+                continue;
+            } else {
+                json_ok = true;
+                break;
+            }
+        }
+    }
+    free(dup);
+    return json_ok;
+}
+
+static void handle_request(struct evhttp_request *req, void *arg)
+{
+    loop *lp = arg;
+    req_ctx *rc = calloc(1, sizeof *rc);
+    if (!rc) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    rc->srv = lp->srv;
+    rc->lp = lp;
+    rc->req = req;
+    TAILQ_INIT(&rc->query);
+    rc->include_object = 1;
+
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *rawpath = evhttp_uri_get_path(uri);
+    const char *rawquery = evhttp_uri_get_query(uri);
+    if (rawquery && evhttp_parse_query_str(rawquery, &rc->query) != 0) {
+        reply_status(rc, ckube_status_bad_request("invalid query string"));
+        return;
+    }
+    char *path = evhttp_uridecode(rawpath ? rawpath : "/", 0, NULL);
+    const char *method = method_name(evhttp_request_get_command(req));
+    CKUBE_V(5, "%s %s", method, evhttp_request_get_uri(req));
+
+    if (!strcmp(path, "/healthz") || !strcmp(path, "/livez") || !strcmp(path, "/readyz") ||
+        !strncmp(path, "/healthz/", 9) || !strncmp(path, "/livez/", 7) ||
+        !strncmp(path, "/readyz/", 8)) {
+        free(path);
+        reply_raw(rc, 200, "text/plain; charset=utf-8", "ok", 2);
+        return;
+    }
+    if (!strcmp(path, "/version") || !strcmp(path, "/version/")) {
+        free(path);
+        json_t *v = json_pack(
+            "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "major", "1", "minor", "31",
+            "gitVersion", "v1.31.0-ckube." CKUBE_VERSION, "gitCommit", "ckube",
+            "gitTreeState", "clean", "buildDate", "2026-11-21T00:00:00Z", "goVersion",
+            "go1.22 (ckube is C17)", "compiler", "gc", "platform", "linux/amd64");
+        reply_json(rc, 200, v);
+        return;
+    }
+    bool watch_param = false;
+    const char *wp = req_query(rc, "watch");
+    if (wp && (!strcmp(wp, "true") || !strcmp(wp, "1")))
+        watch_param = true;
+    if (!strncmp(path, "/openapi/", 9)) {
+        bool ok = handle_openapi(rc, path);
+        free(path);
+        if (!ok)
+            reply_status(rc, ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
+                                              "the server could not find the requested resource"));
+        return;
+    }
+    if (request_info_parse(path, method, watch_param, &rc->ri) != 0) {
+        free(path);
+        reply_status(rc, ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
+                                          "the server could not find the requested resource"));
+        return;
+    }
+    free(path);
+    if (!negotiate(rc)) {
+        reply_status(rc, ckube_status_new(406, CKUBE_REASON_NOT_ACCEPTABLE,
+                                          "only the following media types are accepted: "
+                                          "application/json"));
+        return;
+    }
+    const char *inc = req_query(rc, "includeObject");
+    if (inc)
+        rc->include_object = !strcmp(inc, "None") ? 0 : !strcmp(inc, "Object") ? 2 : 1;
+    if (rc->ri.is_discovery || !rc->ri.is_resource) {
+        if (rc->ri.is_discovery && handle_discovery(rc))
+            return;
+        reply_status(rc, ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
+                                          "the server could not find the requested resource"));
+        return;
+    }
+    handle_resource(rc);
+}
+
+/* ---- sockets and loops ----------------------------------------------- */
+
+static int listen_socket(const char *host, int port, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        sl = sizeof *in4;
+    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        sl = sizeof *in6;
+    } else {
+        snprintf(err, errlen, "invalid listen address %s", host);
+        return -1;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1024) < 0) {
+        snprintf(err, errlen, "listen on %s:%d: %s", host, port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+static void *loop_main(void *arg)
+{
+    loop *lp = arg;
+    event_base_dispatch(lp->base);
+    return NULL;
+}
+
+apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, (void (*)(void))evthread_use_pthreads);
+    apiserver *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->cfg = *cfg;
+    pthread_mutex_init(&s->stop_mu, NULL);
+    pthread_cond_init(&s->stop_cv, NULL);
+    pthread_mutex_init(&s->openapi_mu, NULL);
+    if (registry_init() != 0) {
+        snprintf(err, errlen, "registering built-in types failed");
+        free(s);
+        return NULL;
+    }
+    s->st = cfg->data_dir ? storage_sqlite_open(cfg->data_dir, err, errlen) : storage_memory_open();
+    if (!s->st) {
+        registry_shutdown();
+        free(s);
+        return NULL;
+    }
+    s->cache = cacher_new(s->st, cfg->watch_ring);
+    size_t n;
+    resource_type **types = registry_list(&n);
+    for (size_t i = 0; i < n; i++) {
+        char prefix[256];
+        resource_type_key_prefix(types[i], prefix, sizeof prefix);
+        cacher_configure_bucket(s->cache, prefix, (const cacher_field *)types[i]->selectable_fields);
+    }
+    registry_list_free(types, n);
+    cacher_set_notify(s->cache, wake_loops, s);
+    return s;
+}
+
+int apiserver_start(apiserver *s, char *err, size_t errlen)
+{
+    int rc = cacher_start(s->cache);
+    if (rc) {
+        snprintf(err, errlen, "starting the watch cache: %s", storage_strerror(rc));
+        return -1;
+    }
+    if (apiserver_bootstrap(s) != 0) {
+        snprintf(err, errlen, "creating the default namespaces failed");
+        return -1;
+    }
+    int nloops = s->cfg.nloops;
+    if (nloops <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        nloops = cpus < 1 ? 1 : cpus > 4 ? 4 : (int)cpus;
+    }
+    if (nloops > 16)
+        nloops = 16;
+    s->loops = calloc((size_t)nloops, sizeof *s->loops);
+    int port = s->cfg.port;
+    for (int i = 0; i < nloops; i++) {
+        int fd = listen_socket(s->cfg.listen_host, port, err, errlen);
+        if (fd < 0)
+            return -1;
+        if (i == 0)
+            port = s->port = bound_port(fd);
+        s->listen_fds[i] = fd;
+        loop *lp = &s->loops[i];
+        lp->srv = s;
+        lp->index = i;
+        pthread_mutex_init(&lp->mu, NULL);
+        LIST_INIT(&lp->watches);
+        lp->base = event_base_new();
+        lp->http = evhttp_new(lp->base);
+        lp->wake = event_new(lp->base, -1, 0, on_wake, lp);
+        evhttp_set_allowed_methods(lp->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                                 EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE |
+                                                 EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
+        /* Bodies up to 4 MiB are read so that 3-4 MiB ones get a Status 413
+         * from us; larger ones get libevent's bare 413. */
+        evhttp_set_max_body_size(lp->http, APISERVER_MAX_BODY + (1u << 20));
+        evhttp_set_max_headers_size(lp->http, 1 << 20);
+        evhttp_set_timeout(lp->http, 3600);
+        evhttp_set_gencb(lp->http, handle_request, lp);
+        if (!evhttp_accept_socket_with_handle(lp->http, fd)) {
+            snprintf(err, errlen, "evhttp_accept_socket failed");
+            return -1;
+        }
+        s->nloops = i + 1;
+    }
+    for (int i = 0; i < s->nloops; i++)
+        pthread_create(&s->loops[i].thread, NULL, loop_main, &s->loops[i]);
+    return 0;
+}
+
+void apiserver_stop(apiserver *s)
+{
+    atomic_store(&s->stopping, true);
+    for (int i = 0; i < s->nloops; i++)
+        event_active(s->loops[i].wake, 0, 0);
+    pthread_mutex_lock(&s->stop_mu);
+    s->stopped = true;
+    pthread_cond_broadcast(&s->stop_cv);
+    pthread_mutex_unlock(&s->stop_mu);
+}
+
+void apiserver_wait(apiserver *s)
+{
+    pthread_mutex_lock(&s->stop_mu);
+    while (!s->stopped)
+        pthread_cond_wait(&s->stop_cv, &s->stop_mu);
+    pthread_mutex_unlock(&s->stop_mu);
+}
+
+void apiserver_free(apiserver *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->nloops; i++)
+        pthread_join(s->loops[i].thread, NULL);
+    /* Writes still in flight complete into loops that no longer run: close
+     * the storage first (it runs their callbacks, which only post tasks),
+     * then drop those tasks with their requests. */
+    storage_close(s->st);
+    for (int i = 0; i < s->nloops; i++) {
+        loop *lp = &s->loops[i];
+        /* Run what was posted so requests are answered and freed. */
+        pthread_mutex_lock(&lp->mu);
+        loop_task *t = lp->tasks;
+        lp->tasks = lp->tasks_tail = NULL;
+        pthread_mutex_unlock(&lp->mu);
+        while (t) {
+            loop_task *next = t->next;
+            t->fn(t->arg);
+            free(t);
+            t = next;
+        }
+        watch_loop_close_all(lp);
+        event_base_loop(lp->base, EVLOOP_NONBLOCK);
+        evhttp_free(lp->http);
+        event_free(lp->wake);
+        event_base_free(lp->base);
+        pthread_mutex_destroy(&lp->mu);
+        close(s->listen_fds[i]);
+    }
+    free(s->loops);
+    cacher_free(s->cache);
+    registry_shutdown();
+    json_decref(s->openapi_v3_index);
+    json_decref(s->openapi_v3_docs);
+    json_decref(s->openapi_v2);
+    pthread_mutex_destroy(&s->openapi_mu);
+    pthread_mutex_destroy(&s->stop_mu);
+    pthread_cond_destroy(&s->stop_cv);
+    free(s);
+}

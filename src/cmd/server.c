@@ -1,0 +1,218 @@
+/* `ckube server`: flags, kubeconfig, signals, and the server's life. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "apiserver/apiserver.h"
+#include "ckube/log.h"
+#include "cmd/cmd.h"
+
+static void server_usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: ckube server [FLAGS]\n\n"
+            "Runs a Kubernetes-compatible API server on an embedded SQLite store.\n\n"
+            "Flags:\n"
+            "  --data-dir DIR            where state lives (default ./.ckube)\n"
+            "  --listen HOST:PORT        address to serve on (default 127.0.0.1:6443;\n"
+            "                            loopback only until TLS and authentication land)\n"
+            "  --write-kubeconfig PATH   kubeconfig pointing at this server\n"
+            "                            (default DATA_DIR/kubeconfig)\n"
+            "  --storage sqlite|memory   storage backend (default sqlite)\n"
+            "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
+            "  -v, --v N                 log verbosity (klog levels)\n"
+            "  -h, --help                this help\n");
+}
+
+static int split_listen(const char *s, char *host, size_t hn, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon)
+        return -1;
+    size_t len = (size_t)(colon - s);
+    if (len && s[0] == '[' && s[len - 1] == ']') {
+        s++;
+        len -= 2;
+    }
+    if (len == 0 || len >= hn)
+        return -1;
+    memcpy(host, s, len);
+    host[len] = 0;
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end || p < 0 || p > 65535)
+        return -1;
+    *port = (int)p;
+    return 0;
+}
+
+static bool is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return false;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0700) && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    if (mkdir(buf, 0700) && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static int write_kubeconfig(const char *path, const char *host, int port)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    bool v6 = strchr(host, ':') != NULL;
+    fprintf(f,
+            "apiVersion: v1\n"
+            "kind: Config\n"
+            "clusters:\n"
+            "- name: ckube\n"
+            "  cluster:\n"
+            "    server: http://%s%s%s:%d\n"
+            "contexts:\n"
+            "- name: ckube\n"
+            "  context:\n"
+            "    cluster: ckube\n"
+            "    user: ckube\n"
+            "    namespace: default\n"
+            "current-context: ckube\n"
+            "users:\n"
+            "- name: ckube\n"
+            "  user: {}\n"
+            "preferences: {}\n",
+            v6 ? "[" : "", host, v6 ? "]" : "", port);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return -1;
+    return 0;
+}
+
+int cmd_server(int argc, char **argv)
+{
+    const char *data_dir = "./.ckube";
+    const char *listen = "127.0.0.1:6443";
+    const char *kubeconfig = NULL;
+    const char *backend = "sqlite";
+    int threads = 0;
+    static const struct option opts[] = {
+        {"data-dir", required_argument, NULL, 'd'},
+        {"listen", required_argument, NULL, 'l'},
+        {"write-kubeconfig", required_argument, NULL, 'k'},
+        {"storage", required_argument, NULL, 's'},
+        {"http-threads", required_argument, NULL, 't'},
+        {"v", required_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "v:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': data_dir = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'k': kubeconfig = optarg; break;
+        case 's': backend = optarg; break;
+        case 't': threads = atoi(optarg); break;
+        case 'v': ckube_log_set_verbosity(atoi(optarg)); break;
+        case 'h': server_usage(stdout); return 0;
+        default: server_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ckube server: unexpected argument \"%s\"\n", argv[optind]);
+        return 2;
+    }
+    char host[256];
+    int port;
+    if (split_listen(listen, host, sizeof host, &port) != 0) {
+        fprintf(stderr, "ckube server: --listen wants HOST:PORT, got \"%s\"\n", listen);
+        return 2;
+    }
+    if (!is_loopback(host)) {
+        fprintf(stderr,
+                "ckube server: refusing to listen on %s: without TLS and authentication the "
+                "server only serves loopback addresses (127.0.0.0/8, ::1)\n",
+                host);
+        return 2;
+    }
+    if (strcmp(backend, "sqlite") && strcmp(backend, "memory")) {
+        fprintf(stderr, "ckube server: --storage must be sqlite or memory\n");
+        return 2;
+    }
+    if (mkdir_p(data_dir) != 0) {
+        fprintf(stderr, "ckube server: cannot create %s: %s\n", data_dir, strerror(errno));
+        return 1;
+    }
+    char kcbuf[4096];
+    if (!kubeconfig) {
+        snprintf(kcbuf, sizeof kcbuf, "%s/kubeconfig", data_dir);
+        kubeconfig = kcbuf;
+    }
+
+    /* Signals are taken synchronously by this thread: block them before
+     * any other thread starts so every thread inherits the mask. */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    apiserver_config cfg = {
+        .data_dir = strcmp(backend, "memory") ? data_dir : NULL,
+        .listen_host = host,
+        .port = port,
+        .kubeconfig_path = kubeconfig,
+        .nloops = threads,
+    };
+    char err[512] = "";
+    apiserver *s = apiserver_new(&cfg, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "ckube server: %s\n", *err ? err : "cannot start");
+        return 1;
+    }
+    if (apiserver_start(s, err, sizeof err) != 0) {
+        fprintf(stderr, "ckube server: %s\n", err);
+        apiserver_stop(s);
+        apiserver_free(s);
+        return 1;
+    }
+    if (write_kubeconfig(kubeconfig, host, s->port) != 0)
+        CKUBE_WARN("could not write kubeconfig %s: %s", kubeconfig, strerror(errno));
+    CKUBE_INFO("ckube server ready: serving http://%s%s%s:%d, %s storage in %s, kubeconfig %s",
+               strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", s->port,
+               backend, data_dir, kubeconfig);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    CKUBE_INFO("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    apiserver_stop(s);
+    apiserver_free(s);
+    CKUBE_INFO("stopped");
+    return 0;
+}

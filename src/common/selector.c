@@ -1,0 +1,964 @@
+/* Label and field selectors; see ckube/selector.h.
+ *
+ * The label selector parser mirrors the structure of apimachinery's
+ * labels.Parse (a lexer that scans every token up front, then a recursive
+ * descent parser with one token of lookahead) because its error messages
+ * name the token found and what was expected, and clients show them
+ * verbatim. The field selector parser mirrors fields.ParseSelector: split
+ * on unescaped commas, sort the terms, split each at its first operator and
+ * unescape the value.
+ */
+#include "ckube/selector.h"
+
+#include "ckube/validation.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers.                                                           */
+
+static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+static void set_err(char **err, char *msg)
+{
+    if (err)
+        *err = msg;
+    else
+        free(msg);
+}
+
+/* A growable string. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void sb_puts(sbuf *b, const char *s)
+{
+    sb_putn(b, s, strlen(s));
+}
+
+static char *sb_finish(sbuf *b)
+{
+    if (b->oom) {
+        free(b->p);
+        return NULL;
+    }
+    return b->p ? b->p : strdup("");
+}
+
+/* Go's strconv.ParseInt(s, 10, 64): optional sign, at least one digit, no
+ * spaces, in range. */
+static int parse_int64(const char *s, int64_t *out)
+{
+    const char *p = s;
+    if (*p == '+' || *p == '-')
+        p++;
+    if (!*p)
+        return -1;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            return -1;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno || !end || *end)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Selector storage.                                                        */
+
+static void req_clear(ckube_sel_requirement *r)
+{
+    free(r->key);
+    for (size_t i = 0; i < r->nvalues; i++)
+        free(r->values[i]);
+    free(r->values);
+    memset(r, 0, sizeof *r);
+}
+
+void ckube_selector_free(ckube_selector *sel)
+{
+    if (!sel)
+        return;
+    for (size_t i = 0; i < sel->nreqs; i++)
+        req_clear(&sel->reqs[i]);
+    free(sel->reqs);
+    free(sel);
+}
+
+/* Appends *r (taking ownership of its strings). */
+static int sel_append(ckube_selector *sel, ckube_sel_requirement *r)
+{
+    ckube_sel_requirement *n = realloc(sel->reqs, (sel->nreqs + 1) * sizeof *n);
+    if (!n)
+        return -1;
+    sel->reqs = n;
+    sel->reqs[sel->nreqs++] = *r;
+    memset(r, 0, sizeof *r);
+    return 0;
+}
+
+/* A sorted set of strings (upstream's sets.String, listed in order). */
+typedef struct strset {
+    char **v;
+    size_t n;
+} strset;
+
+static int strset_insert(strset *s, const char *val)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(s->v[mid], val);
+        if (c == 0)
+            return 0;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    char *copy = strdup(val);
+    char **n = realloc(s->v, (s->n + 1) * sizeof *n);
+    if (!copy || !n) {
+        free(copy);
+        if (n)
+            s->v = n;
+        return -1;
+    }
+    s->v = n;
+    memmove(s->v + lo + 1, s->v + lo, (s->n - lo) * sizeof *s->v);
+    s->v[lo] = copy;
+    s->n++;
+    return 0;
+}
+
+static void strset_free(strset *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Label selector lexer.                                                    */
+
+enum tok {
+    T_ERROR = 0,
+    T_EOS,
+    T_CLOSE_PAR,
+    T_COMMA,
+    T_NOT,
+    T_DOUBLE_EQ,
+    T_EQ,
+    T_GT,
+    T_ID,
+    T_IN,
+    T_LT,
+    T_NOT_EQ,
+    T_NOT_IN,
+    T_OPEN_PAR,
+};
+
+static const struct {
+    const char *lit;
+    enum tok tok;
+} TOKENS[] = {
+    {")", T_CLOSE_PAR}, {",", T_COMMA}, {"!", T_NOT},   {"==", T_DOUBLE_EQ},
+    {"=", T_EQ},        {">", T_GT},    {"in", T_IN},   {"<", T_LT},
+    {"!=", T_NOT_EQ},   {"notin", T_NOT_IN}, {"(", T_OPEN_PAR},
+};
+
+static enum tok token_of(const char *s, size_t n)
+{
+    for (size_t i = 0; i < sizeof TOKENS / sizeof TOKENS[0]; i++)
+        if (strlen(TOKENS[i].lit) == n && memcmp(TOKENS[i].lit, s, n) == 0)
+            return TOKENS[i].tok;
+    return T_ERROR;
+}
+
+static int is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+static int is_special(char c)
+{
+    return c == '=' || c == '!' || c == '(' || c == ')' || c == ',' || c == '>' || c == '<';
+}
+
+typedef struct item {
+    enum tok tok;
+    char *lit; /* owned */
+} item;
+
+typedef struct parser {
+    item *items;
+    size_t n;
+    size_t pos;
+} parser;
+
+static int push_item(parser *p, enum tok t, const char *lit, size_t n)
+{
+    item *it = realloc(p->items, (p->n + 1) * sizeof *it);
+    if (!it)
+        return -1;
+    p->items = it;
+    char *s = strndup(lit, n);
+    if (!s)
+        return -1;
+    p->items[p->n].tok = t;
+    p->items[p->n].lit = s;
+    p->n++;
+    return 0;
+}
+
+/* Longest run of special characters that still forms a token. */
+static enum tok scan_special(const char *s, size_t *pos, size_t *len)
+{
+    size_t start = *pos, i = *pos;
+    enum tok last = T_ERROR;
+    size_t last_len = 0;
+    while (s[i] && is_special(s[i])) {
+        i++;
+        enum tok t = token_of(s + start, i - start);
+        if (t != T_ERROR) {
+            last = t;
+            last_len = i - start;
+        } else if (last != T_ERROR) {
+            break;
+        }
+    }
+    *len = last != T_ERROR ? last_len : i - start;
+    *pos = start + *len;
+    return last;
+}
+
+/* Tokenizes all of `s` into p->items, ending with T_EOS. */
+static int scan_all(parser *p, const char *s)
+{
+    size_t pos = 0;
+    for (;;) {
+        while (is_ws(s[pos]))
+            pos++;
+        if (!s[pos])
+            return push_item(p, T_EOS, "", 0);
+        size_t start = pos, len;
+        enum tok t;
+        if (is_special(s[pos])) {
+            t = scan_special(s, &pos, &len);
+        } else {
+            while (s[pos] && !is_special(s[pos]) && !is_ws(s[pos]))
+                pos++;
+            len = pos - start;
+            t = token_of(s + start, len);
+            if (t != T_IN && t != T_NOT_IN)
+                t = T_ID;
+        }
+        if (push_item(p, t, s + start, len) < 0)
+            return -1;
+    }
+}
+
+static void parser_free(parser *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->items[i].lit);
+    free(p->items);
+}
+
+/* In a values context the keywords `in`/`notin` are plain identifiers. */
+static enum tok in_ctx(enum tok t, int values)
+{
+    return values && (t == T_IN || t == T_NOT_IN) ? T_ID : t;
+}
+
+static const item *peek_item(const parser *p)
+{
+    return &p->items[p->pos < p->n ? p->pos : p->n - 1];
+}
+
+static enum tok lookahead(const parser *p, int values, const char **lit)
+{
+    const item *it = peek_item(p);
+    if (lit)
+        *lit = it->lit;
+    return in_ctx(it->tok, values);
+}
+
+static enum tok consume(parser *p, int values, const char **lit)
+{
+    enum tok t = lookahead(p, values, lit);
+    if (p->pos < p->n)
+        p->pos++;
+    return t;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Label requirements.                                                      */
+
+/* field.ErrorList aggregated like utilerrors.NewAggregate(...).Error():
+ * duplicates dropped, several errors as "[a, b]". */
+typedef struct errlist {
+    char **v;
+    size_t n;
+} errlist;
+
+static void errlist_add(errlist *e, char *msg)
+{
+    if (!msg)
+        return;
+    for (size_t i = 0; i < e->n; i++) {
+        if (strcmp(e->v[i], msg) == 0) {
+            free(msg);
+            return;
+        }
+    }
+    char **n = realloc(e->v, (e->n + 1) * sizeof *n);
+    if (!n) {
+        free(msg);
+        return;
+    }
+    e->v = n;
+    e->v[e->n++] = msg;
+}
+
+static char *errlist_aggregate(errlist *e)
+{
+    if (e->n == 0)
+        return NULL;
+    sbuf b = {0};
+    if (e->n > 1)
+        sb_puts(&b, "[");
+    for (size_t i = 0; i < e->n; i++) {
+        if (i)
+            sb_puts(&b, ", ");
+        sb_puts(&b, e->v[i]);
+        free(e->v[i]);
+    }
+    if (e->n > 1)
+        sb_puts(&b, "]");
+    free(e->v);
+    e->v = NULL;
+    e->n = 0;
+    return sb_finish(&b);
+}
+
+/* "<path>: Invalid value: \"v\": detail" as field.Error.Error(). */
+static char *invalid_error(const char *path, const char *value, const char *detail)
+{
+    char *q = ckube_go_quote(value);
+    char *m = q ? xasprintf("%s: Invalid value: %s: %s", path, q, detail) : NULL;
+    free(q);
+    return m;
+}
+
+/* Upstream's validateLabelKey with the parser's (nil) path. */
+static char *validate_label_key(const char *key)
+{
+    char *why = ckube_is_qualified_name(key);
+    if (!why)
+        return NULL;
+    char *m = invalid_error("<nil>", key, why);
+    free(why);
+    return m ? m : strdup("out of memory");
+}
+
+/* NewRequirement's value checks; returns the aggregated error or NULL. */
+static char *check_requirement_values(const char *key, ckube_sel_op op, const strset *vals)
+{
+    errlist e = {0};
+    if (op == CKUBE_SEL_GT || op == CKUBE_SEL_LT) {
+        for (size_t i = 0; i < vals->n; i++) {
+            int64_t dummy;
+            if (parse_int64(vals->v[i], &dummy) < 0) {
+                char path[32];
+                snprintf(path, sizeof path, "values[%zu]", i);
+                errlist_add(&e, invalid_error(path, vals->v[i],
+                                              "for 'Gt', 'Lt' operators, the value must be an "
+                                              "integer"));
+            }
+        }
+    }
+    for (size_t i = 0; i < vals->n; i++) {
+        char *why = ckube_is_label_value(vals->v[i]);
+        if (!why)
+            continue;
+        char *path = xasprintf("values[%zu][%s]", i, key);
+        if (path)
+            errlist_add(&e, invalid_error(path, vals->v[i], why));
+        free(path);
+        free(why);
+    }
+    return errlist_aggregate(&e);
+}
+
+/* Parses `[!] key` and infers exists/does-not-exist when no operator
+ * follows. *op is 0 when an operator must still be parsed. */
+static char *parse_key(parser *p, char **key, ckube_sel_op *op)
+{
+    const char *lit;
+    *op = 0;
+    enum tok t = consume(p, 1, &lit);
+    if (t == T_NOT) {
+        *op = CKUBE_SEL_DOES_NOT_EXIST;
+        t = consume(p, 1, &lit);
+    }
+    if (t != T_ID)
+        return xasprintf("found '%s', expected: identifier", lit);
+    char *err = validate_label_key(lit);
+    if (err)
+        return err;
+    enum tok next = lookahead(p, 1, NULL);
+    if ((next == T_EOS || next == T_COMMA) && *op != CKUBE_SEL_DOES_NOT_EXIST)
+        *op = CKUBE_SEL_EXISTS;
+    *key = strdup(lit);
+    return *key ? NULL : strdup("out of memory");
+}
+
+static char *parse_operator(parser *p, ckube_sel_op *op)
+{
+    const char *lit;
+    switch (consume(p, 0, &lit)) {
+    case T_IN:
+        *op = CKUBE_SEL_IN;
+        return NULL;
+    case T_EQ:
+    case T_DOUBLE_EQ:
+        *op = CKUBE_SEL_EQUALS;
+        return NULL;
+    case T_GT:
+        *op = CKUBE_SEL_GT;
+        return NULL;
+    case T_LT:
+        *op = CKUBE_SEL_LT;
+        return NULL;
+    case T_NOT_IN:
+        *op = CKUBE_SEL_NOT_IN;
+        return NULL;
+    case T_NOT_EQ:
+        *op = CKUBE_SEL_NOT_EQUALS;
+        return NULL;
+    default:
+        return xasprintf("found '%s', expected: in, notin, =, ==, !=, gt, lt", lit);
+    }
+}
+
+/* A comma separated, possibly empty, list of possibly empty values; the
+ * opening parenthesis is already consumed. */
+static char *parse_identifiers(parser *p, strset *s)
+{
+    for (;;) {
+        const char *lit;
+        enum tok t = consume(p, 1, &lit);
+        if (t == T_ID) {
+            if (strset_insert(s, lit) < 0)
+                return strdup("out of memory");
+            const char *lit2;
+            enum tok t2 = lookahead(p, 1, &lit2);
+            if (t2 == T_COMMA)
+                continue;
+            if (t2 == T_CLOSE_PAR)
+                return NULL;
+            return xasprintf("found '%s', expected: ',' or ')'", lit2);
+        }
+        if (t == T_COMMA) {
+            if (s->n == 0 && strset_insert(s, "") < 0) /* "(," */
+                return strdup("out of memory");
+            enum tok t2 = lookahead(p, 1, NULL);
+            if (t2 == T_CLOSE_PAR) /* ",)" */
+                return strset_insert(s, "") < 0 ? strdup("out of memory") : NULL;
+            if (t2 == T_COMMA) { /* ",," */
+                consume(p, 1, NULL);
+                if (strset_insert(s, "") < 0)
+                    return strdup("out of memory");
+            }
+            continue;
+        }
+        return xasprintf("found '%s', expected: ',', or identifier", lit);
+    }
+}
+
+static char *parse_values(parser *p, strset *s)
+{
+    const char *lit;
+    if (consume(p, 1, &lit) != T_OPEN_PAR)
+        return xasprintf("found '%s' expected: '('", lit);
+    enum tok t = lookahead(p, 1, &lit);
+    if (t == T_ID || t == T_COMMA) {
+        char *err = parse_identifiers(p, s);
+        if (err)
+            return err;
+        consume(p, 1, NULL); /* the ')' parse_identifiers saw */
+        return NULL;
+    }
+    if (t == T_CLOSE_PAR) { /* "()" is the set {""} */
+        consume(p, 1, NULL);
+        return strset_insert(s, "") < 0 ? strdup("out of memory") : NULL;
+    }
+    return xasprintf("found '%s', expected: ',', ')' or identifier", lit);
+}
+
+static char *parse_exact_value(parser *p, strset *s)
+{
+    enum tok t = lookahead(p, 1, NULL);
+    if (t == T_EOS || t == T_COMMA)
+        return strset_insert(s, "") < 0 ? strdup("out of memory") : NULL;
+    const char *lit;
+    t = consume(p, 1, &lit);
+    if (t == T_ID)
+        return strset_insert(s, lit) < 0 ? strdup("out of memory") : NULL;
+    return xasprintf("found '%s', expected: identifier", lit);
+}
+
+/* One requirement into *r. Returns NULL or the error (without the
+ * "unable to parse requirement: " prefix). */
+static char *parse_requirement(parser *p, ckube_sel_requirement *r)
+{
+    char *key = NULL;
+    ckube_sel_op op;
+    char *err = parse_key(p, &key, &op);
+    if (err)
+        return err;
+    strset vals = {0};
+    if (op != CKUBE_SEL_EXISTS && op != CKUBE_SEL_DOES_NOT_EXIST) {
+        err = parse_operator(p, &op);
+        if (!err)
+            err = (op == CKUBE_SEL_IN || op == CKUBE_SEL_NOT_IN) ? parse_values(p, &vals)
+                                                                  : parse_exact_value(p, &vals);
+        if (!err)
+            err = check_requirement_values(key, op, &vals);
+    }
+    if (err) {
+        free(key);
+        strset_free(&vals);
+        return err;
+    }
+    r->key = key;
+    r->op = op;
+    r->values = vals.v;
+    r->nvalues = vals.n;
+    return NULL;
+}
+
+/* The top-level loop: requirements separated by commas. */
+static char *parse_label_selector(parser *p, ckube_selector *sel)
+{
+    for (;;) {
+        const char *lit;
+        enum tok t = lookahead(p, 1, &lit);
+        if (t == T_EOS)
+            return NULL;
+        if (t != T_ID && t != T_NOT)
+            return xasprintf("found '%s', expected: !, identifier, or 'end of string'", lit);
+        ckube_sel_requirement r = {0};
+        char *err = parse_requirement(p, &r);
+        if (err) {
+            char *m = xasprintf("unable to parse requirement: %s", err);
+            free(err);
+            return m ? m : strdup("out of memory");
+        }
+        if (sel_append(sel, &r) < 0) {
+            req_clear(&r);
+            return strdup("out of memory");
+        }
+        t = consume(p, 1, &lit);
+        if (t == T_EOS)
+            return NULL;
+        if (t != T_COMMA)
+            return xasprintf("found '%s', expected: ',' or 'end of string'", lit);
+        const char *lit2;
+        enum tok t2 = lookahead(p, 1, &lit2);
+        if (t2 != T_ID && t2 != T_NOT)
+            return xasprintf("found '%s', expected: identifier after ','", lit2);
+    }
+}
+
+/* Stable sort by key (insertion sort keeps equal keys in input order). */
+static void sort_by_key(ckube_selector *sel)
+{
+    for (size_t i = 1; i < sel->nreqs; i++) {
+        ckube_sel_requirement tmp = sel->reqs[i];
+        size_t j = i;
+        while (j > 0 && strcmp(sel->reqs[j - 1].key, tmp.key) > 0) {
+            sel->reqs[j] = sel->reqs[j - 1];
+            j--;
+        }
+        sel->reqs[j] = tmp;
+    }
+}
+
+int ckube_label_selector_parse(const char *s, ckube_selector **out, char **err)
+{
+    if (err)
+        *err = NULL;
+    *out = NULL;
+    ckube_selector *sel = calloc(1, sizeof *sel);
+    if (!sel) {
+        set_err(err, strdup("out of memory"));
+        return -1;
+    }
+    parser p = {0};
+    char *msg = NULL;
+    if (scan_all(&p, s ? s : "") < 0)
+        msg = strdup("out of memory");
+    else
+        msg = parse_label_selector(&p, sel);
+    parser_free(&p);
+    if (msg) {
+        ckube_selector_free(sel);
+        set_err(err, msg);
+        return -1;
+    }
+    sort_by_key(sel);
+    *out = sel;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Field selectors.                                                         */
+
+/* Length of the UTF-8 sequence at s (1 for an invalid byte). */
+static size_t utf8_len(const unsigned char *s)
+{
+    size_t n = s[0] < 0x80 ? 1 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 1;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 1;
+    return n;
+}
+
+/* fields.UnescapeValue: "\\", "\," and "\=" are the only escapes and bare
+ * ',' or '=' are errors. Returns the value (malloc'd) or NULL with *err. */
+static char *unescape_value(const char *s, char **err)
+{
+    sbuf b = {0};
+    sb_puts(&b, "");
+    int in_slash = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = utf8_len(p);
+        if (in_slash) {
+            if (*p == '\\' || *p == ',' || *p == '=') {
+                sb_putn(&b, (const char *)p, 1);
+            } else {
+                /* Go ranges over runes: an invalid byte shows as U+FFFD. */
+                int bad = n == 1 && *p >= 0x80;
+                *err = xasprintf("invalid field selector: invalid escape sequence: \\%.*s",
+                                 bad ? 3 : (int)n, bad ? "\xef\xbf\xbd" : (const char *)p);
+                free(b.p);
+                return NULL;
+            }
+            in_slash = 0;
+        } else if (*p == '\\') {
+            in_slash = 1;
+        } else if (*p == ',' || *p == '=') {
+            *err = xasprintf("invalid field selector: unescaped character in value: %d", *p);
+            free(b.p);
+            return NULL;
+        } else {
+            sb_putn(&b, (const char *)p, n);
+        }
+        p += n;
+    }
+    if (in_slash) {
+        *err = strdup("invalid field selector: invalid escape sequence: \\");
+        free(b.p);
+        return NULL;
+    }
+    return sb_finish(&b);
+}
+
+/* Splits at commas not preceded by a backslash escape. Pieces keep their
+ * escapes. Returns the count, or -1 on allocation failure. */
+static long split_terms(const char *s, char ***out)
+{
+    char **v = NULL;
+    size_t n = 0;
+    size_t start = 0, i = 0;
+    int in_slash = 0;
+    for (;; i++) {
+        int end = s[i] == 0;
+        if (!end && in_slash) {
+            in_slash = 0;
+            continue;
+        }
+        if (!end && s[i] == '\\') {
+            in_slash = 1;
+            continue;
+        }
+        if (end || s[i] == ',') {
+            char **nv = realloc(v, (n + 1) * sizeof *nv);
+            char *piece = strndup(s + start, i - start);
+            if (!nv || !piece) {
+                free(piece);
+                v = nv ? nv : v;
+                for (size_t k = 0; k < n; k++)
+                    free(v[k]);
+                free(v);
+                return -1;
+            }
+            v = nv;
+            v[n++] = piece;
+            start = i + 1;
+        }
+        if (end)
+            break;
+    }
+    *out = v;
+    return (long)n;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Splits a term at the first "!=", "==" or "=". */
+static int split_term(const char *term, size_t *lhs_len, ckube_sel_op *op, const char **rhs)
+{
+    for (size_t i = 0; term[i]; i++) {
+        if (strncmp(term + i, "!=", 2) == 0) {
+            *op = CKUBE_SEL_NOT_EQUALS;
+            *rhs = term + i + 2;
+        } else if (strncmp(term + i, "==", 2) == 0) {
+            *op = CKUBE_SEL_EQUALS;
+            *rhs = term + i + 2;
+        } else if (term[i] == '=') {
+            *op = CKUBE_SEL_EQUALS;
+            *rhs = term + i + 1;
+        } else {
+            continue;
+        }
+        *lhs_len = i;
+        return 0;
+    }
+    return -1;
+}
+
+/* Parses one non-empty term into *r. */
+static char *parse_field_term(const char *selector, const char *term, ckube_sel_requirement *r)
+{
+    size_t lhs_len;
+    ckube_sel_op op;
+    const char *rhs;
+    if (split_term(term, &lhs_len, &op, &rhs) < 0)
+        return xasprintf("invalid selector: '%s'; can't understand '%s'", selector, term);
+    char *err = NULL;
+    char *value = unescape_value(rhs, &err);
+    if (!value)
+        return err ? err : strdup("out of memory");
+    r->key = strndup(term, lhs_len);
+    r->values = malloc(sizeof *r->values);
+    if (!r->key || !r->values) {
+        free(value);
+        req_clear(r);
+        return strdup("out of memory");
+    }
+    r->values[0] = value;
+    r->nvalues = 1;
+    r->op = op;
+    return NULL;
+}
+
+int ckube_field_selector_parse(const char *s, ckube_selector **out, char **err)
+{
+    if (err)
+        *err = NULL;
+    *out = NULL;
+    s = s ? s : "";
+    ckube_selector *sel = calloc(1, sizeof *sel);
+    char **terms = NULL;
+    long n = sel && *s ? split_terms(s, &terms) : 0;
+    if (!sel || n < 0) {
+        free(sel);
+        set_err(err, strdup("out of memory"));
+        return -1;
+    }
+    sel->is_field = true;
+    if (n > 1)
+        qsort(terms, (size_t)n, sizeof *terms, cmp_str);
+    char *msg = NULL;
+    for (long i = 0; i < n && !msg; i++) {
+        if (!*terms[i])
+            continue;
+        ckube_sel_requirement r = {0};
+        msg = parse_field_term(s, terms[i], &r);
+        if (!msg && sel_append(sel, &r) < 0) {
+            req_clear(&r);
+            msg = strdup("out of memory");
+        }
+    }
+    for (long i = 0; i < n; i++)
+        free(terms[i]);
+    free(terms);
+    if (msg) {
+        ckube_selector_free(sel);
+        set_err(err, msg);
+        return -1;
+    }
+    *out = sel;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matching and introspection.                                              */
+
+static bool has_value(const ckube_sel_requirement *r, const char *v)
+{
+    for (size_t i = 0; i < r->nvalues; i++)
+        if (strcmp(r->values[i], v) == 0)
+            return true;
+    return false;
+}
+
+/* `v` is the object's value, NULL when it lacks the key. */
+static bool req_matches(const ckube_sel_requirement *r, const char *v)
+{
+    int64_t have, want;
+    switch (r->op) {
+    case CKUBE_SEL_EQUALS:
+    case CKUBE_SEL_IN:
+        return v && has_value(r, v);
+    case CKUBE_SEL_NOT_EQUALS:
+    case CKUBE_SEL_NOT_IN:
+        return !v || !has_value(r, v);
+    case CKUBE_SEL_EXISTS:
+        return v != NULL;
+    case CKUBE_SEL_DOES_NOT_EXIST:
+        return v == NULL;
+    case CKUBE_SEL_GT:
+    case CKUBE_SEL_LT:
+        if (!v || r->nvalues != 1 || parse_int64(v, &have) < 0 ||
+            parse_int64(r->values[0], &want) < 0)
+            return false;
+        return r->op == CKUBE_SEL_GT ? have > want : have < want;
+    }
+    return false;
+}
+
+bool ckube_selector_matches(const ckube_selector *sel, ckube_sel_lookup_fn lookup, void *ctx)
+{
+    if (!sel)
+        return true;
+    for (size_t i = 0; i < sel->nreqs; i++) {
+        const ckube_sel_requirement *r = &sel->reqs[i];
+        const char *v = lookup(ctx, r->key);
+        if (sel->is_field && !v)
+            v = ""; /* fields.Set.Get of a missing field */
+        if (!req_matches(r, v))
+            return false;
+    }
+    return true;
+}
+
+bool ckube_selector_empty(const ckube_selector *sel)
+{
+    return !sel || sel->nreqs == 0;
+}
+
+const char *ckube_selector_required_value(const ckube_selector *sel, const char *key)
+{
+    if (!sel)
+        return NULL;
+    for (size_t i = 0; i < sel->nreqs; i++) {
+        const ckube_sel_requirement *r = &sel->reqs[i];
+        if (strcmp(r->key, key) != 0)
+            continue;
+        bool exact = (r->op == CKUBE_SEL_EQUALS || r->op == CKUBE_SEL_IN) && r->nvalues == 1;
+        if (exact)
+            return r->values[0];
+        /* labels: the first requirement on the key decides; fields: a
+         * != term is skipped and a later = term may still pin the value. */
+        if (!sel->is_field)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* fields.EscapeValue */
+static void put_escaped(sbuf *b, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == ',' || *v == '=')
+            sb_putn(b, "\\", 1);
+        sb_putn(b, v, 1);
+    }
+}
+
+static void put_requirement(sbuf *b, const ckube_sel_requirement *r, bool field)
+{
+    static const char *const OPS[] = {
+        [CKUBE_SEL_EQUALS] = "=", [CKUBE_SEL_NOT_EQUALS] = "!=", [CKUBE_SEL_IN] = " in (",
+        [CKUBE_SEL_NOT_IN] = " notin (", [CKUBE_SEL_GT] = ">",   [CKUBE_SEL_LT] = "<",
+    };
+    if (r->op == CKUBE_SEL_DOES_NOT_EXIST)
+        sb_puts(b, "!");
+    sb_puts(b, r->key);
+    if (r->op == CKUBE_SEL_EXISTS || r->op == CKUBE_SEL_DOES_NOT_EXIST)
+        return;
+    sb_puts(b, OPS[r->op]);
+    for (size_t i = 0; i < r->nvalues; i++) {
+        if (i)
+            sb_puts(b, ",");
+        if (field)
+            put_escaped(b, r->values[i]);
+        else
+            sb_puts(b, r->values[i]);
+    }
+    if (r->op == CKUBE_SEL_IN || r->op == CKUBE_SEL_NOT_IN)
+        sb_puts(b, ")");
+}
+
+char *ckube_selector_string(const ckube_selector *sel)
+{
+    sbuf b = {0};
+    sb_puts(&b, "");
+    for (size_t i = 0; sel && i < sel->nreqs; i++) {
+        if (i)
+            sb_puts(&b, ",");
+        put_requirement(&b, &sel->reqs[i], sel->is_field);
+    }
+    return sb_finish(&b);
+}

@@ -1,0 +1,677 @@
+/* Name, label and annotation validation; see ckube/validation.h.
+ *
+ * The regular expressions upstream uses are simple enough to check by hand
+ * (no regex engine): each is_*_fmt() below states the pattern it implements.
+ * Messages are assembled from the same pieces upstream uses (RegexError,
+ * MaxLenError, ...) so that they match byte for byte.
+ */
+#include "ckube/validation.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Message lists: one check reports at most a handful of problems.           */
+
+#define MSGS_MAX 8
+
+typedef struct msgs {
+    char *v[MSGS_MAX]; /* owned */
+    size_t n;
+} msgs;
+
+static void msgs_addf(msgs *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void msgs_addf(msgs *m, const char *fmt, ...)
+{
+    if (m->n >= MSGS_MAX)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) >= 0)
+        m->v[m->n++] = s;
+    va_end(ap);
+}
+
+static void msgs_free(msgs *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->v[i]);
+    m->n = 0;
+}
+
+/* Joins with "; " and frees the list; NULL when empty. */
+static char *msgs_join(msgs *m)
+{
+    if (m->n == 0)
+        return NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < m->n; i++)
+        len += strlen(m->v[i]) + 2;
+    char *out = malloc(len + 1);
+    if (out) {
+        char *p = out;
+        for (size_t i = 0; i < m->n; i++) {
+            if (i) {
+                memcpy(p, "; ", 2);
+                p += 2;
+            }
+            size_t l = strlen(m->v[i]);
+            memcpy(p, m->v[i], l);
+            p += l;
+        }
+        *p = 0;
+    }
+    msgs_free(m);
+    return out;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Upstream's message building blocks.                                      */
+
+#define DNS1123_LABEL_FMT "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+#define DNS1123_LABEL_MSG                                                                          \
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "   \
+    "must start and end with an alphanumeric character"
+#define DNS1123_SUBDOMAIN_FMT DNS1123_LABEL_FMT "(\\." DNS1123_LABEL_FMT ")*"
+#define DNS1123_SUBDOMAIN_MSG                                                                      \
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "   \
+    "'.', and must start and end with an alphanumeric character"
+#define DNS1035_LABEL_FMT "[a-z]([-a-z0-9]*[a-z0-9])?"
+#define DNS1035_LABEL_MSG                                                                          \
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "   \
+    "alphabetic character, and end with an alphanumeric character"
+#define QNAME_FMT "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+#define QNAME_MSG                                                                                  \
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "    \
+    "alphanumeric character"
+#define LABEL_VALUE_FMT "(" QNAME_FMT ")?"
+#define LABEL_VALUE_MSG                                                                            \
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "    \
+    "'.', and must start and end with an alphanumeric character"
+
+/* RegexError(msg, fmt, examples...): "msg (e.g. 'a',  or 'b', regex used for
+ * validation is 'fmt')". The odd double space is upstream's. */
+static void add_regex_error(msgs *m, const char *prefix, const char *msg, const char *fmt,
+                            const char *const *examples)
+{
+    char ex[256] = "";
+    size_t off = 0;
+    for (size_t i = 0; examples && examples[i]; i++)
+        off += (size_t)snprintf(ex + off, sizeof ex - off, "%s'%s', ", i ? " or " : "",
+                                examples[i]);
+    if (off)
+        msgs_addf(m, "%s%s (e.g. %sregex used for validation is '%s')", prefix, msg, ex, fmt);
+    else
+        msgs_addf(m, "%s%s (regex used for validation is '%s')", prefix, msg, fmt);
+}
+
+static void add_max_len_error(msgs *m, const char *prefix, size_t max)
+{
+    msgs_addf(m, "%smust be no more than %zu characters", prefix, max);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pattern matchers.                                                        */
+
+static bool is_lower_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static bool is_alnum(char c)
+{
+    return is_lower_alnum(c) || (c >= 'A' && c <= 'Z');
+}
+
+/* [a-z0-9]([-a-z0-9]*[a-z0-9])? over s[0..n) */
+static bool is_dns1123_label_fmt(const char *s, size_t n)
+{
+    if (n == 0 || !is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!is_lower_alnum(s[i]) && s[i] != '-')
+            return false;
+    return true;
+}
+
+/* label(\.label)* */
+static bool is_dns1123_subdomain_fmt(const char *s, size_t n)
+{
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || s[i] == '.') {
+            if (!is_dns1123_label_fmt(s + start, i - start))
+                return false;
+            start = i + 1;
+        }
+    }
+    return true;
+}
+
+/* [a-z]([-a-z0-9]*[a-z0-9])? */
+static bool is_dns1035_label_fmt(const char *s, size_t n)
+{
+    return n > 0 && s[0] >= 'a' && s[0] <= 'z' && is_dns1123_label_fmt(s, n);
+}
+
+/* ([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9] */
+static bool is_qname_fmt(const char *s, size_t n)
+{
+    if (n == 0 || !is_alnum(s[0]) || !is_alnum(s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+            return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checks producing message lists.                                          */
+
+static const char *const EX_SUBDOMAIN[] = {"example.com", NULL};
+static const char *const EX_1123_LABEL[] = {"my-name", "123-abc", NULL};
+static const char *const EX_1035_LABEL[] = {"my-name", "abc-123", NULL};
+static const char *const EX_QNAME[] = {"MyName", "my.name", "123-abc", NULL};
+static const char *const EX_LABEL_VALUE[] = {"MyValue", "my_value", "12345", NULL};
+
+static void check_dns1123_subdomain(msgs *m, const char *prefix, const char *v, size_t n)
+{
+    if (n > CKUBE_DNS1123_SUBDOMAIN_MAX)
+        add_max_len_error(m, prefix, CKUBE_DNS1123_SUBDOMAIN_MAX);
+    if (!is_dns1123_subdomain_fmt(v, n))
+        add_regex_error(m, prefix, DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, EX_SUBDOMAIN);
+}
+
+static void check_dns1123_label(msgs *m, const char *v, size_t n)
+{
+    if (n > CKUBE_DNS1123_LABEL_MAX)
+        add_max_len_error(m, "", CKUBE_DNS1123_LABEL_MAX);
+    if (!is_dns1123_label_fmt(v, n)) {
+        /* A valid subdomain that is not a label can only have dots. */
+        if (is_dns1123_subdomain_fmt(v, n))
+            msgs_addf(m, "must not contain dots");
+        else
+            add_regex_error(m, "", DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, EX_1123_LABEL);
+    }
+}
+
+static void check_dns1035_label(msgs *m, const char *v, size_t n)
+{
+    if (n > CKUBE_DNS1035_LABEL_MAX)
+        add_max_len_error(m, "", CKUBE_DNS1035_LABEL_MAX);
+    if (!is_dns1035_label_fmt(v, n))
+        add_regex_error(m, "", DNS1035_LABEL_MSG, DNS1035_LABEL_FMT, EX_1035_LABEL);
+}
+
+static void check_path_segment(msgs *m, const char *v, bool prefix)
+{
+    if (!prefix) {
+        if (strcmp(v, ".") == 0 || strcmp(v, "..") == 0) {
+            msgs_addf(m, "may not be '%s'", v);
+            return;
+        }
+    }
+    if (strchr(v, '/'))
+        msgs_addf(m, "may not contain '/'");
+    if (strchr(v, '%'))
+        msgs_addf(m, "may not contain '%%'");
+}
+
+/* IsQualifiedName: [prefix '/'] name. */
+static void check_qualified_name(msgs *m, const char *v)
+{
+    const char *slash = strchr(v, '/');
+    const char *name = v;
+    if (slash && strchr(slash + 1, '/')) {
+        char inner[512];
+        msgs tmp = {0};
+        add_regex_error(&tmp, "", QNAME_MSG, QNAME_FMT, EX_QNAME);
+        snprintf(inner, sizeof inner, "%s", tmp.n ? tmp.v[0] : "");
+        msgs_free(&tmp);
+        msgs_addf(m,
+                  "a qualified name %s with an optional DNS subdomain prefix and '/' (e.g. "
+                  "'example.com/MyName')",
+                  inner);
+        return;
+    }
+    if (slash) {
+        size_t plen = (size_t)(slash - v);
+        if (plen == 0)
+            msgs_addf(m, "prefix part must be non-empty");
+        else
+            check_dns1123_subdomain(m, "prefix part ", v, plen);
+        name = slash + 1;
+    }
+    size_t n = strlen(name);
+    if (n == 0)
+        msgs_addf(m, "name part must be non-empty");
+    else if (n > CKUBE_QUALIFIED_NAME_MAX)
+        add_max_len_error(m, "name part ", CKUBE_QUALIFIED_NAME_MAX);
+    if (!is_qname_fmt(name, n))
+        add_regex_error(m, "name part ", QNAME_MSG, QNAME_FMT, EX_QNAME);
+}
+
+static void check_label_value(msgs *m, const char *v)
+{
+    size_t n = strlen(v);
+    if (n > CKUBE_LABEL_VALUE_MAX)
+        add_max_len_error(m, "", CKUBE_LABEL_VALUE_MAX);
+    if (n > 0 && !is_qname_fmt(v, n))
+        add_regex_error(m, "", LABEL_VALUE_MSG, LABEL_VALUE_FMT, EX_LABEL_VALUE);
+}
+
+/* nameFn(name, prefix): for a generateName a trailing '-' is replaced the
+ * way upstream's maskTrailingDash does (drop two characters, append 'a'). */
+static void check_name(msgs *m, int kind, const char *name, bool prefix)
+{
+    if (kind == CKUBE_NAME_PATH_SEGMENT) {
+        check_path_segment(m, name, prefix);
+        return;
+    }
+    size_t n = strlen(name);
+    char *masked = NULL;
+    if (prefix && n > 1 && name[n - 1] == '-') {
+        masked = malloc(n);
+        if (!masked) {
+            msgs_addf(m, "out of memory");
+            return;
+        }
+        memcpy(masked, name, n - 2);
+        masked[n - 2] = 'a';
+        masked[n - 1] = 0;
+        name = masked;
+        n--;
+    }
+    switch (kind) {
+    case CKUBE_NAME_DNS1123_LABEL:
+        check_dns1123_label(m, name, n);
+        break;
+    case CKUBE_NAME_DNS1035_LABEL:
+        check_dns1035_label(m, name, n);
+        break;
+    default:
+        check_dns1123_subdomain(m, "", name, n);
+        break;
+    }
+    free(masked);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Public single-value checks.                                              */
+
+char *ckube_is_dns1123_subdomain(const char *value)
+{
+    msgs m = {0};
+    check_dns1123_subdomain(&m, "", value, strlen(value));
+    return msgs_join(&m);
+}
+
+char *ckube_is_dns1123_label(const char *value)
+{
+    msgs m = {0};
+    check_dns1123_label(&m, value, strlen(value));
+    return msgs_join(&m);
+}
+
+char *ckube_is_dns1035_label(const char *value)
+{
+    msgs m = {0};
+    check_dns1035_label(&m, value, strlen(value));
+    return msgs_join(&m);
+}
+
+char *ckube_is_path_segment_name(const char *value, bool prefix)
+{
+    msgs m = {0};
+    check_path_segment(&m, value, prefix);
+    return msgs_join(&m);
+}
+
+char *ckube_is_qualified_name(const char *value)
+{
+    msgs m = {0};
+    check_qualified_name(&m, value);
+    return msgs_join(&m);
+}
+
+char *ckube_is_label_value(const char *value)
+{
+    msgs m = {0};
+    check_label_value(&m, value);
+    return msgs_join(&m);
+}
+
+char *ckube_validate_name(int kind, const char *name, bool prefix)
+{
+    msgs m = {0};
+    check_name(&m, kind, name, prefix);
+    return msgs_join(&m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Go's strconv.Quote.                                                      */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 32;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void sb_puts(sbuf *b, const char *s)
+{
+    sb_putn(b, s, strlen(s));
+}
+
+static char *sb_finish(sbuf *b)
+{
+    if (b->oom) {
+        free(b->p);
+        return NULL;
+    }
+    if (!b->p)
+        return strdup("");
+    return b->p;
+}
+
+/* Decodes one UTF-8 sequence as Go does; returns its length, or 0 for an
+ * invalid byte (Go's RuneError of width 1). */
+static size_t utf8_decode(const unsigned char *s, uint32_t *r)
+{
+    unsigned char c = s[0];
+    if (c < 0x80) {
+        *r = c;
+        return 1;
+    }
+    size_t n;
+    uint32_t min;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        *r = c & 0x1f;
+        min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        *r = c & 0x0f;
+        min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        *r = c & 0x07;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        *r = (*r << 6) | (s[i] & 0x3f);
+    }
+    if (*r < min || *r > 0x10ffff || (*r >= 0xd800 && *r <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* An approximation of Go's unicode.IsPrint for non-ASCII runes: the
+ * control, format, separator and private-use ranges are not printable. */
+static bool rune_is_print(uint32_t r)
+{
+    if (r < 0xa1 || r == 0xad)
+        return false;
+    if ((r >= 0x2000 && r <= 0x200f) || (r >= 0x2028 && r <= 0x202f) ||
+        (r >= 0x205f && r <= 0x206f) || r == 0x3000 || r == 0xfeff ||
+        (r >= 0xfff9 && r <= 0xfffb) || (r >= 0xe000 && r <= 0xf8ff) || r >= 0xf0000 ||
+        (r & 0xfffe) == 0xfffe)
+        return false;
+    return true;
+}
+
+char *ckube_go_quote(const char *s)
+{
+    sbuf b = {0};
+    const unsigned char *p = (const unsigned char *)s;
+    char tmp[16];
+    sb_putn(&b, "\"", 1);
+    while (*p) {
+        uint32_t r;
+        size_t n = utf8_decode(p, &r);
+        if (n == 0) {
+            snprintf(tmp, sizeof tmp, "\\x%02x", *p);
+            sb_puts(&b, tmp);
+            p++;
+            continue;
+        }
+        if (n == 1) {
+            char c = (char)r;
+            switch (c) {
+            case '"':
+                sb_puts(&b, "\\\"");
+                break;
+            case '\\':
+                sb_puts(&b, "\\\\");
+                break;
+            case '\a':
+                sb_puts(&b, "\\a");
+                break;
+            case '\b':
+                sb_puts(&b, "\\b");
+                break;
+            case '\f':
+                sb_puts(&b, "\\f");
+                break;
+            case '\n':
+                sb_puts(&b, "\\n");
+                break;
+            case '\r':
+                sb_puts(&b, "\\r");
+                break;
+            case '\t':
+                sb_puts(&b, "\\t");
+                break;
+            case '\v':
+                sb_puts(&b, "\\v");
+                break;
+            default:
+                if (r < 0x20 || r == 0x7f) {
+                    snprintf(tmp, sizeof tmp, "\\x%02x", (unsigned)r);
+                    sb_puts(&b, tmp);
+                } else {
+                    sb_putn(&b, &c, 1);
+                }
+            }
+        } else if (rune_is_print(r)) {
+            sb_putn(&b, (const char *)p, n);
+        } else if (r < 0x10000) {
+            snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)r);
+            sb_puts(&b, tmp);
+        } else {
+            snprintf(tmp, sizeof tmp, "\\U%08x", (unsigned)r);
+            sb_puts(&b, tmp);
+        }
+        p += n;
+    }
+    sb_putn(&b, "\"", 1);
+    return sb_finish(&b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Field errors.                                                            */
+
+void ckube_field_invalid(ckube_status *st, const char *field, const char *value,
+                         const char *detail)
+{
+    char *q = ckube_go_quote(value ? value : "");
+    if (detail && *detail)
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, field, "Invalid value: %s: %s",
+                               q ? q : "\"\"", detail);
+    else
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, field, "Invalid value: %s",
+                               q ? q : "\"\"");
+    free(q);
+}
+
+void ckube_field_invalid_int(ckube_status *st, const char *field, int64_t value,
+                             const char *detail)
+{
+    if (detail && *detail)
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, field, "Invalid value: %" PRId64 ": %s",
+                               value, detail);
+    else
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, field, "Invalid value: %" PRId64,
+                               value);
+}
+
+void ckube_field_required(ckube_status *st, const char *field, const char *detail)
+{
+    if (detail && *detail)
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field, "Required value: %s", detail);
+    else
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field, "Required value");
+}
+
+void ckube_field_forbidden(ckube_status *st, const char *field, const char *detail)
+{
+    if (detail && *detail)
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_FORBIDDEN, field, "Forbidden: %s", detail);
+    else
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_FORBIDDEN, field, "Forbidden");
+}
+
+void ckube_field_too_long(ckube_status *st, const char *field, long max_bytes)
+{
+    ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_TOO_LONG, field,
+                           "Too long: may not be more than %ld %s", max_bytes,
+                           max_bytes == 1 ? "byte" : "bytes");
+}
+
+/* One Invalid cause per message, each with the same bad value. */
+static void add_invalid_each(ckube_status *st, const char *field, const char *value, msgs *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        ckube_field_invalid(st, field, value, m->v[i]);
+    msgs_free(m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Metadata validation.                                                     */
+
+void ckube_validate_name_field(ckube_status *st, const char *field, const char *name, int kind,
+                               bool prefix)
+{
+    msgs m = {0};
+    check_name(&m, kind, name, prefix);
+    add_invalid_each(st, field, name, &m);
+}
+
+void ckube_validate_labels(const json_t *labels, const char *field, ckube_status *st)
+{
+    if (!json_is_object(labels))
+        return;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)labels, k, v)
+    {
+        msgs m = {0};
+        check_qualified_name(&m, k);
+        add_invalid_each(st, field, k, &m);
+        const char *sv = json_string_value(v);
+        if (!sv)
+            continue;
+        check_label_value(&m, sv);
+        add_invalid_each(st, field, sv, &m);
+    }
+}
+
+void ckube_validate_annotations(const json_t *annotations, const char *field,
+                                ckube_status *st)
+{
+    if (!json_is_object(annotations))
+        return;
+    const char *k;
+    json_t *v;
+    uint64_t total = 0;
+    json_object_foreach((json_t *)annotations, k, v)
+    {
+        /* Upstream checks the lower-cased key but reports the original. */
+        char *lower = strdup(k);
+        if (lower) {
+            for (char *c = lower; *c; c++)
+                *c = (char)tolower((unsigned char)*c);
+            msgs m = {0};
+            check_qualified_name(&m, lower);
+            add_invalid_each(st, field, k, &m);
+            free(lower);
+        }
+        total += strlen(k);
+        if (json_is_string(v))
+            total += json_string_length(v);
+    }
+    if (total > CKUBE_ANNOTATIONS_SIZE_MAX)
+        ckube_field_too_long(st, field, CKUBE_ANNOTATIONS_SIZE_MAX);
+}
+
+static const char *meta_str(const json_t *meta, const char *key)
+{
+    const char *s = json_string_value(json_object_get(meta, key));
+    return s ? s : "";
+}
+
+void ckube_validate_object_meta(const json_t *obj, bool namespaced, int name_kind,
+                                ckube_status *st)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    if (!json_is_object(meta))
+        meta = NULL;
+    const char *name = meta_str(meta, "name");
+    const char *gen = meta_str(meta, "generateName");
+    const char *ns = meta_str(meta, "namespace");
+
+    if (*gen)
+        ckube_validate_name_field(st, "metadata.generateName", gen, name_kind, true);
+    if (*name)
+        ckube_validate_name_field(st, "metadata.name", name, name_kind, false);
+    else if (!*gen)
+        ckube_field_required(st, "metadata.name", "name or generateName is required");
+
+    if (namespaced) {
+        if (!*ns)
+            ckube_field_required(st, "metadata.namespace", NULL);
+        else
+            ckube_validate_name_field(st, "metadata.namespace", ns, CKUBE_NAME_DNS1123_LABEL,
+                                      false);
+    } else if (*ns) {
+        ckube_field_forbidden(st, "metadata.namespace", "not allowed on this type");
+    }
+
+    json_t *g = json_object_get(meta, "generation");
+    if (json_is_integer(g) && json_integer_value(g) < 0)
+        ckube_field_invalid_int(st, "metadata.generation", (int64_t)json_integer_value(g),
+                                "must be greater than or equal to 0");
+
+    ckube_validate_labels(json_object_get(meta, "labels"), "metadata.labels", st);
+    ckube_validate_annotations(json_object_get(meta, "annotations"), "metadata.annotations",
+                               st);
+}
