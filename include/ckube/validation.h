@@ -100,8 +100,7 @@ void ckube_validate_name_field(ckube_status *st, const char *field, const char *
 void ckube_validate_labels(const json_t *labels, const char *field, ckube_status *st);
 /* Annotation keys must be qualified names (case-insensitively) and the
  * total size of keys and values at most CKUBE_ANNOTATIONS_SIZE_MAX. */
-void ckube_validate_annotations(const json_t *annotations, const char *field,
-                                ckube_status *st);
+void ckube_validate_annotations(const json_t *annotations, const char *field, ckube_status *st);
 
 /* Validates obj.metadata on create, as upstream's ValidateObjectMeta:
  *   - metadata.generateName (if set) with the prefix rules of name_kind;

@@ -10,6 +10,8 @@
 
 #include <string.h>
 
+/* The tables read best one entry per line; clang-format would pack them. */
+// clang-format off
 #define MERGE CKUBE_PATCH_MERGE
 #define MERGE_RETAIN (CKUBE_PATCH_MERGE | CKUBE_PATCH_RETAIN_KEYS)
 #define RETAIN CKUBE_PATCH_RETAIN_KEYS
@@ -93,6 +95,8 @@ const ckube_patch_meta_entry patchmeta_serviceaccount[] = {
     {"secrets", MERGE, "name"},
     END,
 };
+
+// clang-format on
 
 const ckube_patch_meta_entry *builtin_patchmeta_for(const char *group, const char *kind)
 {

@@ -17,21 +17,21 @@
  * (merge by uid). */
 extern const ckube_patch_meta_entry patchmeta_metadata_only[];
 
-extern const ckube_patch_meta_entry patchmeta_pod[];        /* core/v1 Pod */
-extern const ckube_patch_meta_entry patchmeta_deployment[]; /* apps/v1 Deployment */
-extern const ckube_patch_meta_entry patchmeta_replicaset[]; /* apps/v1 ReplicaSet */
-extern const ckube_patch_meta_entry patchmeta_service[];    /* core/v1 Service */
-extern const ckube_patch_meta_entry patchmeta_node[];       /* core/v1 Node */
-extern const ckube_patch_meta_entry patchmeta_namespace[];  /* core/v1 Namespace */
+extern const ckube_patch_meta_entry patchmeta_pod[];            /* core/v1 Pod */
+extern const ckube_patch_meta_entry patchmeta_deployment[];     /* apps/v1 Deployment */
+extern const ckube_patch_meta_entry patchmeta_replicaset[];     /* apps/v1 ReplicaSet */
+extern const ckube_patch_meta_entry patchmeta_service[];        /* core/v1 Service */
+extern const ckube_patch_meta_entry patchmeta_node[];           /* core/v1 Node */
+extern const ckube_patch_meta_entry patchmeta_namespace[];      /* core/v1 Namespace */
 extern const ckube_patch_meta_entry patchmeta_serviceaccount[]; /* core/v1 ServiceAccount */
 
 /* Kinds whose only merge lists are the ObjectMeta ones. */
-#define patchmeta_endpoints patchmeta_metadata_only    /* core/v1 Endpoints (subsets: replace) */
-#define patchmeta_configmap patchmeta_metadata_only    /* core/v1 ConfigMap */
-#define patchmeta_secret patchmeta_metadata_only       /* core/v1 Secret */
-#define patchmeta_event patchmeta_metadata_only        /* core/v1 Event */
+#define patchmeta_endpoints patchmeta_metadata_only       /* core/v1 Endpoints (subsets: replace) */
+#define patchmeta_configmap patchmeta_metadata_only       /* core/v1 ConfigMap */
+#define patchmeta_secret patchmeta_metadata_only          /* core/v1 Secret */
+#define patchmeta_event patchmeta_metadata_only           /* core/v1 Event */
 #define patchmeta_events_v1_event patchmeta_metadata_only /* events.k8s.io/v1 Event */
-#define patchmeta_lease patchmeta_metadata_only        /* coordination.k8s.io/v1 Lease */
+#define patchmeta_lease patchmeta_metadata_only           /* coordination.k8s.io/v1 Lease */
 
 /* The table for a built-in kind by API group ("" for core) and kind, or
  * NULL for kinds not listed above. Static storage; never free. */

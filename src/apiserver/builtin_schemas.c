@@ -146,6 +146,58 @@ static const schema_text fragments[] = {
              P_TIME("lastTransitionTime", "When the status last changed.")
              P_STR("reason", "Machine-readable reason for the last transition, in CamelCase.")
              P_STR("message", "Human-readable details."))},
+    {META "ListMeta",
+     OBJ("Metadata of a list.",
+         P_STR("resourceVersion", "Version of the list, for watching from it.")
+         P_STR("continue", "Token to fetch the next page, if the list was limited.")
+         P_I64("remainingItemCount", "Items left after this page, if known.")
+         P_STR("selfLink", "Deprecated and never set by the server."))},
+    {META "Status",
+     OBJ("Result of an operation that returns no object, such as an error.",
+         TYPEMETA P_REF("metadata", META "ListMeta", "Standard list metadata.")
+         P_STR("status", "Success or Failure.")
+         P_STR("message", "Human-readable description of the status.")
+         P_STR("reason", "Machine-readable CamelCase reason for a failure.")
+         P_REF("details", META "StatusDetails", "Extra data about the reason.")
+         P_I32("code", "Suggested HTTP status code."))},
+    {META "StatusDetails",
+     OBJ("Details of a status.",
+         P_STR("name", "Name of the object concerned.")
+         P_STR("group", "API group of the object.")
+         P_STR("kind", "Kind of the object.")
+         P_STR("uid", "UID of the object.")
+         P_REFLIST("causes", META "StatusCause", "Individual causes, e.g. invalid fields.")
+         P_I32("retryAfterSeconds", "Seconds to wait before retrying."))},
+    {META "StatusCause",
+     OBJ("One cause of a failure.",
+         P_STR("reason", "Machine-readable cause, e.g. FieldValueInvalid.")
+         P_STR("message", "Human-readable description.")
+         P_STR("field", "Path of the field concerned, e.g. spec.replicas."))},
+    {META "DeleteOptions",
+     OBJ("Options of a delete request.",
+         TYPEMETA P_I64("gracePeriodSeconds", "Seconds before the object is deleted.")
+         P_REF("preconditions", META "Preconditions", "Must hold for the delete to proceed.")
+         P_BOOL("orphanDependents", "Deprecated: use propagationPolicy.")
+         P_STR("propagationPolicy", "Orphan, Background or Foreground.")
+         P_STRLIST("dryRun", "All to simulate the request without persisting it.")
+         P_BOOL("ignoreStoreReadErrorWithClusterBreakingPotential",
+                "Delete even if the stored object cannot be read."))},
+    {META "Preconditions",
+     OBJ("Conditions that must hold before an operation.",
+         P_STR("uid", "Expected UID.") P_STR("resourceVersion", "Expected resourceVersion."))},
+    {META "Patch", "{`type`:`object`,`description`:`The body of a PATCH request: a JSON patch, "
+                   "merge patch, strategic merge patch or apply configuration.`}"},
+    {"io.k8s.api.autoscaling.v1.Scale",
+     OBJ("Desired and observed replica count of a scalable resource.",
+         TYPEMETA OBJMETA
+         P_REF("spec", "io.k8s.api.autoscaling.v1.ScaleSpec", "Desired state.")
+         P_REF("status", "io.k8s.api.autoscaling.v1.ScaleStatus", "Observed state."))},
+    {"io.k8s.api.autoscaling.v1.ScaleSpec",
+     OBJ("Desired state of a scale.", P_I32("replicas", "Desired number of replicas."))},
+    {"io.k8s.api.autoscaling.v1.ScaleStatus",
+     OBJ_REQ("Observed state of a scale.", "`replicas`",
+             P_I32("replicas", "Observed number of replicas.")
+             P_STR("selector", "Label query over the pods, in string form."))},
     {INTSTR, "{`x-kubernetes-int-or-string`:true,`format`:`int-or-string`,"
              "`description`:`A value that is either an integer or a string.`}"},
     {QTY, "{`description`:`A fixed-point quantity such as 100m, 1.5, 2Gi or 1e3.`}"},

@@ -13,7 +13,8 @@
 #define ERR_GENERIC "continue key is not valid"
 #define ERR_INVALID_RV                                                                             \
     "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
-#define ERR_EMPTY_START "continue key is not valid: encoded start key empty (version meta.k8s.io/v1)"
+#define ERR_EMPTY_START                                                                            \
+    "continue key is not valid: encoded start key empty (version meta.k8s.io/v1)"
 #define ERR_VERSION "continue key is not valid: server does not recognize this encoded version"
 
 /* ------------------------------------------------------------------------ */

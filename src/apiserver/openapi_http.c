@@ -26,9 +26,43 @@ static void refresh(apiserver *s)
     registry_list_free(types, n);
 }
 
+/* OpenAPI is served as JSON only. A client asking for protobuf alone
+ * (client-go's OpenAPISchema does) gets 406 and falls back to compiled-in
+ * type information, rather than JSON it would fail to decode. */
+static bool accepts_json(req_ctx *rc)
+{
+    const char *a = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Accept");
+    return !a || !*a || strstr(a, "json") || strstr(a, "*/*");
+}
+
 bool handle_openapi(req_ctx *rc, const char *path)
 {
     apiserver *s = rc->srv;
+    if (!strncmp(path, "/openapi/v2", 11) && !accepts_json(rc)) {
+        /* client-go asks for OpenAPI v2 as protobuf only (kubectl 1.27-1.33
+         * fetch it for client-side validation and patch metadata). We send
+         * a valid gnostic Document with no definitions: {swagger: "2.0",
+         * info: {title: "ckube", version: "v1.31.0"}}. Clients then find no
+         * schema and skip client-side checks; the server validates every
+         * write itself (fieldValidation), and kubectl falls back to its
+         * compiled-in strategic-merge metadata. */
+        static const char pb[] = "\x0a\x03"
+                                 "2.0"
+                                 "\x12\x10"
+                                 "\x0a\x05"
+                                 "ckube"
+                                 "\x12\x07"
+                                 "v1.31.0";
+        reply_raw(rc, 200, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf", pb,
+                  sizeof pb - 1);
+        return true;
+    }
+    if (!accepts_json(rc)) {
+        reply_status(rc, ckube_status_new(406, CKUBE_REASON_NOT_ACCEPTABLE,
+                                          "only the following media types are accepted: "
+                                          "application/json"));
+        return true;
+    }
     json_t *doc = NULL;
     pthread_mutex_lock(&s->openapi_mu);
     refresh(s);

@@ -220,8 +220,9 @@ static int ptr_parse(const char *str, size_t len, json_ptr *out, const char *op,
     if (len == 0)
         return 0; /* the whole document */
     if (str[0] != '/') {
-        set_err(err, "%s operation: invalid JSON pointer \"%s\": it must be empty or start with '/'",
-                op, str);
+        set_err(err,
+                "%s operation: invalid JSON pointer \"%s\": it must be empty or start with '/'", op,
+                str);
         return -1;
     }
     size_t count = 1;
@@ -452,8 +453,8 @@ static size_t copy_cost(const json_t *v, size_t limit)
 
 /* State of one patch application. */
 typedef struct jp_state {
-    json_t *root;   /* owned: the document being built */
-    size_t copied;  /* copy_cost of all "copy" operations so far */
+    json_t *root;  /* owned: the document being built */
+    size_t copied; /* copy_cost of all "copy" operations so far */
     char **err;
 } jp_state;
 

@@ -220,7 +220,7 @@ static long index_in(const jvec *list, const json_t *item, const char *mk)
 }
 
 typedef struct ranked {
-    long rank; /* position in the reference list; LONG_MAX when absent */
+    long rank;  /* position in the reference list; LONG_MAX when absent */
     size_t pos; /* position before sorting: makes the sort stable */
     json_t *item;
 } ranked;
@@ -373,8 +373,7 @@ static bool retained(const json_t *retain, const char *key, size_t key_len)
 }
 
 /* Every non-null field the patch sets must be listed in $retainKeys. */
-static int validate_retain_keys(smp *s, const json_t *patch, const json_t *retain,
-                                const char *path)
+static int validate_retain_keys(smp *s, const json_t *patch, const json_t *retain, const char *path)
 {
     const char *key;
     size_t key_len;
@@ -442,8 +441,9 @@ static int validate_set_order(smp *s, const json_t *plist, const json_t *order, 
     }
     if (pi < np) {
         char *a = render(plist), *b = render(order);
-        set_err(s->err, "the order in patch list %s doesn't match $setElementOrder list %s at \"%s\"",
-                a, b, path);
+        set_err(s->err,
+                "the order in patch list %s doesn't match $setElementOrder list %s at \"%s\"", a, b,
+                path);
         free(a);
         free(b);
         return -1;

@@ -206,8 +206,8 @@ static const struct {
     const char *lit;
     enum tok tok;
 } TOKENS[] = {
-    {")", T_CLOSE_PAR}, {",", T_COMMA}, {"!", T_NOT},   {"==", T_DOUBLE_EQ},
-    {"=", T_EQ},        {">", T_GT},    {"in", T_IN},   {"<", T_LT},
+    {")", T_CLOSE_PAR}, {",", T_COMMA},      {"!", T_NOT},      {"==", T_DOUBLE_EQ},
+    {"=", T_EQ},        {">", T_GT},         {"in", T_IN},      {"<", T_LT},
     {"!=", T_NOT_EQ},   {"notin", T_NOT_IN}, {"(", T_OPEN_PAR},
 };
 
@@ -567,7 +567,7 @@ static char *parse_requirement(parser *p, ckube_sel_requirement *r)
         err = parse_operator(p, &op);
         if (!err)
             err = (op == CKUBE_SEL_IN || op == CKUBE_SEL_NOT_IN) ? parse_values(p, &vals)
-                                                                  : parse_exact_value(p, &vals);
+                                                                 : parse_exact_value(p, &vals);
         if (!err)
             err = check_requirement_values(key, op, &vals);
     }
@@ -930,8 +930,8 @@ static void put_escaped(sbuf *b, const char *v)
 static void put_requirement(sbuf *b, const ckube_sel_requirement *r, bool field)
 {
     static const char *const OPS[] = {
-        [CKUBE_SEL_EQUALS] = "=", [CKUBE_SEL_NOT_EQUALS] = "!=", [CKUBE_SEL_IN] = " in (",
-        [CKUBE_SEL_NOT_IN] = " notin (", [CKUBE_SEL_GT] = ">",   [CKUBE_SEL_LT] = "<",
+        [CKUBE_SEL_EQUALS] = "=",        [CKUBE_SEL_NOT_EQUALS] = "!=", [CKUBE_SEL_IN] = " in (",
+        [CKUBE_SEL_NOT_IN] = " notin (", [CKUBE_SEL_GT] = ">",          [CKUBE_SEL_LT] = "<",
     };
     if (r->op == CKUBE_SEL_DOES_NOT_EXIST)
         sb_puts(b, "!");

@@ -102,8 +102,8 @@ static void add_regex_error(msgs *m, const char *prefix, const char *msg, const 
     char ex[256] = "";
     size_t off = 0;
     for (size_t i = 0; examples && examples[i]; i++)
-        off += (size_t)snprintf(ex + off, sizeof ex - off, "%s'%s', ", i ? " or " : "",
-                                examples[i]);
+        off +=
+            (size_t)snprintf(ex + off, sizeof ex - off, "%s'%s', ", i ? " or " : "", examples[i]);
     if (off)
         msgs_addf(m, "%s%s (e.g. %sregex used for validation is '%s')", prefix, msg, ex, fmt);
     else
@@ -520,8 +520,7 @@ char *ckube_go_quote(const char *s)
 /* ------------------------------------------------------------------------ */
 /* Field errors.                                                            */
 
-void ckube_field_invalid(ckube_status *st, const char *field, const char *value,
-                         const char *detail)
+void ckube_field_invalid(ckube_status *st, const char *field, const char *value, const char *detail)
 {
     char *q = ckube_go_quote(value ? value : "");
     if (detail && *detail)
@@ -533,12 +532,11 @@ void ckube_field_invalid(ckube_status *st, const char *field, const char *value,
     free(q);
 }
 
-void ckube_field_invalid_int(ckube_status *st, const char *field, int64_t value,
-                             const char *detail)
+void ckube_field_invalid_int(ckube_status *st, const char *field, int64_t value, const char *detail)
 {
     if (detail && *detail)
-        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, field, "Invalid value: %" PRId64 ": %s",
-                               value, detail);
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, field,
+                               "Invalid value: %" PRId64 ": %s", value, detail);
     else
         ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, field, "Invalid value: %" PRId64,
                                value);
@@ -605,8 +603,7 @@ void ckube_validate_labels(const json_t *labels, const char *field, ckube_status
     }
 }
 
-void ckube_validate_annotations(const json_t *annotations, const char *field,
-                                ckube_status *st)
+void ckube_validate_annotations(const json_t *annotations, const char *field, ckube_status *st)
 {
     if (!json_is_object(annotations))
         return;
@@ -639,8 +636,7 @@ static const char *meta_str(const json_t *meta, const char *key)
     return s ? s : "";
 }
 
-void ckube_validate_object_meta(const json_t *obj, bool namespaced, int name_kind,
-                                ckube_status *st)
+void ckube_validate_object_meta(const json_t *obj, bool namespaced, int name_kind, ckube_status *st)
 {
     const json_t *meta = json_object_get(obj, "metadata");
     if (!json_is_object(meta))
@@ -672,6 +668,5 @@ void ckube_validate_object_meta(const json_t *obj, bool namespaced, int name_kin
                                 "must be greater than or equal to 0");
 
     ckube_validate_labels(json_object_get(meta, "labels"), "metadata.labels", st);
-    ckube_validate_annotations(json_object_get(meta, "annotations"), "metadata.annotations",
-                               st);
+    ckube_validate_annotations(json_object_get(meta, "annotations"), "metadata.annotations", st);
 }

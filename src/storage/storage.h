@@ -168,11 +168,14 @@ int64_t storage_current_rev(storage *st);
  * then live events. Returns STORAGE_ERR_COMPACTED if from_rev is older than
  * the compacted revision (if a compaction races with the replay, some
  * history may have been delivered before that error). Watches last until
- * storage_close. */
+ * storage_close. A watch callback must not call storage_watch,
+ * storage_compact or storage_close (it may read and submit); a done callback
+ * must not call storage_close. */
 int storage_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg);
 
 /* Forgets history up to and including `rev` (the latest version of each
- * live key is always kept). */
+ * live key is always kept). STORAGE_ERR_INVALID if rev is above the current
+ * revision; compacting at or below the compacted revision is a no-op (OK). */
 int storage_compact(storage *st, int64_t rev);
 int64_t storage_compacted_rev(storage *st);
 

@@ -84,8 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     size_t dlen = (size_t)(nul - body);
     json_t *doc = json_loadb(body, dlen, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-    json_t *patch =
-        json_loadb(nul + 1, blen - dlen - 1, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    json_t *patch = json_loadb(nul + 1, blen - dlen - 1, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     if (!doc || !patch)
         goto out;
     json_t *doc0 = json_deep_copy(doc), *patch0 = json_deep_copy(patch);

@@ -92,8 +92,9 @@ static void test_encode_exact(void **state)
 static void test_round_trip(void **state)
 {
     (void)state;
-    const char *keys[] = {"default/cm-b", "a", "ns/name.with.dots", "x/\"quoted\"\\",
-                          "caf\xc3\xa9/\xe2\x80\xa8", "tab\there", "<&>"};
+    const char *keys[] = {
+        "default/cm-b", "a",  "ns/name.with.dots", "x/\"quoted\"\\", "caf\xc3\xa9/\xe2\x80\xa8",
+        "tab\there",    "<&>"};
     const int64_t rvs[] = {1, 2, 12345, INT64_MAX, 999, 3, 4};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         char *tok = continue_token_encode(rvs[i], keys[i]);
@@ -143,9 +144,9 @@ static void test_bad_json(void **state)
     expect_json_err_prefix("not json", GENERIC ": ");
     expect_json_err_prefix("{\"v\":", GENERIC ": ");
     expect_json_err("[1,2]", GENERIC ": json: cannot unmarshal array into Go value of type "
-                             "storage.continueToken");
+                                     "storage.continueToken");
     expect_json_err("\"s\"", GENERIC ": json: cannot unmarshal string into Go value of type "
-                             "storage.continueToken");
+                                     "storage.continueToken");
     expect_json_err("{\"v\":\"meta.k8s.io/v1\",\"rv\":\"5\",\"start\":\"a\"}",
                     GENERIC ": json: cannot unmarshal string into Go struct field "
                             "continueToken.rv of type int64");
@@ -184,12 +185,11 @@ static void test_bad_fields(void **state)
 static void test_path_traversal(void **state)
 {
     (void)state;
-    const char *bad[] = {"..", "../secrets/x", "a/../../b", "a/..", ".", "./a", "a/./b",
-                         "/a",  "/",           "a//b",      "a/",   "//"};
+    const char *bad[] = {"..",    "../secrets/x", "a/../../b", "a/..", ".",  "./a",
+                         "a/./b", "/a",           "/",         "a//b", "a/", "//"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char json[256], want[256];
-        snprintf(json, sizeof json, "{\"v\":\"meta.k8s.io/v1\",\"rv\":3,\"start\":\"%s\"}",
-                 bad[i]);
+        snprintf(json, sizeof json, "{\"v\":\"meta.k8s.io/v1\",\"rv\":3,\"start\":\"%s\"}", bad[i]);
         snprintf(want, sizeof want, GENERIC ": %s", bad[i]);
         expect_json_err(json, want);
     }

@@ -184,7 +184,8 @@ static void test_jsonpatch_rfc_examples(void **state)
     JP_BAD("{\"baz\":\"qux\"}", "[{\"op\":\"test\",\"path\":\"/baz\",\"value\":\"bar\"}]",
            "testing value /baz failed");
     /* A.10 add a nested member object */
-    JP_OK("{\"foo\":\"bar\"}", "[{\"op\":\"add\",\"path\":\"/child\",\"value\":{\"grandchild\":{}}}]",
+    JP_OK("{\"foo\":\"bar\"}",
+          "[{\"op\":\"add\",\"path\":\"/child\",\"value\":{\"grandchild\":{}}}]",
           "{\"foo\":\"bar\",\"child\":{\"grandchild\":{}}}");
     /* A.11 ignore unrecognized elements */
     JP_OK("{\"foo\":\"bar\"}", "[{\"op\":\"add\",\"path\":\"/baz\",\"value\":\"qux\",\"xyz\":123}]",
@@ -199,7 +200,8 @@ static void test_jsonpatch_rfc_examples(void **state)
     JP_BAD("{\"/\":9,\"~1\":10}", "[{\"op\":\"test\",\"path\":\"/~01\",\"value\":\"10\"}]",
            "testing value /~01 failed");
     /* A.16 adding an array value */
-    JP_OK("{\"foo\":[\"bar\"]}", "[{\"op\":\"add\",\"path\":\"/foo/-\",\"value\":[\"abc\",\"def\"]}]",
+    JP_OK("{\"foo\":[\"bar\"]}",
+          "[{\"op\":\"add\",\"path\":\"/foo/-\",\"value\":[\"abc\",\"def\"]}]",
           "{\"foo\":[\"bar\",[\"abc\",\"def\"]]}");
 }
 
@@ -308,7 +310,8 @@ static void test_jsonpatch_ops(void **state)
           "[{\"op\":\"add\",\"path\":\"/a\",\"value\":{}},{\"op\":\"add\",\"path\":\"/a/b\","
           "\"value\":1},{\"op\":\"test\",\"path\":\"/a/b\",\"value\":1}]",
           "{\"a\":{\"b\":1}}");
-    JP_BAD("{}", "[{\"op\":\"add\",\"path\":\"/a\",\"value\":1},{\"op\":\"remove\",\"path\":\"/z\"}]",
+    JP_BAD("{}",
+           "[{\"op\":\"add\",\"path\":\"/a\",\"value\":1},{\"op\":\"remove\",\"path\":\"/z\"}]",
            "doc is missing path: \"/z\"");
     /* empty patch */
     JP_OK("{\"a\":1}", "[]", "{\"a\":1}");
@@ -388,7 +391,8 @@ static void test_mergepatch_rfc_section3(void **state)
     (void)state;
     MP_OK("{\"title\":\"Goodbye!\",\"author\":{\"givenName\":\"John\",\"familyName\":\"Doe\"},"
           "\"tags\":[\"example\",\"sample\"],\"content\":\"This will be unchanged\"}",
-          "{\"title\":\"Hello!\",\"phoneNumber\":\"+01-123-456-7890\",\"author\":{\"familyName\":null},"
+          "{\"title\":\"Hello!\",\"phoneNumber\":\"+01-123-456-7890\",\"author\":{\"familyName\":"
+          "null},"
           "\"tags\":[\"example\"]}",
           "{\"title\":\"Hello!\",\"author\":{\"givenName\":\"John\"},\"tags\":[\"example\"],"
           "\"content\":\"This will be unchanged\",\"phoneNumber\":\"+01-123-456-7890\"}");
@@ -422,7 +426,8 @@ static void test_mergepatch_details(void **state)
 /* ---- strategic merge patch ---------------------------------------------- */
 
 static const char *POD =
-    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":\"x\","
+    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"labels\":{\"app\":"
+    "\"x\","
     "\"tier\":\"web\"},\"finalizers\":[\"a\",\"b\"]},"
     "\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"a:1\",\"ports\":[{\"containerPort\":80,"
     "\"name\":\"http\"},{\"containerPort\":443}],\"env\":[{\"name\":\"X\",\"value\":\"1\"},{"
@@ -487,16 +492,20 @@ static void test_smp_deployment_image(void **state)
         "{\"kind\":\"Deployment\",\"spec\":{\"replicas\":2,\"template\":{\"metadata\":{\"labels\":"
         "{\"app\":\"d\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:1\",\"ports\":[{"
         "\"containerPort\":8080}]},{\"name\":\"side\",\"image\":\"s:1\"}]}}}}";
-    SMP_OK(patchmeta_deployment, dep,
-           "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:2\"}]}}}}",
-           "{\"kind\":\"Deployment\",\"spec\":{\"replicas\":2,\"template\":{\"metadata\":{\"labels\":"
-           "{\"app\":\"d\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:2\",\"ports\":[{"
-           "\"containerPort\":8080}]},{\"name\":\"side\",\"image\":\"s:1\"}]}}}}");
+    SMP_OK(
+        patchmeta_deployment, dep,
+        "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:2\"}]}}}"
+        "}",
+        "{\"kind\":\"Deployment\",\"spec\":{\"replicas\":2,\"template\":{\"metadata\":{\"labels\":"
+        "{\"app\":\"d\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:2\",\"ports\":[{"
+        "\"containerPort\":8080}]},{\"name\":\"side\",\"image\":\"s:1\"}]}}}}");
     /* the same patch on a table without merge metadata replaces the list */
-    SMP_OK(patchmeta_metadata_only, dep,
-           "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:2\"}]}}}}",
-           "{\"kind\":\"Deployment\",\"spec\":{\"replicas\":2,\"template\":{\"metadata\":{\"labels\":"
-           "{\"app\":\"d\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:2\"}]}}}}");
+    SMP_OK(
+        patchmeta_metadata_only, dep,
+        "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:2\"}]}}}"
+        "}",
+        "{\"kind\":\"Deployment\",\"spec\":{\"replicas\":2,\"template\":{\"metadata\":{\"labels\":"
+        "{\"app\":\"d\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x:2\"}]}}}}");
 }
 
 static void test_smp_merge_by_key(void **state)
@@ -509,8 +518,9 @@ static void test_smp_merge_by_key(void **state)
            "{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"c:1\"},{\"name\":\"a\","
            "\"image\":\"a:1\"},{\"name\":\"b\",\"image\":\"b:1\"}]}}");
     /* merging the second keeps the first in front */
-    SMP_OK(patchmeta_pod, doc, "{\"spec\":{\"containers\":[{\"name\":\"b\",\"image\":null,"
-                               "\"args\":[\"x\"]}]}}",
+    SMP_OK(patchmeta_pod, doc,
+           "{\"spec\":{\"containers\":[{\"name\":\"b\",\"image\":null,"
+           "\"args\":[\"x\"]}]}}",
            "{\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"a:1\"},{\"name\":\"b\","
            "\"args\":[\"x\"]}]}}");
     /* patch order wins for the elements it names */
@@ -541,9 +551,10 @@ static void test_smp_merge_by_key(void **state)
     SMP_OK(NULL, doc, "{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}",
            "{\"spec\":{\"containers\":[{\"name\":\"c\"}]}}");
     /* merge key values compare as JSON values (80 == 80.0) */
-    SMP_OK(patchmeta_service, "{\"spec\":{\"ports\":[{\"port\":80,\"name\":\"a\"},{\"port\":81}]}}",
-           "{\"spec\":{\"ports\":[{\"port\":80.0,\"targetPort\":8080}]}}",
-           "{\"spec\":{\"ports\":[{\"port\":80,\"name\":\"a\",\"targetPort\":8080},{\"port\":81}]}}");
+    SMP_OK(
+        patchmeta_service, "{\"spec\":{\"ports\":[{\"port\":80,\"name\":\"a\"},{\"port\":81}]}}",
+        "{\"spec\":{\"ports\":[{\"port\":80.0,\"targetPort\":8080}]}}",
+        "{\"spec\":{\"ports\":[{\"port\":80,\"name\":\"a\",\"targetPort\":8080},{\"port\":81}]}}");
     /* a new list field is merged into nothing: directives are dropped */
     SMP_OK(patchmeta_pod, "{\"spec\":{}}",
            "{\"spec\":{\"containers\":[{\"name\":\"a\",\"env\":[{\"name\":\"E\",\"value\":null}]},"
@@ -563,11 +574,12 @@ static void test_smp_list_directives(void **state)
     const char *doc = "{\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"a:1\"},{\"name\":"
                       "\"b\",\"image\":\"b:1\"}]}}";
     /* $patch: delete on an element */
-    SMP_OK(patchmeta_pod, doc, "{\"spec\":{\"containers\":[{\"name\":\"a\",\"$patch\":\"delete\"}]}}",
+    SMP_OK(patchmeta_pod, doc,
+           "{\"spec\":{\"containers\":[{\"name\":\"a\",\"$patch\":\"delete\"}]}}",
            "{\"spec\":{\"containers\":[{\"name\":\"b\",\"image\":\"b:1\"}]}}");
     /* deleting a missing element is fine */
-    SMP_OK(patchmeta_pod, doc, "{\"spec\":{\"containers\":[{\"name\":\"q\",\"$patch\":\"delete\"}]}}",
-           doc);
+    SMP_OK(patchmeta_pod, doc,
+           "{\"spec\":{\"containers\":[{\"name\":\"q\",\"$patch\":\"delete\"}]}}", doc);
     /* $patch: replace makes the list exactly the rest of the patch list */
     SMP_OK(patchmeta_pod, doc,
            "{\"spec\":{\"containers\":[{\"name\":\"z\",\"image\":\"z:1\"},{\"$patch\":"
@@ -581,7 +593,8 @@ static void test_smp_list_directives(void **state)
            "{\"$patch\":\"merge\"}]}}",
            "{\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"a:1\"},{\"name\":\"b\","
            "\"image\":\"b:2\"}]}}");
-    SMP_BAD(patchmeta_pod, doc, "{\"spec\":{\"containers\":[{\"name\":\"a\",\"$patch\":\"nope\"}]}}",
+    SMP_BAD(patchmeta_pod, doc,
+            "{\"spec\":{\"containers\":[{\"name\":\"a\",\"$patch\":\"nope\"}]}}",
             "unknown patch type: \"nope\"");
     SMP_BAD(patchmeta_pod, doc, "{\"spec\":{\"containers\":[{\"$patch\":\"delete\"}]}}",
             "does not contain declared merge key: name");
@@ -602,9 +615,10 @@ static void test_smp_primitive_lists(void **state)
            "{\"metadata\":{\"$deleteFromPrimitiveList/finalizers\":[\"b\",\"zz\"]}}",
            "{\"metadata\":{\"finalizers\":[\"a\",\"c\"]}}");
     /* ...together with additions */
-    SMP_OK(patchmeta_configmap, doc,
-           "{\"metadata\":{\"finalizers\":[\"c\"],\"$deleteFromPrimitiveList/finalizers\":[\"a\"]}}",
-           "{\"metadata\":{\"finalizers\":[\"c\",\"b\"]}}");
+    SMP_OK(
+        patchmeta_configmap, doc,
+        "{\"metadata\":{\"finalizers\":[\"c\"],\"$deleteFromPrimitiveList/finalizers\":[\"a\"]}}",
+        "{\"metadata\":{\"finalizers\":[\"c\",\"b\"]}}");
     /* ...for an absent list: nothing happens */
     SMP_OK(patchmeta_configmap, "{\"metadata\":{}}",
            "{\"metadata\":{\"$deleteFromPrimitiveList/finalizers\":[\"a\"]}}", "{\"metadata\":{}}");
@@ -722,7 +736,8 @@ static void test_smp_metadata_lists(void **state)
            "\"address\":\"n1\"},{\"type\":\"InternalIP\",\"address\":\"10.0.0.1\"}]}}");
     /* ServiceAccount secrets by name */
     SMP_OK(patchmeta_serviceaccount, "{\"secrets\":[{\"name\":\"t1\"}]}",
-           "{\"secrets\":[{\"name\":\"t2\"}]}", "{\"secrets\":[{\"name\":\"t2\"},{\"name\":\"t1\"}]}");
+           "{\"secrets\":[{\"name\":\"t2\"}]}",
+           "{\"secrets\":[{\"name\":\"t2\"},{\"name\":\"t1\"}]}");
 }
 
 static void test_smp_malformed(void **state)
@@ -811,9 +826,8 @@ static void test_patchmeta_tables(void **state)
                                             "spec.template.spec.initContainers.env", &mk),
                      CKUBE_PATCH_MERGE);
     assert_string_equal(mk, "name");
-    assert_int_equal(
-        ckube_patch_meta_table((void *)patchmeta_deployment, "spec.strategy", &mk),
-        CKUBE_PATCH_RETAIN_KEYS);
+    assert_int_equal(ckube_patch_meta_table((void *)patchmeta_deployment, "spec.strategy", &mk),
+                     CKUBE_PATCH_RETAIN_KEYS);
     assert_int_equal(ckube_patch_meta_table((void *)patchmeta_service, "spec.ports", &mk),
                      CKUBE_PATCH_MERGE);
     assert_string_equal(mk, "port");

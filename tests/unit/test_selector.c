@@ -260,7 +260,8 @@ static void test_multiple_sorted(void **state)
     assert_int_equal(sel->nreqs, 4);
     expect_str(sel, "app,!debug,env=prod,tier in (fe)");
     const kv ok[] = {{"app", "x"}, {"env", "prod"}, {"tier", "fe"}, {NULL, NULL}};
-    const kv debug[] = {{"app", "x"}, {"env", "prod"}, {"tier", "fe"}, {"debug", "1"}, {NULL, NULL}};
+    const kv debug[] = {
+        {"app", "x"}, {"env", "prod"}, {"tier", "fe"}, {"debug", "1"}, {NULL, NULL}};
     assert_true(matches(sel, ok));
     assert_false(matches(sel, debug));
     assert_false(matches(sel, PROD)); /* no app */
@@ -298,7 +299,7 @@ static void test_keywords_and_keys(void **state)
 }
 
 #define NAME_PART_REGEX                                                                            \
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end " \
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "  \
     "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for " \
     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
 #define LABEL_VALUE_REGEX                                                                          \
@@ -332,7 +333,8 @@ static void test_syntax_errors(void **state)
     expect_label_error("x in (a))", "found ')', expected: ',' or 'end of string'");
     expect_label_error("x in ((a)", "unable to parse requirement: found '(', expected: ',', ')' "
                                     "or identifier");
-    expect_label_error("x in (a b)", "unable to parse requirement: found 'b', expected: ',' or ')'");
+    expect_label_error("x in (a b)",
+                       "unable to parse requirement: found 'b', expected: ',' or ')'");
     expect_label_error("x in (=)", "unable to parse requirement: found '=', expected: ',', ')' or "
                                    "identifier");
     expect_label_error("x notin (a,=)", "unable to parse requirement: found '=', expected: ',', "
@@ -342,8 +344,8 @@ static void test_syntax_errors(void **state)
 static void test_invalid_keys_values(void **state)
 {
     (void)state;
-    expect_label_error("-a=b",
-                       "unable to parse requirement: <nil>: Invalid value: \"-a\": " NAME_PART_REGEX);
+    expect_label_error(
+        "-a=b", "unable to parse requirement: <nil>: Invalid value: \"-a\": " NAME_PART_REGEX);
     expect_label_error("a/b/c",
                        "unable to parse requirement: <nil>: Invalid value: \"a/b/c\": a qualified "
                        "name must consist of alphanumeric characters, '-', '_' or '.', and must "
@@ -371,10 +373,11 @@ static void test_invalid_keys_values(void **state)
              key);
     expect_label_error(key, want);
 
-    expect_label_error("a=-b", "unable to parse requirement: values[0][a]: Invalid value: \"-b\": "
-                               LABEL_VALUE_REGEX);
+    expect_label_error(
+        "a=-b",
+        "unable to parse requirement: values[0][a]: Invalid value: \"-b\": " LABEL_VALUE_REGEX);
     expect_label_error("a in (zz_,ok)", "unable to parse requirement: values[1][a]: Invalid value: "
-                                       "\"zz_\": " LABEL_VALUE_REGEX);
+                                        "\"zz_\": " LABEL_VALUE_REGEX);
     char val[80] = "a=";
     memset(val + 2, 'v', 64);
     val[66] = 0;
@@ -386,8 +389,9 @@ static void test_invalid_keys_values(void **state)
     expect_label_error("n<", "unable to parse requirement: values[0]: Invalid value: \"\": for "
                              "'Gt', 'Lt' operators, the value must be an integer");
     /* -1 is an integer but not a valid label value */
-    expect_label_error("n>-1", "unable to parse requirement: values[0][n]: Invalid value: \"-1\": "
-                               LABEL_VALUE_REGEX);
+    expect_label_error(
+        "n>-1",
+        "unable to parse requirement: values[0][n]: Invalid value: \"-1\": " LABEL_VALUE_REGEX);
     /* several problems are aggregated in brackets */
     expect_label_error("n>a-", "unable to parse requirement: [values[0]: Invalid value: \"a-\": "
                                "for 'Gt', 'Lt' operators, the value must be an integer, "
@@ -413,7 +417,8 @@ static void test_field_basic(void **state)
 {
     (void)state;
     const kv pod[] = {{"metadata.name", "web-1"}, {"metadata.namespace", "default"}, {NULL, NULL}};
-    const kv other[] = {{"metadata.name", "db"}, {"metadata.namespace", "kube-system"}, {NULL, NULL}};
+    const kv other[] = {
+        {"metadata.name", "db"}, {"metadata.namespace", "kube-system"}, {NULL, NULL}};
     ckube_selector *sel = field("metadata.namespace!=kube-system,metadata.name==web-1");
     assert_true(sel->is_field);
     assert_int_equal(sel->nreqs, 2);
@@ -491,7 +496,8 @@ static void test_field_errors(void **state)
     expect_field_error("a=b\\x", "invalid field selector: invalid escape sequence: \\x");
     expect_field_error("a=b\\!", "invalid field selector: invalid escape sequence: \\!");
     expect_field_error("a=b\\", "invalid field selector: invalid escape sequence: \\");
-    expect_field_error("a=\\\xc3\xa9", "invalid field selector: invalid escape sequence: \\\xc3\xa9");
+    expect_field_error("a=\\\xc3\xa9",
+                       "invalid field selector: invalid escape sequence: \\\xc3\xa9");
     /* label-only operators are not field operators */
     expect_field_error("a in (b)", "invalid selector: 'a in (b)'; can't understand 'a in (b)'");
 }

@@ -18,14 +18,14 @@
     "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 #define LABEL_1123_MSG                                                                             \
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "   \
-    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "    \
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "     \
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 #define LABEL_1035_MSG                                                                             \
     "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "   \
-    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "          \
+    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "           \
     "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
 #define NAME_PART_MSG                                                                              \
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end " \
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "  \
     "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for " \
     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
 #define LABEL_VALUE_MSG                                                                            \
@@ -248,13 +248,13 @@ static void test_meta_name(void **state)
     expect_cause(st, 0, CKUBE_CAUSE_FIELD_INVALID, "metadata.name",
                  "Invalid value: \"X\": " SUBDOMAIN_MSG);
     ckube_status_invalid_finish(st);
-    assert_string_equal(st->message,
-                        "ConfigMap \"x\" is invalid: metadata.name: Invalid value: \"X\": " SUBDOMAIN_MSG);
+    assert_string_equal(
+        st->message,
+        "ConfigMap \"x\" is invalid: metadata.name: Invalid value: \"X\": " SUBDOMAIN_MSG);
     assert_int_equal(st->code, 422);
     ckube_status_free(st);
 
-    st = validate("{\"metadata\":{\"namespace\":\"default\"}}", true,
-                  CKUBE_NAME_DNS1123_SUBDOMAIN);
+    st = validate("{\"metadata\":{\"namespace\":\"default\"}}", true, CKUBE_NAME_DNS1123_SUBDOMAIN);
     assert_int_equal(st->ncauses, 1);
     expect_cause(st, 0, CKUBE_CAUSE_FIELD_REQUIRED, "metadata.name",
                  "Required value: name or generateName is required");
@@ -312,8 +312,8 @@ static void test_meta_name(void **state)
 static void test_meta_namespace(void **state)
 {
     (void)state;
-    ckube_status *st = validate("{\"metadata\":{\"name\":\"n\",\"namespace\":\"default\"}}",
-                                false, CKUBE_NAME_DNS1123_SUBDOMAIN);
+    ckube_status *st = validate("{\"metadata\":{\"name\":\"n\",\"namespace\":\"default\"}}", false,
+                                CKUBE_NAME_DNS1123_SUBDOMAIN);
     assert_int_equal(st->ncauses, 1);
     expect_cause(st, 0, CKUBE_CAUSE_FIELD_FORBIDDEN, "metadata.namespace",
                  "Forbidden: not allowed on this type");
@@ -398,7 +398,8 @@ static void test_field_helpers(void **state)
     expect_cause(st, 0, CKUBE_CAUSE_FIELD_INVALID, "spec.x", "Invalid value: \"q\\\"v\"");
     expect_cause(st, 1, CKUBE_CAUSE_FIELD_REQUIRED, "spec.y", "Required value");
     expect_cause(st, 2, CKUBE_CAUSE_FIELD_FORBIDDEN, "spec.z", "Forbidden");
-    expect_cause(st, 3, CKUBE_CAUSE_FIELD_TOO_LONG, "spec.w", "Too long: may not be more than 1 byte");
+    expect_cause(st, 3, CKUBE_CAUSE_FIELD_TOO_LONG, "spec.w",
+                 "Too long: may not be more than 1 byte");
     expect_cause(st, 4, CKUBE_CAUSE_FIELD_INVALID, "spec.n", "Invalid value: 5: bad");
     ckube_status_free(st);
 }
