@@ -34,6 +34,7 @@ typedef struct apiserver_config {
     const char *kubeconfig_path; /* written when ready; NULL: none */
     int nloops;                  /* HTTP threads; 0: number of CPUs (max 4) */
     size_t watch_ring;           /* events kept per resource; 0: default */
+    unsigned compact_interval;   /* seconds between compactions; 0: 300 */
 } apiserver_config;
 
 typedef struct apiserver apiserver;
@@ -63,6 +64,7 @@ struct apiserver {
     apiserver_config cfg;
     storage *st;
     cacher *cache;
+    struct compactor *compactor;
     loop *loops;
     int nloops;
     int port; /* bound port */

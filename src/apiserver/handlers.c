@@ -364,6 +364,7 @@ struct write_req {
     int attempts;
     bool deleting;      /* the op is a storage delete */
     bool status_only;   /* /status: only .status of the result is kept */
+    bool scale_reply;   /* /scale: answer with the Scale, not the object */
     char *gen_base;     /* generateName base for retries */
     /* delete options */
     char *pre_uid;
@@ -420,6 +421,8 @@ static json_t *delete_success_body(const resource_type *t, const json_t *obj)
     return st;
 }
 
+static json_t *scale_of(const resource_type *t, const json_t *obj);
+
 static void op_done_on_loop(void *arg)
 {
     write_req *w = arg;
@@ -438,6 +441,10 @@ static void op_done_on_loop(void *arg)
             return;
         }
         set_rv(w->obj, w->op.rev);
+        if (w->scale_reply) {
+            write_finish(w, 200, scale_of(t, w->obj), NULL);
+            return;
+        }
         write_finish(w, w->kind == W_CREATE ? 201 : 200, json_incref(w->obj), NULL);
         return;
     case STORAGE_ERR_EXISTS:
@@ -809,7 +816,7 @@ static void run_update(write_req *w)
     if (same_object(old, obj)) {
         /* No-op: nothing is written and the resourceVersion stays. */
         json_decref(old);
-        write_finish(w, 200, json_incref(obj), NULL);
+        write_finish(w, 200, w->scale_reply ? scale_of(t, obj) : json_incref(obj), NULL);
         return;
     }
     json_decref(old);
@@ -1469,6 +1476,7 @@ static void do_scale_write(req_ctx *rc, bool patch)
     json_decref(newscale);
     write_req *w = write_new(rc, W_UPDATE);
     w->body = obj;
+    w->scale_reply = true;
     if (!write_params(rc, w)) {
         write_free(w);
         return;

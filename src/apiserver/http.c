@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "apiserver/compactor.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 
@@ -448,6 +449,7 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
     }
     for (int i = 0; i < s->nloops; i++)
         pthread_create(&s->loops[i].thread, NULL, loop_main, &s->loops[i]);
+    s->compactor = compactor_start(s->st, s->cfg.compact_interval);
     return 0;
 }
 
@@ -476,6 +478,7 @@ void apiserver_free(apiserver *s)
         return;
     for (int i = 0; i < s->nloops; i++)
         pthread_join(s->loops[i].thread, NULL);
+    compactor_stop(s->compactor);
     /* Writes still in flight complete into loops that no longer run: close
      * the storage first (it runs their callbacks, which only post tasks),
      * then drop those tasks with their requests. */
@@ -499,7 +502,6 @@ void apiserver_free(apiserver *s)
         event_free(lp->wake);
         event_base_free(lp->base);
         pthread_mutex_destroy(&lp->mu);
-        close(s->listen_fds[i]);
     }
     free(s->loops);
     cacher_free(s->cache);
