@@ -109,6 +109,10 @@ void loop_post(loop *lp, void (*fn)(void *), void *arg);
 
 /* Query parameter value (borrowed) or NULL. */
 const char *req_query(req_ctx *rc, const char *key);
+/* A boolean query parameter, parsed as Go's strconv.ParseBool does
+ * (1, t, T, TRUE, true, True; 0, f, F, FALSE, false, False); anything else
+ * or absent is false. */
+bool req_query_bool(req_ctx *rc, const char *key);
 
 /* Replies and frees rc. */
 void reply_json(req_ctx *rc, int code, json_t *body); /* steals body */

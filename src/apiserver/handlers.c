@@ -231,8 +231,15 @@ static ckube_status *check_gvk(req_ctx *rc, json_t *obj)
     if (kind && *kind && strcmp(kind, t->kind))
         return ckube_status_bad_request(
             "the kind in the data (%s) does not match the expected kind (%s)", kind, t->kind);
-    json_object_set_new(obj, "apiVersion", json_string(t->api_version));
+    /* kind and apiVersion lead, as upstream serializes them. */
+    json_t *rest = json_copy(obj);
+    json_object_clear(obj);
     json_object_set_new(obj, "kind", json_string(t->kind));
+    json_object_set_new(obj, "apiVersion", json_string(t->api_version));
+    json_object_del(rest, "kind");
+    json_object_del(rest, "apiVersion");
+    json_object_update(obj, rest);
+    json_decref(rest);
     json_t *meta = json_object_get(obj, "metadata");
     if (meta && !json_is_object(meta))
         return ckube_status_bad_request("metadata must be an object");

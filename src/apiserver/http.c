@@ -74,6 +74,19 @@ const char *req_query(req_ctx *rc, const char *key)
     return evhttp_find_header(&rc->query, key);
 }
 
+bool req_query_bool(req_ctx *rc, const char *key)
+{
+    const char *v = req_query(rc, key);
+    if (!v)
+        return false;
+    static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True", NULL};
+    for (const char *const *y = yes; *y; y++) {
+        if (!strcmp(v, *y))
+            return true;
+    }
+    return false;
+}
+
 void req_ctx_free(req_ctx *rc)
 {
     if (!rc)
@@ -269,10 +282,7 @@ static void handle_request(struct evhttp_request *req, void *arg)
         reply_json(rc, 200, v);
         return;
     }
-    bool watch_param = false;
-    const char *wp = req_query(rc, "watch");
-    if (wp && (!strcmp(wp, "true") || !strcmp(wp, "1")))
-        watch_param = true;
+    bool watch_param = req_query_bool(rc, "watch");
     if (!strncmp(path, "/openapi/", 9)) {
         bool ok = handle_openapi(rc, path);
         free(path);

@@ -283,10 +283,8 @@ void handle_watch(req_ctx *rc)
         if (v > 0)
             timeout = v;
     }
-    const char *bm = req_query(rc, "allowWatchBookmarks");
-    w->bookmarks = bm && (!strcmp(bm, "true") || !strcmp(bm, "1"));
-    const char *sie = req_query(rc, "sendInitialEvents");
-    bool initial_events = sie && !strcmp(sie, "true");
+    w->bookmarks = req_query_bool(rc, "allowWatchBookmarks");
+    bool initial_events = req_query_bool(rc, "sendInitialEvents");
     w->table = rc->want_table;
 
     char prefix[256];

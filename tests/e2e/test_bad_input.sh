@@ -83,6 +83,30 @@ s_wrong_type() {
     expect_contains "$(jb .message)" 'cannot be handled as a ConfigMap' "wrong type message"
 }
 
+# Parser bombs: deep nesting and alias expansion must fail cleanly.
+s_bombs() {
+    /usr/bin/python3 -c "print('{\"a\":' + '['*200000 + ']'*200000 + '}')" >"$TMP/deep.json"
+    req POST $CM "${JSON[@]}" --data-binary @"$TMP/deep.json"
+    expect_status 400 BadRequest "200000-deep JSON"
+    /usr/bin/python3 -c "print('a: ' + '['*200000 + ']'*200000)" >"$TMP/deep.yaml"
+    req POST $CM -H 'Content-Type: application/yaml' --data-binary @"$TMP/deep.yaml"
+    expect_status 400 BadRequest "200000-deep YAML"
+    {
+        printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\na: &a ["x","x","x","x","x","x","x","x","x","x"]\n'
+        local prev=a l
+        for l in b c d e f g h i; do
+            printf '%s: &%s [*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s,*%s]\n' $l $l $prev $prev $prev $prev $prev $prev $prev $prev $prev $prev
+            prev=$l
+        done
+    } >"$TMP/bomb.yaml"
+    req POST $CM -H 'Content-Type: application/yaml' --data-binary @"$TMP/bomb.yaml"
+    expect_status 400 BadRequest "YAML alias bomb"
+    req PATCH $CM/keep -H 'Content-Type: application/merge-patch+json' --data-binary @"$TMP/deep.json"
+    expect_status 400 BadRequest "deep merge patch"
+    req GET /readyz
+    expect_eq "$CODE" 200 "ready after bombs"
+}
+
 s_too_large() {
     head -c $((3 * 1024 * 1024 + 4096)) /dev/zero | tr '\0' 'a' >"$TMP/big"
     { printf '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"a":"'; cat "$TMP/big"; printf '"}}'; } >"$TMP/big.json"
@@ -251,6 +275,19 @@ s_query() {
     expect_eq "$CODE" 400 "non-numeric resourceVersion"
     req GET "$CM?watch=true&resourceVersion=abc"
     expect_eq "$CODE" 400 "watch from a non-numeric resourceVersion"
+    # upstream parses query booleans leniently: only "", absent, "0" and
+    # "false" (any case) are false; a bare key is true.
+    req GET "$CM?watch=True&timeoutSeconds=1"
+    expect_eq "$CODE" 200 "watch=True"
+    expect_eq "$(head -c 40 "$TMP/body")" "" "watch=True is a watch (an empty stream here), not a list"
+    req GET "$CM?watch&timeoutSeconds=1"
+    expect_eq "$CODE/$(head -c 40 "$TMP/body")" "200/" "bare ?watch is a watch"
+    req GET "$CM?watch=false"
+    expect_eq "$(jb .kind)" "ConfigMapList" "watch=false is a list"
+    req GET "$CM?pretty"
+    expect_eq "$CODE" 200 "bare ?pretty"
+    req GET "$CM?watch=true&timeoutSeconds=1&fieldSelector=spec.foo%3Dx"
+    expect_status 400 BadRequest "watch with an unsupported field selector"
     req POST "$CM?fieldValidation=Bogus" "${JSON[@]}" -d '{"metadata":{"name":"fv"}}'
     expect_status 400 BadRequest "bad fieldValidation"
     req POST "$CM?dryRun=Bogus" "${JSON[@]}" -d '{"metadata":{"name":"dr"}}'
@@ -344,6 +381,7 @@ s_survived() {
 section setup s_setup
 section malformed s_malformed
 section wrong_type s_wrong_type
+section bombs s_bombs
 section too_large s_too_large
 section unknown_paths s_unknown_paths
 section mismatch s_mismatch
