@@ -79,8 +79,10 @@ int ckube_yaml_load_all(const char *buf, size_t len, json_t **docs_out, char **e
  * else ("true", "1", "", "null", "0x1", "2024-01-01", "<<", ...) are
  * double-quoted; strings with special characters are quoted by libyaml;
  * multi-line strings use literal `|` blocks when that round-trips exactly,
- * double quotes otherwise. Loading the output with ckube_yaml_load gives a
- * value equal to `v`, except that integral reals load as integers.
+ * double quotes otherwise (a block keeping trailing newlines may make the
+ * output end with a "..." document-end line). Loading the output with
+ * ckube_yaml_load gives a value equal to `v`, except that integral reals
+ * load as integers.
  * Returns a malloc'd NUL-terminated string the caller frees, or NULL on
  * failure (NULL input, nesting deeper than 10000, out of memory). */
 char *ckube_yaml_dump(const json_t *v);

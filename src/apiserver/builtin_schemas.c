@@ -26,6 +26,10 @@
 #define INTSTR "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 #define QTY "io.k8s.apimachinery.pkg.api.resource.Quantity"
 
+/* The macros and tables are laid out by hand: one property per line reads
+ * better than what a formatter makes of long string concatenations. */
+/* clang-format off */
+
 /* Properties. n: name, d: description, r: definition name. */
 #define P_STR(n, d) "`" n "`:{`type`:`string`,`description`:`" d "`},"
 #define P_BYTES(n, d) "`" n "`:{`type`:`string`,`format`:`byte`,`description`:`" d "`},"
@@ -892,6 +896,8 @@ static const root_text roots[] = {
               P_I32("deprecatedCount", "core/v1 count."))}},
 };
 
+/* clang-format on */
+
 #define NFRAG (sizeof fragments / sizeof fragments[0])
 #define NROOT (sizeof roots / sizeof roots[0])
 
@@ -989,8 +995,8 @@ static json_t *expand(const json_t *node)
         json_t *def = fi >= 0 ? expanded_fragment(fi) : NULL;
         if (!def) {
             CKUBE_ERROR("builtin schema: unresolvable reference %s", ref);
-            out = json_pack("{s:s,s:b}", "type", "object", "x-kubernetes-preserve-unknown-fields",
-                            1);
+            out =
+                json_pack("{s:s,s:b}", "type", "object", "x-kubernetes-preserve-unknown-fields", 1);
         } else {
             out = json_deep_copy(def);
             json_object_set_new(out, "x-ckube-ref", json_string(ref));

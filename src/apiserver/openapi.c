@@ -293,9 +293,9 @@ static json_t *type_component(builder *b, const resource_type *t)
     set_default_prop(props, "apiVersion",
                      "The versioned schema of this representation of the object.");
     set_default_prop(props, "kind", "The REST resource this object represents, in CamelCase.");
-    json_object_set_new(props, "metadata",
-                        ref_site(&(builder){.v2 = false}, META "ObjectMeta",
-                                 "Standard object metadata."));
+    json_object_set_new(
+        props, "metadata",
+        ref_site(&(builder){.v2 = false}, META "ObjectMeta", "Standard object metadata."));
     add_component(b, META "ObjectMeta", 0);
     json_object_set_new(s, "x-kubernetes-group-version-kind",
                         json_pack("[o]", gvk_object(t->group, t->version, t->kind)));
@@ -365,10 +365,10 @@ static void add_list_params(const builder *b, json_t *ps)
                                     "Token from a previous limited list to fetch the next page."));
     json_array_append_new(ps, param(b, "fieldSelector", "query", "string",
                                     "Restrict the result by fields, e.g. metadata.name=x."));
-    json_array_append_new(ps, param(b, "labelSelector", "query", "string",
-                                    "Restrict the result by labels."));
-    json_array_append_new(ps, param(b, "limit", "query", "integer",
-                                    "Maximum number of items to return."));
+    json_array_append_new(
+        ps, param(b, "labelSelector", "query", "string", "Restrict the result by labels."));
+    json_array_append_new(
+        ps, param(b, "limit", "query", "integer", "Maximum number of items to return."));
     json_array_append_new(ps, param(b, "resourceVersion", "query", "string",
                                     "Which version of the collection to serve."));
     json_array_append_new(ps, param(b, "resourceVersionMatch", "query", "string",
@@ -377,8 +377,8 @@ static void add_list_params(const builder *b, json_t *ps)
                                     "Start a watch with the current state as ADDED events."));
     json_array_append_new(ps, param(b, "timeoutSeconds", "query", "integer",
                                     "Close the list or watch call after this many seconds."));
-    json_array_append_new(ps, param(b, "watch", "query", "boolean",
-                                    "Watch for changes instead of listing."));
+    json_array_append_new(
+        ps, param(b, "watch", "query", "boolean", "Watch for changes instead of listing."));
 }
 
 static void add_delete_params(const builder *b, json_t *ps)
@@ -386,8 +386,8 @@ static void add_delete_params(const builder *b, json_t *ps)
     json_array_append_new(ps, P_DRYRUN(b));
     json_array_append_new(ps, param(b, "gracePeriodSeconds", "query", "integer",
                                     "Seconds before the object is deleted."));
-    json_array_append_new(ps, param(b, "orphanDependents", "query", "boolean",
-                                    "Deprecated: use propagationPolicy."));
+    json_array_append_new(
+        ps, param(b, "orphanDependents", "query", "boolean", "Deprecated: use propagationPolicy."));
     json_array_append_new(ps, param(b, "propagationPolicy", "query", "string",
                                     "Orphan, Background or Foreground garbage collection."));
 }
@@ -429,8 +429,8 @@ static json_t *operation(const builder *b, const resource_type *t, const op_spec
 {
     char tag[256];
     op_tag(t, tag, sizeof tag);
-    json_t *op = json_pack("{s:[s],s:s,s:s}", "tags", tag, "description", o->desc, "operationId",
-                           o->opid);
+    json_t *op =
+        json_pack("{s:[s],s:s,s:s}", "tags", tag, "description", o->desc, "operationId", o->opid);
     json_t *resp = json_object();
     json_object_set_new(resp, "200", response(b, "OK", o->resp));
     if (o->created)
@@ -457,8 +457,8 @@ static json_t *operation(const builder *b, const resource_type *t, const op_spec
         else
             json_array_append_new(consumes, json_string("*/*"));
         json_object_set_new(op, "consumes", consumes);
-        json_object_set_new(op, "produces", json_pack("[s,s]", "application/json",
-                                                      "application/yaml"));
+        json_object_set_new(op, "produces",
+                            json_pack("[s,s]", "application/json", "application/yaml"));
         json_object_set_new(op, "schemes", json_pack("[s]", "https"));
     } else if (o->body != BODY_NONE) {
         json_t *content = json_object();
@@ -594,8 +594,8 @@ static void add_type(builder *b, const resource_type *t)
     if (t->verbs & VERB_LIST) {
         snprintf(opid, sizeof opid, "list%s%s%s", base, ns, k);
         snprintf(desc, sizeof desc, "List or watch %s objects.", k);
-        o = (op_spec){"list", opid, desc, list_def, BODY_NONE, NULL, false, false, g,
-                      t->version, k};
+        o = (op_spec){"list", opid,  desc, list_def,   BODY_NONE, NULL,
+                      false,  false, g,    t->version, k};
         json_t *ps = json_array();
         add_list_params(b, ps);
         json_object_set_new(citem, "get", operation(b, t, &o, ps));
@@ -609,8 +609,9 @@ static void add_type(builder *b, const resource_type *t)
     if (t->verbs & VERB_DELETECOLLECTION) {
         snprintf(opid, sizeof opid, "delete%sCollection%s%s", base, ns, k);
         snprintf(desc, sizeof desc, "Delete a collection of %s objects.", k);
-        o = (op_spec){"deletecollection", opid, desc, META "Status", BODY_DELETE, NULL,
-                      false, false, g, t->version, k};
+        o = (op_spec){
+            "deletecollection", opid, desc, META "Status", BODY_DELETE, NULL, false, false, g,
+            t->version,         k};
         json_t *ps = json_array();
         add_list_params(b, ps);
         add_delete_params(b, ps);
@@ -641,8 +642,8 @@ static void add_type(builder *b, const resource_type *t)
     if (t->verbs & VERB_DELETE) {
         snprintf(opid, sizeof opid, "delete%s%s%s", base, ns, k);
         snprintf(desc, sizeof desc, "Delete a %s.", k);
-        o = (op_spec){"delete", opid, desc, META "Status", BODY_DELETE, NULL, false, true, g,
-                      t->version, k};
+        o = (op_spec){"delete", opid,       desc, META "Status", BODY_DELETE, NULL, false, true,
+                      g,        t->version, k};
         json_t *ps = json_array();
         add_delete_params(b, ps);
         json_object_set_new(item, "delete", operation(b, t, &o, ps));
@@ -654,8 +655,8 @@ static void add_type(builder *b, const resource_type *t)
         json_t *aitem = json_object();
         snprintf(opid, sizeof opid, "list%s%sForAllNamespaces", base, k);
         snprintf(desc, sizeof desc, "List or watch %s objects of all namespaces.", k);
-        o = (op_spec){"list", opid, desc, list_def, BODY_NONE, NULL, false, false, g,
-                      t->version, k};
+        o = (op_spec){"list", opid,  desc, list_def,   BODY_NONE, NULL,
+                      false,  false, g,    t->version, k};
         json_t *ps = json_array();
         add_list_params(b, ps);
         json_object_set_new(aitem, "get", operation(b, t, &o, ps));
@@ -687,8 +688,7 @@ static json_t *security_scheme(void)
 
 static bool same_gv(const resource_type *t, const char *group, const char *version)
 {
-    return !strcmp(t->group ? t->group : "", group ? group : "") &&
-           !strcmp(t->version, version);
+    return !strcmp(t->group ? t->group : "", group ? group : "") && !strcmp(t->version, version);
 }
 
 json_t *openapi_v3_group_version(resource_type **types, size_t n, const char *group,
@@ -696,10 +696,10 @@ json_t *openapi_v3_group_version(resource_type **types, size_t n, const char *gr
 {
     if (!version)
         return NULL;
-    json_t *doc = json_pack("{s:s,s:{s:s,s:s},s:{},s:{s:{},s:{s:o}},s:[{s:[]}]}", "openapi",
-                            "3.0.0", "info", "title", "Kubernetes", "version", "unversioned",
-                            "paths", "components", "schemas", "securitySchemes", "BearerToken",
-                            security_scheme(), "security", "BearerToken");
+    json_t *doc =
+        json_pack("{s:s,s:{s:s,s:s},s:{},s:{s:{},s:{s:o}},s:[{s:[]}]}", "openapi", "3.0.0", "info",
+                  "title", "Kubernetes", "version", "unversioned", "paths", "components", "schemas",
+                  "securitySchemes", "BearerToken", security_scheme(), "security", "BearerToken");
     if (!doc)
         return NULL;
     builder b = {.v2 = false,
@@ -723,8 +723,8 @@ json_t *openapi_v2(resource_type **types, size_t n)
 {
     json_t *doc = json_pack("{s:s,s:{s:s,s:s},s:{},s:{},s:{s:o},s:[{s:[]}]}", "swagger", "2.0",
                             "info", "title", "Kubernetes", "version", "unversioned", "paths",
-                            "definitions", "securityDefinitions", "BearerToken",
-                            security_scheme(), "security", "BearerToken");
+                            "definitions", "securityDefinitions", "BearerToken", security_scheme(),
+                            "security", "BearerToken");
     if (!doc)
         return NULL;
     builder b = {.v2 = true,

@@ -540,7 +540,8 @@ static bool schema_type_is(const json_t *s, const char *name)
         return !strcmp(json_string_value(type), name);
     size_t i;
     const json_t *t;
-    json_array_foreach(type, i, t) if (json_is_string(t) && !strcmp(json_string_value(t), name)) return true;
+    json_array_foreach(type, i,
+                       t) if (json_is_string(t) && !strcmp(json_string_value(t), name)) return true;
     return false;
 }
 
@@ -644,8 +645,8 @@ static void prune_node(walk *w, const json_t *s, json_t *v, int ctx)
             const json_t *def = json_object_get(items, "default");
             for (size_t i = 0; i < json_array_size(v); i++) {
                 json_t *e = json_array_get(v, i);
-                if ((w->flags & SCHEMA_DEFAULT) && json_is_null(e) && def &&
-                    !json_is_null(def) && !sch_true(items, "nullable")) {
+                if ((w->flags & SCHEMA_DEFAULT) && json_is_null(e) && def && !json_is_null(def) &&
+                    !sch_true(items, "nullable")) {
                     json_t *copy = json_deep_copy(def);
                     if (!copy || json_array_set_new(v, i, copy)) {
                         w->oom = true;
@@ -964,8 +965,8 @@ static int num2(const char *s)
 
 static bool valid_date(const char *s)
 {
-    if (strlen(s) < 10 || !digits_n(s, 4) || s[4] != '-' || !digits_n(s + 5, 2) ||
-        s[7] != '-' || !digits_n(s + 8, 2))
+    if (strlen(s) < 10 || !digits_n(s, 4) || s[4] != '-' || !digits_n(s + 5, 2) || s[7] != '-' ||
+        !digits_n(s + 8, 2))
         return false;
     int y = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + num2(s + 2);
     int m = num2(s + 5), d = num2(s + 8);
@@ -985,8 +986,7 @@ static bool valid_date_time(const char *s)
     if (*s != 'T' && *s != 't' && *s != ' ')
         return false;
     s++;
-    if (!digits_n(s, 2) || s[2] != ':' || !digits_n(s + 3, 2) || s[5] != ':' ||
-        !digits_n(s + 6, 2))
+    if (!digits_n(s, 2) || s[2] != ':' || !digits_n(s + 3, 2) || s[5] != ':' || !digits_n(s + 6, 2))
         return false;
     if (num2(s) > 23 || num2(s + 3) > 59 || num2(s + 6) > 60)
         return false;
@@ -1080,7 +1080,8 @@ static bool valid_ip(const char *s, int af)
 static bool valid_cidr(const char *s)
 {
     const char *slash = strchr(s, '/');
-    if (!slash || slash == s || !slash[1] || strlen(slash + 1) > 3 || !digits_n(slash + 1, strlen(slash + 1)))
+    if (!slash || slash == s || !slash[1] || strlen(slash + 1) > 3 ||
+        !digits_n(slash + 1, strlen(slash + 1)))
         return false;
     char ip[64];
     size_t n = (size_t)(slash - s);
@@ -1751,7 +1752,8 @@ static void validate_node(walk *w, const json_t *s, const json_t *v, int ctx)
     }
     if (typed) {
         bool contains_null;
-        bool ok = ios ? (json_is_string(v) || is_integral(v)) : type_matches(type, v, &contains_null);
+        bool ok =
+            ios ? (json_is_string(v) || is_integral(v)) : type_matches(type, v, &contains_null);
         if (!ok) {
             char *label = type_label(type, ios);
             if (!label)

@@ -76,6 +76,8 @@ static const struct {
 
 static bool lookup_word(const char *s, size_t n, struct scalar *out)
 {
+    if (n > 5) /* the longest words: "false", "+.inf" */
+        return false;
     for (size_t k = 0; k < sizeof resolve_words / sizeof resolve_words[0]; k++) {
         const char *w = resolve_words[k].text;
         if (strlen(w) != n || memcmp(w, s, n) != 0)
@@ -871,7 +873,9 @@ static json_t *scalar_json(const struct scalar *sc, const char **why)
  * through float32, exponent form when the exponent is < -4 or >= 6. */
 static void format_go_float32(double d, char *out, size_t n)
 {
-    float f = (float)d;
+    /* Out-of-range double -> float conversion is undefined in C; Go rounds
+     * it to infinity. */
+    float f = isfinite(d) && fabs(d) >= 0x1.ffffffp127 ? (d > 0 ? INFINITY : -INFINITY) : (float)d;
     if (isnan(f)) {
         snprintf(out, n, ".nan");
         return;
@@ -1173,6 +1177,8 @@ static int on_collection_start(struct loader *l, const yaml_event_t *ev, bool is
 static int on_collection_end(struct loader *l, const yaml_event_t *ev)
 {
     size_t line = ev->start_mark.line + 1;
+    if (l->depth == 0)
+        return fail(l, line, "unbalanced collection end");
     struct frame f = l->frames[--l->depth];
     if (f.merges) {
         /* Explicit keys win over merged ones, earlier sources over later. */

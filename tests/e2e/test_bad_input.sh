@@ -275,6 +275,18 @@ s_query() {
     expect_eq "$CODE" 400 "non-numeric resourceVersion"
     req GET "$CM?watch=true&resourceVersion=abc"
     expect_eq "$CODE" 400 "watch from a non-numeric resourceVersion"
+    req POST "$CM?fieldValidation=Bogus" "${JSON[@]}" -d '{"metadata":{"name":"fv"}}'
+    expect_status 400 BadRequest "bad fieldValidation"
+    req POST "$CM?dryRun=Bogus" "${JSON[@]}" -d '{"metadata":{"name":"dr"}}'
+    expect_status 400 BadRequest "bad dryRun"
+    req GET "$CM" -H 'Accept: application/vnd.kubernetes.protobuf'
+    expect_status 406 NotAcceptable "protobuf-only Accept"
+    req GET "$CM" -H 'Accept: application/vnd.kubernetes.protobuf, application/json'
+    expect_eq "$CODE" 200 "protobuf then JSON Accept"
+    expect_eq "$(jb .kind)" "ConfigMapList" "negotiated JSON"
+}
+
+s_query_bools() {
     # upstream parses query booleans leniently: only "", absent, "0" and
     # "false" (any case) are false; a bare key is true.
     req GET "$CM?watch=True&timeoutSeconds=1"
@@ -286,17 +298,11 @@ s_query() {
     expect_eq "$(jb .kind)" "ConfigMapList" "watch=false is a list"
     req GET "$CM?pretty"
     expect_eq "$CODE" 200 "bare ?pretty"
+}
+
+s_watch_field_selector() {
     req GET "$CM?watch=true&timeoutSeconds=1&fieldSelector=spec.foo%3Dx"
     expect_status 400 BadRequest "watch with an unsupported field selector"
-    req POST "$CM?fieldValidation=Bogus" "${JSON[@]}" -d '{"metadata":{"name":"fv"}}'
-    expect_status 400 BadRequest "bad fieldValidation"
-    req POST "$CM?dryRun=Bogus" "${JSON[@]}" -d '{"metadata":{"name":"dr"}}'
-    expect_status 400 BadRequest "bad dryRun"
-    req GET "$CM" -H 'Accept: application/vnd.kubernetes.protobuf'
-    expect_status 406 NotAcceptable "protobuf-only Accept"
-    req GET "$CM" -H 'Accept: application/vnd.kubernetes.protobuf, application/json'
-    expect_eq "$CODE" 200 "protobuf then JSON Accept"
-    expect_eq "$(jb .kind)" "ConfigMapList" "negotiated JSON"
 }
 
 # Clients that vanish: mid-watch, mid-request-body, before reading a reply.
@@ -389,6 +395,8 @@ section invalid s_invalid
 section conflict s_conflict
 section patch s_patch
 section query s_query
+section query_bools s_query_bools
+section watch_field_selector s_watch_field_selector
 section disconnects s_disconnects
 section survived s_survived
 stop_server || fail "server did not exit 0 after the abuse (see the log above)"

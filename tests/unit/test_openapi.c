@@ -69,9 +69,9 @@ static void rm(resource_type *t)
 }
 
 #define NETWORK_SCHEMA                                                                             \
-    "{'type':'object','properties':{'spec':{'type':'object','description':'Network spec.',"       \
+    "{'type':'object','properties':{'spec':{'type':'object','description':'Network spec.',"        \
     "'properties':{'cidr':{'type':'string'},'vlan':{'type':'integer','nullable':true},"            \
-    "'mode':{'anyOf':[{'type':'string'},{'type':'integer'}]}}},"                                  \
+    "'mode':{'anyOf':[{'type':'string'},{'type':'integer'}]}}},"                                   \
     "'metadata':{'type':'object'}}}"
 
 typedef struct fixture {
@@ -82,8 +82,8 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    f->types[f->n++] = mk("", "v1", "configmaps", "ConfigMap", true, false,
-                          builtin_schema("", "v1", "ConfigMap"));
+    f->types[f->n++] =
+        mk("", "v1", "configmaps", "ConfigMap", true, false, builtin_schema("", "v1", "ConfigMap"));
     f->types[f->n++] = mk("", "v1", "namespaces", "Namespace", false, false,
                           builtin_schema("", "v1", "Namespace"));
     f->types[f->n - 1]->status_subresource = true;
@@ -119,8 +119,8 @@ static void test_index(void **state)
     const char *keys[] = {"api/v1", "apis/apps/v1", "apis/samplecrd.k8s.io/v1",
                           "apis/example.com/v1alpha1"};
     for (size_t i = 0; i < 4; i++) {
-        const char *url =
-            json_string_value(json_object_get(json_object_get(paths, keys[i]), "serverRelativeURL"));
+        const char *url = json_string_value(
+            json_object_get(json_object_get(paths, keys[i]), "serverRelativeURL"));
         assert_non_null(url);
         char prefix[256];
         snprintf(prefix, sizeof prefix, "/openapi/v3/%s?hash=", keys[i]);
@@ -137,10 +137,10 @@ static void test_index(void **state)
 
     /* changing one CRD's schema changes only its group-version's hash */
     resource_type *net = f->types[3];
-    json_object_set_new(json_object_get(json_object_get(json_object_get(net->schema, "properties"),
-                                                        "spec"),
-                                        "properties"),
-                        "extra", json_pack("{s:s}", "type", "boolean"));
+    json_object_set_new(
+        json_object_get(json_object_get(json_object_get(net->schema, "properties"), "spec"),
+                        "properties"),
+        "extra", json_pack("{s:s}", "type", "boolean"));
     json_t *changed = openapi_v3_index(f->types, f->n);
     json_t *cp = json_object_get(changed, "paths");
     assert_false(json_equal(json_object_get(paths, "apis/samplecrd.k8s.io/v1"),
@@ -227,8 +227,8 @@ static int check_operations(const json_t *doc, bool v2)
             assert_non_null(json_string_value(json_object_get(op, "x-kubernetes-action")));
             assert_non_null(json_string_value(json_object_get(op, "operationId")));
             assert_true(json_is_object(json_object_get(op, "responses")));
-            bool write = !strcmp(method, "patch") || !strcmp(method, "put") ||
-                         !strcmp(method, "post");
+            bool write =
+                !strcmp(method, "patch") || !strcmp(method, "put") || !strcmp(method, "post");
             if (write && !has_query_param(op, "fieldValidation"))
                 fail_msg("%s %s lacks fieldValidation", method, path);
             if (!strcmp(method, "patch")) {
@@ -240,8 +240,7 @@ static int check_operations(const json_t *doc, bool v2)
                     assert_non_null(json_object_get(content, "application/merge-patch+json"));
                     assert_non_null(json_object_get(content, "application/json-patch+json"));
                     /* kubectl uses its own strategic-merge metadata */
-                    assert_null(json_object_get(content,
-                                                "application/strategic-merge-patch+json"));
+                    assert_null(json_object_get(content, "application/strategic-merge-patch+json"));
                 }
             }
         }
@@ -251,8 +250,8 @@ static int check_operations(const json_t *doc, bool v2)
 
 static const json_t *op_of(const json_t *doc, const char *path, const char *method)
 {
-    const json_t *op = json_object_get(json_object_get(json_object_get(doc, "paths"), path),
-                                       method);
+    const json_t *op =
+        json_object_get(json_object_get(json_object_get(doc, "paths"), path), method);
     if (!op)
         fail_msg("no %s %s", method, path);
     return op;
@@ -281,8 +280,7 @@ static void test_core_document(void **state)
     const json_t *patch = op_of(doc, "/api/v1/namespaces/{namespace}/configmaps/{name}", "patch");
     expect_gvk(patch, "", "v1", "ConfigMap");
     assert_true(has_query_param(patch, "fieldValidation"));
-    assert_string_equal(json_string_value(json_object_get(patch, "x-kubernetes-action")),
-                        "patch");
+    assert_string_equal(json_string_value(json_object_get(patch, "x-kubernetes-action")), "patch");
     assert_string_equal(json_string_value(json_object_get(patch, "operationId")),
                         "patchCoreV1NamespacedConfigMap");
     expect_gvk(op_of(doc, "/api/v1/configmaps", "get"), "", "v1", "ConfigMap");
@@ -294,8 +292,7 @@ static void test_core_document(void **state)
     assert_null(json_object_get(paths, "/api/v1/namespaces/{namespace}/configmaps/{name}/status"));
     /* path parameters */
     size_t np = json_array_size(json_object_get(
-        json_object_get(paths, "/api/v1/namespaces/{namespace}/configmaps/{name}"),
-        "parameters"));
+        json_object_get(paths, "/api/v1/namespaces/{namespace}/configmaps/{name}"), "parameters"));
     assert_int_equal(np, 3);
 
     assert_int_equal(check_operations(doc, false), 3);
@@ -312,11 +309,10 @@ static void test_core_document(void **state)
     assert_string_equal(json_string_value(json_object_get(json_array_get(gvks, 0), "kind")),
                         "ConfigMap");
     const json_t *list = json_object_get(schemas, "io.k8s.api.core.v1.ConfigMapList");
-    assert_string_equal(json_string_value(json_object_get(
-                            json_array_get(json_object_get(list, "x-kubernetes-group-version-kind"),
-                                           0),
-                            "kind")),
-                        "ConfigMapList");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_array_get(json_object_get(list, "x-kubernetes-group-version-kind"), 0), "kind")),
+        "ConfigMapList");
     assert_non_null(json_object_get(schemas, "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
     assert_non_null(json_object_get(schemas, "io.k8s.apimachinery.pkg.apis.meta.v1.Status"));
     /* no internal markers leak */
@@ -397,9 +393,9 @@ static void test_explain(void **state)
     json_t *core = openapi_v3_group_version(f->types, f->n, "", "v1");
     const json_t *data = explain(core, "/api/v1", "configmaps", "data");
     assert_string_equal(json_string_value(json_object_get(data, "type")), "object");
-    assert_string_equal(json_string_value(json_object_get(
-                            json_object_get(data, "additionalProperties"), "type")),
-                        "string");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(data, "additionalProperties"), "type")),
+        "string");
     assert_non_null(json_string_value(json_object_get(data, "description")));
     const json_t *labels = explain(core, "/api/v1", "configmaps", "metadata.labels");
     assert_non_null(json_object_get(labels, "additionalProperties"));
@@ -410,10 +406,10 @@ static void test_explain(void **state)
         explain(apps, "/apis/apps/v1", "deployments", "spec.template.spec.containers");
     assert_non_null(json_object_get(json_object_get(c, "properties"), "image"));
     const json_t *tmpl = json_object_get(
-        json_object_get(json_object_get(json_object_get(json_object_get(apps, "components"),
-                                                        "schemas"),
-                                        "io.k8s.api.apps.v1.DeploymentSpec"),
-                        "properties"),
+        json_object_get(
+            json_object_get(json_object_get(json_object_get(apps, "components"), "schemas"),
+                            "io.k8s.api.apps.v1.DeploymentSpec"),
+            "properties"),
         "template");
     /* upstream's reference shape: allOf with one $ref beside the description */
     assert_string_equal(json_string_value(json_object_get(
@@ -425,9 +421,9 @@ static void test_explain(void **state)
         op_of(apps, "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale", "patch");
     expect_gvk(scale, "autoscaling", "v1", "Scale");
     assert_true(has_query_param(scale, "fieldValidation"));
-    const json_t *sch = json_object_get(json_object_get(json_object_get(apps, "components"),
-                                                        "schemas"),
-                                        "io.k8s.api.autoscaling.v1.Scale");
+    const json_t *sch =
+        json_object_get(json_object_get(json_object_get(apps, "components"), "schemas"),
+                        "io.k8s.api.autoscaling.v1.Scale");
     assert_non_null(json_object_get(sch, "x-kubernetes-group-version-kind"));
     assert_int_equal(check_operations(apps, false), 3);
     int refs = 0;
@@ -446,17 +442,15 @@ static void test_explain(void **state)
     /* metadata points at ObjectMeta; apiVersion and kind are described */
     const json_t *md = json_object_get(json_object_get(net, "properties"), "metadata");
     assert_string_equal(
-        json_string_value(json_object_get(json_array_get(json_object_get(md, "allOf"), 0),
-                                          "$ref")),
+        json_string_value(json_object_get(json_array_get(json_object_get(md, "allOf"), 0), "$ref")),
         "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
     assert_non_null(json_object_get(json_object_get(net, "properties"), "apiVersion"));
-    expect_gvk(op_of(crd, "/apis/samplecrd.k8s.io/v1/namespaces/{namespace}/networks/{name}",
-                     "patch"),
-               "samplecrd.k8s.io", "v1", "Network");
+    expect_gvk(
+        op_of(crd, "/apis/samplecrd.k8s.io/v1/namespaces/{namespace}/networks/{name}", "patch"),
+        "samplecrd.k8s.io", "v1", "Network");
     assert_string_equal(
         json_string_value(json_object_get(
-            op_of(crd, "/apis/samplecrd.k8s.io/v1/namespaces/{namespace}/networks/{name}",
-                  "patch"),
+            op_of(crd, "/apis/samplecrd.k8s.io/v1/namespaces/{namespace}/networks/{name}", "patch"),
             "operationId")),
         "patchSamplecrdK8sIoV1NamespacedNetwork");
     refs = 0;
@@ -479,9 +473,9 @@ static void test_verbs_and_schemaless(void **state)
     assert_null(json_object_get(item, "patch"));
     assert_null(json_object_get(item, "put"));
     assert_int_equal(check_operations(doc, false), 0);
-    const json_t *w = json_object_get(json_object_get(json_object_get(doc, "components"),
-                                                      "schemas"),
-                                      "com.example.v1alpha1.Widget");
+    const json_t *w =
+        json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"),
+                        "com.example.v1alpha1.Widget");
     assert_non_null(w);
     assert_true(json_is_true(json_object_get(w, "x-kubernetes-preserve-unknown-fields")));
     json_decref(doc);
@@ -548,9 +542,8 @@ static void test_v2(void **state)
     check_v2_schema_clean(defs);
     /* the CRD's nullable became x-nullable */
     const json_t *vlan = json_object_get(
-        json_object_get(json_object_get(json_object_get(json_object_get(defs,
-                                                                        "io.k8s.samplecrd.v1."
-                                                                        "Network"),
+        json_object_get(json_object_get(json_object_get(json_object_get(defs, "io.k8s.samplecrd.v1."
+                                                                              "Network"),
                                                         "properties"),
                                         "spec"),
                         "properties"),

@@ -104,7 +104,8 @@ static void expect_obj(const result *r, const char *want)
     json_decref(w);
 }
 
-#define SPEC(props) "{'type':'object','properties':{'spec':{'type':'object','properties':{" props "}}}}"
+#define SPEC(props)                                                                                \
+    "{'type':'object','properties':{'spec':{'type':'object','properties':{" props "}}}}"
 
 /* ------------------------------------------------------------ types */
 
@@ -326,8 +327,8 @@ static void test_properties_counts(void **state)
     expect_valid(s, "{'spec':{'m':{'a':'1','b':'2'}}}");
     expect_one(s, "{'spec':{'m':{'a':'1'}}}", "FieldValueInvalid", "spec.m",
                "Invalid value: 1: spec.m in body should have at least 2 properties");
-    expect_one(s, "{'spec':{'m':{'a':'1','b':'2','c':'3','d':'4'}}}", "FieldValueTooMany",
-               "spec.m", "Too many: 4: must have at most 3 items");
+    expect_one(s, "{'spec':{'m':{'a':'1','b':'2','c':'3','d':'4'}}}", "FieldValueTooMany", "spec.m",
+               "Too many: 4: must have at most 3 items");
     /* map values are validated with a dotted path */
     expect_one(s, "{'spec':{'m':{'a':'1','b':2}}}", "FieldValueTypeInvalid", "spec.m.b",
                "Invalid value: \"integer\": spec.m.b in body must be of type string: "
@@ -818,12 +819,12 @@ static void test_builtin_valid_objects(void **state)
 static void test_builtin_errors(void **state)
 {
     (void)state;
-    result r = run_builtin(
-        "apps", "Deployment",
-        "{'apiVersion':'apps/v1','kind':'Deployment','metadata':{'name':'web'},'spec':{"
-        "'replicas':'3','baz':1,'selector':{'matchLabels':{'app':'web'}},'template':{"
-        "'metadata':{'labels':{'app':'web'}},'spec':{'containers':[{'image':'nginx',"
-        "'imagePullPolice':'Always','ports':[{'containerPort':'80'}]}]}}}}");
+    result r =
+        run_builtin("apps", "Deployment",
+                    "{'apiVersion':'apps/v1','kind':'Deployment','metadata':{'name':'web'},'spec':{"
+                    "'replicas':'3','baz':1,'selector':{'matchLabels':{'app':'web'}},'template':{"
+                    "'metadata':{'labels':{'app':'web'}},'spec':{'containers':[{'image':'nginx',"
+                    "'imagePullPolice':'Always','ports':[{'containerPort':'80'}]}]}}}}");
     assert_int_equal(r.nunknown, 2);
     assert_string_equal(r.unknown[0], "spec.baz");
     assert_string_equal(r.unknown[1], "spec.template.spec.containers[0].imagePullPolice");
@@ -846,15 +847,14 @@ static void test_builtin_fragments(void **state)
 {
     (void)state;
     json_t *s = builtin_schema("apps", "v1", "Deployment");
-    json_t *tmpl = json_object_get(json_object_get(json_object_get(s, "properties"), "spec"),
-                                   "properties");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(tmpl, "template"),
-                                                          "x-ckube-ref")),
-                        "io.k8s.api.core.v1.PodTemplateSpec");
+    json_t *tmpl =
+        json_object_get(json_object_get(json_object_get(s, "properties"), "spec"), "properties");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(tmpl, "template"), "x-ckube-ref")),
+        "io.k8s.api.core.v1.PodTemplateSpec");
     /* the field's own description overrides the definition's */
-    assert_string_equal(json_string_value(json_object_get(json_object_get(tmpl, "replicas"),
-                                                          "type")),
-                        "integer");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(tmpl, "replicas"), "type")), "integer");
     json_decref(s);
     json_t *c = builtin_schema_fragment("io.k8s.api.core.v1.Container");
     assert_non_null(c);

@@ -388,6 +388,9 @@ static void test_keys(void **state)
                     "{\"1\":\"a\",\"-2\":\"b\",\"16\":\"c\",\"true\":\"d\",\"false\":\"e\","
                     "\"1.5\":\"f\",\"1e+06\":\"g\",\"2\":\"h\",\"0.1\":\"i\",\"3.1415927\":\"j\","
                     "\"1e-05\":\"k\",\"123456\":\"l\",\"1.234567e+06\":\"m\",\"2015-01-01\":\"o\"}");
+    /* Float keys go through float32, as sigs.k8s.io/yaml formats them. */
+    assert_loads_as("{1e300: a, -1e300: b, 0.000123: c, 16777217.0: d}",
+                    "{\".inf\":\"a\",\"-.inf\":\"b\",\"0.000123\":\"c\",\"1.6777216e+07\":\"d\"}");
     /* Keys may hold any text, including NUL. */
     json_t *v = load_ok("\"a\\0b\": 1\n");
     assert_non_null(json_object_getn(v, "a\0b", 3));
