@@ -306,7 +306,9 @@ static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old
         if (ouid && nuid && strcmp(ouid, nuid))
             ckube_field_invalid(inv, "metadata.uid", nuid, "field is immutable");
     }
-    if (t->validate)
+    /* Type rules assume well-typed fields: skip them when the schema
+     * already found the object malformed. */
+    if (t->validate && !inv->ncauses)
         t->validate(t, obj, old, inv);
     if (inv->ncauses) {
         ckube_status_invalid_finish(inv);

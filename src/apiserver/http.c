@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -343,9 +344,11 @@ static int listen_socket(const char *host, int port, char *err, size_t errlen)
         snprintf(err, errlen, "socket: %s", strerror(errno));
         return -1;
     }
+    /* No SO_REUSEPORT: a second server on the same address must fail to
+     * start rather than silently share the port. The loops share this one
+     * socket (dup'd), each accepting from the same queue. */
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1024) < 0) {
         snprintf(err, errlen, "listen on %s:%d: %s", host, port, strerror(errno));
         close(fd);
@@ -426,13 +429,16 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
     if (nloops > 16)
         nloops = 16;
     s->loops = calloc((size_t)nloops, sizeof *s->loops);
-    int port = s->cfg.port;
+    int lfd = listen_socket(s->cfg.listen_host, s->cfg.port, err, errlen);
+    if (lfd < 0)
+        return -1;
+    s->port = bound_port(lfd);
     for (int i = 0; i < nloops; i++) {
-        int fd = listen_socket(s->cfg.listen_host, port, err, errlen);
-        if (fd < 0)
+        int fd = i == 0 ? lfd : fcntl(lfd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            snprintf(err, errlen, "dup: %s", strerror(errno));
             return -1;
-        if (i == 0)
-            port = s->port = bound_port(fd);
+        }
         s->listen_fds[i] = fd;
         loop *lp = &s->loops[i];
         lp->srv = s;

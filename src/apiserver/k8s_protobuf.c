@@ -6,8 +6,8 @@
  *  - a field's proto name is its JSON name; `inline_*` fields are embedded Go
  *    structs whose members merge into the enclosing object; repeated
  *    key/value `...Entry` messages are maps (JSON objects);
- *  - Time, MicroTime, Duration, Quantity, IntOrString, RawExtension and
- *    FieldsV1 have their own JSON forms (see convert_special);
+ *  - Time, MicroTime, Quantity, IntOrString, RawExtension and FieldsV1 have
+ *    their own JSON forms (see convert_special);
  *  - bytes become base64, int64 stays a JSON integer.
  *
  * Presence. Go's protobuf marshaller always writes non-pointer scalars and
@@ -240,7 +240,9 @@ static const struct field_ref keep_zero_fields[] = {
     {"LeaseSpec", "leaseTransitions"},
     {"LeaseSpec", "strategy"},
     {"LeaseSpec", "preferredHolder"},
-    /* autoscaling */
+    /* autoscaling: spec.replicas is not a pointer, but a scale to zero must
+     * not lose its spec (JSON clients send "spec":{}). */
+    {"ScaleSpec", "replicas"},
     {"ScaleStatus", "replicas"},
 };
 
@@ -413,81 +415,6 @@ static json_t *json_time(int64_t seconds, int32_t nanos, bool micro, char **err)
     return json_string(buf);
 }
 
-/* Writes v's decimal digits backwards ending at buf[w]; returns the new w. */
-static size_t put_uint_back(char *buf, size_t w, uint64_t v)
-{
-    do {
-        buf[--w] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return w;
-}
-
-/* Writes the fraction v / 10^prec backwards ending at buf[w] (".5", no
- * trailing zeros, nothing when zero) and returns the new w; *v becomes the
- * integer part. */
-static size_t put_frac_back(char *buf, size_t w, uint64_t *v, int prec)
-{
-    bool print = false;
-    for (int i = 0; i < prec; i++) {
-        unsigned digit = (unsigned)(*v % 10);
-        print = print || digit != 0;
-        if (print)
-            buf[--w] = (char)('0' + digit);
-        *v /= 10;
-    }
-    if (print)
-        buf[--w] = '.';
-    return w;
-}
-
-/* Go's time.Duration.String(): "1h2m3.5s", "1.5ms", "0s". */
-static json_t *json_duration(int64_t d)
-{
-    char buf[40];
-    size_t w = sizeof buf;
-    bool neg = d < 0;
-    uint64_t u = neg ? (uint64_t)0 - (uint64_t)d : (uint64_t)d;
-    if (u < 1000000000ULL) {
-        int prec;
-        const char *unit;
-        if (u == 0)
-            return json_string("0s");
-        if (u < 1000ULL) {
-            prec = 0;
-            unit = "ns";
-        } else if (u < 1000000ULL) {
-            prec = 3;
-            unit = "\xc2\xb5s";
-        } else {
-            prec = 6;
-            unit = "ms";
-        }
-        size_t ul = strlen(unit);
-        w -= ul;
-        memcpy(buf + w, unit, ul);
-        w = put_frac_back(buf, w, &u, prec);
-        w = put_uint_back(buf, w, u);
-    } else {
-        buf[--w] = 's';
-        w = put_frac_back(buf, w, &u, 9);
-        w = put_uint_back(buf, w, u % 60);
-        u /= 60;
-        if (u > 0) {
-            buf[--w] = 'm';
-            w = put_uint_back(buf, w, u % 60);
-            u /= 60;
-            if (u > 0) {
-                buf[--w] = 'h';
-                w = put_uint_back(buf, w, u);
-            }
-        }
-    }
-    if (neg)
-        buf[--w] = '-';
-    return json_stringn(buf + w, sizeof buf - w);
-}
-
 /* Raw JSON bytes (RawExtension, FieldsV1) as a JSON value. */
 static json_t *json_raw(const ProtobufCBinaryData *raw, const char *what, char **err)
 {
@@ -527,11 +454,7 @@ static int convert_special(const ProtobufCMessage *m, struct conv *out, char **e
                                d == &ckube__k8s__meta__micro_time__descriptor, err);
         return out->value ? 1 : -1;
     }
-    if (d == &ckube__k8s__meta__duration__descriptor) {
-        const Ckube__K8s__Meta__Duration *du = (const Ckube__K8s__Meta__Duration *)m;
-        out->zero = du->duration == 0;
-        out->value = json_duration(du->duration);
-    } else if (d == &ckube__k8s__meta__quantity__descriptor) {
+    if (d == &ckube__k8s__meta__quantity__descriptor) {
         const Ckube__K8s__Meta__Quantity *q = (const Ckube__K8s__Meta__Quantity *)m;
         out->zero = !q->string || !*q->string;
         out->value = json_str(out->zero ? "0" : q->string);
@@ -898,13 +821,18 @@ json_t *k8s_protobuf_decode(const void *buf, size_t len, char **err)
         set_err(err, "invalid protobuf: unsupported content type %s", env->contenttype);
         goto out;
     }
+    /* Go always writes the object (its metadata at least); a body without
+     * one is a truncated request. */
+    if (!env->has_raw) {
+        set_err(err, "invalid protobuf: envelope has no object");
+        goto out;
+    }
     const ProtobufCMessageDescriptor *desc = lookup_type(api_version, kind);
     if (!desc) {
         set_err(err, "unsupported protobuf type %s %s", api_version, kind);
         goto out;
     }
-    msg = protobuf_c_message_unpack(desc, NULL, env->has_raw ? env->raw.len : 0,
-                                    env->has_raw ? env->raw.data : (const uint8_t *)"");
+    msg = protobuf_c_message_unpack(desc, NULL, env->raw.len, env->raw.data);
     if (!msg) {
         set_err(err, "invalid protobuf: cannot decode %s %s", api_version, kind);
         goto out;

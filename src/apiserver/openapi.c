@@ -176,7 +176,14 @@ static json_t *maybe_ref(builder *b, json_t *v, int depth)
     if (!name)
         return NULL;
     add_component(b, name, depth + 1);
-    return ref_site(b, name, json_string_value(json_object_get(v, "description")));
+    /* Keep the field's own description; an inlined copy without one carries
+     * the definition's, which kubectl explain would then print twice. */
+    const char *desc = json_string_value(json_object_get(v, "description"));
+    const char *own =
+        json_string_value(json_object_get(json_object_get(b->comps, name), "description"));
+    if (desc && own && !strcmp(desc, own))
+        desc = NULL;
+    return ref_site(b, name, desc);
 }
 
 /* Replaces inlined definitions by references and drops x-ckube-* keys. */

@@ -1006,14 +1006,15 @@ static bool valid_date_time(const char *s)
     return *s == 0; /* strfmt also accepts a local time without offset */
 }
 
+/* Standard base64 with padding; like Go's decoder, CR and LF are ignored. */
 static bool valid_base64(const char *s)
 {
-    size_t n = strlen(s);
-    if (n % 4)
-        return false;
-    size_t pad = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
+    size_t n = 0, pad = 0;
+    for (; *s; s++) {
+        char c = *s;
+        if (c == '\r' || c == '\n')
+            continue;
+        n++;
         if (c == '=') {
             pad++;
             continue;
@@ -1021,7 +1022,7 @@ static bool valid_base64(const char *s)
         if (pad || !(isalnum((unsigned char)c) || c == '+' || c == '/'))
             return false;
     }
-    return pad <= 2;
+    return n % 4 == 0 && pad <= 2;
 }
 
 static bool valid_uuid(const char *s, int version)

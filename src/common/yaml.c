@@ -576,29 +576,29 @@ static char *utf8_sanitize(const char *s, size_t n, size_t *out_len)
 
 /* One open collection. */
 struct frame {
-    json_t *node;        /* object or array being built (owned) */
+    json_t *node; /* object or array being built (owned) */
     bool is_map;
-    long anchor;         /* index of this collection's anchor, or -1 */
-    size_t start_nodes;  /* loader.nodes before this collection */
-    int child_height;    /* max height of the children added so far */
+    long anchor;        /* index of this collection's anchor, or -1 */
+    size_t start_nodes; /* loader.nodes before this collection */
+    int child_height;   /* max height of the children added so far */
     /* Mappings only. */
-    bool have_key;  /* a key was read; the next node is its value */
-    bool merge;     /* ...and that key is the merge key `<<` */
-    char *key;      /* the key (owned) unless merge */
+    bool have_key; /* a key was read; the next node is its value */
+    bool merge;    /* ...and that key is the merge key `<<` */
+    char *key;     /* the key (owned) unless merge */
     size_t key_len;
     json_t *merges; /* objects to merge in at the end (owned), or NULL */
 };
 
 /* One anchor definition of the current document. */
 struct anchor {
-    char *name;         /* owned */
-    bool done;          /* false while its collection is still open */
+    char *name; /* owned */
+    bool done;  /* false while its collection is still open */
     bool is_collection;
-    json_t *value;      /* owned; NULL when JSON cannot hold it (e.g. .inf) */
-    char *key;          /* scalar as a mapping key (owned), NULL if unusable */
+    json_t *value; /* owned; NULL when JSON cannot hold it (e.g. .inf) */
+    char *key;     /* scalar as a mapping key (owned), NULL if unusable */
     size_t key_len;
-    size_t nodes;       /* JSON values in the subtree: the cost of an alias */
-    int height;         /* collection nesting of the subtree, 0 for scalars */
+    size_t nodes; /* JSON values in the subtree: the cost of an alias */
+    int height;   /* collection nesting of the subtree, 0 for scalars */
 };
 
 struct loader {
@@ -658,9 +658,9 @@ static size_t mark_line(const struct loader *l, const yaml_mark_t *m)
     return line > last ? last : line;
 }
 
-/* Reports libyaml's own error with a 1-based line, and where the construct
- * it was reading started when libyaml says so ("while scanning a quoted
- * scalar"). */
+/* Reports libyaml's own error with a 1-based line, plus where the construct
+ * it was reading started when that was on another line ("while scanning a
+ * quoted scalar at line 2"). */
 static int parser_fail(struct loader *l)
 {
     const yaml_parser_t *p = &l->parser;
@@ -677,9 +677,9 @@ static int parser_fail(struct loader *l)
     } else {
         line = mark_line(l, &p->problem_mark);
     }
-    if (p->context)
-        return fail(l, line, "%s (%s at line %zu)", problem, p->context,
-                    mark_line(l, &p->context_mark));
+    size_t ctx_line = mark_line(l, &p->context_mark);
+    if (p->context && ctx_line != line)
+        return fail(l, line, "%s (%s at line %zu)", problem, p->context, ctx_line);
     return fail(l, line, "%s", problem);
 }
 
@@ -988,8 +988,8 @@ static bool expecting_key(const struct frame *f)
 static int set_key(struct loader *l, struct frame *f, char *key, size_t len, size_t line)
 {
     if (json_object_getn(f->node, key, len)) {
-        fail(l, line, "mapping key \"%.*s%s\" already defined", (int)(len > ERR_SNIPPET ? ERR_SNIPPET : len),
-             key, len > ERR_SNIPPET ? "..." : "");
+        fail(l, line, "mapping key \"%.*s%s\" already defined",
+             (int)(len > ERR_SNIPPET ? ERR_SNIPPET : len), key, len > ERR_SNIPPET ? "..." : "");
         free(key);
         return -1;
     }
@@ -1054,9 +1054,9 @@ static int on_key_scalar(struct loader *l, const yaml_event_t *ev, struct frame 
     size_t line = ev->start_mark.line + 1;
     const char *tag = (const char *)ev->data.scalar.tag;
     const char *anchor = (const char *)ev->data.scalar.anchor;
-    bool is_merge = ev->data.scalar.length == 2 && memcmp(ev->data.scalar.value, "<<", 2) == 0 &&
-                    ((!tag && ev->data.scalar.plain_implicit) ||
-                     (tag && strcmp(tag, TAG_PREFIX "merge") == 0));
+    bool is_merge =
+        ev->data.scalar.length == 2 && memcmp(ev->data.scalar.value, "<<", 2) == 0 &&
+        ((!tag && ev->data.scalar.plain_implicit) || (tag && strcmp(tag, TAG_PREFIX "merge") == 0));
     struct scalar sc;
     if (is_merge) {
         memset(&sc, 0, sizeof sc);
@@ -1079,7 +1079,8 @@ static int on_key_scalar(struct loader *l, const yaml_event_t *ev, struct frame 
         struct anchor *a = &l->anchors[idx];
         const char *why;
         a->value = scalar_json(&sc, &why); /* NULL is fine: only an alias to it fails */
-        a->key = key ? strndup(key, len) : NULL;
+        if (key && (a->key = malloc(len + 1)))
+            memcpy(a->key, key, len + 1); /* may contain NUL: not strdup */
         a->key_len = len;
         a->nodes = 1;
         a->done = true;
@@ -1094,9 +1095,11 @@ static int on_key_scalar(struct loader *l, const yaml_event_t *ev, struct frame 
     if (!key) {
         if (!unsupported)
             return fail_oom(l, line);
-        return fail(l, line, "unsupported map key `%.*s` (null and integers beyond int64 cannot be object keys)",
-                    (int)(ev->data.scalar.length > ERR_SNIPPET ? ERR_SNIPPET : ev->data.scalar.length),
-                    (const char *)ev->data.scalar.value);
+        return fail(
+            l, line,
+            "unsupported map key `%.*s` (null and integers beyond int64 cannot be object keys)",
+            (int)(ev->data.scalar.length > ERR_SNIPPET ? ERR_SNIPPET : ev->data.scalar.length),
+            (const char *)ev->data.scalar.value);
     }
     return set_key(l, f, key, len, line);
 }
@@ -1139,8 +1142,8 @@ static int on_scalar(struct loader *l, const yaml_event_t *ev)
 static int on_collection_start(struct loader *l, const yaml_event_t *ev, bool is_map)
 {
     size_t line = ev->start_mark.line + 1;
-    const char *anchor = (const char *)(is_map ? ev->data.mapping_start.anchor
-                                               : ev->data.sequence_start.anchor);
+    const char *anchor =
+        (const char *)(is_map ? ev->data.mapping_start.anchor : ev->data.sequence_start.anchor);
     if (expecting_key(top_frame(l)))
         return fail(l, line, "invalid map key: a %s cannot be a mapping key",
                     is_map ? "mapping" : "sequence");
@@ -1518,8 +1521,7 @@ static int emit_value(yaml_emitter_t *em, const json_t *v, int depth)
         return 0;
     }
     case JSON_ARRAY: {
-        if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1,
-                                                  YAML_BLOCK_SEQUENCE_STYLE) ||
+        if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_SEQUENCE_STYLE) ||
             !yaml_emitter_emit(em, &ev))
             return -1;
         size_t i;
@@ -1557,8 +1559,7 @@ static int emit_value(yaml_emitter_t *em, const json_t *v, int depth)
 static int emit_document(yaml_emitter_t *em, const json_t *v)
 {
     yaml_event_t ev;
-    if (!yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING) ||
-        !yaml_emitter_emit(em, &ev))
+    if (!yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING) || !yaml_emitter_emit(em, &ev))
         return -1;
     if (!yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1) ||
         !yaml_emitter_emit(em, &ev))

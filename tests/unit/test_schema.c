@@ -272,6 +272,7 @@ static void test_formats(void **state)
     expect_valid(s, "{'spec':{'t':'2024-02-29T10:00:00Z','d':'2024-02-29',"
                     "'u':'123e4567-e89b-12d3-a456-426614174000','h':'my-host.example.com',"
                     "'v4':'10.0.0.1','v6':'fe80::1','c':'10.0.0.0/8','b':'YWJj','x':'?'}}");
+    expect_valid(s, "{'spec':{'b':'YWJj\\nZA=='}}");
     expect_valid(s, "{'spec':{'t':'2024-01-01T00:00:00.123456+02:00','c':'fd00::/64'}}");
     expect_one(s, "{'spec':{'t':'yesterday'}}", "FieldValueTypeInvalid", "spec.t",
                "Invalid value: \"yesterday\": spec.t in body must be of type date-time: "

@@ -209,44 +209,43 @@ static void test_kubeconfig(void **state)
     json_decref(v);
 }
 
-static const char deployment[] =
-    "apiVersion: apps/v1\n"
-    "kind: Deployment\n"
-    "metadata:\n"
-    "  name: web\n"
-    "  labels:\n"
-    "    app: web\n"
-    "    version: \"1.0\"\n"
-    "    enabled: \"true\"\n"
-    "  annotations:\n"
-    "    port: \"8080\"\n"
-    "    note: 'it''s quoted'\n"
-    "spec:\n"
-    "  replicas: 3\n"
-    "  paused: false\n"
-    "  progressDeadlineSeconds: 6_00\n"
-    "  template:\n"
-    "    spec:\n"
-    "      containers:\n"
-    "      - name: web\n"
-    "        image: nginx:1.25\n"
-    "        ports:\n"
-    "        - containerPort: 8080\n"
-    "          protocol: TCP\n"
-    "        env:\n"
-    "        - name: DEBUG\n"
-    "          value: \"yes\"\n"
-    "        - name: RATIO\n"
-    "          value: \"0.5\"\n"
-    "        resources:\n"
-    "          limits: {cpu: 500m, memory: 128Mi}\n"
-    "          requests:\n"
-    "            cpu: 0.25\n"
-    "      volumes:\n"
-    "      - name: cfg\n"
-    "        configMap:\n"
-    "          defaultMode: 0644\n"
-    "          optional: yes\n";
+static const char deployment[] = "apiVersion: apps/v1\n"
+                                 "kind: Deployment\n"
+                                 "metadata:\n"
+                                 "  name: web\n"
+                                 "  labels:\n"
+                                 "    app: web\n"
+                                 "    version: \"1.0\"\n"
+                                 "    enabled: \"true\"\n"
+                                 "  annotations:\n"
+                                 "    port: \"8080\"\n"
+                                 "    note: 'it''s quoted'\n"
+                                 "spec:\n"
+                                 "  replicas: 3\n"
+                                 "  paused: false\n"
+                                 "  progressDeadlineSeconds: 6_00\n"
+                                 "  template:\n"
+                                 "    spec:\n"
+                                 "      containers:\n"
+                                 "      - name: web\n"
+                                 "        image: nginx:1.25\n"
+                                 "        ports:\n"
+                                 "        - containerPort: 8080\n"
+                                 "          protocol: TCP\n"
+                                 "        env:\n"
+                                 "        - name: DEBUG\n"
+                                 "          value: \"yes\"\n"
+                                 "        - name: RATIO\n"
+                                 "          value: \"0.5\"\n"
+                                 "        resources:\n"
+                                 "          limits: {cpu: 500m, memory: 128Mi}\n"
+                                 "          requests:\n"
+                                 "            cpu: 0.25\n"
+                                 "      volumes:\n"
+                                 "      - name: cfg\n"
+                                 "        configMap:\n"
+                                 "          defaultMode: 0644\n"
+                                 "          optional: yes\n";
 
 static void test_manifest_types(void **state)
 {
@@ -263,8 +262,7 @@ static void test_manifest_types(void **state)
     assert_string_equal(str_at(v, "spec.template.spec.containers.0.image"), "nginx:1.25");
     assert_int_equal(int_at(v, "spec.template.spec.containers.0.ports.0.containerPort"), 8080);
     assert_string_equal(str_at(v, "spec.template.spec.containers.0.env.0.value"), "yes");
-    assert_string_equal(str_at(v, "spec.template.spec.containers.0.resources.limits.cpu"),
-                        "500m");
+    assert_string_equal(str_at(v, "spec.template.spec.containers.0.resources.limits.cpu"), "500m");
     json_t *cpu = at(v, "spec.template.spec.containers.0.resources.requests.cpu");
     assert_true(json_is_real(cpu));
     assert_true(json_real_value(cpu) == 0.25);
@@ -313,8 +311,7 @@ static void test_plain_scalars(void **state)
         /* overflowing floats stay strings, as Go's ParseFloat fails */
         {"[1e400, .5e999, -1e400]", "[\"1e400\",\".5e999\",\"-1e400\"]"},
         /* integers beyond int64 become reals (jansson cannot hold them) */
-        {"[18446744073709551615, 99999999999999999999]",
-         "[1.8446744073709552e19,1e20]"},
+        {"[18446744073709551615, 99999999999999999999]", "[1.8446744073709552e19,1e20]"},
         /* strings */
         {"[-, +, ., -b_c, +b_c, 50cent, 2015-01-01, 2015-02-24T18:19:39Z, <<, .inf_, 1 2]",
          "[\"-\",\"+\",\".\",\"-b_c\",\"+b_c\",\"50cent\",\"2015-01-01\","
@@ -334,12 +331,13 @@ static void test_plain_scalars(void **state)
 static void test_nan_inf_rejected(void **state)
 {
     (void)state;
-    const char *bad[] = {"a: .inf", "a: -.Inf", "a: +.INF", "a: .nan", "a: .NaN",
-                         "a: !!float .inf", "[1, .NAN]"};
+    const char *bad[] = {"a: .inf", "a: -.Inf",        "a: +.INF", "a: .nan",
+                         "a: .NaN", "a: !!float .inf", "[1, .NAN]"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_load_error(bad[i], "cannot be represented in JSON");
     /* As keys they are fine: sigs.k8s.io/yaml prints them. */
-    assert_loads_as("{.inf: a, -.inf: b, .nan: c}", "{\".inf\":\"a\",\"-.inf\":\"b\",\".nan\":\"c\"}");
+    assert_loads_as("{.inf: a, -.inf: b, .nan: c}",
+                    "{\".inf\":\"a\",\"-.inf\":\"b\",\".nan\":\"c\"}");
 }
 
 static void test_tags(void **state)
@@ -383,11 +381,12 @@ static void test_keys(void **state)
 {
     (void)state;
     /* Non-string keys become strings as sigs.k8s.io/yaml converts them. */
-    assert_loads_as("{1: a, -2: b, 0x10: c, yes: d, n: e, 1.5: f, 1e6: g, 2.0: h, 0.1: i, "
-                    "3.14159265358979: j, 1e-05: k, 123456: l, 1234567.0: m, 2015-01-01: o}",
-                    "{\"1\":\"a\",\"-2\":\"b\",\"16\":\"c\",\"true\":\"d\",\"false\":\"e\","
-                    "\"1.5\":\"f\",\"1e+06\":\"g\",\"2\":\"h\",\"0.1\":\"i\",\"3.1415927\":\"j\","
-                    "\"1e-05\":\"k\",\"123456\":\"l\",\"1.234567e+06\":\"m\",\"2015-01-01\":\"o\"}");
+    assert_loads_as(
+        "{1: a, -2: b, 0x10: c, yes: d, n: e, 1.5: f, 1e6: g, 2.0: h, 0.1: i, "
+        "3.14159265358979: j, 1e-05: k, 123456: l, 1234567.0: m, 2015-01-01: o}",
+        "{\"1\":\"a\",\"-2\":\"b\",\"16\":\"c\",\"true\":\"d\",\"false\":\"e\","
+        "\"1.5\":\"f\",\"1e+06\":\"g\",\"2\":\"h\",\"0.1\":\"i\",\"3.1415927\":\"j\","
+        "\"1e-05\":\"k\",\"123456\":\"l\",\"1.234567e+06\":\"m\",\"2015-01-01\":\"o\"}");
     /* Float keys go through float32, as sigs.k8s.io/yaml formats them. */
     assert_loads_as("{1e300: a, -1e300: b, 0.000123: c, 16777217.0: d}",
                     "{\".inf\":\"a\",\"-.inf\":\"b\",\"0.000123\":\"c\",\"1.6777216e+07\":\"d\"}");
@@ -453,8 +452,9 @@ static void test_block_scalars(void **state)
 static void test_flow_and_json(void **state)
 {
     (void)state;
-    assert_loads_as("{a: [1, two, {three: 3}], b: {}, c: [], d: [a,b,c,]}",
-                    "{\"a\":[1,\"two\",{\"three\":3}],\"b\":{},\"c\":[],\"d\":[\"a\",\"b\",\"c\"]}");
+    assert_loads_as(
+        "{a: [1, two, {three: 3}], b: {}, c: [], d: [a,b,c,]}",
+        "{\"a\":[1,\"two\",{\"three\":3}],\"b\":{},\"c\":[],\"d\":[\"a\",\"b\",\"c\"]}");
     assert_loads_as("{a: {b: https://github.com/x/y}, c: [http://h:8080/p]}",
                     "{\"a\":{\"b\":\"https://github.com/x/y\"},\"c\":[\"http://h:8080/p\"]}");
     /* JSON is YAML. */
@@ -475,8 +475,9 @@ static void test_anchors_and_merge(void **state)
                     "{\"a\":1,\"b\":\"two\",\"c\":1,\"d\":\"two\"}");
     assert_loads_as("a: &a {c: [1, 2]}\nb: *a\n", "{\"a\":{\"c\":[1,2]},\"b\":{\"c\":[1,2]}}");
     /* Later definitions shadow earlier ones. */
-    assert_loads_as("First: &anchor Foo\nSecond: *anchor\nOverride: &anchor Bar\nReuse: *anchor\n",
-                    "{\"First\":\"Foo\",\"Second\":\"Foo\",\"Override\":\"Bar\",\"Reuse\":\"Bar\"}");
+    assert_loads_as(
+        "First: &anchor Foo\nSecond: *anchor\nOverride: &anchor Bar\nReuse: *anchor\n",
+        "{\"First\":\"Foo\",\"Second\":\"Foo\",\"Override\":\"Bar\",\"Reuse\":\"Bar\"}");
     /* Anchored keys can be reused as keys and values. */
     assert_loads_as("&k key: v\nother: *k\n", "{\"key\":\"v\",\"other\":\"key\"}");
     assert_loads_as("a: &k 5\n*k : five\n", "{\"a\":5,\"5\":\"five\"}");
@@ -502,8 +503,8 @@ static void test_anchors_and_merge(void **state)
                         "keyBefore:\n  label: center/big\n  r: 10\n  << : *CENTER\n";
     json_t *doc = load_ok(merge);
     json_t *want = json_pack("{s:i,s:i,s:i,s:s}", "x", 1, "y", 2, "r", 10, "label", "center/big");
-    const char *names[] = {"one", "multiple", "override", "shortTag", "inline", "mixed",
-                           "keyBefore"};
+    const char *names[] = {"one",    "multiple", "override", "shortTag",
+                           "inline", "mixed",    "keyBefore"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!json_equal(at(doc, names[i]), want))
             print_error("merge case %s differs\n", names[i]);
@@ -511,6 +512,10 @@ static void test_anchors_and_merge(void **state)
     }
     json_decref(want);
     json_decref(doc);
+    /* Anchored keys may contain NUL. */
+    v = load_ok("m: {&k \"a\\0b\": 1}\np: {*k : 2}\n");
+    assert_int_equal(json_integer_value(json_object_getn(at(v, "p"), "a\0b", 3)), 2);
+    json_decref(v);
     /* Merged keys may contain NUL. */
     v = load_ok("m: &m {\"a\\0b\": 1, a: 2}\nx: {<<: *m, a: 3}\n");
     assert_int_equal(json_object_size(at(v, "x")), 2);
@@ -595,6 +600,13 @@ static void test_multi_document(void **state)
     /* err may be NULL. */
     assert_int_equal(ckube_yaml_load_all(bad, strlen(bad), &docs, NULL), -1);
     assert_null(ckube_yaml_load("a: [", 4, NULL));
+
+    /* UTF-16 with a byte order mark is accepted, as by go-yaml. */
+    static const char utf16le[] = "\xff\xfe"
+                                  "a\0:\0 \0\xf1\0o\0\n\0";
+    v = ckube_yaml_load(utf16le, sizeof utf16le - 1, NULL);
+    assert_string_equal(str_at(v, "a"), "\xc3\xb1o");
+    json_decref(v);
 
     /* Input need not be NUL-terminated: only len bytes are read. */
     const char buf[] = {'a', ':', ' ', '1', 'x', 'y', 'z'};
@@ -782,12 +794,23 @@ static void test_dump_format(void **state)
     static const struct {
         const char *s, *yaml;
     } quoted[] = {
-        {"true", "v: \"true\"\n"},   {"yes", "v: \"yes\"\n"},   {"y", "v: \"y\"\n"},
-        {"Off", "v: \"Off\"\n"},     {"1", "v: \"1\"\n"},       {"", "v: \"\"\n"},
-        {"null", "v: \"null\"\n"},   {"~", "v: \"~\"\n"},       {"0x1", "v: \"0x1\"\n"},
-        {"1_000", "v: \"1_000\"\n"}, {"1e3", "v: \"1e3\"\n"},   {".5", "v: \".5\"\n"},
-        {"0755", "v: \"0755\"\n"},   {"1e400", "v: \"1e400\"\n"}, {".inf", "v: \".inf\"\n"},
-        {"1:20", "v: \"1:20\"\n"},   {"<<", "v: \"<<\"\n"},
+        {"true", "v: \"true\"\n"},
+        {"yes", "v: \"yes\"\n"},
+        {"y", "v: \"y\"\n"},
+        {"Off", "v: \"Off\"\n"},
+        {"1", "v: \"1\"\n"},
+        {"", "v: \"\"\n"},
+        {"null", "v: \"null\"\n"},
+        {"~", "v: \"~\"\n"},
+        {"0x1", "v: \"0x1\"\n"},
+        {"1_000", "v: \"1_000\"\n"},
+        {"1e3", "v: \"1e3\"\n"},
+        {".5", "v: \".5\"\n"},
+        {"0755", "v: \"0755\"\n"},
+        {"1e400", "v: \"1e400\"\n"},
+        {".inf", "v: \".inf\"\n"},
+        {"1:20", "v: \"1:20\"\n"},
+        {"<<", "v: \"<<\"\n"},
         {"2024-01-01T00:00:00Z", "v: \"2024-01-01T00:00:00Z\"\n"},
         {"plain text", "v: plain text\n"},
         {"nginx:1.25", "v: nginx:1.25\n"},
@@ -832,24 +855,100 @@ static void test_dump_format(void **state)
 static void test_dump_round_trip(void **state)
 {
     (void)state;
-#define S(x) {x, sizeof(x) - 1}
+#define S(x)                                                                                       \
+    {                                                                                              \
+        x, sizeof(x) - 1                                                                           \
+    }
     static const struct {
         const char *s;
         size_t n;
     } strings[] = {
-        S("true"), S("False"), S("yes"), S("NO"), S("on"), S("y"), S("N"), S("null"),
-        S("Null"), S("~"), S(""), S(" "), S("  lead"), S("trail  "), S("0"), S("-0"), S("+1"),
-        S("1.5"), S(".5"), S("1e3"), S("1e400"), S("0x1F"), S("0o17"), S("0b101"), S("017"),
-        S("08"), S("1_000"), S(".inf"), S("-.Inf"), S(".nan"), S("1:20"), S("2024-01-01"),
-        S("2024-01-01 10:00:00"), S("<<"), S("="), S("a: b"), S("a:b"), S("a #b"), S("#c"),
-        S("- x"), S("-"), S("--"), S("---"), S("..."), S("? x"), S("?"), S(":x"), S("[a]"),
-        S("{a}"), S("a, b"), S("*x"), S("&x"), S("!x"), S("|"), S(">"), S("'"), S("\""),
-        S("%x"), S("@x"), S("`x"), S("x\n"), S("\n"), S("\n\n"), S("x\n\n"), S("\nx"),
-        S("a\nb"), S(" a\nb"), S("a \nb"), S("a\n b\n"), S("a\r\nb"), S("a\rb"),
-        S("tab\there"), S("\t"), S("nul\0byte"), S("caf\xc3\xa9"), S("\xe2\x80\xa8"),
-        S("\xc2\x85"), S("emoji \xf0\x9f\x98\x80"), S("\xef\xbb\xbf"
-                                                     "bom"),
-        S("\x7f"), S("\x01\x02"), S("\\"), S("\\n"), S("a\n---\nb"), S("a\n...\nb"),
+        S("true"),
+        S("False"),
+        S("yes"),
+        S("NO"),
+        S("on"),
+        S("y"),
+        S("N"),
+        S("null"),
+        S("Null"),
+        S("~"),
+        S(""),
+        S(" "),
+        S("  lead"),
+        S("trail  "),
+        S("0"),
+        S("-0"),
+        S("+1"),
+        S("1.5"),
+        S(".5"),
+        S("1e3"),
+        S("1e400"),
+        S("0x1F"),
+        S("0o17"),
+        S("0b101"),
+        S("017"),
+        S("08"),
+        S("1_000"),
+        S(".inf"),
+        S("-.Inf"),
+        S(".nan"),
+        S("1:20"),
+        S("2024-01-01"),
+        S("2024-01-01 10:00:00"),
+        S("<<"),
+        S("="),
+        S("a: b"),
+        S("a:b"),
+        S("a #b"),
+        S("#c"),
+        S("- x"),
+        S("-"),
+        S("--"),
+        S("---"),
+        S("..."),
+        S("? x"),
+        S("?"),
+        S(":x"),
+        S("[a]"),
+        S("{a}"),
+        S("a, b"),
+        S("*x"),
+        S("&x"),
+        S("!x"),
+        S("|"),
+        S(">"),
+        S("'"),
+        S("\""),
+        S("%x"),
+        S("@x"),
+        S("`x"),
+        S("x\n"),
+        S("\n"),
+        S("\n\n"),
+        S("x\n\n"),
+        S("\nx"),
+        S("a\nb"),
+        S(" a\nb"),
+        S("a \nb"),
+        S("a\n b\n"),
+        S("a\r\nb"),
+        S("a\rb"),
+        S("tab\there"),
+        S("\t"),
+        S("nul\0byte"),
+        S("caf\xc3\xa9"),
+        S("\xe2\x80\xa8"),
+        S("\xc2\x85"),
+        S("emoji \xf0\x9f\x98\x80"),
+        S("\xef\xbb\xbf"
+          "bom"),
+        S("\x7f"),
+        S("\x01\x02"),
+        S("\\"),
+        S("\\n"),
+        S("a\n---\nb"),
+        S("a\n...\nb"),
         S("key: |\n  x"),
         S("very long xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
           "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx with: colon # hash"),

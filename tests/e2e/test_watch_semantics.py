@@ -1,0 +1,526 @@
+"""Watch semantics on the wire (raw HTTP, then kubectl): initial events,
+resuming from a resourceVersion, selector transitions, single-object
+watches, bookmarks, 410 Expired (after a restart and after the event ring
+overflows), timeoutSeconds, the deprecated /watch/ prefix, all-namespace
+watches and consistent ordering across watchers.
+
+The bookmark check needs the server's 30 s bookmark interval
+(BOOKMARK_INTERVAL_SEC in src/apiserver/watch.c); it runs in the
+background while the other checks run, so the file takes about 35 s."""
+import http.client
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ckube_harness import Server  # noqa: E402
+
+BOOKMARK_INTERVAL = 30
+RING = 4096
+FAILURES = []
+PASSED = []
+SRV = None
+
+
+def check(cond, msg):
+    if not cond:
+        FAILURES.append(msg)
+        print("FAIL:", msg, flush=True)
+    return cond
+
+
+class Client:
+    def __init__(self):
+        self.c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=10)
+
+    def req(self, method, path, body=None, ctype="application/json"):
+        headers = {}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = ctype
+        self.c.request(method, path, body=data, headers=headers)
+        r = self.c.getresponse()
+        raw = r.read()
+        return r.status, (json.loads(raw) if raw else None)
+
+    def close(self):
+        self.c.close()
+
+
+def api(method, path, body=None, ctype="application/json", want=None):
+    c = Client()
+    try:
+        st, b = c.req(method, path, body, ctype)
+    finally:
+        c.close()
+    if want is not None:
+        assert st == want, (method, path, st, b)
+    return b
+
+
+def cms(ns):
+    return "/api/v1/namespaces/%s/configmaps" % ns
+
+
+def mkns(ns):
+    api("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}, want=201)
+
+
+def create(ns, name, labels=None, data=None):
+    return api("POST", cms(ns), {"metadata": {"name": name, "labels": labels or {}},
+                                 "data": data or {}}, want=201)
+
+
+def patch(ns, name, p):
+    return api("PATCH", cms(ns) + "/" + name, p, "application/merge-patch+json", want=200)
+
+
+def delete(ns, name):
+    return api("DELETE", cms(ns) + "/" + name, want=200)
+
+
+def rv_of(o):
+    return int(o["metadata"]["resourceVersion"])
+
+
+class Watch:
+    """A raw watch stream read by a thread into a queue of
+    (arrival time, event dict); None marks the end of the stream."""
+
+    def __init__(self, path, **params):
+        q = urllib.parse.urlencode(dict(params, watch="true"))
+        self.path = path + ("&" if "?" in path else "?") + q
+        self.q = queue.Queue()
+        self.status = None
+        self.headers = None
+        self.ended = None
+        self.conn = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=60)
+        self.conn.request("GET", self.path)
+        self.resp = self.conn.getresponse()
+        self.status = self.resp.status
+        self.headers = dict(self.resp.getheaders())
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+
+    def _read(self):
+        try:
+            while True:
+                line = self.resp.readline()
+                if not line:
+                    break
+                if line.strip():
+                    self.q.put((time.monotonic(), json.loads(line)))
+        except (OSError, ValueError, AttributeError, http.client.HTTPException) as e:
+            self.q.put((time.monotonic(), {"type": "READ-ERROR", "object": str(e)}))
+        self.ended = time.monotonic()
+        self.q.put((time.monotonic(), None))
+
+    def next(self, timeout=5.0):
+        """The next event, or None at the end of the stream; 'TIMEOUT'."""
+        try:
+            return self.q.get(timeout=timeout)[1]
+        except queue.Empty:
+            return "TIMEOUT"
+
+    def take(self, n, timeout=5.0):
+        out = []
+        for _ in range(n):
+            ev = self.next(timeout)
+            if ev == "TIMEOUT" or ev is None:
+                break
+            out.append(ev)
+        return out
+
+    def quiet(self, secs=0.5):
+        """True if nothing arrives within secs."""
+        ev = self.next(secs)
+        if ev != "TIMEOUT":
+            self.q.queue.appendleft((time.monotonic(), ev))
+            return False
+        return True
+
+    def close(self):
+        try:
+            self.conn.sock.shutdown(2)
+        except (OSError, AttributeError):
+            pass
+        self.conn.close()
+
+
+def summary(evs):
+    return [(e["type"], e["object"].get("metadata", {}).get("name")) for e in evs]
+
+
+# ---------------------------------------------------------------------------
+
+def t_initial_events():
+    ns = "w-init"
+    mkns(ns)
+    a = create(ns, "a")
+    b = create(ns, "b")
+    for rv in ("0", ""):
+        w = Watch(cms(ns), resourceVersion=rv, timeoutSeconds=10) if rv else \
+            Watch(cms(ns), timeoutSeconds=10)
+        check(w.status == 200, "watch status %s" % w.status)
+        ct = w.headers.get("Content-Type", "")
+        check(ct.startswith("application/json"), "watch content type %r" % ct)
+        check(w.headers.get("Transfer-Encoding") == "chunked", "watch not chunked: %s" % w.headers)
+        evs = w.take(2)
+        check(summary(evs) == [("ADDED", "a"), ("ADDED", "b")],
+              "rv=%r: initial events %s" % (rv, summary(evs)))
+        check(all(e["object"].get("kind") == "ConfigMap" and e["object"].get("apiVersion") == "v1"
+                  for e in evs), "initial events carry kind/apiVersion: %s" % evs)
+        check(w.quiet(0.3), "rv=%r: more than the initial events" % rv)
+        c = create(ns, "c" + (rv or "e"))
+        ev = w.next()
+        check(ev != "TIMEOUT" and ev and (ev["type"], ev["object"]["metadata"]["name"]) ==
+              ("ADDED", c["metadata"]["name"]), "rv=%r: live event %s" % (rv, ev))
+        check(ev and ev != "TIMEOUT" and rv_of(ev["object"]) == rv_of(c),
+              "live event resourceVersion equals the create's")
+        w.close()
+    del a, b
+
+
+def t_from_list_rv():
+    ns = "w-rv"
+    mkns(ns)
+    create(ns, "old1")
+    create(ns, "old2")
+    lst = api("GET", cms(ns), want=200)
+    rv = lst["metadata"]["resourceVersion"]
+    w = Watch(cms(ns), resourceVersion=rv, timeoutSeconds=10)
+    check(w.quiet(0.5), "watch from the list rv replayed old objects")
+    n = create(ns, "new1")
+    m = patch(ns, "old1", {"data": {"x": "1"}})
+    d = delete(ns, "old2")
+    evs = w.take(3)
+    check(summary(evs) == [("ADDED", "new1"), ("MODIFIED", "old1"), ("DELETED", "old2")],
+          "events after list rv: %s" % summary(evs))
+    if len(evs) == 3:
+        check(rv_of(evs[0]["object"]) == rv_of(n), "ADDED rv")
+        check(rv_of(evs[1]["object"]) == rv_of(m), "MODIFIED rv")
+        check(evs[1]["object"]["data"] == {"x": "1"}, "MODIFIED carries the new state")
+        check(rv_of(evs[2]["object"]) > rv_of(m), "DELETED rv is the deletion revision")
+        check(evs[2]["object"]["metadata"]["name"] == "old2", "DELETED carries the object")
+        rvs = [rv_of(e["object"]) for e in evs]
+        check(rvs == sorted(rvs) and len(set(rvs)) == 3, "event rvs increase: %s" % rvs)
+    del d
+    # resuming from the middle gives exactly the rest
+    if len(evs) == 3:
+        w2 = Watch(cms(ns), resourceVersion=str(rv_of(evs[0]["object"])), timeoutSeconds=5)
+        evs2 = w2.take(2)
+        check(summary(evs2) == [("MODIFIED", "old1"), ("DELETED", "old2")],
+              "resume from the middle: %s" % summary(evs2))
+        check(w2.quiet(0.3), "resume gave extra events")
+        w2.close()
+    w.close()
+
+
+def t_label_transitions():
+    ns = "w-label"
+    mkns(ns)
+    create(ns, "o", labels={"app": "other"})
+    w = Watch(cms(ns), labelSelector="app=web", resourceVersion="0", timeoutSeconds=15)
+    check(w.quiet(0.3), "label watch: non-matching object was sent")
+    patch(ns, "o", {"metadata": {"labels": {"app": "web"}}})          # starts matching
+    patch(ns, "o", {"data": {"k": "v"}})                              # still matching
+    stop = patch(ns, "o", {"metadata": {"labels": {"app": "db"}}})    # stops matching
+    patch(ns, "o", {"data": {"k": "v2"}})                             # not matching: nothing
+    create(ns, "p", labels={"app": "web"})
+    delete(ns, "p")
+    delete(ns, "o")                                                   # not matching: nothing
+    evs = w.take(5, timeout=3)
+    check(summary(evs) == [("ADDED", "o"), ("MODIFIED", "o"), ("DELETED", "o"),
+                           ("ADDED", "p"), ("DELETED", "p")],
+          "label transitions: %s" % summary(evs))
+    if len(evs) >= 3:
+        gone = evs[2]["object"]
+        check(gone["metadata"]["labels"] == {"app": "db"} and rv_of(gone) == rv_of(stop),
+              "stops-matching DELETED carries the new object and rv: %s" % gone["metadata"])
+    check(w.quiet(0.5), "label watch: events for a non-matching object")
+    w.close()
+    # set-based and negative selectors on watches
+    create(ns, "q", labels={"tier": "a"})
+    w = Watch(cms(ns), labelSelector="tier notin (b),!skip", resourceVersion="0",
+              timeoutSeconds=5)
+    evs = w.take(1)
+    check(summary(evs) == [("ADDED", "q")], "set-based selector watch: %s" % summary(evs))
+    patch(ns, "q", {"metadata": {"labels": {"skip": "1"}}})
+    evs = w.take(1)
+    check(summary(evs) == [("DELETED", "q")], "!key transition: %s" % summary(evs))
+    w.close()
+
+
+def t_field_selector_single_object():
+    ns = "w-field"
+    mkns(ns)
+    create(ns, "x")
+    create(ns, "y")
+    w = Watch(cms(ns), fieldSelector="metadata.name=x", resourceVersion="0", timeoutSeconds=10)
+    check(summary(w.take(1)) == [("ADDED", "x")], "single-object watch initial event")
+    patch(ns, "y", {"data": {"a": "1"}})
+    patch(ns, "x", {"data": {"a": "1"}})
+    delete(ns, "y")
+    delete(ns, "x")
+    evs = w.take(2)
+    check(summary(evs) == [("MODIFIED", "x"), ("DELETED", "x")],
+          "single-object watch: %s" % summary(evs))
+    check(w.quiet(0.3), "single-object watch saw another object")
+    w.close()
+    # all namespaces, filtered by namespace field
+    w = Watch("/api/v1/configmaps", fieldSelector="metadata.namespace=w-field",
+              resourceVersion="0", timeoutSeconds=5)
+    create(ns, "z")
+    create("w-rv", "not-me")
+    evs = w.take(1)
+    check(summary(evs) == [("ADDED", "z")], "namespace field selector watch: %s" % summary(evs))
+    check(w.quiet(0.3), "namespace field selector watch leaked another namespace")
+    w.close()
+
+    # kubectl wait --for=delete while another client deletes the object
+    create(ns, "gone")
+    env = dict(os.environ, KUBECONFIG=SRV.kubeconfig, HOME=SRV.tmp)
+    p = subprocess.Popen(["kubectl", "wait", "--for=delete", "-n", ns, "cm/gone",
+                          "--timeout=10s"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         env=env)
+    time.sleep(1.0)
+    delete(ns, "gone")
+    out = p.communicate(timeout=20)[0].decode()
+    check(p.returncode == 0 and "configmap/gone condition met" in out,
+          "kubectl wait --for=delete: rc %s %s" % (p.returncode, out))
+    # kubectl get NAME -w: synthetic ADDED, then the change
+    create(ns, "kw")
+    p = subprocess.Popen(["kubectl", "get", "-n", ns, "cm/kw", "-w", "--output-watch-events",
+                          "--request-timeout=5s"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=env)
+    time.sleep(1.0)
+    patch(ns, "kw", {"data": {"a": "1"}})
+    time.sleep(1.0)
+    p.terminate()
+    out = p.communicate(timeout=10)[0].decode()
+    rows = [ln.split()[0] for ln in out.splitlines()[1:] if ln.strip()]
+    check(rows[:2] == ["ADDED", "MODIFIED"], "kubectl get cm/kw -w: %r" % out)
+
+
+def t_deprecated_prefix_and_all_namespaces():
+    mkns("w-pre")
+    w1 = Watch("/api/v1/watch/namespaces/w-pre/configmaps", resourceVersion="0",
+               timeoutSeconds=5)
+    w2 = Watch("/api/v1/watch/configmaps", fieldSelector="metadata.namespace=w-pre",
+               timeoutSeconds=5)
+    w3 = Watch("/api/v1/watch/namespaces/w-pre/configmaps/solo", timeoutSeconds=5)
+    create("w-pre", "solo")
+    create("w-pre", "duo")
+    check(summary(w1.take(2)) == [("ADDED", "solo"), ("ADDED", "duo")], "/watch/ namespaced")
+    check(summary(w2.take(2)) == [("ADDED", "solo"), ("ADDED", "duo")], "/watch/ cluster-wide")
+    check(summary(w3.take(1)) == [("ADDED", "solo")], "/watch/ single object by path")
+    check(w3.quiet(0.3), "/watch/NAME saw another object")
+    for w in (w1, w2, w3):
+        w.close()
+
+
+def t_timeout_seconds():
+    mkns("w-to")
+    t0 = time.monotonic()
+    w = Watch(cms("w-to"), timeoutSeconds=2)
+    end = w.take(1, timeout=6)
+    el = time.monotonic() - t0
+    check(end == [] and w.ended is not None, "timeoutSeconds=2 stream did not end: %s" % end)
+    check(1.5 <= el <= 4.0, "timeoutSeconds=2 ended after %.1fs" % el)
+    w.close()
+
+
+def t_many_watchers_same_order():
+    mkns("w-many")
+    ws = [Watch(cms("w-many"), timeoutSeconds=15) for _ in range(12)]
+    names = ["m%d" % i for i in range(30)]
+
+    def writer(sub):
+        for n in sub:
+            create("w-many", n)
+    ths = [threading.Thread(target=writer, args=(names[i::3],)) for i in range(3)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    seqs = []
+    for w in ws:
+        evs = w.take(30)
+        seqs.append([(e["type"], e["object"]["metadata"]["name"], rv_of(e["object"]))
+                     for e in evs])
+        w.close()
+    check(len(seqs[0]) == 30, "watcher saw %d/30 events" % len(seqs[0]))
+    check(all(s == seqs[0] for s in seqs), "watchers disagree on the event sequence")
+    rvs = [x[2] for x in seqs[0]]
+    check(rvs == sorted(rvs), "events out of revision order")
+
+
+def t_send_initial_events():
+    mkns("w-sie")
+    create("w-sie", "i1")
+    w = Watch(cms("w-sie"), sendInitialEvents="true", resourceVersionMatch="NotOlderThan",
+              allowWatchBookmarks="true", timeoutSeconds=5)
+    evs = w.take(2)
+    check(summary(evs) == [("ADDED", "i1"), ("BOOKMARK", None)], "sendInitialEvents: %s" % evs)
+    if len(evs) == 2:
+        ann = evs[1]["object"]["metadata"].get("annotations", {})
+        check(ann.get("k8s.io/initial-events-end") == "true", "initial-events-end: %s" % evs[1])
+    w.close()
+
+
+def t_expired_after_ring_overflow():
+    """More than RING events on one resource: a watch from before them
+    gets one ERROR 410 Expired event and the stream ends."""
+    ns = "w-ring"
+    mkns(ns)
+    path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % ns
+    first = api("POST", path, {"metadata": {"name": "l0"}, "spec": {"holderIdentity": "a"}},
+                want=201)
+    old_rv = rv_of(first)
+    w_live = Watch(path, resourceVersion=str(old_rv), timeoutSeconds=30)
+
+    def writer(t):
+        c = Client()
+        for i in range(RING // 8 + 40):
+            st, b = c.req("POST", path, {"metadata": {"name": "l%d-%d" % (t, i)},
+                                         "spec": {"holderIdentity": "x"}})
+            assert st == 201, (st, b)
+        c.close()
+    ths = [threading.Thread(target=writer, args=(t,)) for t in range(8)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    w = Watch(path, resourceVersion=str(old_rv), timeoutSeconds=5)
+    evs = w.take(2)
+    ok = len(evs) == 1 and evs[0]["type"] == "ERROR"
+    if check(ok, "watch from an rv older than the ring: %s" % summary(evs)[:3]):
+        st = evs[0]["object"]
+        check(st.get("kind") == "Status" and st.get("code") == 410 and
+              st.get("reason") == "Expired", "410 status: %s" % st)
+        check(st.get("message", "").startswith("too old resource version: %d (" % old_rv),
+              "410 message: %s" % st.get("message"))
+    check(w.ended is not None or w.next(2) is None, "stream did not end after the 410")
+    w.close()
+    # the watch that was open all along got every event, in order
+    n = 8 * (RING // 8 + 40)
+    got = 0
+    last = old_rv
+    while got < n:
+        ev = w_live.next(10)
+        if ev in ("TIMEOUT", None) or ev["type"] != "ADDED":
+            check(False, "live watch through the overflow: got %d/%d, then %s" %
+                  (got, n, ev if ev in ("TIMEOUT", None) else ev["type"]))
+            break
+        r = rv_of(ev["object"])
+        if not check(r > last, "live watch out of order"):
+            break
+        last = r
+        got += 1
+    w_live.close()
+    # list with resourceVersionMatch=Exact on an old revision: 410
+    c = Client()
+    st, b = c.req("GET", path + "?resourceVersion=%d&resourceVersionMatch=Exact" % old_rv)
+    c.close()
+    check(st == 410 and b.get("reason") == "Expired", "Exact list of an old rv: %s %s" % (st, b))
+
+
+def bookmark_watch():
+    mkns("w-bm")
+    create("w-bm", "b1")
+    return Watch(cms("w-bm"), allowWatchBookmarks="true", timeoutSeconds=BOOKMARK_INTERVAL + 20)
+
+
+def t_bookmarks(w, t0):
+    evs = w.take(1)
+    check(summary(evs) == [("ADDED", "b1")], "bookmark watch initial: %s" % summary(evs))
+    last = create("w-bm", "b2")
+    evs = w.take(1)
+    check(summary(evs) == [("ADDED", "b2")], "bookmark watch live: %s" % summary(evs))
+    left = BOOKMARK_INTERVAL + 8 - (time.monotonic() - t0)
+    ev = w.next(max(left, 1))
+    if check(ev not in ("TIMEOUT", None) and ev["type"] == "BOOKMARK",
+             "no BOOKMARK within %ds: %s" % (BOOKMARK_INTERVAL + 8, ev)):
+        o = ev["object"]
+        check(o.get("kind") == "ConfigMap" and o.get("apiVersion") == "v1", "bookmark kind %s" % o)
+        check(set(o["metadata"]) <= {"resourceVersion", "annotations"} and
+              rv_of(o) >= rv_of(last), "bookmark metadata %s (last event rv %s)" %
+              (o["metadata"], rv_of(last)))
+    w.close()
+
+
+def t_expired_after_restart():
+    mkns("w-restart")
+    c = create("w-restart", "r1")
+    rv = rv_of(c)
+    SRV.stop()
+    SRV.start()
+    w = Watch(cms("w-restart"), resourceVersion=str(rv), timeoutSeconds=5)
+    evs = w.take(2)
+    ok = len(evs) == 1 and evs[0]["type"] == "ERROR" and evs[0]["object"].get("code") == 410
+    check(ok, "watch from a pre-restart rv: %s" % evs)
+    if ok:
+        check(evs[0]["object"].get("reason") == "Expired", "reason %s" % evs[0]["object"])
+    w.close()
+    # a watch from "0" after the restart still sees the object
+    w = Watch(cms("w-restart"), resourceVersion="0", timeoutSeconds=5)
+    check(summary(w.take(1)) == [("ADDED", "r1")], "initial events after restart")
+    w.close()
+    # and the python-client spelling of the watch flag
+    c2 = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=10)
+    c2.request("GET", cms("w-restart") + "?watch=True&timeoutSeconds=1")
+    r = c2.getresponse()
+    body = r.read().decode()
+    c2.close()
+    check(body.startswith('{"type":"ADDED"'), "watch=True is not a watch: %s" % body[:120])
+
+
+def main():
+    global SRV
+    t0 = time.monotonic()
+    SRV = Server().start()
+    bm = bookmark_watch()
+    bm_t0 = time.monotonic()
+    for t in (t_initial_events, t_from_list_rv, t_label_transitions,
+              t_field_selector_single_object, t_deprecated_prefix_and_all_namespaces,
+              t_timeout_seconds, t_many_watchers_same_order, t_send_initial_events,
+              t_expired_after_ring_overflow):
+        n = len(FAILURES)
+        try:
+            t()
+        except Exception as e:  # noqa: BLE001 - report and go on
+            check(False, "%s raised %r" % (t.__name__, e))
+        (PASSED.append(t.__name__) if len(FAILURES) == n else None)
+        print("%s: %s (%.1fs)" % (t.__name__, "ok" if len(FAILURES) == n else "FAILED",
+                                  time.monotonic() - t0), flush=True)
+    n = len(FAILURES)
+    try:
+        t_bookmarks(bm, bm_t0)
+    except Exception as e:  # noqa: BLE001
+        check(False, "t_bookmarks raised %r" % e)
+    print("t_bookmarks: %s" % ("ok" if len(FAILURES) == n else "FAILED"), flush=True)
+    if len(FAILURES) == n:
+        PASSED.append("t_bookmarks")
+    n = len(FAILURES)
+    try:
+        t_expired_after_restart()
+    except Exception as e:  # noqa: BLE001
+        check(False, "t_expired_after_restart raised %r" % e)
+    print("t_expired_after_restart: %s" % ("ok" if len(FAILURES) == n else "FAILED"), flush=True)
+    if len(FAILURES) == n:
+        PASSED.append("t_expired_after_restart")
+    SRV.stop()
+    total = 11
+    print("%d passed, %d failed (%.1fs)" % (len(PASSED), total - len(PASSED),
+                                             time.monotonic() - t0))
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()
