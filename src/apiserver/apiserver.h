@@ -130,6 +130,10 @@ void handle_watch(req_ctx *rc);
 void watch_loop_flush(loop *lp);   /* deliver new events to the loop's watchers */
 void watch_loop_close_all(loop *lp);
 
+/* Parses labelSelector and fieldSelector, checking field selector keys
+ * against the type's selectable fields. On error returns a 400 Status. */
+ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs);
+
 /* Storage key of an object; buf gets "/registry/G/R/[NS/]NAME". */
 void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n);
 

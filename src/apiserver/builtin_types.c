@@ -663,10 +663,39 @@ static void secret_prepare_update(const resource_type *t, json_t *obj, const jso
     secret_fold_string_data(obj);
 }
 
+/* Keys of data and binaryData: upstream's IsConfigMapKey. */
+static void validate_config_keys(const json_t *obj, const char *field, ckube_status *st)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(obj, field), k, v)
+    {
+        size_t n = strlen(k);
+        bool ok = n > 0 && n <= 253 && strspn(k, "-._abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                                                  "QRSTUVWXYZ0123456789") == n;
+        const char *detail = "a valid config key must consist of alphanumeric characters, '-', "
+                             "'_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex "
+                             "used for validation is '[-._a-zA-Z0-9]+')";
+        if (ok && (!strcmp(k, ".") || !strcmp(k, "..")))
+            ok = false, detail = "must not be '.' or '..'";
+        else if (ok && !strncmp(k, "..", 2))
+            ok = false, detail = "must not start with '..'";
+        if (n > 253)
+            detail = "must be no more than 253 characters";
+        if (!ok) {
+            char path[512];
+            snprintf(path, sizeof path, "%s[%s]", field, k);
+            ckube_field_invalid(st, path, k, detail);
+        }
+    }
+}
+
 /* ConfigMaps and Secrets with immutable: true keep their data. */
 static void immutable_data_validate(const resource_type *t, const json_t *obj, const json_t *old,
                                     ckube_status *st)
 {
+    validate_config_keys(obj, "data", st);
+    validate_config_keys(obj, "binaryData", st);
     if (!old || !json_is_true(json_object_get(old, "immutable")))
         return;
     if (!json_equal(json_object_get(old, "data") ? json_object_get(old, "data") : json_null(),

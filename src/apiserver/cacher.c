@@ -562,6 +562,8 @@ bool cfilter_matches(const cfilter *f, const cobj *o)
         return true;
     if (f->ns && *f->ns && strcmp(f->ns, o->ns))
         return false;
+    if (f->name && *f->name && strcmp(f->name, o->name))
+        return false;
     if (f->labels && !ckube_selector_matches(f->labels, cobj_label, (void *)o))
         return false;
     if (f->fields && !ckube_selector_matches(f->fields, cobj_field, (void *)o))

@@ -67,6 +67,7 @@ typedef enum { CEV_ADDED = 1, CEV_MODIFIED, CEV_DELETED } cevent_type;
  * (borrowed; may be NULL). */
 typedef struct cfilter {
     const char *ns;
+    const char *name; /* a single object's name, or NULL/"" for all */
     const ckube_selector *labels;
     const ckube_selector *fields;
 } cfilter;

@@ -300,6 +300,21 @@ static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old
         ckube_status_free(inv);
         return st;
     }
+    if (!t->is_custom) {
+        /* A built-in's body that does not fit its Go types fails decoding
+         * upstream: 400, not 422. */
+        for (size_t i = 0; i < inv->ncauses; i++) {
+            if (inv->causes[i].type &&
+                !strcmp(inv->causes[i].type, CKUBE_CAUSE_FIELD_TYPE_INVALID)) {
+                ckube_status *bad = ckube_status_bad_request(
+                    "%s in version \"%s\" cannot be handled as a %s: %s: %s", t->kind,
+                    t->version, t->kind, inv->causes[i].field ? inv->causes[i].field : "",
+                    inv->causes[i].message ? inv->causes[i].message : "invalid type");
+                ckube_status_free(inv);
+                return bad;
+            }
+        }
+    }
     ckube_validate_object_meta(obj, t->namespaced, t->name_kind, inv);
     if (old) {
         const char *ouid = ckube_obj_uid(old), *nuid = ckube_obj_uid(obj);
@@ -1122,8 +1137,6 @@ static void collection_child_done(write_req *w, ckube_status *st, json_t *obj)
     }
 }
 
-static ckube_status *parse_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs);
-
 static void do_deletecollection(req_ctx *rc)
 {
     write_req probe = {0};
@@ -1137,7 +1150,7 @@ static void do_deletecollection(req_ctx *rc)
         return;
     }
     ckube_selector *ls = NULL, *fs = NULL;
-    if ((st = parse_selectors(rc, &ls, &fs))) {
+    if ((st = request_selectors(rc, &ls, &fs))) {
         free(probe.pre_uid);
         free(probe.pre_rv);
         reply_status(rc, st);
@@ -1147,7 +1160,7 @@ static void do_deletecollection(req_ctx *rc)
     resource_type_key_prefix(rc->type, prefix, sizeof prefix);
     if (rc->type->namespaced && *rc->ri.ns)
         snprintf(prefix + strlen(prefix), sizeof prefix - strlen(prefix), "%s/", rc->ri.ns);
-    cfilter f = {rc->ri.ns, ls, fs};
+    cfilter f = {.ns = rc->ri.ns, .labels = ls, .fields = fs};
     size_t n, more;
     int64_t rev;
     cobj **objs = cacher_list(rc->srv->cache, prefix, NULL, &f, 0, &n, &rev, &more);
@@ -1175,7 +1188,7 @@ static void do_deletecollection(req_ctx *rc)
 
 /* ---- reads ---------------------------------------------------------------- */
 
-static ckube_status *parse_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs)
+ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs)
 {
     char *err = NULL;
     *ls = *fs = NULL;
@@ -1246,7 +1259,7 @@ static void do_list(req_ctx *rc)
 {
     const resource_type *t = rc->type;
     ckube_selector *ls = NULL, *fs = NULL;
-    ckube_status *st = parse_selectors(rc, &ls, &fs);
+    ckube_status *st = request_selectors(rc, &ls, &fs);
     if (st) {
         reply_status(rc, st);
         return;
@@ -1318,7 +1331,7 @@ static void do_list(req_ctx *rc)
             after = NULL;
         free(start);
     }
-    cfilter f = {ns, ls, fs};
+    cfilter f = {.ns = ns, .labels = ls, .fields = fs};
     size_t n, more;
     int64_t rev;
     cobj **objs = cacher_list(rc->srv->cache, prefix, after, &f, limit, &n, &rev, &more);

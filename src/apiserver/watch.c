@@ -246,11 +246,8 @@ void handle_watch(req_ctx *rc)
     const resource_type *t = rc->type;
     http_watch *w = calloc(1, sizeof *w);
     w->rc = rc;
-    char *err = NULL;
-    if (ckube_label_selector_parse(req_query(rc, "labelSelector"), &w->ls, &err) != 0 ||
-        ckube_field_selector_parse(req_query(rc, "fieldSelector"), &w->fs, &err) != 0) {
-        ckube_status *st = ckube_status_bad_request("%s", err ? err : "invalid selector");
-        free(err);
+    ckube_status *st = request_selectors(rc, &w->ls, &w->fs);
+    if (st) {
         w->rc = NULL;
         watch_free(w);
         reply_status(rc, st);
@@ -291,6 +288,7 @@ void handle_watch(req_ctx *rc)
     resource_type_key_prefix(t, prefix, sizeof prefix);
     w->cw.bucket = strdup(prefix);
     w->cw.filter.ns = t->namespaced ? rc->ri.ns : "";
+    w->cw.filter.name = rc->ri.name; /* /watch/.../NAME watches one object */
     w->cw.filter.labels = w->ls;
     w->cw.filter.fields = w->fs;
 

@@ -164,6 +164,7 @@ def t_initial_events():
     mkns(ns)
     a = create(ns, "a")
     b = create(ns, "b")
+    expect = [("ADDED", "a"), ("ADDED", "b")]
     for rv in ("0", ""):
         w = Watch(cms(ns), resourceVersion=rv, timeoutSeconds=10) if rv else \
             Watch(cms(ns), timeoutSeconds=10)
@@ -171,9 +172,8 @@ def t_initial_events():
         ct = w.headers.get("Content-Type", "")
         check(ct.startswith("application/json"), "watch content type %r" % ct)
         check(w.headers.get("Transfer-Encoding") == "chunked", "watch not chunked: %s" % w.headers)
-        evs = w.take(2)
-        check(summary(evs) == [("ADDED", "a"), ("ADDED", "b")],
-              "rv=%r: initial events %s" % (rv, summary(evs)))
+        evs = w.take(len(expect))
+        check(summary(evs) == expect, "rv=%r: initial events %s" % (rv, summary(evs)))
         check(all(e["object"].get("kind") == "ConfigMap" and e["object"].get("apiVersion") == "v1"
                   for e in evs), "initial events carry kind/apiVersion: %s" % evs)
         check(w.quiet(0.3), "rv=%r: more than the initial events" % rv)
@@ -183,6 +183,7 @@ def t_initial_events():
               ("ADDED", c["metadata"]["name"]), "rv=%r: live event %s" % (rv, ev))
         check(ev and ev != "TIMEOUT" and rv_of(ev["object"]) == rv_of(c),
               "live event resourceVersion equals the create's")
+        expect.append(("ADDED", c["metadata"]["name"]))
         w.close()
     del a, b
 
@@ -458,7 +459,8 @@ def t_bookmarks(w, t0):
 def t_expired_after_restart():
     mkns("w-restart")
     c = create("w-restart", "r1")
-    rv = rv_of(c)
+    rv = rv_of(c)  # older than the restart revision (r2 comes after it)
+    create("w-restart", "r2")
     SRV.stop()
     SRV.start()
     w = Watch(cms("w-restart"), resourceVersion=str(rv), timeoutSeconds=5)
@@ -470,11 +472,17 @@ def t_expired_after_restart():
     w.close()
     # a watch from "0" after the restart still sees the object
     w = Watch(cms("w-restart"), resourceVersion="0", timeoutSeconds=5)
-    check(summary(w.take(1)) == [("ADDED", "r1")], "initial events after restart")
+    check(summary(w.take(2)) == [("ADDED", "r1"), ("ADDED", "r2")], "initial events after restart")
     w.close()
-    # and the python-client spelling of the watch flag
+
+
+def t_watch_flag_spelling():
+    """The Python client sends watch=True (str(True)); upstream treats any
+    value but "false"/"0" as true."""
+    mkns("w-flag")
+    create("w-flag", "f1")
     c2 = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=10)
-    c2.request("GET", cms("w-restart") + "?watch=True&timeoutSeconds=1")
+    c2.request("GET", cms("w-flag") + "?watch=True&timeoutSeconds=1")
     r = c2.getresponse()
     body = r.read().decode()
     c2.close()
@@ -490,7 +498,7 @@ def main():
     for t in (t_initial_events, t_from_list_rv, t_label_transitions,
               t_field_selector_single_object, t_deprecated_prefix_and_all_namespaces,
               t_timeout_seconds, t_many_watchers_same_order, t_send_initial_events,
-              t_expired_after_ring_overflow):
+              t_expired_after_ring_overflow, t_watch_flag_spelling):
         n = len(FAILURES)
         try:
             t()
@@ -516,7 +524,7 @@ def main():
     if len(FAILURES) == n:
         PASSED.append("t_expired_after_restart")
     SRV.stop()
-    total = 11
+    total = 12
     print("%d passed, %d failed (%.1fs)" % (len(PASSED), total - len(PASSED),
                                              time.monotonic() - t0))
     sys.exit(1 if FAILURES else 0)
