@@ -16,6 +16,7 @@
 
 #include "apiserver/apiserver.h"
 #include "apiserver/continue_token.h"
+#include "apiserver/k8s_protobuf.h"
 #include "apiserver/schema.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
@@ -61,6 +62,7 @@ typedef enum {
     BODY_MERGE_PATCH,
     BODY_STRATEGIC_PATCH,
     BODY_APPLY_PATCH,
+    BODY_PROTOBUF,
     BODY_UNSUPPORTED,
 } body_type;
 
@@ -86,6 +88,8 @@ static body_type content_type(req_ctx *rc)
         return BODY_STRATEGIC_PATCH;
     if (IS("application/apply-patch+yaml") || IS("application/apply-patch+json"))
         return BODY_APPLY_PATCH;
+    if (IS("application/vnd.kubernetes.protobuf"))
+        return BODY_PROTOBUF;
 #undef IS
     return BODY_UNSUPPORTED;
 }
@@ -111,6 +115,9 @@ static json_t *read_body(req_ctx *rc, body_type bt, int validation, ckube_status
     char *err = NULL;
     if (bt == BODY_YAML || bt == BODY_APPLY_PATCH) {
         v = ckube_yaml_load(data, len, &err);
+    } else if (bt == BODY_PROTOBUF) {
+        /* client-go sends built-in types as protobuf; we keep JSON. */
+        v = k8s_protobuf_decode(data, len, &err);
     } else {
         json_error_t je;
         v = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
@@ -953,11 +960,11 @@ static bool write_params(req_ctx *rc, write_req *w)
 static void do_create(req_ctx *rc)
 {
     body_type bt = content_type(rc);
-    if (bt != BODY_JSON && bt != BODY_YAML) {
+    if (bt != BODY_JSON && bt != BODY_YAML && bt != BODY_PROTOBUF) {
         reply_status(rc, ckube_status_new(415, CKUBE_REASON_UNSUPPORTED_MEDIA,
                                           "the body of the request was in an unknown format - "
                                           "accepted media types include: application/json, "
-                                          "application/yaml"));
+                                          "application/yaml, application/vnd.kubernetes.protobuf"));
         return;
     }
     write_req *w = write_new(rc, W_CREATE);
@@ -981,11 +988,11 @@ static void do_create(req_ctx *rc)
 static void do_update(req_ctx *rc, write_kind kind)
 {
     body_type bt = content_type(rc);
-    if (bt != BODY_JSON && bt != BODY_YAML) {
+    if (bt != BODY_JSON && bt != BODY_YAML && bt != BODY_PROTOBUF) {
         reply_status(rc, ckube_status_new(415, CKUBE_REASON_UNSUPPORTED_MEDIA,
                                           "the body of the request was in an unknown format - "
                                           "accepted media types include: application/json, "
-                                          "application/yaml"));
+                                          "application/yaml, application/vnd.kubernetes.protobuf"));
         return;
     }
     write_req *w = write_new(rc, kind);
@@ -1054,7 +1061,8 @@ static ckube_status *delete_options(req_ctx *rc, write_req *w)
     struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
     if (evbuffer_get_length(in) > 0) {
         ckube_status *st = NULL;
-        json_t *opts = read_body(rc, BODY_JSON, 1, &st);
+        body_type bt = content_type(rc);
+        json_t *opts = read_body(rc, bt == BODY_PROTOBUF || bt == BODY_YAML ? bt : BODY_JSON, 1, &st);
         if (st)
             return st;
         if (!json_is_object(opts)) {
@@ -1457,7 +1465,7 @@ static void do_scale_write(req_ctx *rc, bool patch)
     json_t *scale = scale_of(t, obj);
     ckube_status *st = NULL;
     body_type bt = content_type(rc);
-    json_t *body = read_body(rc, bt == BODY_YAML ? BODY_YAML : BODY_JSON, 1, &st);
+    json_t *body = read_body(rc, bt == BODY_YAML || bt == BODY_PROTOBUF ? bt : BODY_JSON, 1, &st);
     json_t *newscale = NULL;
     if (!st) {
         char *err = NULL;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -77,15 +78,10 @@ const char *req_query(req_ctx *rc, const char *key)
 
 bool req_query_bool(req_ctx *rc, const char *key)
 {
+    /* As apimachinery converts query strings to bools: absent, "", "0" and
+     * any case of "false" are false; anything else is true. */
     const char *v = req_query(rc, key);
-    if (!v)
-        return false;
-    static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True", NULL};
-    for (const char *const *y = yes; *y; y++) {
-        if (!strcmp(v, *y))
-            return true;
-    }
-    return false;
+    return v && *v && strcmp(v, "0") && strcasecmp(v, "false");
 }
 
 void req_ctx_free(req_ctx *rc)

@@ -388,14 +388,21 @@ static json_t *json_base64(const uint8_t *data, size_t len)
     return j;
 }
 
-/* RFC 3339 in UTC: whole seconds, or with `micro` six fraction digits.
+/* RFC 3339 in UTC, as metav1.Time (whole seconds: Go drops the nanos when
+ * unmarshalling) or, with `micro`, as metav1.MicroTime (six fraction digits;
+ * nanos outside 0..999999999 carry into the seconds as time.Unix does).
  * Go refuses to marshal years outside 0..9999; so do we. */
 static json_t *json_time(int64_t seconds, int32_t nanos, bool micro, char **err)
 {
-    if (seconds < -62135596800LL || seconds > 253402300799LL || nanos < 0 ||
-        nanos > 999999999) {
-        set_err(err, "invalid protobuf: time %" PRId64 ".%09" PRId32 " out of range", seconds,
-                nanos);
+    if (!micro) {
+        nanos = 0;
+    } else if (nanos < 0 || nanos > 999999999) {
+        int32_t carry = nanos / 1000000000 - (nanos % 1000000000 < 0);
+        seconds = seconds > INT64_MAX - 2 || seconds < INT64_MIN + 3 ? seconds : seconds + carry;
+        nanos -= carry * 1000000000;
+    }
+    if (seconds < -62167219200LL || seconds > 253402300799LL) {
+        set_err(err, "invalid protobuf: time %" PRId64 " out of range", seconds);
         return NULL;
     }
     time_t t = (time_t)seconds;
@@ -407,8 +414,7 @@ static json_t *json_time(int64_t seconds, int32_t nanos, bool micro, char **err)
     char buf[48];
     if (micro)
         snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900,
-                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                 (int)(nanos / 1000));
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(nanos / 1000));
     else
         snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
@@ -450,8 +456,8 @@ static int convert_special(const ProtobufCMessage *m, struct conv *out, char **e
         out->zero = !t->has_seconds && !t->has_nanos;
         if (out->zero)
             return 1;
-        out->value = json_time(t->seconds, t->nanos,
-                               d == &ckube__k8s__meta__micro_time__descriptor, err);
+        out->value =
+            json_time(t->seconds, t->nanos, d == &ckube__k8s__meta__micro_time__descriptor, err);
         return out->value ? 1 : -1;
     }
     if (d == &ckube__k8s__meta__quantity__descriptor) {
@@ -491,8 +497,7 @@ static int convert_special(const ProtobufCMessage *m, struct conv *out, char **e
 
 /* Converts any message: special forms (*special set), else a JSON object
  * (zero = no members). */
-static int convert_message(const ProtobufCMessage *m, struct conv *out, bool *special,
-                           char **err)
+static int convert_message(const ProtobufCMessage *m, struct conv *out, bool *special, char **err)
 {
     int rc = convert_special(m, out, err);
     *special = rc != 0;
@@ -624,8 +629,10 @@ static json_t *map_value(const ProtobufCMessage *e, char **err)
     const ProtobufCFieldDescriptor *vf = &e->descriptor->fields[1];
     const char *p = (const char *)e + vf->offset;
     switch (vf->type) {
-    case PROTOBUF_C_TYPE_STRING:
     case PROTOBUF_C_TYPE_MESSAGE:
+        if (!*(ProtobufCMessage *const *)p)
+            return vf->descriptor == &ckube__k8s__meta__quantity__descriptor ? json_string("0")
+                                                                             : json_object();
         return convert_element(vf, p, err);
     case PROTOBUF_C_TYPE_BYTES:
         if (vf->label == PROTOBUF_C_LABEL_OPTIONAL &&
@@ -764,8 +771,7 @@ static int message_into(json_t *obj, const ProtobufCMessage *m, char **err)
             if (!v)
                 return -1;
         } else if (f->type == PROTOBUF_C_TYPE_MESSAGE && !strncmp(f->name, "inline_", 7)) {
-            const ProtobufCMessage *sub =
-                *(ProtobufCMessage *const *)((const char *)m + f->offset);
+            const ProtobufCMessage *sub = *(ProtobufCMessage *const *)((const char *)m + f->offset);
             if (sub && message_into(obj, sub, err) < 0)
                 return -1;
             continue;

@@ -19,14 +19,22 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const types[][2] = {
-    {"v1", "ConfigMap"},        {"v1", "Secret"},
-    {"v1", "Namespace"},        {"v1", "ServiceAccount"},
-    {"v1", "Service"},          {"v1", "Endpoints"},
-    {"v1", "Event"},            {"v1", "Node"},
-    {"v1", "Pod"},              {"v1", "Binding"},
-    {"apps/v1", "Deployment"},  {"apps/v1", "ReplicaSet"},
-    {"coordination.k8s.io/v1", "Lease"}, {"events.k8s.io/v1", "Event"},
-    {"autoscaling/v1", "Scale"}, {"v1", "DeleteOptions"},
+    {"v1", "ConfigMap"},
+    {"v1", "Secret"},
+    {"v1", "Namespace"},
+    {"v1", "ServiceAccount"},
+    {"v1", "Service"},
+    {"v1", "Endpoints"},
+    {"v1", "Event"},
+    {"v1", "Node"},
+    {"v1", "Pod"},
+    {"v1", "Binding"},
+    {"apps/v1", "Deployment"},
+    {"apps/v1", "ReplicaSet"},
+    {"coordination.k8s.io/v1", "Lease"},
+    {"events.k8s.io/v1", "Event"},
+    {"autoscaling/v1", "Scale"},
+    {"v1", "DeleteOptions"},
 };
 
 /* Appends a length-delimited field (lengths here stay below 2^28). */
