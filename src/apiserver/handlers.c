@@ -280,7 +280,12 @@ static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckub
             len += (size_t)snprintf(msg + len, cap - len, "%sunknown field \"%s\"", i ? ", " : "",
                                     unknown[i]);
         }
-        st = ckube_status_bad_request("strict decoding error: %s", msg);
+        if (t->is_custom)
+            st = ckube_status_bad_request("strict decoding error: %s", msg);
+        else
+            st = ckube_status_bad_request(
+                "%s in version \"%s\" cannot be handled as a %s: strict decoding error: %s",
+                t->kind, t->version, t->kind, msg);
         free(msg);
     } else if (nunknown && validation == 1) {
         for (size_t i = 0; i < nunknown; i++) {
@@ -759,7 +764,7 @@ static ckube_status *prepare_update(write_req *w, json_t *obj, const json_t *old
                 ckube_status *st = ckube_status_invalid_begin(t->group, t->kind, rc->ri.name);
                 ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_FORBIDDEN, "metadata.finalizers",
                                        "Forbidden: no new finalizers can be added if the object "
-                                       "is being deleted, found new finalizers []string{%s}",
+                                       "is being deleted, found new finalizers []string{\"%s\"}",
                                        json_string_value(f) ? json_string_value(f) : "");
                 ckube_status_invalid_finish(st);
                 return st;
@@ -1302,6 +1307,19 @@ static void do_list(req_ctx *rc)
         return;
     }
     int64_t cur = cacher_rev(rc->srv->cache);
+    if (rv > cur) {
+        /* The cache is never behind storage, so this revision does not
+         * exist yet: upstream answers 504 after waiting for it. */
+        ckube_selector_free(ls);
+        ckube_selector_free(fs);
+        st = ckube_status_new(504, CKUBE_REASON_TIMEOUT,
+                              "Too large resource version: %" PRId64 ", current: %" PRId64, rv,
+                              cur);
+        ckube_status_add_cause(st, "ResourceVersionTooLarge", NULL, "Too large resource version");
+        st->retry_after_seconds = 1;
+        reply_status(rc, st);
+        return;
+    }
     if (match && !strcmp(match, "Exact") && rv != cur) {
         ckube_selector_free(ls);
         ckube_selector_free(fs);

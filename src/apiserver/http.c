@@ -96,13 +96,29 @@ void req_ctx_free(req_ctx *rc)
 
 void req_add_warning(req_ctx *rc, const char *msg)
 {
-    /* Warning: 299 - "message" (RFC 7234), as the apiserver sends. */
-    size_t len = strlen(msg) + 16 + (rc->warning ? strlen(rc->warning) + 2 : 0);
-    char *w = malloc(len);
+    /* Warning: 299 - "message" (RFC 7234); the text is a quoted-string,
+     * so '"' and '\' are escaped. Several warnings join with ", ". */
+    size_t len = strlen(msg);
+    size_t old = rc->warning ? strlen(rc->warning) : 0;
+    char *w = malloc(old + 2 * len + 16);
     if (!w)
         return;
-    snprintf(w, len, "%s%s299 - \"%s\"", rc->warning ? rc->warning : "", rc->warning ? ", " : "",
-             msg);
+    size_t n = 0;
+    if (old) {
+        memcpy(w, rc->warning, old);
+        n = old;
+        w[n++] = ',';
+        w[n++] = ' ';
+    }
+    memcpy(w + n, "299 - \"", 7);
+    n += 7;
+    for (const char *p = msg; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            w[n++] = '\\';
+        w[n++] = (*p == '\n' || *p == '\r') ? ' ' : *p;
+    }
+    w[n++] = '"';
+    w[n] = 0;
     free(rc->warning);
     rc->warning = w;
 }

@@ -476,6 +476,24 @@ def t_expired_after_restart():
     w.close()
 
 
+def t_future_rv():
+    """A list "not older than" a revision the server has not reached may not
+    answer with older data: upstream waits briefly, then 504 Timeout with
+    cause ResourceVersionTooLarge (client-go retries)."""
+    mkns("w-future")
+    cur = int(api("GET", cms("w-future"), want=200)["metadata"]["resourceVersion"])
+    c = Client()
+    t0 = time.monotonic()
+    st, b = c.req("GET", cms("w-future") + "?resourceVersion=%d" % (cur + 1000))
+    el = time.monotonic() - t0
+    c.close()
+    check(st == 504 and b.get("reason") == "Timeout" and
+          any(x.get("reason") == "ResourceVersionTooLarge"
+              for x in (b.get("details") or {}).get("causes", [])),
+          "list from a future rv: %s %s" % (st, json.dumps(b)[:200]))
+    check(el < 10, "future rv list took %.1fs" % el)
+
+
 def t_watch_flag_spelling():
     """The Python client sends watch=True (str(True)); upstream treats any
     value but "false"/"0" as true."""
@@ -498,7 +516,7 @@ def main():
     for t in (t_initial_events, t_from_list_rv, t_label_transitions,
               t_field_selector_single_object, t_deprecated_prefix_and_all_namespaces,
               t_timeout_seconds, t_many_watchers_same_order, t_send_initial_events,
-              t_expired_after_ring_overflow, t_watch_flag_spelling):
+              t_expired_after_ring_overflow, t_watch_flag_spelling, t_future_rv):
         n = len(FAILURES)
         try:
             t()
@@ -524,7 +542,7 @@ def main():
     if len(FAILURES) == n:
         PASSED.append("t_expired_after_restart")
     SRV.stop()
-    total = 12
+    total = 13
     print("%d passed, %d failed (%.1fs)" % (len(PASSED), total - len(PASSED),
                                              time.monotonic() - t0))
     sys.exit(1 if FAILURES else 0)
