@@ -32,6 +32,8 @@ class Server:
         kc = os.path.join(self.data, "kubeconfig")
         if os.path.exists(kc):
             os.unlink(kc)
+        if self.log:  # a restart: the previous run's handle
+            self.log.close()
         self.log = open(os.path.join(self.tmp, "server.log"), "ab")
         self.proc = subprocess.Popen(
             [BIN, "server", "--data-dir", self.data,
@@ -42,7 +44,8 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError("server exited early:\n" + self.logtail())
             if os.path.exists(kc):
-                url = re.search(r"server: (\S+)", open(kc).read())
+                with open(kc) as f:
+                    url = re.search(r"server: (\S+)", f.read())
                 if url:
                     try:
                         urllib.request.urlopen(url.group(1) + "/readyz", timeout=1).read()

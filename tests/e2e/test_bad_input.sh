@@ -289,13 +289,21 @@ s_query() {
 s_query_bools() {
     # upstream parses query booleans leniently: only "", absent, "0" and
     # "false" (any case) are false; a bare key is true.
+    # (a watch from "" starts with a synthetic ADDED per object; a list
+    # starts with {"kind":"ConfigMapList")
     req GET "$CM?watch=True&timeoutSeconds=1"
-    expect_eq "$CODE" 200 "watch=True"
-    expect_eq "$(head -c 40 "$TMP/body")" "" "watch=True is a watch (an empty stream here), not a list"
-    req GET "$CM?watch&timeoutSeconds=1"
-    expect_eq "$CODE/$(head -c 40 "$TMP/body")" "200/" "bare ?watch is a watch"
+    expect_eq "$CODE/$(head -c 15 "$TMP/body")" '200/{"type":"ADDED"' "watch=True is a watch"
+    req GET "$CM?watch=&timeoutSeconds=1"
+    expect_eq "$CODE/$(head -c 15 "$TMP/body")" '200/{"type":"ADDED"' "empty watch= is a watch"
+    req GET "$CM?watch=0"
+    expect_eq "$(jb .kind)" "ConfigMapList" "watch=0 is a list"
+    req GET "$CM?watch=FALSE"
+    expect_eq "$(jb .kind)" "ConfigMapList" "watch=FALSE is a list"
     req GET "$CM?watch=false"
     expect_eq "$(jb .kind)" "ConfigMapList" "watch=false is a list"
+    # keys without "=" (Go's url.ParseQuery accepts them)
+    req GET "$CM?watch&timeoutSeconds=1"
+    expect_eq "$CODE/$(head -c 15 "$TMP/body")" '200/{"type":"ADDED"' "bare ?watch is a watch"
     req GET "$CM?pretty"
     expect_eq "$CODE" 200 "bare ?pretty"
 }

@@ -363,6 +363,55 @@ class DeploymentTest(unittest.TestCase):
         apps.delete_namespaced_deployment(name, NS)
 
 
+class PagingTest(unittest.TestCase):
+    def test_limit_continue(self):
+        ns = "page-" + short_uuid()
+        API.create_namespace({"metadata": {"name": ns}})
+        for i in range(5):
+            API.create_namespaced_config_map(ns, {"metadata": {"name": "p%d" % i}})
+        got, cont, pages, rvs = [], None, 0, set()
+        while True:
+            kw = {"limit": 2}
+            if cont:
+                kw["_continue"] = cont
+            lst = API.list_namespaced_config_map(ns, **kw)
+            pages += 1
+            got += [i.metadata.name for i in lst.items]
+            rvs.add(lst.metadata.resource_version)
+            cont = lst.metadata._continue
+            if pages == 1:
+                self.assertEqual(lst.metadata.remaining_item_count, 3)
+            if not cont:
+                break
+            self.assertLess(pages, 10)
+        self.assertEqual(got, ["p0", "p1", "p2", "p3", "p4"])
+        self.assertEqual(pages, 3)
+        self.assertEqual(len(rvs), 1, "pages of one list report one resourceVersion")
+
+
+class ZRestartTest(unittest.TestCase):
+    """Runs last (unittest orders classes by name): restarts the server."""
+
+    def test_watch_410_after_restart(self):
+        name = "old-" + short_uuid()
+        old = API.create_namespaced_config_map(NS, cm_manifest(name, "v"))
+        API.patch_namespaced_config_map(name, NS, {"data": {"x": "1"}})
+        SERVER.stop()
+        SERVER.start()
+        w = watch.Watch()
+        with self.assertRaises(ApiException) as cm:
+            for _ in w.stream(API.list_namespaced_config_map, namespace=NS,
+                              resource_version=old.metadata.resource_version,
+                              timeout_seconds=5):
+                pass
+        self.assertEqual(cm.exception.status, 410)
+        self.assertTrue(str(cm.exception.reason).startswith(
+            "Expired: too old resource version: %s (" % old.metadata.resource_version),
+            cm.exception.reason)
+        # and the data survived the restart
+        self.assertEqual(API.read_namespaced_config_map(name, NS).data["x"], "1")
+
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     failed = len(result.failures) + len(result.errors)
