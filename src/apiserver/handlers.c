@@ -136,6 +136,12 @@ static json_t *read_body(req_ctx *rc, body_type bt, int validation, ckube_status
         if (!v && asprintf(&err, "%s (line %d, column %d)", je.text, je.line, je.column) < 0)
             err = NULL;
     }
+    if (!v && bt == BODY_PROTOBUF && err && !strncmp(err, "unsupported protobuf type", 25)) {
+        *st = ckube_status_new(415, CKUBE_REASON_UNSUPPORTED_MEDIA,
+                               "%s: send it as application/json", err);
+        free(err);
+        return NULL;
+    }
     if (!v) {
         *st = ckube_status_bad_request("error decoding request body: %s",
                                        err ? err : "invalid document");

@@ -143,11 +143,11 @@ s_warn() {
     out=$("$K" create -f "$M/cm-spec.yaml" --validate=warn 2>"$TMP/warn.err") ||
         fail "--validate=warn failed: $out $(cat "$TMP/warn.err")"
     expect_eq "$out" "configmap/vspec created" "--validate=warn"
-    err=$(cat "$TMP/warn.err")
-    expect_eq "$err" 'Warning: unknown field "spec"' "the warning kubectl prints"
     out=$(k get cm vspec -o json)
     case "$out" in *'"spec"'*) fail "unknown field stored with warn: $out" ;; esac
     k delete cm vspec >/dev/null
+    err=$(cat "$TMP/warn.err")
+    expect_eq "$err" 'Warning: unknown field "spec"' "the warning kubectl prints"
 }
 
 s_apply_replace_existing() {
