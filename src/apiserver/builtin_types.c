@@ -505,11 +505,16 @@ static void workload_defaults(json_t *obj, bool deployment)
     if (!json_object_get(spec, "replicas"))
         json_object_set_new(spec, "replicas", json_integer(1));
     if (deployment) {
-        if (!json_object_get(spec, "strategy"))
-            json_object_set_new(spec, "strategy",
-                                json_pack("{s:s,s:{s:s,s:s}}", "type", "RollingUpdate",
-                                          "rollingUpdate", "maxUnavailable", "25%", "maxSurge",
-                                          "25%"));
+        json_t *strategy = ckube_json_object_ensure(spec, "strategy");
+        if (!json_string_value(json_object_get(strategy, "type")))
+            json_object_set_new(strategy, "type", json_string("RollingUpdate"));
+        if (!strcmp(json_string_value(json_object_get(strategy, "type")), "RollingUpdate")) {
+            json_t *ru = ckube_json_object_ensure(strategy, "rollingUpdate");
+            if (!json_object_get(ru, "maxUnavailable"))
+                json_object_set_new(ru, "maxUnavailable", json_string("25%"));
+            if (!json_object_get(ru, "maxSurge"))
+                json_object_set_new(ru, "maxSurge", json_string("25%"));
+        }
         if (!json_object_get(spec, "revisionHistoryLimit"))
             json_object_set_new(spec, "revisionHistoryLimit", json_integer(10));
         if (!json_object_get(spec, "progressDeadlineSeconds"))

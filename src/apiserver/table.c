@@ -88,7 +88,7 @@ json_t *table_column_definitions(const resource_type *t)
     return defs;
 }
 
-static json_t *cell(const printer_column *c, const json_t *obj)
+static json_t *cell(const resource_type *t, const printer_column *c, const json_t *obj)
 {
     if (c->fn)
         return c->fn(obj);
@@ -97,8 +97,10 @@ static json_t *cell(const printer_column *c, const json_t *obj)
                 (c->json_path && !strcmp(c->json_path, ".metadata.creationTimestamp"));
     if (date)
         return v ? age_cell(v) : json_string("<unknown>");
-    if (!v)
-        return json_null();
+    if (!v || json_is_null(v)) {
+        /* Built-in printers show <none>; CRD columns leave the cell empty. */
+        return t->is_custom ? json_null() : json_string("<none>");
+    }
     if (json_is_object(v) || json_is_array(v)) {
         char *s = ckube_json_dumps(v, NULL);
         json_t *r = json_string(s ? s : "");
@@ -133,7 +135,7 @@ json_t *table_row(req_ctx *rc, const json_t *obj)
     const printer_column *cols = columns_of(rc->type, &n);
     json_t *cells = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(cells, cell(&cols[i], obj));
+        json_array_append_new(cells, cell(rc->type, &cols[i], obj));
     json_t *row = json_pack("{s:o}", "cells", cells);
     if (rc->include_object == 2)
         json_object_set_new(row, "object", json_deep_copy(obj));
