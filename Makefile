@@ -20,7 +20,7 @@ run: build
 	./$(BUILD)/ckube server $(ARGS)
 
 # Every test, built with AddressSanitizer + UndefinedBehaviorSanitizer.
-test: deps
+test: deps build
 	@cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug \
 	    -DCKUBE_SANITIZE=address,undefined >/dev/null
 	@cmake --build $(TESTBUILD) -j $(JOBS)

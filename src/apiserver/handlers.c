@@ -25,15 +25,17 @@
 #include "ckube/yaml.h"
 
 #define MAX_CONFLICT_RETRIES 16
+#define KEY_MAX 1024
 
 void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n)
 {
-    char prefix[256];
-    resource_type_key_prefix(t, prefix, sizeof prefix);
+    /* Names and namespaces come from the URL (at most 255 bytes each), so
+     * KEY_MAX always holds a key; callers pass buffers of that size. */
+    const char *group = *t->group ? t->group : "core";
     if (t->namespaced)
-        snprintf(buf, n, "%s%s/%s", prefix, ns, name);
+        snprintf(buf, n, "/registry/%s/%s/%s/%s", group, t->resource, ns, name);
     else
-        snprintf(buf, n, "%s%s", prefix, name);
+        snprintf(buf, n, "/registry/%s/%s/%s", group, t->resource, name);
 }
 
 static ckube_status *not_found(req_ctx *rc, const char *name)
@@ -395,7 +397,7 @@ struct write_req {
     storage_op op;
     req_ctx *rc;
     write_kind kind;
-    char key[640];
+    char key[KEY_MAX];
     char *value;
     json_t *obj;        /* what was written (response body); owned */
     json_t *body;       /* request body (object or patch); owned */
@@ -1254,7 +1256,7 @@ static void unref_cobj_cb(const void *data, size_t len, void *arg)
 
 static void do_get(req_ctx *rc)
 {
-    char key[640];
+    char key[KEY_MAX];
     object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
     cobj *o = cacher_get(rc->srv->cache, key);
     if (!o) {
@@ -1440,7 +1442,7 @@ static json_t *scale_of(const resource_type *t, const json_t *obj)
 
 static void do_scale_get(req_ctx *rc)
 {
-    char key[640];
+    char key[KEY_MAX];
     object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
     cobj *o = cacher_get(rc->srv->cache, key);
     if (!o) {
@@ -1477,7 +1479,7 @@ static void set_path(json_t *obj, const char *path, json_t *v)
 static void do_scale_write(req_ctx *rc, bool patch)
 {
     const resource_type *t = rc->type;
-    char key[640];
+    char key[KEY_MAX];
     object_key(t, rc->ri.ns, rc->ri.name, key, sizeof key);
     cobj *o = cacher_get(rc->srv->cache, key);
     if (!o) {

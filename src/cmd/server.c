@@ -82,8 +82,9 @@ static int mkdir_p(const char *dir)
 
 static int write_kubeconfig(const char *path, const char *host, int port)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char tmp[4200];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return -1;
     FILE *f = fopen(tmp, "w");
     if (!f)
         return -1;
@@ -168,7 +169,7 @@ int cmd_server(int argc, char **argv)
         fprintf(stderr, "ckube server: cannot create %s: %s\n", data_dir, strerror(errno));
         return 1;
     }
-    char kcbuf[4096];
+    char kcbuf[4096 + 16];
     if (!kubeconfig) {
         snprintf(kcbuf, sizeof kcbuf, "%s/kubeconfig", data_dir);
         kubeconfig = kcbuf;

@@ -135,6 +135,14 @@ class Burst:
         threads = [threading.Thread(target=self.worker, args=(t,)) for t in range(THREADS)]
         for th in threads:
             th.start()
+        # first some acknowledged writes (a slow, loaded machine may need a
+        # while), then kill after BURST_SECONDS more or enough acks
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.acked) >= 20:
+                    break
+            time.sleep(0.01)
         deadline = time.monotonic() + BURST_SECONDS
         while time.monotonic() < deadline:
             with self.lock:
