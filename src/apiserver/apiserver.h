@@ -109,8 +109,8 @@ void loop_post(loop *lp, void (*fn)(void *), void *arg);
 
 /* Query parameter value (borrowed) or NULL. */
 const char *req_query(req_ctx *rc, const char *key);
-/* A boolean query parameter as apimachinery reads it: absent, "", "0" and
- * "false" in any case are false, anything else true. */
+/* A boolean query parameter as apimachinery reads it: absent, "0" and
+ * "false" in any case are false; anything else, "" included, is true. */
 bool req_query_bool(req_ctx *rc, const char *key);
 
 /* Replies and frees rc. */

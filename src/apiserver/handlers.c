@@ -24,7 +24,10 @@
 #include "ckube/validation.h"
 #include "ckube/yaml.h"
 
-#define MAX_CONFLICT_RETRIES 16
+/* Retries of a write that lost a race (PATCH, PUT without a
+ * resourceVersion). Every round one competing write wins, so progress is
+ * guaranteed; upstream retries without bound, we stop at a large cap. */
+#define MAX_CONFLICT_RETRIES 10000
 #define KEY_MAX 1024
 
 void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n)
@@ -797,6 +800,25 @@ static bool same_object(const json_t *a, const json_t *b)
     return same;
 }
 
+/* The resourceVersion the client asked to be current, or NULL. */
+static const char *explicit_rv(const write_req *w, const json_t *result)
+{
+    if (w->kind != W_PATCH)
+        return ckube_obj_resource_version(result);
+    if (w->btype != BODY_JSON_PATCH)
+        return ckube_obj_resource_version(w->body);
+    /* A JSON patch names it by pointer. */
+    size_t i;
+    json_t *op;
+    json_array_foreach(w->body, i, op)
+    {
+        const char *path = json_string_value(json_object_get(op, "path"));
+        if (path && !strcmp(path, "/metadata/resourceVersion"))
+            return ckube_obj_resource_version(result);
+    }
+    return NULL;
+}
+
 static void run_update(write_req *w)
 {
     req_ctx *rc = w->rc;
@@ -817,15 +839,16 @@ static void run_update(write_req *w)
         write_finish(w, 0, NULL, st);
         return;
     }
-    /* Optimistic concurrency: a resourceVersion in the new object must be
-     * the current one. */
+    /* Optimistic concurrency: a resourceVersion the client sent must be the
+     * current one. For PUT that is the body's; for PATCH only one the patch
+     * itself carries (the patched object otherwise inherits the current
+     * resourceVersion, and a lost race is retried on the newer object). */
     bool ok;
-    const char *rvs = ckube_obj_resource_version(obj);
+    const char *rvs = explicit_rv(w, obj);
     int64_t rv = parse_rv(rvs, &ok);
     if (!ok) {
         st = ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs);
-    } else if (rvs && *rvs && (w->kind == W_UPDATE || w->kind == W_STATUS ||
-                               w->kind == W_FINALIZE || w->kind == W_PATCH)) {
+    } else if (rvs && *rvs) {
         if (rv != cur_rev)
             st = ckube_status_conflict(t->group, t->resource, rc->ri.name,
                                        "the object has been modified; please apply your changes "
@@ -1525,8 +1548,10 @@ static void do_scale_write(req_ctx *rc, bool patch)
         reply_status(rc, st);
         return;
     }
-    /* Becomes an update of the whole object with the new replicas. */
+    /* Becomes an update of the whole object with the new replicas; the
+     * Scale's resourceVersion was checked above, so races are retried. */
     set_path(obj, t->scale_spec_replicas_path, replicas);
+    json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
     json_decref(scale);
     json_decref(body);
     json_decref(newscale);

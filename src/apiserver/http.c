@@ -78,10 +78,42 @@ const char *req_query(req_ctx *rc, const char *key)
 
 bool req_query_bool(req_ctx *rc, const char *key)
 {
-    /* As apimachinery converts query strings to bools: absent, "", "0" and
-     * any case of "false" are false; anything else is true. */
+    /* As apimachinery converts query strings to bools: absent, "0" and
+     * "false" in any case are false; anything else, "" included, is true. */
     const char *v = req_query(rc, key);
-    return v && *v && strcmp(v, "0") && strcasecmp(v, "false");
+    return v && strcmp(v, "0") && strcasecmp(v, "false");
+}
+
+/* Parses a query string as Go's url.ParseQuery does: '&'-separated,
+ * a key without '=' has the value "", '+' is a space. Returns -1 on a bad
+ * percent escape. */
+static int parse_query(const char *q, struct evkeyvalq *out)
+{
+    char *dup = strdup(q);
+    if (!dup)
+        return -1;
+    int rc = 0;
+    for (char *save = NULL, *p = strtok_r(dup, "&", &save); p; p = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(p, '=');
+        if (eq)
+            *eq = 0;
+        char *k = evhttp_uridecode(p, 1, NULL);
+        char *v = evhttp_uridecode(eq ? eq + 1 : "", 1, NULL);
+        if (!k || !v || strlen(k) == 0) {
+            free(k);
+            free(v);
+            if (!k || !v) {
+                rc = -1;
+                break;
+            }
+            continue;
+        }
+        evhttp_add_header(out, k, v);
+        free(k);
+        free(v);
+    }
+    free(dup);
+    return rc;
 }
 
 void req_ctx_free(req_ctx *rc)
@@ -270,7 +302,7 @@ static void handle_request(struct evhttp_request *req, void *arg)
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *rawpath = evhttp_uri_get_path(uri);
     const char *rawquery = evhttp_uri_get_query(uri);
-    if (rawquery && evhttp_parse_query_str(rawquery, &rc->query) != 0) {
+    if (rawquery && parse_query(rawquery, &rc->query) != 0) {
         reply_status(rc, ckube_status_bad_request("invalid query string"));
         return;
     }
