@@ -8,7 +8,7 @@ PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libevent-dev libjansson-dev libyaml-dev libsqlite3-dev libssl-dev
 libcurl4-openssl-dev libcmocka-dev libbsd-dev uuid-dev
 protobuf-c-compiler libprotobuf-c-dev
-python3 python3-kubernetes curl procps"
+python3 python3-kubernetes curl procps jq"
 
 missing=""
 for p in $PKGS; do
