@@ -33,8 +33,8 @@ fuzz: deps
 	    -DCKUBE_SANITIZE=address,undefined >/dev/null
 	@cmake --build build/fuzz -j $(JOBS)
 	@for f in build/fuzz/fuzz_*; do \
-	    c=tests/fuzz/corpus/$${f##*/fuzz_}; echo "== $$f"; \
-	    $$f -max_total_time=$${FUZZ_SECONDS:-30} $$c || exit 1; done
+	    n=$${f##*/fuzz_}; w=build/fuzz/work/$$n; mkdir -p $$w; echo "== $$f"; \
+	    $$f -max_total_time=$${FUZZ_SECONDS:-30} $$w tests/fuzz/corpus/$$n || exit 1; done
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -596,8 +596,8 @@ static void test_bad_schemas(void **state)
         "{'type':'unknown-type'}",
     };
     const char *objs[] = {
-        "{'a':'x','b':[1,{'name':'a'},null],'l':[{'name':1},{'name':1},5,null],'n':3,"
-        "'metadata':{}}",
+        ("{'a':'x','b':[1,{'name':'a'},null],'l':[{'name':1},{'name':1},5,null],'n':3,"
+         "'metadata':{}}"),
         "{'a':null,'l':[],'n':1e300}",
         "{}",
     };
