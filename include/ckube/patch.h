@@ -32,9 +32,9 @@ json_t *ckube_merge_patch_apply(const json_t *doc, const json_t *patch, char **e
 
 /* Patch strategies of a list field, as `x-kubernetes-patch-strategy`. */
 enum ckube_patch_strategy {
-    CKUBE_PATCH_REPLACE = 0, /* default: the patch's list replaces the old one */
-    CKUBE_PATCH_MERGE = 1,   /* merge elements (by merge key for objects; as a
-                                set union for primitives) */
+    CKUBE_PATCH_REPLACE = 0,     /* default: the patch's list replaces the old one */
+    CKUBE_PATCH_MERGE = 1,       /* merge elements (by merge key for objects; as a
+                                    set union for primitives) */
     CKUBE_PATCH_RETAIN_KEYS = 2, /* $retainKeys allowed on this object field */
 };
 

@@ -22,20 +22,20 @@ extern "C" {
 #endif
 
 typedef enum {
-    CKUBE_SEL_EQUALS = 1,   /* = and == */
-    CKUBE_SEL_NOT_EQUALS,   /* != */
-    CKUBE_SEL_IN,           /* in (...) */
-    CKUBE_SEL_NOT_IN,       /* notin (...) */
-    CKUBE_SEL_EXISTS,       /* key */
+    CKUBE_SEL_EQUALS = 1,     /* = and == */
+    CKUBE_SEL_NOT_EQUALS,     /* != */
+    CKUBE_SEL_IN,             /* in (...) */
+    CKUBE_SEL_NOT_IN,         /* notin (...) */
+    CKUBE_SEL_EXISTS,         /* key */
     CKUBE_SEL_DOES_NOT_EXIST, /* !key */
-    CKUBE_SEL_GT,           /* > */
-    CKUBE_SEL_LT,           /* < */
+    CKUBE_SEL_GT,             /* > */
+    CKUBE_SEL_LT,             /* < */
 } ckube_sel_op;
 
 typedef struct ckube_sel_requirement {
-    char *key;      /* owned */
+    char *key; /* owned */
     ckube_sel_op op;
-    char **values;  /* owned; sorted, deduplicated */
+    char **values; /* owned; sorted, deduplicated */
     size_t nvalues;
 } ckube_sel_requirement;
 

@@ -81,8 +81,8 @@ void ckube_status_free(ckube_status *st);
 void ckube_status_set_details(ckube_status *st, const char *name, const char *group,
                               const char *kind);
 /* Appends a cause; copies the strings. */
-void ckube_status_add_cause(ckube_status *st, const char *type, const char *field,
-                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void ckube_status_add_cause(ckube_status *st, const char *type, const char *field, const char *fmt,
+                            ...) __attribute__((format(printf, 4, 5)));
 
 /* Encodes as a Status object. Returns a new reference (caller decrefs). */
 json_t *ckube_status_to_json(const ckube_status *st);

@@ -24,8 +24,8 @@
 #include "ckube/status.h"
 #include "storage/storage.h"
 
-#define APISERVER_MAX_BODY (3u * 1024 * 1024)     /* 413 above this */
-#define APISERVER_MAX_OBJECT (1536u * 1024)       /* etcd's object limit */
+#define APISERVER_MAX_BODY (3u * 1024 * 1024) /* 413 above this */
+#define APISERVER_MAX_OBJECT (1536u * 1024)   /* etcd's object limit */
 
 typedef struct apiserver_config {
     const char *data_dir;        /* SQLite directory; NULL: memory backend */
@@ -56,7 +56,7 @@ struct loop {
     pthread_t thread;
     struct event *wake;
     pthread_mutex_t mu;
-    loop_task *tasks, *tasks_tail; /* guarded by mu */
+    loop_task *tasks, *tasks_tail;   /* guarded by mu */
     LIST_HEAD(, http_watch) watches; /* loop thread only */
 };
 
@@ -116,17 +116,17 @@ bool req_query_bool(req_ctx *rc, const char *key);
 /* Replies and frees rc. */
 void reply_json(req_ctx *rc, int code, json_t *body); /* steals body */
 void reply_raw(req_ctx *rc, int code, const char *content_type, const char *data, size_t len);
-void reply_status(req_ctx *rc, ckube_status *st); /* steals st */
+void reply_status(req_ctx *rc, ckube_status *st);                 /* steals st */
 void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf); /* JSON body */
 void req_ctx_free(req_ctx *rc);
 void req_add_warning(req_ctx *rc, const char *msg);
 
 /* Module entry points (handlers.c, discovery.c, watch.c, table.c). */
 void handle_resource(req_ctx *rc);
-bool handle_discovery(req_ctx *rc);   /* false: not a discovery path */
+bool handle_discovery(req_ctx *rc); /* false: not a discovery path */
 bool handle_openapi(req_ctx *rc, const char *path);
 void handle_watch(req_ctx *rc);
-void watch_loop_flush(loop *lp);   /* deliver new events to the loop's watchers */
+void watch_loop_flush(loop *lp); /* deliver new events to the loop's watchers */
 void watch_loop_close_all(loop *lp);
 
 /* Parses labelSelector and fieldSelector, checking field selector keys
@@ -138,7 +138,7 @@ void object_key(const resource_type *t, const char *ns, const char *name, char *
 
 /* Tables (table.c). */
 json_t *table_for_objects(req_ctx *rc, cobj **objs, size_t n); /* new reference */
-json_t *table_row(req_ctx *rc, const json_t *obj);           /* new reference */
+json_t *table_row(req_ctx *rc, const json_t *obj);             /* new reference */
 json_t *table_column_definitions(const resource_type *t);
 void human_duration(int64_t seconds, char *buf, size_t n);
 

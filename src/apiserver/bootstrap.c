@@ -44,7 +44,10 @@ static int create_namespace(apiserver *srv, const char *name)
     size_t len;
     char *value = ckube_json_dumps(ns, &len);
     json_decref(ns);
-    sync_op s = {.op = {.type = STORAGE_OP_CREATE, .key = key, .value = value, .value_len = len,
+    sync_op s = {.op = {.type = STORAGE_OP_CREATE,
+                        .key = key,
+                        .value = value,
+                        .value_len = len,
                         .done = sync_done}};
     s.op.arg = &s;
     pthread_mutex_init(&s.mu, NULL);
@@ -67,8 +70,7 @@ static int create_namespace(apiserver *srv, const char *name)
 
 int apiserver_bootstrap(apiserver *s)
 {
-    static const char *const names[] = {"default", "kube-system", "kube-public",
-                                        "kube-node-lease"};
+    static const char *const names[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         if (create_namespace(s, names[i]) != 0)
             return -1;

@@ -80,8 +80,8 @@ static json_t *cell_svc_ports(const json_t *obj)
         json_int_t np = json_integer_value(json_object_get(p, "nodePort"));
         char one[64];
         if (np)
-            snprintf(one, sizeof one, "%" JSON_INTEGER_FORMAT ":%" JSON_INTEGER_FORMAT "/%s",
-                     port, np, proto ? proto : "TCP");
+            snprintf(one, sizeof one, "%" JSON_INTEGER_FORMAT ":%" JSON_INTEGER_FORMAT "/%s", port,
+                     np, proto ? proto : "TCP");
         else
             snprintf(one, sizeof one, "%" JSON_INTEGER_FORMAT "/%s", port, proto ? proto : "TCP");
         snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", *buf ? "," : "", one);
@@ -180,8 +180,8 @@ static json_t *cell_pod_restarts(const json_t *obj)
     json_int_t n = 0;
     size_t i;
     json_t *cs;
-    json_array_foreach(ckube_json_get_path(obj, "status.containerStatuses"), i, cs)
-    n += json_integer_value(json_object_get(cs, "restartCount"));
+    json_array_foreach(ckube_json_get_path(obj, "status.containerStatuses"), i, cs) n +=
+        json_integer_value(json_object_get(cs, "restartCount"));
     return json_integer(n);
 }
 
@@ -291,8 +291,7 @@ static json_t *join_containers(const json_t *obj, const char *field)
     json_array_foreach(ckube_json_get_path(obj, "spec.template.spec.containers"), i, c)
     {
         const char *v = json_string_value(json_object_get(c, field));
-        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", *buf ? "," : "",
-                 v ? v : "");
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", *buf ? "," : "", v ? v : "");
     }
     return str_or_none(buf);
 }
@@ -322,16 +321,16 @@ static json_t *event_age(const json_t *obj, const char *const *paths)
 
 static json_t *cell_event_last_seen(const json_t *obj)
 {
-    static const char *const paths[] = {"lastTimestamp", "series.lastObservedTime",
-                                        "deprecatedLastTimestamp", "eventTime",
-                                        "metadata.creationTimestamp", NULL};
+    static const char *const paths[] = {
+        "lastTimestamp", "series.lastObservedTime",    "deprecatedLastTimestamp",
+        "eventTime",     "metadata.creationTimestamp", NULL};
     return event_age(obj, paths);
 }
 
 static json_t *cell_event_first_seen(const json_t *obj)
 {
-    static const char *const paths[] = {"firstTimestamp", "deprecatedFirstTimestamp",
-                                        "eventTime", "metadata.creationTimestamp", NULL};
+    static const char *const paths[] = {"firstTimestamp", "deprecatedFirstTimestamp", "eventTime",
+                                        "metadata.creationTimestamp", NULL};
     return event_age(obj, paths);
 }
 
@@ -423,8 +422,8 @@ static void ns_prepare_delete(json_t *obj)
 
 static void pod_prepare_create(const resource_type *t, json_t *obj)
 {
-    json_object_set_new(obj, "status", json_pack("{s:s,s:s}", "phase", "Pending", "qosClass",
-                                                  "BestEffort"));
+    json_object_set_new(obj, "status",
+                        json_pack("{s:s,s:s}", "phase", "Pending", "qosClass", "BestEffort"));
     json_t *spec = ckube_json_object_ensure(obj, "spec");
     if (!json_object_get(spec, "restartPolicy"))
         json_object_set_new(spec, "restartPolicy", json_string("Always"));
@@ -443,7 +442,8 @@ static void pod_prepare_create(const resource_type *t, json_t *obj)
         if (!json_object_get(c, "imagePullPolicy")) {
             const char *img = json_string_value(json_object_get(c, "image"));
             bool latest = !img || !strchr(img, ':') || strstr(img, ":latest");
-            json_object_set_new(c, "imagePullPolicy", json_string(latest ? "Always" : "IfNotPresent"));
+            json_object_set_new(c, "imagePullPolicy",
+                                json_string(latest ? "Always" : "IfNotPresent"));
         }
         if (!json_object_get(c, "terminationMessagePath"))
             json_object_set_new(c, "terminationMessagePath", json_string("/dev/termination-log"));
@@ -676,8 +676,9 @@ static void validate_config_keys(const json_t *obj, const char *field, ckube_sta
     json_object_foreach(json_object_get(obj, field), k, v)
     {
         size_t n = strlen(k);
-        bool ok = n > 0 && n <= 253 && strspn(k, "-._abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
-                                                  "QRSTUVWXYZ0123456789") == n;
+        bool ok = n > 0 && n <= 253 &&
+                  strspn(k, "-._abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                            "QRSTUVWXYZ0123456789") == n;
         const char *detail = "a valid config key must consist of alphanumeric characters, '-', "
                              "'_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex "
                              "used for validation is '[-._a-zA-Z0-9]+')";
@@ -705,10 +706,9 @@ static void immutable_data_validate(const resource_type *t, const json_t *obj, c
         return;
     if (!json_equal(json_object_get(old, "data") ? json_object_get(old, "data") : json_null(),
                     json_object_get(obj, "data") ? json_object_get(obj, "data") : json_null()) ||
-        !json_equal(json_object_get(old, "binaryData") ? json_object_get(old, "binaryData")
-                                                        : json_null(),
-                    json_object_get(obj, "binaryData") ? json_object_get(obj, "binaryData")
-                                                        : json_null()))
+        !json_equal(
+            json_object_get(old, "binaryData") ? json_object_get(old, "binaryData") : json_null(),
+            json_object_get(obj, "binaryData") ? json_object_get(obj, "binaryData") : json_null()))
         ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_FORBIDDEN, "data",
                                "Forbidden: field is immutable when `immutable` is set");
     if (!json_is_true(json_object_get(obj, "immutable")))
@@ -734,21 +734,41 @@ typedef struct col_def {
     const char *description;
 } col_def;
 
-#define NAME_COL {"Name", "string", "name", ".metadata.name", NULL, 0, "Name must be unique within a namespace."}
-#define AGE_COL {"Age", "string", "", ".metadata.creationTimestamp", NULL, 0, "Time since the object was created."}
-#define END_COL {NULL, NULL, NULL, NULL, NULL, 0, NULL}
+#define NAME_COL                                                                                   \
+    {                                                                                              \
+        "Name", "string", "name", ".metadata.name", NULL, 0,                                       \
+            "Name must be unique within a namespace."                                              \
+    }
+#define AGE_COL                                                                                    \
+    {                                                                                              \
+        "Age", "string", "", ".metadata.creationTimestamp", NULL, 0,                               \
+            "Time since the object was created."                                                   \
+    }
+#define END_COL                                                                                    \
+    {                                                                                              \
+        NULL, NULL, NULL, NULL, NULL, 0, NULL                                                      \
+    }
 
 static const col_def cols_namespace[] = {
-    NAME_COL, {"Status", "string", "", ".status.phase", NULL, 0, "The phase of the namespace."},
-    AGE_COL, END_COL};
+    NAME_COL,
+    {"Status", "string", "", ".status.phase", NULL, 0, "The phase of the namespace."},
+    AGE_COL,
+    END_COL};
 static const col_def cols_configmap[] = {
-    NAME_COL, {"Data", "string", "", NULL, cell_count_data, 0, "Number of data keys."}, AGE_COL,
+    NAME_COL,
+    {"Data", "string", "", NULL, cell_count_data, 0, "Number of data keys."},
+    AGE_COL,
     END_COL};
 static const col_def cols_secret[] = {
-    NAME_COL, {"Type", "string", "", ".type", NULL, 0, "The type of the secret."},
-    {"Data", "string", "", NULL, cell_secret_data, 0, "Number of data keys."}, AGE_COL, END_COL};
+    NAME_COL,
+    {"Type", "string", "", ".type", NULL, 0, "The type of the secret."},
+    {"Data", "string", "", NULL, cell_secret_data, 0, "Number of data keys."},
+    AGE_COL,
+    END_COL};
 static const col_def cols_sa[] = {
-    NAME_COL, {"Secrets", "string", "", NULL, cell_sa_secrets, 0, "Number of secrets."}, AGE_COL,
+    NAME_COL,
+    {"Secrets", "string", "", NULL, cell_sa_secrets, 0, "Number of secrets."},
+    AGE_COL,
     END_COL};
 static const col_def cols_service[] = {
     NAME_COL,
@@ -760,8 +780,10 @@ static const col_def cols_service[] = {
     {"Selector", "string", "", NULL, cell_svc_selector, 1, "Pods the service routes to."},
     END_COL};
 static const col_def cols_endpoints[] = {
-    NAME_COL, {"Endpoints", "string", "", NULL, cell_endpoints, 0, "Endpoint addresses."},
-    AGE_COL, END_COL};
+    NAME_COL,
+    {"Endpoints", "string", "", NULL, cell_endpoints, 0, "Endpoint addresses."},
+    AGE_COL,
+    END_COL};
 static const col_def cols_pod[] = {
     NAME_COL,
     {"Ready", "string", "", NULL, cell_pod_ready, 0, "Ready containers of all containers."},
@@ -823,8 +845,10 @@ static const col_def cols_replicaset[] = {
     {"Selector", "string", "", NULL, cell_label_selector, 1, "The label selector."},
     END_COL};
 static const col_def cols_lease[] = {
-    NAME_COL, {"Holder", "string", "", ".spec.holderIdentity", NULL, 0, "The current holder."},
-    AGE_COL, END_COL};
+    NAME_COL,
+    {"Holder", "string", "", ".spec.holderIdentity", NULL, 0, "The current holder."},
+    AGE_COL,
+    END_COL};
 
 static const selectable_field fields_pod[] = {
     {"spec.nodeName", "spec.nodeName"},
@@ -849,18 +873,16 @@ static const selectable_field fields_event[] = {
     {"source", "source.component"},
     {"type", "type"},
     {NULL, NULL}};
-static const selectable_field fields_events_v1[] = {
-    {"regarding.kind", "regarding.kind"},
-    {"regarding.namespace", "regarding.namespace"},
-    {"regarding.name", "regarding.name"},
-    {"regarding.uid", "regarding.uid"},
-    {"reason", "reason"},
-    {"reportingController", "reportingController"},
-    {"type", "type"},
-    {NULL, NULL}};
-static const selectable_field fields_secret[] = {{"type", "type"}, {NULL, NULL}};
-static const selectable_field fields_namespace[] = {{"status.phase", "status.phase"},
+static const selectable_field fields_events_v1[] = {{"regarding.kind", "regarding.kind"},
+                                                    {"regarding.namespace", "regarding.namespace"},
+                                                    {"regarding.name", "regarding.name"},
+                                                    {"regarding.uid", "regarding.uid"},
+                                                    {"reason", "reason"},
+                                                    {"reportingController", "reportingController"},
+                                                    {"type", "type"},
                                                     {NULL, NULL}};
+static const selectable_field fields_secret[] = {{"type", "type"}, {NULL, NULL}};
+static const selectable_field fields_namespace[] = {{"status.phase", "status.phase"}, {NULL, NULL}};
 static const selectable_field fields_node[] = {{"spec.unschedulable", "spec.unschedulable"},
                                                {NULL, NULL}};
 static const selectable_field fields_replicaset[] = {{"status.replicas", "status.replicas"},
@@ -884,45 +906,266 @@ typedef struct builtin {
 } builtin;
 
 static const builtin builtins[] = {
-    {"", "v1", "namespaces", "Namespace", "namespace", false, {"ns"}, {NULL}, true, false, false,
-     CKUBE_NAME_DNS1123_LABEL, patchmeta_namespace, cols_namespace, fields_namespace,
-     ns_prepare_create, ns_prepare_update, NULL, ns_pending_finalizers, ns_prepare_delete},
-    {"", "v1", "configmaps", "ConfigMap", "configmap", true, {"cm"}, {NULL}, false, false, false,
-     CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_configmap, cols_configmap, NULL, NULL, NULL,
-     immutable_data_validate, NULL, NULL},
-    {"", "v1", "secrets", "Secret", "secret", true, {NULL}, {NULL}, false, false, false,
-     CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_secret, cols_secret, fields_secret,
-     secret_prepare_create, secret_prepare_update, immutable_data_validate, NULL, NULL},
-    {"", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", true, {"sa"}, {NULL},
-     false, false, false, CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_serviceaccount, cols_sa, NULL,
-     NULL, NULL, NULL, NULL, NULL},
-    {"", "v1", "services", "Service", "service", true, {"svc"}, {"all"}, true, false, false,
-     CKUBE_NAME_DNS1035_LABEL, patchmeta_service, cols_service, NULL, svc_prepare_create,
-     svc_prepare_update, NULL, NULL, NULL},
-    {"", "v1", "endpoints", "Endpoints", "endpoints", true, {"ep"}, {NULL}, false, false, false,
-     CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_endpoints, cols_endpoints, NULL, NULL, NULL, NULL,
-     NULL, NULL},
-    {"", "v1", "pods", "Pod", "pod", true, {"po"}, {"all"}, true, false, false,
-     CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_pod, cols_pod, fields_pod, pod_prepare_create,
-     NULL, pod_validate, NULL, NULL},
-    {"", "v1", "nodes", "Node", "node", false, {"no"}, {NULL}, true, false, false,
-     CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_node, cols_node, fields_node, NULL, NULL, NULL,
-     NULL, NULL},
-    {"", "v1", "events", "Event", "event", true, {"ev"}, {NULL}, false, false, false,
-     CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_event, cols_event, fields_event, NULL, NULL, NULL,
-     NULL, NULL},
-    {"apps", "v1", "deployments", "Deployment", "deployment", true, {"deploy"}, {"all"}, true,
-     true, true, CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_deployment, cols_deployment, NULL,
-     deploy_prepare_create, deploy_prepare_update, workload_validate, NULL, NULL},
-    {"apps", "v1", "replicasets", "ReplicaSet", "replicaset", true, {"rs"}, {"all"}, true, true,
-     true, CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_replicaset, cols_replicaset,
-     fields_replicaset, rs_prepare_create, rs_prepare_update, workload_validate, NULL, NULL},
-    {"coordination.k8s.io", "v1", "leases", "Lease", "lease", true, {NULL}, {NULL}, false,
-     false, false, CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_lease, cols_lease, NULL, NULL, NULL,
-     lease_validate, NULL, NULL},
-    {"events.k8s.io", "v1", "events", "Event", "event", true, {"ev"}, {NULL}, false, false,
-     false, CKUBE_NAME_DNS1123_SUBDOMAIN, patchmeta_events_v1_event, cols_events_v1, fields_events_v1,
-     NULL, NULL, NULL, NULL, NULL},
+    {"",
+     "v1",
+     "namespaces",
+     "Namespace",
+     "namespace",
+     false,
+     {"ns"},
+     {NULL},
+     true,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_LABEL,
+     patchmeta_namespace,
+     cols_namespace,
+     fields_namespace,
+     ns_prepare_create,
+     ns_prepare_update,
+     NULL,
+     ns_pending_finalizers,
+     ns_prepare_delete},
+    {"",
+     "v1",
+     "configmaps",
+     "ConfigMap",
+     "configmap",
+     true,
+     {"cm"},
+     {NULL},
+     false,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_configmap,
+     cols_configmap,
+     NULL,
+     NULL,
+     NULL,
+     immutable_data_validate,
+     NULL,
+     NULL},
+    {"",
+     "v1",
+     "secrets",
+     "Secret",
+     "secret",
+     true,
+     {NULL},
+     {NULL},
+     false,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_secret,
+     cols_secret,
+     fields_secret,
+     secret_prepare_create,
+     secret_prepare_update,
+     immutable_data_validate,
+     NULL,
+     NULL},
+    {"",
+     "v1",
+     "serviceaccounts",
+     "ServiceAccount",
+     "serviceaccount",
+     true,
+     {"sa"},
+     {NULL},
+     false,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_serviceaccount,
+     cols_sa,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     NULL},
+    {"",
+     "v1",
+     "services",
+     "Service",
+     "service",
+     true,
+     {"svc"},
+     {"all"},
+     true,
+     false,
+     false,
+     CKUBE_NAME_DNS1035_LABEL,
+     patchmeta_service,
+     cols_service,
+     NULL,
+     svc_prepare_create,
+     svc_prepare_update,
+     NULL,
+     NULL,
+     NULL},
+    {"",
+     "v1",
+     "endpoints",
+     "Endpoints",
+     "endpoints",
+     true,
+     {"ep"},
+     {NULL},
+     false,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_endpoints,
+     cols_endpoints,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     NULL},
+    {"",
+     "v1",
+     "pods",
+     "Pod",
+     "pod",
+     true,
+     {"po"},
+     {"all"},
+     true,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_pod,
+     cols_pod,
+     fields_pod,
+     pod_prepare_create,
+     NULL,
+     pod_validate,
+     NULL,
+     NULL},
+    {"",
+     "v1",
+     "nodes",
+     "Node",
+     "node",
+     false,
+     {"no"},
+     {NULL},
+     true,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_node,
+     cols_node,
+     fields_node,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     NULL},
+    {"",
+     "v1",
+     "events",
+     "Event",
+     "event",
+     true,
+     {"ev"},
+     {NULL},
+     false,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_event,
+     cols_event,
+     fields_event,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     NULL},
+    {"apps",
+     "v1",
+     "deployments",
+     "Deployment",
+     "deployment",
+     true,
+     {"deploy"},
+     {"all"},
+     true,
+     true,
+     true,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_deployment,
+     cols_deployment,
+     NULL,
+     deploy_prepare_create,
+     deploy_prepare_update,
+     workload_validate,
+     NULL,
+     NULL},
+    {"apps",
+     "v1",
+     "replicasets",
+     "ReplicaSet",
+     "replicaset",
+     true,
+     {"rs"},
+     {"all"},
+     true,
+     true,
+     true,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_replicaset,
+     cols_replicaset,
+     fields_replicaset,
+     rs_prepare_create,
+     rs_prepare_update,
+     workload_validate,
+     NULL,
+     NULL},
+    {"coordination.k8s.io",
+     "v1",
+     "leases",
+     "Lease",
+     "lease",
+     true,
+     {NULL},
+     {NULL},
+     false,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_lease,
+     cols_lease,
+     NULL,
+     NULL,
+     NULL,
+     lease_validate,
+     NULL,
+     NULL},
+    {"events.k8s.io",
+     "v1",
+     "events",
+     "Event",
+     "event",
+     true,
+     {"ev"},
+     {NULL},
+     false,
+     false,
+     false,
+     CKUBE_NAME_DNS1123_SUBDOMAIN,
+     patchmeta_events_v1_event,
+     cols_events_v1,
+     fields_events_v1,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     NULL},
 };
 
 static char **strv_dup(const char *const *v, size_t max)

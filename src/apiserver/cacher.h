@@ -45,7 +45,7 @@ struct cobj {
     char *nsname;
     char *json; /* the object as served; NUL-terminated, len bytes */
     size_t len;
-    int64_t rev;        /* metadata.resourceVersion */
+    int64_t rev; /* metadata.resourceVersion */
     int64_t create_rev;
     char **labels; /* key0, value0, key1, value1, ...; sorted by key */
     size_t nlabels;
@@ -126,9 +126,9 @@ size_t cacher_count(cacher *c, const char *prefix);
 /* Watch support. A watcher is owned by its caller (the HTTP layer); the
  * cacher only reads its fields under its lock. */
 typedef struct cwatch {
-    char *bucket;  /* bucket prefix */
+    char *bucket; /* bucket prefix */
     cfilter filter;
-    int64_t rev;   /* newest revision delivered */
+    int64_t rev; /* newest revision delivered */
 } cwatch;
 
 /* Starts a watch at `from_rev`. If from_rev is 0 the current matching

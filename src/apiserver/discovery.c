@@ -8,8 +8,8 @@
 
 static json_t *verbs_json(unsigned v)
 {
-    static const char *const names[] = {"get", "list", "watch", "create", "update",
-                                        "patch", "delete", "deletecollection"};
+    static const char *const names[] = {"get",    "list",  "watch",  "create",
+                                        "update", "patch", "delete", "deletecollection"};
     static const unsigned bits[] = {VERB_GET,    VERB_LIST,  VERB_WATCH,  VERB_CREATE,
                                     VERB_UPDATE, VERB_PATCH, VERB_DELETE, VERB_DELETECOLLECTION};
     /* Upstream lists verbs alphabetically. */
@@ -44,8 +44,8 @@ static json_t *resource_list(const char *group, const char *version)
             continue;
         found = true;
         json_t *r = json_pack("{s:s,s:s,s:b,s:s,s:o}", "name", t->resource, "singularName",
-                              t->singular ? t->singular : "", "namespaced", t->namespaced,
-                              "kind", t->kind, "verbs", verbs_json(t->verbs));
+                              t->singular ? t->singular : "", "namespaced", t->namespaced, "kind",
+                              t->kind, "verbs", verbs_json(t->verbs));
         if (t->short_names)
             json_object_set_new(r, "shortNames", strv_json(t->short_names));
         if (t->categories)
@@ -54,24 +54,23 @@ static json_t *resource_list(const char *group, const char *version)
         char sub[256];
         if (t->status_subresource) {
             snprintf(sub, sizeof sub, "%s/status", t->resource);
-            json_array_append_new(res, json_pack("{s:s,s:s,s:b,s:s,s:[s,s,s]}", "name", sub,
-                                                 "singularName", "", "namespaced", t->namespaced,
-                                                 "kind", t->kind, "verbs", "get", "patch",
-                                                 "update"));
+            json_array_append_new(res,
+                                  json_pack("{s:s,s:s,s:b,s:s,s:[s,s,s]}", "name", sub,
+                                            "singularName", "", "namespaced", t->namespaced, "kind",
+                                            t->kind, "verbs", "get", "patch", "update"));
         }
         if (t->scale_subresource) {
             snprintf(sub, sizeof sub, "%s/scale", t->resource);
-            json_array_append_new(res, json_pack("{s:s,s:s,s:b,s:s,s:s,s:s,s:[s,s,s]}", "name",
-                                                 sub, "singularName", "", "namespaced",
-                                                 t->namespaced, "group", "autoscaling", "version",
-                                                 "v1", "kind", "Scale", "verbs", "get", "patch",
-                                                 "update"));
+            json_array_append_new(res, json_pack("{s:s,s:s,s:b,s:s,s:s,s:s,s:[s,s,s]}", "name", sub,
+                                                 "singularName", "", "namespaced", t->namespaced,
+                                                 "group", "autoscaling", "version", "v1", "kind",
+                                                 "Scale", "verbs", "get", "patch", "update"));
         }
         if (!strcmp(t->resource, "namespaces") && !*t->group) {
-            json_array_append_new(res, json_pack("{s:s,s:s,s:b,s:s,s:[s]}", "name",
-                                                 "namespaces/finalize", "singularName", "",
-                                                 "namespaced", false, "kind", "Namespace",
-                                                 "verbs", "update"));
+            json_array_append_new(res,
+                                  json_pack("{s:s,s:s,s:b,s:s,s:[s]}", "name",
+                                            "namespaces/finalize", "singularName", "", "namespaced",
+                                            false, "kind", "Namespace", "verbs", "update"));
         }
     }
     registry_list_free(types, n);
@@ -101,8 +100,8 @@ static json_t *group_json(resource_type **types, size_t n, const char *group)
             continue;
         char gv[256];
         snprintf(gv, sizeof gv, "%s/%s", group, types[i]->version);
-        json_array_append_new(versions,
-                              json_pack("{s:s,s:s}", "groupVersion", gv, "version", types[i]->version));
+        json_array_append_new(
+            versions, json_pack("{s:s,s:s}", "groupVersion", gv, "version", types[i]->version));
     }
     if (!json_array_size(versions)) {
         json_decref(versions);

@@ -73,8 +73,7 @@ typedef enum {
 
 static body_type content_type(req_ctx *rc)
 {
-    const char *ct =
-        evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Content-Type");
+    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Content-Type");
     if (!ct || !*ct)
         return BODY_JSON;
     size_t n = strcspn(ct, ";");
@@ -330,8 +329,8 @@ static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old
             if (inv->causes[i].type &&
                 !strcmp(inv->causes[i].type, CKUBE_CAUSE_FIELD_TYPE_INVALID)) {
                 ckube_status *bad = ckube_status_bad_request(
-                    "%s in version \"%s\" cannot be handled as a %s: %s: %s", t->kind,
-                    t->version, t->kind, inv->causes[i].field ? inv->causes[i].field : "",
+                    "%s in version \"%s\" cannot be handled as a %s: %s: %s", t->kind, t->version,
+                    t->kind, inv->causes[i].field ? inv->causes[i].field : "",
                     inv->causes[i].message ? inv->causes[i].message : "invalid type");
                 ckube_status_free(inv);
                 return bad;
@@ -402,17 +401,17 @@ struct write_req {
     write_kind kind;
     char key[KEY_MAX];
     char *value;
-    json_t *obj;        /* what was written (response body); owned */
-    json_t *body;       /* request body (object or patch); owned */
+    json_t *obj;  /* what was written (response body); owned */
+    json_t *body; /* request body (object or patch); owned */
     body_type btype;
     int validation;
     bool dry_run;
-    int64_t user_rv;    /* PUT with metadata.resourceVersion */
+    int64_t user_rv; /* PUT with metadata.resourceVersion */
     int attempts;
-    bool deleting;      /* the op is a storage delete */
-    bool status_only;   /* /status: only .status of the result is kept */
-    bool scale_reply;   /* /scale: answer with the Scale, not the object */
-    char *gen_base;     /* generateName base for retries */
+    bool deleting;    /* the op is a storage delete */
+    bool status_only; /* /status: only .status of the result is kept */
+    bool scale_reply; /* /scale: answer with the Scale, not the object */
+    char *gen_base;   /* generateName base for retries */
     /* delete options */
     char *pre_uid;
     char *pre_rv;
@@ -459,8 +458,8 @@ static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
 
 static json_t *delete_success_body(const resource_type *t, const json_t *obj)
 {
-    json_t *st = json_pack("{s:s,s:s,s:{},s:s,s:{s:s,s:s,s:s},s:i}", "kind", "Status",
-                           "apiVersion", "v1", "metadata", "status", "Success", "details", "name",
+    json_t *st = json_pack("{s:s,s:s,s:{},s:s,s:{s:s,s:s,s:s},s:i}", "kind", "Status", "apiVersion",
+                           "v1", "metadata", "status", "Success", "details", "name",
                            ckube_obj_name(obj) ? ckube_obj_name(obj) : "", "kind", t->resource,
                            "uid", ckube_obj_uid(obj) ? ckube_obj_uid(obj) : "", "code", 200);
     if (*t->group)
@@ -727,8 +726,9 @@ static ckube_status *prepare_update(write_req *w, json_t *obj, const json_t *old
     } else {
         json_object_del(meta, "namespace");
     }
-    static const char *const kept[] = {"uid", "creationTimestamp", "deletionTimestamp",
-                                       "deletionGracePeriodSeconds", "generation", NULL};
+    static const char *const kept[] = {
+        "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
+        NULL};
     for (const char *const *k = kept; *k; k++) {
         json_t *v = json_object_get(ometa, *k);
         if (!strcmp(*k, "uid") && json_object_get(meta, "uid") && v &&
@@ -919,7 +919,8 @@ static void run_delete(write_req *w)
     if (w->pre_rv) {
         const char *rv = ckube_obj_resource_version(obj);
         if (!rv || strcmp(w->pre_rv, rv)) {
-            ckube_status *st = ckube_status_conflict(t->group, t->resource, ckube_obj_name(obj), "");
+            ckube_status *st =
+                ckube_status_conflict(t->group, t->resource, ckube_obj_name(obj), "");
             free(st->message);
             if (asprintf(&st->message,
                          "Precondition failed: ResourceVersion in precondition: %s, "
@@ -978,8 +979,9 @@ static bool write_params(req_ctx *rc, write_req *w)
 {
     int dr = dry_run(rc);
     if (dr < 0) {
-        reply_status(rc, ckube_status_bad_request("Invalid dry run value: %s, valid values are: All",
-                                                  req_query(rc, "dryRun")));
+        reply_status(rc,
+                     ckube_status_bad_request("Invalid dry run value: %s, valid values are: All",
+                                              req_query(rc, "dryRun")));
         return false;
     }
     int fv = field_validation(rc);
@@ -1098,7 +1100,8 @@ static ckube_status *delete_options(req_ctx *rc, write_req *w)
     if (evbuffer_get_length(in) > 0) {
         ckube_status *st = NULL;
         body_type bt = content_type(rc);
-        json_t *opts = read_body(rc, bt == BODY_PROTOBUF || bt == BODY_YAML ? bt : BODY_JSON, 1, &st);
+        json_t *opts =
+            read_body(rc, bt == BODY_PROTOBUF || bt == BODY_YAML ? bt : BODY_JSON, 1, &st);
         if (st)
             return st;
         if (!json_is_object(opts)) {
@@ -1261,8 +1264,7 @@ ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector
              sf++)
             known = !strcmp(sf->field, k);
         if (!known) {
-            ckube_status *st = ckube_status_bad_request(
-                "field label not supported: %s", k);
+            ckube_status *st = ckube_status_bad_request("field label not supported: %s", k);
             ckube_selector_free(*ls);
             ckube_selector_free(*fs);
             *ls = *fs = NULL;
@@ -1343,9 +1345,9 @@ static void do_list(req_ctx *rc)
          * exist yet: upstream answers 504 after waiting for it. */
         ckube_selector_free(ls);
         ckube_selector_free(fs);
-        st = ckube_status_new(504, CKUBE_REASON_TIMEOUT,
-                              "Too large resource version: %" PRId64 ", current: %" PRId64, rv,
-                              cur);
+        st =
+            ckube_status_new(504, CKUBE_REASON_TIMEOUT,
+                             "Too large resource version: %" PRId64 ", current: %" PRId64, rv, cur);
         ckube_status_add_cause(st, "ResourceVersionTooLarge", NULL, "Too large resource version");
         st->retry_after_seconds = 1;
         reply_status(rc, st);
@@ -1448,8 +1450,7 @@ static json_t *scale_of(const resource_type *t, const json_t *obj)
         "autoscaling/v1", "metadata", "name", ckube_obj_name(obj), "namespace",
         ckube_obj_namespace(obj) ? ckube_obj_namespace(obj) : "", "uid",
         ckube_obj_uid(obj) ? ckube_obj_uid(obj) : "", "resourceVersion",
-        ckube_obj_resource_version(obj) ? ckube_obj_resource_version(obj) : "",
-        "creationTimestamp",
+        ckube_obj_resource_version(obj) ? ckube_obj_resource_version(obj) : "", "creationTimestamp",
         json_string_value(ckube_json_get_path(obj, "metadata.creationTimestamp"))
             ? json_string_value(ckube_json_get_path(obj, "metadata.creationTimestamp"))
             : "",
@@ -1608,8 +1609,8 @@ void handle_resource(req_ctx *rc)
         const char *sub = ri->subresource;
         bool is_status = !strcmp(sub, "status") && t->status_subresource;
         bool is_scale = !strcmp(sub, "scale") && t->scale_subresource;
-        bool is_finalize = !strcmp(sub, "finalize") && !strcmp(t->resource, "namespaces") &&
-                           !*t->group;
+        bool is_finalize =
+            !strcmp(sub, "finalize") && !strcmp(t->resource, "namespaces") && !*t->group;
         if (!is_status && !is_scale && !is_finalize) {
             reply_status(rc, resource_not_found());
             return;

@@ -167,25 +167,44 @@ static void add_common_headers(req_ctx *rc, const char *content_type)
 static const char *reason_phrase(int code)
 {
     switch (code) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 406: return "Not Acceptable";
-    case 409: return "Conflict";
-    case 410: return "Gone";
-    case 413: return "Request Entity Too Large";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 406:
+        return "Not Acceptable";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 413:
+        return "Request Entity Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Entity";
+    case 429:
+        return "Too Many Requests";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "";
     }
 }
 
@@ -229,7 +248,8 @@ void reply_json(req_ctx *rc, int code, json_t *body)
 void reply_status(req_ctx *rc, ckube_status *st)
 {
     int code = st->code ? st->code : 500;
-    CKUBE_V(2, "%s %s: %d %s", evhttp_request_get_command(rc->req) == EVHTTP_REQ_GET ? "GET" : "write",
+    CKUBE_V(2, "%s %s: %d %s",
+            evhttp_request_get_command(rc->req) == EVHTTP_REQ_GET ? "GET" : "write",
             evhttp_request_get_uri(rc->req), code, st->message ? st->message : "");
     json_t *j = ckube_status_to_json(st);
     ckube_status_free(st);
@@ -241,14 +261,22 @@ void reply_status(req_ctx *rc, ckube_status *st)
 static const char *method_name(enum evhttp_cmd_type c)
 {
     switch (c) {
-    case EVHTTP_REQ_GET: return "GET";
-    case EVHTTP_REQ_POST: return "POST";
-    case EVHTTP_REQ_PUT: return "PUT";
-    case EVHTTP_REQ_PATCH: return "PATCH";
-    case EVHTTP_REQ_DELETE: return "DELETE";
-    case EVHTTP_REQ_HEAD: return "HEAD";
-    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
-    default: return "OTHER";
+    case EVHTTP_REQ_GET:
+        return "GET";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    case EVHTTP_REQ_PATCH:
+        return "PATCH";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    case EVHTTP_REQ_HEAD:
+        return "HEAD";
+    case EVHTTP_REQ_OPTIONS:
+        return "OPTIONS";
+    default:
+        return "OTHER";
     }
 }
 
@@ -256,8 +284,7 @@ static const char *method_name(enum evhttp_cmd_type c)
  * not acceptable; YAML is not served. */
 static bool negotiate(req_ctx *rc)
 {
-    const char *accept =
-        evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Accept");
+    const char *accept = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Accept");
     if (!accept || !*accept)
         return true;
     bool json_ok = false;
@@ -319,11 +346,11 @@ static void handle_request(struct evhttp_request *req, void *arg)
     }
     if (!strcmp(path, "/version") || !strcmp(path, "/version/")) {
         free(path);
-        json_t *v = json_pack(
-            "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "major", "1", "minor", "31",
-            "gitVersion", "v1.31.0-ckube." CKUBE_VERSION, "gitCommit", "ckube",
-            "gitTreeState", "clean", "buildDate", "2026-11-21T00:00:00Z", "goVersion",
-            "go1.22 (ckube is C17)", "compiler", "gc", "platform", "linux/amd64");
+        json_t *v =
+            json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "major", "1", "minor", "31",
+                      "gitVersion", "v1.31.0-ckube." CKUBE_VERSION, "gitCommit", "ckube",
+                      "gitTreeState", "clean", "buildDate", "2026-11-21T00:00:00Z", "goVersion",
+                      "go1.22 (ckube is C17)", "compiler", "gc", "platform", "linux/amd64");
         reply_json(rc, 200, v);
         return;
     }
@@ -447,7 +474,8 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     for (size_t i = 0; i < n; i++) {
         char prefix[256];
         resource_type_key_prefix(types[i], prefix, sizeof prefix);
-        cacher_configure_bucket(s->cache, prefix, (const cacher_field *)types[i]->selectable_fields);
+        cacher_configure_bucket(s->cache, prefix,
+                                (const cacher_field *)types[i]->selectable_fields);
     }
     registry_list_free(types, n);
     cacher_set_notify(s->cache, wake_loops, s);

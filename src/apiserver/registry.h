@@ -59,20 +59,20 @@ typedef struct resource_type resource_type;
 struct resource_type {
     atomic_int refs;
 
-    char *group;    /* "" for core */
-    char *version;  /* "v1" */
-    char *resource; /* plural, lowercase: "configmaps" */
-    char *kind;     /* "ConfigMap" */
-    char *list_kind; /* "ConfigMapList" */
-    char *singular; /* "configmap" */
+    char *group;       /* "" for core */
+    char *version;     /* "v1" */
+    char *resource;    /* plural, lowercase: "configmaps" */
+    char *kind;        /* "ConfigMap" */
+    char *list_kind;   /* "ConfigMapList" */
+    char *singular;    /* "configmap" */
     char *api_version; /* "v1" or "apps/v1" (derived) */
     bool namespaced;
     char **short_names; /* NULL-terminated; may be NULL */
     char **categories;  /* NULL-terminated; may be NULL */
     unsigned verbs;
 
-    bool status_subresource; /* /status exists; main writes keep old status */
-    bool scale_subresource;  /* /scale exists (autoscaling/v1 Scale) */
+    bool status_subresource;          /* /status exists; main writes keep old status */
+    bool scale_subresource;           /* /scale exists (autoscaling/v1 Scale) */
     char *scale_spec_replicas_path;   /* ".spec.replicas" */
     char *scale_status_replicas_path; /* ".status.replicas" */
     char *scale_label_selector_path;  /* may be NULL */
@@ -123,10 +123,10 @@ struct resource_type {
     /* Name rule (enum ckube_name_kind in ckube/validation.h). */
     int name_kind;
 
-    bool is_custom; /* defined by a CRD */
-    char *crd_name; /* owning CRD, for custom types */
+    bool is_custom;       /* defined by a CRD */
+    char *crd_name;       /* owning CRD, for custom types */
     bool storage_version; /* custom: this version is the one stored */
-    void *priv;     /* owner's data (the CRD's validation state, ...) */
+    void *priv;           /* owner's data (the CRD's validation state, ...) */
     void (*priv_free)(void *priv);
 };
 

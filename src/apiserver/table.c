@@ -56,8 +56,8 @@ static json_t *age_cell(const json_t *ts)
 static const printer_column default_columns[] = {
     {"Name", "string", "name", "Name must be unique within a namespace.", 0, ".metadata.name",
      NULL},
-    {"Created At", "date", "", "The time the object was created.", 0,
-     ".metadata.creationTimestamp", NULL},
+    {"Created At", "date", "", "The time the object was created.", 0, ".metadata.creationTimestamp",
+     NULL},
 };
 
 static const printer_column *columns_of(const resource_type *t, size_t *n)
@@ -78,12 +78,11 @@ json_t *table_column_definitions(const resource_type *t)
     for (size_t i = 0; i < n; i++) {
         /* Age and date columns are rendered as strings. */
         bool date = !strcmp(cols[i].type, "date");
-        json_array_append_new(
-            defs, json_pack("{s:s,s:s,s:s,s:s,s:i}", "name", cols[i].name, "type",
-                            date ? "string" : cols[i].type, "format",
-                            cols[i].format ? cols[i].format : "", "description",
-                            cols[i].description ? cols[i].description : "", "priority",
-                            cols[i].priority));
+        json_array_append_new(defs, json_pack("{s:s,s:s,s:s,s:s,s:i}", "name", cols[i].name, "type",
+                                              date ? "string" : cols[i].type, "format",
+                                              cols[i].format ? cols[i].format : "", "description",
+                                              cols[i].description ? cols[i].description : "",
+                                              "priority", cols[i].priority));
     }
     return defs;
 }

@@ -133,11 +133,10 @@ static void encode_event(http_watch *w, struct evbuffer *out, cevent_type type, 
         return;
     }
     json_t *obj = cobj_decode(o);
-    json_t *table = json_pack("{s:s,s:s,s:{s:s},s:[o]}", "kind", "Table", "apiVersion",
-                              "meta.k8s.io/v1", "metadata", "resourceVersion",
-                              ckube_obj_resource_version(obj) ? ckube_obj_resource_version(obj)
-                                                              : "",
-                              "rows", table_row(w->rc, obj));
+    json_t *table = json_pack(
+        "{s:s,s:s,s:{s:s},s:[o]}", "kind", "Table", "apiVersion", "meta.k8s.io/v1", "metadata",
+        "resourceVersion", ckube_obj_resource_version(obj) ? ckube_obj_resource_version(obj) : "",
+        "rows", table_row(w->rc, obj));
     if (!w->table_headers_sent) {
         json_object_set_new(table, "columnDefinitions", table_column_definitions(w->rc->type));
         w->table_headers_sent = true;
@@ -166,7 +165,8 @@ static void send_expired(http_watch *w, int64_t asked, int64_t oldest)
     evbuffer_add_printf(out,
                         "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
                         "\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource "
-                        "version: %" PRId64 " (%" PRId64 ")\",\"reason\":\"Expired\",\"code\":410}}\n",
+                        "version: %" PRId64 " (%" PRId64
+                        ")\",\"reason\":\"Expired\",\"code\":410}}\n",
                         asked, oldest);
     send_chunk(w, out);
     evbuffer_free(out);
@@ -180,9 +180,8 @@ static void send_bookmark(http_watch *w, int64_t rev, bool initial_end)
                         "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\","
                         "\"metadata\":{\"resourceVersion\":\"%" PRId64 "\"%s}}}\n",
                         t->kind, t->api_version, rev,
-                        initial_end
-                            ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
-                            : "");
+                        initial_end ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
+                                    : "");
     send_chunk(w, out);
     evbuffer_free(out);
 }
@@ -295,8 +294,8 @@ void handle_watch(req_ctx *rc)
     cevent_out *initial = NULL;
     size_t ninitial = 0;
     int64_t oldest = 0;
-    bool expired = cacher_watch_begin(rc->srv->cache, &w->cw, initial_events ? 0 : from,
-                                      &initial, &ninitial, &oldest) != 0;
+    bool expired = cacher_watch_begin(rc->srv->cache, &w->cw, initial_events ? 0 : from, &initial,
+                                      &ninitial, &oldest) != 0;
 
     struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
     evhttp_add_header(h, "Content-Type",

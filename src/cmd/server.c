@@ -15,19 +15,18 @@
 
 static void server_usage(FILE *f)
 {
-    fprintf(f,
-            "Usage: ckube server [FLAGS]\n\n"
-            "Runs a Kubernetes-compatible API server on an embedded SQLite store.\n\n"
-            "Flags:\n"
-            "  --data-dir DIR            where state lives (default ./.ckube)\n"
-            "  --listen HOST:PORT        address to serve on (default 127.0.0.1:6443;\n"
-            "                            loopback only until TLS and authentication land)\n"
-            "  --write-kubeconfig PATH   kubeconfig pointing at this server\n"
-            "                            (default DATA_DIR/kubeconfig)\n"
-            "  --storage sqlite|memory   storage backend (default sqlite)\n"
-            "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
-            "  -v, --v N                 log verbosity (klog levels)\n"
-            "  -h, --help                this help\n");
+    fprintf(f, "Usage: ckube server [FLAGS]\n\n"
+               "Runs a Kubernetes-compatible API server on an embedded SQLite store.\n\n"
+               "Flags:\n"
+               "  --data-dir DIR            where state lives (default ./.ckube)\n"
+               "  --listen HOST:PORT        address to serve on (default 127.0.0.1:6443;\n"
+               "                            loopback only until TLS and authentication land)\n"
+               "  --write-kubeconfig PATH   kubeconfig pointing at this server\n"
+               "                            (default DATA_DIR/kubeconfig)\n"
+               "  --storage sqlite|memory   storage backend (default sqlite)\n"
+               "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
+               "  -v, --v N                 log verbosity (klog levels)\n"
+               "  -h, --help                this help\n");
 }
 
 static int split_listen(const char *s, char *host, size_t hn, int *port)
@@ -134,14 +133,30 @@ int cmd_server(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "v:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': data_dir = optarg; break;
-        case 'l': listen = optarg; break;
-        case 'k': kubeconfig = optarg; break;
-        case 's': backend = optarg; break;
-        case 't': threads = atoi(optarg); break;
-        case 'v': ckube_log_set_verbosity(atoi(optarg)); break;
-        case 'h': server_usage(stdout); return 0;
-        default: server_usage(stderr); return 2;
+        case 'd':
+            data_dir = optarg;
+            break;
+        case 'l':
+            listen = optarg;
+            break;
+        case 'k':
+            kubeconfig = optarg;
+            break;
+        case 's':
+            backend = optarg;
+            break;
+        case 't':
+            threads = atoi(optarg);
+            break;
+        case 'v':
+            ckube_log_set_verbosity(atoi(optarg));
+            break;
+        case 'h':
+            server_usage(stdout);
+            return 0;
+        default:
+            server_usage(stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -206,8 +221,8 @@ int cmd_server(int argc, char **argv)
     if (write_kubeconfig(kubeconfig, host, s->port) != 0)
         CKUBE_WARN("could not write kubeconfig %s: %s", kubeconfig, strerror(errno));
     CKUBE_INFO("ckube server ready: serving http://%s%s%s:%d, %s storage in %s, kubeconfig %s",
-               strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", s->port,
-               backend, data_dir, kubeconfig);
+               strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", s->port, backend,
+               data_dir, kubeconfig);
 
     int sig = 0;
     sigwait(&set, &sig);

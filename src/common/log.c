@@ -33,8 +33,8 @@ void ckube_log_vwrite(enum ckube_log_severity sev, const char *file, int line, c
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
     int n = snprintf(buf, sizeof buf, "%c%02d%02d %02d:%02d:%02d.%06ld %7ld %s:%d] ",
-                     letters[sev & 3], tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, (long)tv.tv_usec, (long)syscall(SYS_gettid), base, line);
+                     letters[sev & 3], tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (long)tv.tv_usec, (long)syscall(SYS_gettid), base, line);
     if (n < 0)
         return;
     if ((size_t)n < sizeof buf)

@@ -78,8 +78,8 @@ void ckube_status_set_details(ckube_status *st, const char *name, const char *gr
     st->has_details = 1;
 }
 
-void ckube_status_add_cause(ckube_status *st, const char *type, const char *field,
-                            const char *fmt, ...)
+void ckube_status_add_cause(ckube_status *st, const char *type, const char *field, const char *fmt,
+                            ...)
 {
     ckube_status_cause *c = realloc(st->causes, (st->ncauses + 1) * sizeof *c);
     if (!c)
@@ -195,16 +195,15 @@ ckube_status *ckube_status_not_found(const char *group, const char *resource, co
 {
     char qr[256];
     ckube_qualified_resource(qr, sizeof qr, group, resource);
-    ckube_status *st = name && *name
-                           ? ckube_status_new(404, CKUBE_REASON_NOT_FOUND, "%s \"%s\" not found",
-                                              qr, name)
-                           : ckube_status_new(404, CKUBE_REASON_NOT_FOUND, "%s not found", qr);
+    ckube_status *st =
+        name && *name
+            ? ckube_status_new(404, CKUBE_REASON_NOT_FOUND, "%s \"%s\" not found", qr, name)
+            : ckube_status_new(404, CKUBE_REASON_NOT_FOUND, "%s not found", qr);
     ckube_status_set_details(st, name, group && *group ? group : NULL, resource);
     return st;
 }
 
-ckube_status *ckube_status_already_exists(const char *group, const char *resource,
-                                          const char *name)
+ckube_status *ckube_status_already_exists(const char *group, const char *resource, const char *name)
 {
     char qr[256];
     ckube_qualified_resource(qr, sizeof qr, group, resource);
@@ -220,8 +219,8 @@ ckube_status *ckube_status_conflict(const char *group, const char *resource, con
     char qr[256];
     ckube_qualified_resource(qr, sizeof qr, group, resource);
     ckube_status *st =
-        ckube_status_new(409, CKUBE_REASON_CONFLICT, "Operation cannot be fulfilled on %s \"%s\": %s",
-                         qr, name, why);
+        ckube_status_new(409, CKUBE_REASON_CONFLICT,
+                         "Operation cannot be fulfilled on %s \"%s\": %s", qr, name, why);
     ckube_status_set_details(st, name, group && *group ? group : NULL, resource);
     return st;
 }

@@ -65,7 +65,11 @@ typedef struct storage_event {
     int64_t create_rev;
 } storage_event;
 
-typedef enum { STORAGE_OP_CREATE = 1, STORAGE_OP_UPDATE = 2, STORAGE_OP_DELETE = 3 } storage_op_type;
+typedef enum {
+    STORAGE_OP_CREATE = 1,
+    STORAGE_OP_UPDATE = 2,
+    STORAGE_OP_DELETE = 3
+} storage_op_type;
 
 /* An asynchronous write. The caller allocates it and keeps it alive until
  * `done` runs; the storage never frees it. `done` runs on a backend thread
@@ -121,8 +125,7 @@ struct storage_backend_ops {
     const char *name;
     int (*submit)(storage *st, storage_op *op);
     int (*get)(storage *st, const char *key, storage_kv *out);
-    int (*range)(storage *st, const char *prefix, storage_range_fn fn, void *arg,
-                 int64_t *rev_out);
+    int (*range)(storage *st, const char *prefix, storage_range_fn fn, void *arg, int64_t *rev_out);
     int64_t (*current_rev)(storage *st);
     int (*watch)(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg);
     int (*compact)(storage *st, int64_t rev);

@@ -35,8 +35,11 @@ static void on_done(storage_op *op, void *arg)
 static int write_sync(storage *st, storage_op_type type, const char *key, const char *value,
                       int64_t *rev)
 {
-    sync_op s = {.op = {.type = type, .key = key, .value = value,
-                        .value_len = value ? strlen(value) : 0, .done = on_done}};
+    sync_op s = {.op = {.type = type,
+                        .key = key,
+                        .value = value,
+                        .value_len = value ? strlen(value) : 0,
+                        .done = on_done}};
     s.op.arg = &s;
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cv, NULL);
@@ -89,8 +92,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static void put(fixture *f, const char *name, const char *label, storage_op_type type,
-                int64_t *rev)
+static void put(fixture *f, const char *name, const char *label, storage_op_type type, int64_t *rev)
 {
     char key[256];
     snprintf(key, sizeof key, PREFIX "ns/%s", name);

@@ -27,8 +27,8 @@ static void expect_info(const char *path, const char *method, bool watch, const 
 
 static void test_core_paths(void **state)
 {
-    expect_info("/api/v1/namespaces/default/configmaps", "GET", false, "list", "", "v1",
-                "default", "configmaps", "", "");
+    expect_info("/api/v1/namespaces/default/configmaps", "GET", false, "list", "", "v1", "default",
+                "configmaps", "", "");
     expect_info("/api/v1/namespaces/default/configmaps/c1", "GET", false, "get", "", "v1",
                 "default", "configmaps", "c1", "");
     expect_info("/api/v1/namespaces/default/configmaps", "POST", false, "create", "", "v1",
@@ -39,8 +39,8 @@ static void test_core_paths(void **state)
                 "default", "configmaps", "c1", "");
     expect_info("/api/v1/namespaces/default/configmaps/c1", "DELETE", false, "delete", "", "v1",
                 "default", "configmaps", "c1", "");
-    expect_info("/api/v1/namespaces/default/configmaps", "DELETE", false, "deletecollection",
-                "", "v1", "default", "configmaps", "", "");
+    expect_info("/api/v1/namespaces/default/configmaps", "DELETE", false, "deletecollection", "",
+                "v1", "default", "configmaps", "", "");
     expect_info("/api/v1/configmaps", "GET", false, "list", "", "v1", "", "configmaps", "", "");
     expect_info("/api/v1/nodes/n1/status", "PUT", false, "update", "", "v1", "", "nodes", "n1",
                 "status");
@@ -49,8 +49,8 @@ static void test_core_paths(void **state)
 static void test_namespaces_themselves(void **state)
 {
     /* /api/v1/namespaces/NAME is the namespace object... */
-    expect_info("/api/v1/namespaces/team-a", "GET", false, "get", "", "v1", "team-a",
-                "namespaces", "team-a", "");
+    expect_info("/api/v1/namespaces/team-a", "GET", false, "get", "", "v1", "team-a", "namespaces",
+                "team-a", "");
     /* ...and its own subresources are not resources in it. */
     expect_info("/api/v1/namespaces/team-a/finalize", "PUT", false, "update", "", "v1", "team-a",
                 "namespaces", "team-a", "finalize");
@@ -63,10 +63,10 @@ static void test_groups_and_watch(void **state)
 {
     expect_info("/apis/apps/v1/namespaces/ns/deployments/d/scale", "GET", false, "get", "apps",
                 "v1", "ns", "deployments", "d", "scale");
-    expect_info("/apis/apps/v1/namespaces/ns/deployments", "GET", true, "watch", "apps", "v1",
-                "ns", "deployments", "", "");
-    expect_info("/api/v1/watch/namespaces/ns/configmaps/c1", "GET", false, "watch", "", "v1",
-                "ns", "configmaps", "c1", "");
+    expect_info("/apis/apps/v1/namespaces/ns/deployments", "GET", true, "watch", "apps", "v1", "ns",
+                "deployments", "", "");
+    expect_info("/api/v1/watch/namespaces/ns/configmaps/c1", "GET", false, "watch", "", "v1", "ns",
+                "configmaps", "c1", "");
     expect_info("/apis/coordination.k8s.io/v1/watch/leases", "GET", false, "watch",
                 "coordination.k8s.io", "v1", "", "leases", "", "");
 }
@@ -108,10 +108,8 @@ static void test_malformed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_core_paths),
-        cmocka_unit_test(test_namespaces_themselves),
-        cmocka_unit_test(test_groups_and_watch),
-        cmocka_unit_test(test_discovery_and_other),
+        cmocka_unit_test(test_core_paths),       cmocka_unit_test(test_namespaces_themselves),
+        cmocka_unit_test(test_groups_and_watch), cmocka_unit_test(test_discovery_and_other),
         cmocka_unit_test(test_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
