@@ -10,6 +10,7 @@
 #include "apiserver/apiserver.h"
 #include "apiserver/builtin_patchmeta.h"
 #include "apiserver/builtin_schemas.h"
+#include "apiserver/crd.h"
 #include "apiserver/registry.h"
 #include "ckube/json.h"
 #include "ckube/validation.h"
@@ -1241,5 +1242,5 @@ int builtin_types_register(void)
             return -1;
         }
     }
-    return 0;
+    return crd_types_register();
 }

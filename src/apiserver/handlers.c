@@ -442,6 +442,13 @@ static void collection_child_done(write_req *w, ckube_status *st, json_t *obj);
 /* Finishes a write: replies (or reports to the collection) and frees. */
 static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
 {
+    if (body && w->rc && w->rc->type->present &&
+        strcmp(json_string_value(json_object_get(body, "kind")) ? json_string_value(json_object_get(body, "kind")) : "", "Status")) {
+        json_t *copy = json_deep_copy(body);
+        json_decref(body);
+        w->rc->type->present(w->rc->type, copy);
+        body = copy;
+    }
     if (w->parent) {
         collection_child_done(w, st, body);
         write_free(w);
@@ -1295,6 +1302,13 @@ static void do_get(req_ctx *rc)
         reply_json(rc, 200, table);
         return;
     }
+    if (rc->type->present) {
+        json_t *obj = cobj_decode(o);
+        cobj_unref(o);
+        rc->type->present(rc->type, obj);
+        reply_json(rc, 200, obj);
+        return;
+    }
     struct evbuffer *buf = evbuffer_new();
     evbuffer_add_reference(buf, o->json, o->len, unref_cobj_cb, o);
     reply_evbuffer(rc, 200, buf);
@@ -1430,6 +1444,19 @@ static void do_list(req_ctx *rc)
     for (size_t i = 0; i < n; i++) {
         if (i)
             evbuffer_add(buf, ",", 1);
+        if (t->present) {
+            /* Served in another shape than stored: re-encode this item. */
+            json_t *obj = cobj_decode(objs[i]);
+            t->present(t, obj);
+            size_t len;
+            char *s = ckube_json_dumps(obj, &len);
+            json_decref(obj);
+            if (s)
+                evbuffer_add(buf, s, len);
+            free(s);
+            cobj_unref(objs[i]);
+            continue;
+        }
         evbuffer_add_reference(buf, objs[i]->json, objs[i]->len, unref_cobj_cb, objs[i]);
     }
     evbuffer_add(buf, "]}", 2);
@@ -1635,6 +1662,12 @@ void handle_resource(req_ctx *rc)
         } else {
             reply_status(rc, method_not_allowed());
         }
+        return;
+    }
+    if (!strcmp(verb, "create") && !(t->verbs & VERB_CREATE)) {
+        reply_status(rc, ckube_status_new(405, CKUBE_REASON_METHOD_NOT_ALLOWED,
+                                          "create not allowed while custom resource definition "
+                                          "is terminating"));
         return;
     }
     if (!strcmp(verb, "get"))

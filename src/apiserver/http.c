@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "apiserver/compactor.h"
+#include "apiserver/crd.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 
@@ -479,6 +480,7 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     }
     registry_list_free(types, n);
     cacher_set_notify(s->cache, wake_loops, s);
+    crd_attach(s->cache, s->st);
     return s;
 }
 
@@ -592,6 +594,7 @@ void apiserver_free(apiserver *s)
         pthread_mutex_destroy(&lp->mu);
     }
     free(s->loops);
+    crd_detach();
     cacher_free(s->cache);
     registry_shutdown();
     json_decref(s->openapi_v3_index);

@@ -120,6 +120,11 @@ struct resource_type {
     bool (*pending_finalizers)(const json_t *obj);
     /* Runs when graceful deletion starts (namespaces: phase Terminating). */
     void (*prepare_delete)(json_t *obj);
+    /* Objects are stored in one version; when this type serves another
+     * shape (a v1beta1 CRD, a non-storage version of a custom resource),
+     * `present` rewrites a decoded stored object in place before it is
+     * served. NULL: stored bytes are served as they are. */
+    void (*present)(const resource_type *t, json_t *obj);
     /* Name rule (enum ckube_name_kind in ckube/validation.h). */
     int name_kind;
 

@@ -150,6 +150,8 @@ json_t *table_for_objects(req_ctx *rc, cobj **objs, size_t n)
         json_t *obj = cobj_decode(objs[i]);
         if (!obj)
             continue;
+        if (rc->type->present)
+            rc->type->present(rc->type, obj);
         json_array_append_new(rows, table_row(rc, obj));
         json_decref(obj);
     }

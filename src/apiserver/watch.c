@@ -126,13 +126,26 @@ static const char *type_name(cevent_type t)
 /* Appends one event line; takes the event's object reference. */
 static void encode_event(http_watch *w, struct evbuffer *out, cevent_type type, cobj *o)
 {
-    if (!w->table) {
+    const resource_type *t = w->rc->type;
+    if (!w->table && !t->present) {
         evbuffer_add_printf(out, "{\"type\":\"%s\",\"object\":", type_name(type));
         evbuffer_add_reference(out, o->json, o->len, unref_cobj, o);
         evbuffer_add(out, "}\n", 2);
         return;
     }
     json_t *obj = cobj_decode(o);
+    if (t->present)
+        t->present(t, obj);
+    if (!w->table) {
+        json_t *ev = json_pack("{s:s,s:O}", "type", type_name(type), "object", obj);
+        char *s = ckube_json_dumps(ev, NULL);
+        evbuffer_add_printf(out, "%s\n", s ? s : "{}");
+        free(s);
+        json_decref(ev);
+        json_decref(obj);
+        cobj_unref(o);
+        return;
+    }
     json_t *table = json_pack(
         "{s:s,s:s,s:{s:s},s:[o]}", "kind", "Table", "apiVersion", "meta.k8s.io/v1", "metadata",
         "resourceVersion", ckube_obj_resource_version(obj) ? ckube_obj_resource_version(obj) : "",

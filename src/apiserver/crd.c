@@ -1,0 +1,820 @@
+/* CustomResourceDefinitions; see crd.h. */
+#include "apiserver/crd.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apiserver/schema.h"
+#include "ckube/json.h"
+#include "ckube/log.h"
+#include "ckube/validation.h"
+
+/* ---- v1beta1 <-> v1 --------------------------------------------------- */
+
+static void move_into_versions(json_t *spec, const char *from, const char *to)
+{
+    json_t *v = json_object_get(spec, from);
+    if (!v)
+        return;
+    size_t i;
+    json_t *ver;
+    json_array_foreach(json_object_get(spec, "versions"), i, ver)
+    {
+        if (!json_object_get(ver, to))
+            json_object_set(ver, to, v);
+    }
+    json_object_del(spec, from);
+}
+
+/* v1beta1 printer columns spell the path "JSONPath". */
+static void rename_jsonpath(json_t *cols)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(cols, i, c)
+    {
+        json_t *p = json_object_get(c, "JSONPath");
+        if (p) {
+            json_object_set(c, "jsonPath", p);
+            json_object_del(c, "JSONPath");
+        }
+    }
+}
+
+/* Rewrites a v1beta1 CRD body into the v1 shape we store. */
+static void crd_from_v1beta1(json_t *obj)
+{
+    json_t *spec = ckube_json_object_ensure(obj, "spec");
+    json_t *versions = json_object_get(spec, "versions");
+    const char *version = json_string_value(json_object_get(spec, "version"));
+    if (!json_array_size(versions) && version) {
+        versions = json_pack("[{s:s,s:b,s:b}]", "name", version, "served", 1, "storage", 1);
+        json_object_set_new(spec, "versions", versions);
+    }
+    json_object_del(spec, "version");
+    json_t *validation = json_object_get(spec, "validation");
+    if (validation) {
+        json_object_set(spec, "schema", validation);
+        json_object_del(spec, "validation");
+    }
+    move_into_versions(spec, "schema", "schema");
+    move_into_versions(spec, "subresources", "subresources");
+    json_t *cols = json_object_get(spec, "additionalPrinterColumns");
+    if (cols)
+        rename_jsonpath(cols);
+    move_into_versions(spec, "additionalPrinterColumns", "additionalPrinterColumns");
+    size_t i;
+    json_t *ver;
+    json_array_foreach(versions, i, ver)
+    {
+        rename_jsonpath(json_object_get(ver, "additionalPrinterColumns"));
+        if (!json_object_get(ver, "served"))
+            json_object_set_new(ver, "served", json_true());
+    }
+    json_object_set_new(obj, "apiVersion", json_string("apiextensions.k8s.io/v1"));
+}
+
+/* Presents a stored (v1) CRD as v1beta1: apiVersion and the top-level
+ * version/validation fields v1beta1 clients wrote. */
+static void crd_present_v1beta1(const resource_type *t, json_t *obj)
+{
+    json_object_set_new(obj, "apiVersion", json_string("apiextensions.k8s.io/v1beta1"));
+    json_t *spec = json_object_get(obj, "spec");
+    size_t i;
+    json_t *ver;
+    json_array_foreach(json_object_get(spec, "versions"), i, ver)
+    {
+        if (json_is_true(json_object_get(ver, "storage")) && !json_object_get(spec, "version"))
+            json_object_set(spec, "version", json_object_get(ver, "name"));
+    }
+}
+
+/* ---- names and status -------------------------------------------------- */
+
+static char *lower(const char *s)
+{
+    char *out = strdup(s ? s : "");
+    for (char *p = out; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    return out;
+}
+
+/* Fills names.singular and names.listKind defaults (as upstream). */
+static void default_names(json_t *obj)
+{
+    json_t *names = ckube_json_object_ensure(ckube_json_object_ensure(obj, "spec"), "names");
+    const char *kind = json_string_value(json_object_get(names, "kind"));
+    if (!kind)
+        return;
+    if (!json_string_value(json_object_get(names, "singular"))) {
+        char *l = lower(kind);
+        json_object_set_new(names, "singular", json_string(l));
+        free(l);
+    }
+    if (!json_string_value(json_object_get(names, "listKind"))) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%sList", kind);
+        json_object_set_new(names, "listKind", json_string(buf));
+    }
+}
+
+/* Finds a served type in `group` that uses `what` (plural, singular, kind
+ * or a short name) and belongs to another CRD or is built in. */
+static bool name_taken(const char *group, const char *crd_name, const char *what,
+                       const char *field)
+{
+    if (!what || !*what)
+        return false;
+    size_t n;
+    resource_type **types = registry_list(&n);
+    bool taken = false;
+    for (size_t i = 0; i < n && !taken; i++) {
+        resource_type *t = types[i];
+        if (strcmp(t->group, group) || (t->crd_name && !strcmp(t->crd_name, crd_name)))
+            continue;
+        if (!strcmp(field, "plural"))
+            taken = !strcmp(t->resource, what);
+        else if (!strcmp(field, "kind"))
+            taken = !strcmp(t->kind, what);
+        else if (!strcmp(field, "singular"))
+            taken = t->singular && !strcmp(t->singular, what);
+    }
+    registry_list_free(types, n);
+    return taken;
+}
+
+static json_t *condition(const char *type, bool ok, const char *reason, const char *message)
+{
+    char now[32];
+    ckube_now_rfc3339(now, sizeof now);
+    return json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", type, "status", ok ? "True" : "False",
+                     "lastTransitionTime", now, "reason", reason, "message", message);
+}
+
+/* Keeps lastTransitionTime of conditions whose status did not change. */
+static void keep_transition_times(json_t *conds, const json_t *old_conds)
+{
+    size_t i, j;
+    json_t *c, *o;
+    json_array_foreach(conds, i, c)
+    {
+        json_array_foreach(old_conds, j, o)
+        {
+            if (json_equal(json_object_get(c, "type"), json_object_get(o, "type")) &&
+                json_equal(json_object_get(c, "status"), json_object_get(o, "status")) &&
+                json_object_get(o, "lastTransitionTime"))
+                json_object_set(c, "lastTransitionTime", json_object_get(o, "lastTransitionTime"));
+        }
+    }
+}
+
+/* Computes status: acceptedNames and the NamesAccepted, Established and
+ * (while deleting) Terminating conditions. */
+static void compute_status(json_t *obj, const json_t *old)
+{
+    json_t *spec = json_object_get(obj, "spec");
+    json_t *names = json_object_get(spec, "names");
+    const char *group = json_string_value(json_object_get(spec, "group"));
+    const char *name = ckube_obj_name(obj);
+    if (!group || !name)
+        return;
+    const char *conflict = NULL;
+    char msg[512] = "no conflicts found";
+    if (name_taken(group, name, json_string_value(json_object_get(names, "plural")), "plural"))
+        conflict = "PluralConflict";
+    else if (name_taken(group, name, json_string_value(json_object_get(names, "singular")),
+                        "singular"))
+        conflict = "SingularConflict";
+    else if (name_taken(group, name, json_string_value(json_object_get(names, "kind")), "kind"))
+        conflict = "KindConflict";
+    if (conflict) {
+        const char *field = !strcmp(conflict, "PluralConflict")     ? "plural"
+                            : !strcmp(conflict, "SingularConflict") ? "singular"
+                                                                    : "kind";
+        snprintf(msg, sizeof msg, "\"%s\" is already in use",
+                 json_string_value(json_object_get(names, field)));
+    }
+    json_t *status = json_object();
+    json_t *conds = json_array();
+    json_t *old_status = json_object_get(old, "status");
+    if (conflict) {
+        /* Keep serving what was accepted before, if anything. */
+        json_t *prev = json_object_get(old_status, "acceptedNames");
+        json_object_set_new(status, "acceptedNames", prev ? json_deep_copy(prev) : json_object());
+        json_array_append_new(conds, condition("NamesAccepted", false, conflict, msg));
+        json_array_append_new(conds, condition("Established", false, "NotAccepted",
+                                               "not all names are accepted"));
+    } else {
+        json_object_set_new(status, "acceptedNames", json_deep_copy(names));
+        json_array_append_new(conds, condition("NamesAccepted", true, "NoConflicts", msg));
+        json_array_append_new(conds, condition("Established", true, "InitialNamesAccepted",
+                                               "the initial names have been accepted"));
+    }
+    if (ckube_json_get_path(obj, "metadata.deletionTimestamp"))
+        json_array_append_new(conds, condition("Terminating", true, "InstanceDeletionInProgress",
+                                               "CustomResource deletion is in progress"));
+    keep_transition_times(conds, json_object_get(old_status, "conditions"));
+    json_object_set_new(status, "conditions", conds);
+    json_t *stored = json_array();
+    size_t i;
+    json_t *ver;
+    json_array_foreach(json_object_get(spec, "versions"), i, ver)
+    {
+        if (json_is_true(json_object_get(ver, "storage")))
+            json_array_append(stored, json_object_get(ver, "name"));
+    }
+    json_object_set_new(status, "storedVersions", stored);
+    json_object_set_new(obj, "status", status);
+}
+
+static void add_cleanup_finalizer(json_t *obj)
+{
+    json_t *meta = ckube_json_object_ensure(obj, "metadata");
+    json_t *fin = json_object_get(meta, "finalizers");
+    if (!json_is_array(fin)) {
+        fin = json_array();
+        json_object_set_new(meta, "finalizers", fin);
+    }
+    size_t i;
+    json_t *f;
+    json_array_foreach(fin, i, f)
+    {
+        if (json_string_value(f) && !strcmp(json_string_value(f), CRD_CLEANUP_FINALIZER))
+            return;
+    }
+    json_array_append_new(fin, json_string(CRD_CLEANUP_FINALIZER));
+}
+
+static void crd_prepare_create(const resource_type *t, json_t *obj)
+{
+    if (!strcmp(t->version, "v1beta1"))
+        crd_from_v1beta1(obj);
+    default_names(obj);
+    add_cleanup_finalizer(obj);
+    compute_status(obj, NULL);
+}
+
+static void crd_prepare_update(const resource_type *t, json_t *obj, const json_t *old)
+{
+    if (!strcmp(t->version, "v1beta1"))
+        crd_from_v1beta1(obj);
+    default_names(obj);
+    compute_status(obj, old);
+}
+
+static void crd_validate(const resource_type *t, const json_t *obj, const json_t *old,
+                         ckube_status *st)
+{
+    json_t *spec = json_object_get(obj, "spec");
+    const char *group = json_string_value(json_object_get(spec, "group"));
+    json_t *names = json_object_get(spec, "names");
+    const char *plural = json_string_value(json_object_get(names, "plural"));
+    const char *kind = json_string_value(json_object_get(names, "kind"));
+    const char *scope = json_string_value(json_object_get(spec, "scope"));
+    const char *name = ckube_obj_name(obj);
+    if (!group || !*group) {
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, "spec.group", "Required value");
+    } else if (!strchr(group, '.')) {
+        ckube_field_invalid(st, "spec.group", group, "should be a domain with at least one dot");
+    }
+    if (!plural || !*plural) {
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, "spec.names.plural",
+                               "Required value");
+    } else {
+        char *msg = ckube_is_dns1035_label(plural);
+        if (msg) {
+            ckube_field_invalid(st, "spec.names.plural", plural, msg);
+            free(msg);
+        }
+    }
+    if (!kind || !*kind)
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, "spec.names.kind",
+                               "Required value");
+    if (!scope || (strcmp(scope, "Namespaced") && strcmp(scope, "Cluster")))
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_NOT_SUPPORTED, "spec.scope",
+                               "Unsupported value: \"%s\": supported values: \"Cluster\", "
+                               "\"Namespaced\"",
+                               scope ? scope : "");
+    if (plural && group && name) {
+        char want[512];
+        snprintf(want, sizeof want, "%s.%s", plural, group);
+        if (strcmp(name, want))
+            ckube_field_invalid(st, "metadata.name", name,
+                                "must be spec.names.plural+\".\"+spec.group");
+    }
+    json_t *versions = json_object_get(spec, "versions");
+    size_t nstorage = 0, i;
+    json_t *ver;
+    if (!json_array_size(versions))
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, "spec.versions",
+                               "Required value: must have exactly one version marked as storage "
+                               "version");
+    json_array_foreach(versions, i, ver)
+    {
+        char field[64];
+        const char *vn = json_string_value(json_object_get(ver, "name"));
+        snprintf(field, sizeof field, "spec.versions[%zu].name", i);
+        if (!vn || !*vn) {
+            ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field, "Required value");
+        } else {
+            char *msg = ckube_is_dns1035_label(vn);
+            if (msg) {
+                ckube_field_invalid(st, field, vn, msg);
+                free(msg);
+            }
+        }
+        if (json_is_true(json_object_get(ver, "storage")))
+            nstorage++;
+    }
+    if (json_array_size(versions) && nstorage != 1)
+        ckube_field_invalid_int(st, "spec.versions", (int64_t)nstorage,
+                                "must have exactly one version marked as storage version");
+    if (old) {
+        if (!json_equal(json_object_get(json_object_get(old, "spec"), "scope"),
+                        json_object_get(spec, "scope")))
+            ckube_field_invalid(st, "spec.scope", scope ? scope : "", "field is immutable");
+        if (!json_equal(json_object_get(json_object_get(old, "spec"), "group"),
+                        json_object_get(spec, "group")))
+            ckube_field_invalid(st, "spec.group", group ? group : "", "field is immutable");
+    }
+}
+
+static json_t *crd_cell_created(const json_t *obj)
+{
+    const char *ts = json_string_value(ckube_json_get_path(obj, "metadata.creationTimestamp"));
+    return json_string(ts ? ts : "");
+}
+
+int crd_types_register(void)
+{
+    static const char *const versions[] = {"v1", "v1beta1"};
+    for (size_t i = 0; i < 2; i++) {
+        resource_type *t = calloc(1, sizeof *t);
+        if (!t)
+            return -1;
+        atomic_init(&t->refs, 1);
+        t->group = strdup("apiextensions.k8s.io");
+        t->version = strdup(versions[i]);
+        t->resource = strdup("customresourcedefinitions");
+        t->kind = strdup("CustomResourceDefinition");
+        t->singular = strdup("customresourcedefinition");
+        t->short_names = calloc(3, sizeof(char *));
+        t->short_names[0] = strdup("crd");
+        t->short_names[1] = strdup("crds");
+        t->categories = calloc(2, sizeof(char *));
+        t->categories[0] = strdup("api-extensions");
+        t->verbs = VERB_ALL;
+        t->status_subresource = true;
+        t->tracks_generation = true;
+        t->allow_unconditional_update = true;
+        t->name_kind = CKUBE_NAME_DNS1123_SUBDOMAIN;
+        t->prepare_create = crd_prepare_create;
+        t->prepare_update = crd_prepare_update;
+        t->validate = crd_validate;
+        if (i == 1)
+            t->present = crd_present_v1beta1;
+        t->ncolumns = 2;
+        t->columns = calloc(2, sizeof *t->columns);
+        t->columns[0] = (printer_column){strdup("Name"), strdup("string"), strdup("name"),
+                                         strdup("Name of the CustomResourceDefinition."), 0,
+                                         strdup(".metadata.name"), NULL};
+        t->columns[1] = (printer_column){strdup("Created At"), strdup("string"), strdup(""),
+                                         strdup("When it was created."), 0, NULL,
+                                         crd_cell_created};
+        if (registry_add(t) != 0) {
+            resource_type_unref(t);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- custom resource types -------------------------------------------- */
+
+static char **strv_from_json(const json_t *a)
+{
+    if (!json_array_size(a))
+        return NULL;
+    char **v = calloc(json_array_size(a) + 1, sizeof *v);
+    size_t i, n = 0;
+    json_t *s;
+    json_array_foreach(a, i, s)
+    {
+        if (json_string_value(s))
+            v[n++] = strdup(json_string_value(s));
+    }
+    return v;
+}
+
+static char *jstrdup(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s ? strdup(s) : NULL;
+}
+
+/* Custom resources are stored with the storage version's apiVersion;
+ * other served versions only rewrite it (conversion strategy None). */
+static void cr_present(const resource_type *t, json_t *obj)
+{
+    json_object_set_new(obj, "apiVersion", json_string(t->api_version));
+}
+
+/* Custom resources always carry their type's apiVersion in storage as
+ * the storage version's. */
+static void cr_prepare(const resource_type *t, json_t *obj)
+{
+    const char *stor = t->priv;
+    if (stor && strcmp(stor, t->version)) {
+        char av[256];
+        snprintf(av, sizeof av, "%s/%s", t->group, stor);
+        json_object_set_new(obj, "apiVersion", json_string(av));
+    }
+}
+
+static void cr_prepare_create(const resource_type *t, json_t *obj)
+{
+    cr_prepare(t, obj);
+}
+
+static void cr_prepare_update(const resource_type *t, json_t *obj, const json_t *old)
+{
+    cr_prepare(t, obj);
+}
+
+static printer_column column(const char *name, const char *type, const char *format,
+                             const char *desc, int prio, const char *path)
+{
+    printer_column c = {strdup(name),          strdup(type), strdup(format ? format : ""),
+                        strdup(desc ? desc : ""), prio,       path ? strdup(path) : NULL,
+                        NULL};
+    return c;
+}
+
+/* Builds the served type of one version of a CRD. */
+static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *stor,
+                              bool terminating)
+{
+    json_t *spec = json_object_get(crd, "spec");
+    json_t *names = ckube_json_get_path(crd, "status.acceptedNames");
+    if (!json_string_value(json_object_get(names, "plural")))
+        names = json_object_get(spec, "names");
+    resource_type *t = calloc(1, sizeof *t);
+    atomic_init(&t->refs, 1);
+    t->group = jstrdup(json_object_get(spec, "group"));
+    t->version = jstrdup(json_object_get(ver, "name"));
+    t->resource = jstrdup(json_object_get(names, "plural"));
+    t->kind = jstrdup(json_object_get(names, "kind"));
+    t->singular = jstrdup(json_object_get(names, "singular"));
+    t->list_kind = jstrdup(json_object_get(names, "listKind"));
+    if (!t->group || !t->version || !t->resource || !t->kind) {
+        resource_type_unref(t);
+        return NULL;
+    }
+    if (!t->singular)
+        t->singular = lower(t->kind);
+    const char *scope = json_string_value(json_object_get(spec, "scope"));
+    t->namespaced = !scope || strcmp(scope, "Cluster");
+    t->short_names = strv_from_json(json_object_get(names, "shortNames"));
+    t->categories = strv_from_json(json_object_get(names, "categories"));
+    t->verbs = terminating ? VERB_ALL & ~VERB_CREATE : VERB_ALL;
+    json_t *sub = json_object_get(ver, "subresources");
+    t->status_subresource = json_object_get(sub, "status") != NULL;
+    json_t *scale = json_object_get(sub, "scale");
+    if (scale) {
+        t->scale_subresource = true;
+        t->scale_spec_replicas_path = jstrdup(json_object_get(scale, "specReplicasPath"));
+        t->scale_status_replicas_path = jstrdup(json_object_get(scale, "statusReplicasPath"));
+        t->scale_label_selector_path = jstrdup(json_object_get(scale, "labelSelectorPath"));
+        if (!t->scale_spec_replicas_path)
+            t->scale_spec_replicas_path = strdup(".spec.replicas");
+        if (!t->scale_status_replicas_path)
+            t->scale_status_replicas_path = strdup(".status.replicas");
+    }
+    t->tracks_generation = true;
+    t->allow_unconditional_update = false;
+    t->name_kind = CKUBE_NAME_DNS1123_SUBDOMAIN;
+    json_t *schema = ckube_json_get_path(ver, "schema.openAPIV3Schema");
+    if (json_is_object(schema))
+        t->schema = json_deep_copy(schema);
+    /* Printer columns: Name, the CRD's columns, else Age. */
+    json_t *cols = json_object_get(ver, "additionalPrinterColumns");
+    size_t ncols = json_array_size(cols);
+    t->columns = calloc(ncols + 2, sizeof *t->columns);
+    t->columns[t->ncolumns++] = column("Name", "string", "name",
+                                       "Name must be unique within a namespace.", 0,
+                                       ".metadata.name");
+    size_t i;
+    json_t *c;
+    json_array_foreach(cols, i, c)
+    {
+        const char *n = json_string_value(json_object_get(c, "name"));
+        const char *p = json_string_value(json_object_get(c, "jsonPath"));
+        if (!n || !p)
+            continue;
+        t->columns[t->ncolumns++] =
+            column(n, json_string_value(json_object_get(c, "type")) ?: "string",
+                   json_string_value(json_object_get(c, "format")),
+                   json_string_value(json_object_get(c, "description")),
+                   (int)json_integer_value(json_object_get(c, "priority")), p);
+    }
+    if (!ncols)
+        t->columns[t->ncolumns++] = column("Age", "date", "", "Time since creation.", 0,
+                                           ".metadata.creationTimestamp");
+    t->is_custom = true;
+    t->crd_name = strdup(ckube_obj_name(crd));
+    t->storage_version = stor && !strcmp(stor, t->version);
+    t->priv = stor ? strdup(stor) : NULL;
+    t->priv_free = free;
+    t->prepare_create = cr_prepare_create;
+    t->prepare_update = cr_prepare_update;
+    if (stor && strcmp(stor, t->version))
+        t->present = cr_present;
+    return t;
+}
+
+/* Removes every type a CRD registered. */
+static void unregister_crd(const char *crd_name)
+{
+    size_t n;
+    resource_type **types = registry_list(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (types[i]->crd_name && !strcmp(types[i]->crd_name, crd_name))
+            registry_remove(types[i]->group, types[i]->version, types[i]->resource);
+    }
+    registry_list_free(types, n);
+}
+
+static bool names_accepted(const json_t *crd)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(ckube_json_get_path(crd, "status.conditions"), i, c)
+    {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *s = json_string_value(json_object_get(c, "status"));
+        if (t && s && !strcmp(t, "NamesAccepted"))
+            return !strcmp(s, "True");
+    }
+    return false;
+}
+
+static void register_crd(const json_t *crd)
+{
+    const char *name = ckube_obj_name(crd);
+    unregister_crd(name);
+    if (!names_accepted(crd))
+        return;
+    bool terminating = ckube_json_get_path(crd, "metadata.deletionTimestamp") != NULL;
+    const char *stor = NULL;
+    size_t i;
+    json_t *ver;
+    json_t *versions = ckube_json_get_path(crd, "spec.versions");
+    json_array_foreach(versions, i, ver)
+    {
+        if (json_is_true(json_object_get(ver, "storage")))
+            stor = json_string_value(json_object_get(ver, "name"));
+    }
+    json_array_foreach(versions, i, ver)
+    {
+        json_t *served = json_object_get(ver, "served");
+        if (served && !json_is_true(served))
+            continue;
+        resource_type *t = cr_type(crd, ver, stor, terminating);
+        if (!t)
+            continue;
+        if (!t->api_version && asprintf(&t->api_version, "%s/%s", t->group, t->version) < 0)
+            t->api_version = NULL;
+        if (registry_add(t) != 0) {
+            CKUBE_WARN("CRD %s: %s/%s %s is already served; not registered", name, t->group,
+                       t->version, t->resource);
+            resource_type_unref(t);
+        } else {
+            CKUBE_V(2, "serving %s/%s %s for CRD %s", t->group, t->version, t->resource, name);
+        }
+    }
+}
+
+/* ---- deletion cleanup ---------------------------------------------------- */
+
+typedef struct cleanup {
+    char *crd;
+    size_t pending;
+    storage_op *ops;
+    char **keys;
+    size_t nkeys;
+    pthread_mutex_t mu;
+} cleanup;
+
+static struct {
+    cacher *cache;
+    storage *st;
+    pthread_mutex_t mu;
+    char **active; /* CRDs being cleaned up */
+    size_t nactive;
+} crds = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static bool cleanup_begin(const char *name)
+{
+    pthread_mutex_lock(&crds.mu);
+    for (size_t i = 0; i < crds.nactive; i++) {
+        if (!strcmp(crds.active[i], name)) {
+            pthread_mutex_unlock(&crds.mu);
+            return false;
+        }
+    }
+    crds.active = realloc(crds.active, (crds.nactive + 1) * sizeof *crds.active);
+    crds.active[crds.nactive++] = strdup(name);
+    pthread_mutex_unlock(&crds.mu);
+    return true;
+}
+
+static void cleanup_end(const char *name)
+{
+    pthread_mutex_lock(&crds.mu);
+    for (size_t i = 0; i < crds.nactive; i++) {
+        if (!strcmp(crds.active[i], name)) {
+            free(crds.active[i]);
+            crds.active[i] = crds.active[--crds.nactive];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&crds.mu);
+}
+
+typedef struct finalize_op {
+    storage_op op;
+    char key[512];
+    char *value;
+    char *crd;
+    int attempts;
+} finalize_op;
+
+static void submit_finalize(finalize_op *f);
+
+static void finalize_done(storage_op *op, void *arg)
+{
+    finalize_op *f = arg;
+    if (op->result == STORAGE_ERR_CONFLICT && ++f->attempts < 100) {
+        submit_finalize(f);
+        return;
+    }
+    if (op->result && op->result != STORAGE_ERR_NOT_FOUND)
+        CKUBE_ERROR("CRD %s: removing the cleanup finalizer: %s", f->crd,
+                    storage_strerror(op->result));
+    cleanup_end(f->crd);
+    free(f->value);
+    free(f->crd);
+    free(f);
+}
+
+/* Removes our finalizer from the CRD; with none left the CRD is deleted. */
+static void submit_finalize(finalize_op *f)
+{
+    free(f->value);
+    f->value = NULL;
+    cobj *o = cacher_get(crds.cache, f->key);
+    if (!o) {
+        memset(&f->op, 0, sizeof f->op);
+        f->op.result = STORAGE_ERR_NOT_FOUND;
+        finalize_done(&f->op, f);
+        return;
+    }
+    json_t *obj = cobj_decode(o);
+    int64_t rev = o->rev;
+    cobj_unref(o);
+    json_t *meta = json_object_get(obj, "metadata");
+    json_t *fin = json_object_get(meta, "finalizers");
+    json_t *left = json_array();
+    size_t i;
+    json_t *x;
+    json_array_foreach(fin, i, x)
+    {
+        if (!json_string_value(x) || strcmp(json_string_value(x), CRD_CLEANUP_FINALIZER))
+            json_array_append(left, x);
+    }
+    memset(&f->op, 0, sizeof f->op);
+    f->op.key = f->key;
+    f->op.expect_mod_rev = rev;
+    f->op.done = finalize_done;
+    f->op.arg = f;
+    if (!json_array_size(left)) {
+        f->op.type = STORAGE_OP_DELETE;
+    } else {
+        json_object_set_new(meta, "finalizers", left);
+        left = NULL;
+        json_object_del(meta, "resourceVersion");
+        f->op.type = STORAGE_OP_UPDATE;
+        f->value = ckube_json_dumps(obj, &f->op.value_len);
+        f->op.value = f->value;
+    }
+    json_decref(left);
+    json_decref(obj);
+    if (storage_submit(crds.st, &f->op) != 0) {
+        f->op.result = STORAGE_ERR_CLOSED;
+        finalize_done(&f->op, f);
+    }
+}
+
+static void start_finalize(const char *crd)
+{
+    finalize_op *f = calloc(1, sizeof *f);
+    f->crd = strdup(crd);
+    snprintf(f->key, sizeof f->key, CRD_KEY_PREFIX "%s", crd);
+    submit_finalize(f);
+}
+
+static void object_deleted(storage_op *op, void *arg)
+{
+    cleanup *c = arg;
+    pthread_mutex_lock(&c->mu);
+    size_t left = --c->pending;
+    pthread_mutex_unlock(&c->mu);
+    if (left)
+        return;
+    start_finalize(c->crd);
+    for (size_t i = 0; i < c->nkeys; i++)
+        free(c->keys[i]);
+    free(c->keys);
+    free(c->ops);
+    free(c->crd);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* Deletes every object of a deleting CRD, then finalizes it. Runs on the
+ * storage thread (a cacher listener); only queues writes. */
+static void cleanup_crd(const json_t *crd)
+{
+    const char *name = ckube_obj_name(crd);
+    const char *group = json_string_value(ckube_json_get_path(crd, "spec.group"));
+    const char *plural = json_string_value(ckube_json_get_path(crd, "spec.names.plural"));
+    if (!name || !group || !plural || !cleanup_begin(name))
+        return;
+    CKUBE_INFO("CRD %s is being deleted: removing its objects", name);
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "/registry/%s/%s/", group, plural);
+    size_t n, more;
+    int64_t rev;
+    cobj **objs = cacher_list(crds.cache, prefix, NULL, NULL, 0, &n, &rev, &more);
+    if (!n) {
+        cacher_objs_free(objs, n);
+        start_finalize(name);
+        return;
+    }
+    cleanup *c = calloc(1, sizeof *c);
+    c->crd = strdup(name);
+    c->pending = n;
+    c->nkeys = n;
+    c->keys = calloc(n, sizeof *c->keys);
+    c->ops = calloc(n, sizeof *c->ops);
+    pthread_mutex_init(&c->mu, NULL);
+    for (size_t i = 0; i < n; i++)
+        c->keys[i] = strdup(objs[i]->key);
+    cacher_objs_free(objs, n);
+    for (size_t i = 0; i < n; i++) {
+        c->ops[i] = (storage_op){.type = STORAGE_OP_DELETE, .key = c->keys[i],
+                                 .done = object_deleted, .arg = c};
+        if (storage_submit(crds.st, &c->ops[i]) != 0)
+            object_deleted(&c->ops[i], c);
+    }
+}
+
+/* ---- following CRDs ------------------------------------------------------ */
+
+static void on_crd_event(void *arg, cevent_type type, const cobj *o)
+{
+    json_t *crd = cobj_decode(o);
+    if (!crd)
+        return;
+    if (type == CEV_DELETED) {
+        unregister_crd(ckube_obj_name(crd));
+        CKUBE_INFO("CRD %s deleted: its endpoints are gone", ckube_obj_name(crd));
+    } else {
+        register_crd(crd);
+        if (ckube_json_get_path(crd, "metadata.deletionTimestamp"))
+            cleanup_crd(crd);
+    }
+    json_decref(crd);
+}
+
+void crd_attach(cacher *c, storage *st)
+{
+    crds.cache = c;
+    crds.st = st;
+    cacher_add_listener(c, CRD_KEY_PREFIX, on_crd_event, NULL);
+}
+
+void crd_detach(void)
+{
+    pthread_mutex_lock(&crds.mu);
+    for (size_t i = 0; i < crds.nactive; i++)
+        free(crds.active[i]);
+    free(crds.active);
+    crds.active = NULL;
+    crds.nactive = 0;
+    pthread_mutex_unlock(&crds.mu);
+}

@@ -1,0 +1,34 @@
+/* crd.h - CustomResourceDefinitions: the apiextensions.k8s.io types and
+ * the machinery that turns each CRD into served resource types.
+ *
+ * A CRD object is stored in the v1 shape whatever version wrote it
+ * (v1beta1 bodies are converted on the way in and back on the way out).
+ * Its status (acceptedNames, NamesAccepted and Established conditions) is
+ * computed when it is written, so `kubectl wait --for=condition=Established`
+ * is satisfied by the create's own response. The cacher tells us about
+ * every applied CRD change (crd_attach), on the storage thread, after the
+ * change is visible: we (re)register its served versions in the registry,
+ * so discovery, OpenAPI and the REST handler serve them at once. Deleting a
+ * CRD runs the cleanup finalizer: every object of the CRD is deleted, then
+ * the finalizer is removed and the CRD and its endpoints go away.
+ */
+#ifndef CKUBE_APISERVER_CRD_H
+#define CKUBE_APISERVER_CRD_H
+
+#include "apiserver/cacher.h"
+#include "apiserver/registry.h"
+#include "storage/storage.h"
+
+#define CRD_CLEANUP_FINALIZER "customresourcecleanup.apiextensions.k8s.io"
+#define CRD_KEY_PREFIX "/registry/apiextensions.k8s.io/customresourcedefinitions/"
+
+/* Registers apiextensions.k8s.io/v1 and v1beta1 customresourcedefinitions.
+ * Called by builtin_types_register. */
+int crd_types_register(void);
+
+/* Follows CRD changes in `c` and cleans up deleted CRDs through `st`.
+ * Call before cacher_start so stored CRDs are registered at start-up. */
+void crd_attach(cacher *c, storage *st);
+void crd_detach(void);
+
+#endif
