@@ -862,7 +862,7 @@ static void run_update(write_req *w)
                                        "to the latest version and try again");
         else
             w->user_rv = rv;
-    } else if (w->kind == W_UPDATE && !t->allow_unconditional_update) {
+    } else if (w->kind == W_UPDATE && !t->allow_unconditional_update && !w->internal) {
         st = ckube_status_invalid_begin(t->group, t->kind, rc->ri.name);
         ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "metadata.resourceVersion",
                                "Invalid value: 0x0: must be specified for an update");
@@ -1586,6 +1586,7 @@ static void do_scale_write(req_ctx *rc, bool patch)
     write_req *w = write_new(rc, W_UPDATE);
     w->body = obj;
     w->scale_reply = true;
+    w->internal = true;
     if (!write_params(rc, w)) {
         write_free(w);
         return;
