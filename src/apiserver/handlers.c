@@ -411,6 +411,7 @@ struct write_req {
     bool deleting;    /* the op is a storage delete */
     bool status_only; /* /status: only .status of the result is kept */
     bool scale_reply; /* /scale: answer with the Scale, not the object */
+    bool internal; /* built by the server (scale): no client precondition */
     char *gen_base;   /* generateName base for retries */
     /* delete options */
     char *pre_uid;
