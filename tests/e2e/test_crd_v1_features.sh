@@ -1,0 +1,582 @@
+#!/usr/bin/env bash
+# test_crd_v1_features.sh - apiextensions.k8s.io/v1 CRDs with unmodified
+# kubectl: a structural schema (types, required, enum, pattern,
+# minimum/maximum, lengths, defaults, a preserve-unknown-fields subtree),
+# validation errors (422 with field causes, kubectl's "The Foo "x" is
+# invalid" output), pruning, strict/warn field validation, printer columns
+# (a priority-1 column only with -o wide), short names, categories, the
+# status and scale subresources, merge and JSON patches (strategic -> 415),
+# generation rules, kubectl explain, replace without a resourceVersion
+# (422) or with a stale one (409), a cluster-scoped CRD, and CRD
+# validation itself.
+#
+# CRDs: tests/e2e/manifests/crd/foo-crd.yaml (namespaced) and bar-crd.yaml
+# (cluster-scoped). Runs with the default kubectl, 1.33 and 1.27, each
+# against a fresh server (override with KUBECTL_VERSIONS).
+source "$(dirname "$0")/lib.sh"
+
+CRD_DIR=$SRC/tests/e2e/manifests/crd
+export HOME=$TMP/home
+mkdir -p "$HOME"
+SDK=/usr/lib/google-cloud-sdk/bin
+KUBECTL_VERSIONS=${KUBECTL_VERSIONS:-"kubectl $SDK/kubectl.1.33 $SDK/kubectl.1.27"}
+M=$TMP/manifests
+mkdir -p "$M"
+FOOS=/apis/e2e.ckube.io/v1/namespaces/default/foos
+
+k() {
+    local out
+    out=$("$K" "$@" 2>&1) || fail "[$(basename "$K") $*] failed: $out"
+    printf '%s\n' "$out"
+}
+# ko: stdout only (so a warning on stderr cannot spoil an exact match)
+ko() {
+    local out
+    out=$("$K" "$@" 2>"$TMP/ko.err") || fail "[$(basename "$K") $*] failed: $out $(cat "$TMP/ko.err")"
+    printf '%s\n' "$out"
+}
+kfail() {
+    local out
+    if out=$("$K" "$@" 2>&1); then fail "[$(basename "$K") $*] should have failed: $out"; fi
+    printf '%s\n' "$out"
+}
+jp() { ko get "$@"; }
+# curl_json METHOD PATH [BODY [CONTENT-TYPE]]: the status code; body in $TMP/http.body
+curl_json() {
+    local method=$1 path=$2 body=${3:-} ct=${4:-application/json}
+    if [ -n "$body" ]; then
+        curl -s -o "$TMP/http.body" -w '%{http_code}' -X "$method" -H "Content-Type: $ct" \
+            --data-binary "$body" "$SERVER_URL$path"
+    else
+        curl -s -o "$TMP/http.body" -w '%{http_code}' -X "$method" "$SERVER_URL$path"
+    fi
+}
+
+SECTION_FAILS=()
+section() {
+    local name=$1
+    shift
+    set +e
+    (
+        set -e
+        "$@"
+    )
+    local r=$?
+    set -e
+    if [ $r -ne 0 ]; then
+        SECTION_FAILS+=("$(basename "$K"):$name")
+        echo "--- $name: FAILED" >&2
+    else
+        echo "--- $name: ok"
+    fi
+}
+
+# foo_yaml NAME SPEC-LINES...: a Foo manifest in $M/NAME.yaml (prints the path)
+foo_yaml() {
+    local name=$1
+    shift
+    {
+        printf 'apiVersion: e2e.ckube.io/v1\nkind: Foo\nmetadata:\n  name: %s\nspec:\n' "$name"
+        for l in "$@"; do printf '  %s\n' "$l"; done
+    } >"$M/$name.yaml"
+    printf '%s\n' "$M/$name.yaml"
+}
+
+s_crds() {
+    local out
+    out=$(ko apply -f "$CRD_DIR/foo-crd.yaml")
+    expect_eq "$out" "customresourcedefinition.apiextensions.k8s.io/foos.e2e.ckube.io created" "apply foo CRD"
+    out=$(ko create -f "$CRD_DIR/bar-crd.yaml")
+    expect_eq "$out" "customresourcedefinition.apiextensions.k8s.io/bars.e2e.ckube.io created" "create bar CRD"
+    ko wait --for=condition=Established crd/foos.e2e.ckube.io crd/bars.e2e.ckube.io --timeout=20s >/dev/null
+    out=$(ko api-resources --api-group=e2e.ckube.io)
+    echo "$out" | grep -Eq '^foos +fo,fu +e2e\.ckube\.io/v1 +true +Foo *$' || fail "api-resources foos: $out"
+    echo "$out" | grep -Eq '^bars +e2e\.ckube\.io/v1 +false +Bar *$' || fail "api-resources bars: $out"
+    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1)" 200 "discovery of e2e.ckube.io/v1"
+    out=$(jq -c '[.resources[] | select(.name=="foos") | .singularName, .namespaced, .kind, .shortNames, .categories, (.verbs|sort)]' "$TMP/http.body")
+    expect_eq "$out" '["foo",true,"Foo",["fo","fu"],["ckubee2e"],["create","delete","deletecollection","get","list","patch","update","watch"]]' \
+        "discovery entry of foos"
+    out=$(jq -c '[.resources[] | select(.name=="foos/status") | .kind, .namespaced, (.verbs|sort)]' "$TMP/http.body")
+    expect_eq "$out" '["Foo",true,["get","patch","update"]]' "discovery entry of foos/status"
+    out=$(jq -c '[.resources[] | select(.name=="foos/scale") | .group, .version, .kind, .namespaced, (.verbs|sort)]' "$TMP/http.body")
+    expect_eq "$out" '["autoscaling","v1","Scale",true,["get","patch","update"]]' "discovery entry of foos/scale"
+    out=$(jq -c '[.resources[] | select(.name=="bars") | .namespaced, .kind, .categories]' "$TMP/http.body")
+    expect_eq "$out" '[false,"Bar",["ckubee2e"]]' "discovery entry of bars"
+}
+
+# the CRD itself is validated
+s_crd_validation() {
+    local out
+    sed 's/name: foos.e2e.ckube.io/name: wrong.e2e.ckube.io/' "$CRD_DIR/foo-crd.yaml" >"$M/crd-badname.yaml"
+    out=$(kfail create -f "$M/crd-badname.yaml")
+    expect_eq "$out" 'The CustomResourceDefinition "wrong.e2e.ckube.io" is invalid: metadata.name: Invalid value: "wrong.e2e.ckube.io": must be spec.names.plural+"."+spec.group' \
+        "CRD name must be plural.group"
+    cat >"$M/crd-noschema.yaml" <<'EOF'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: quxes.e2e.ckube.io
+spec:
+  group: e2e.ckube.io
+  scope: Namespaced
+  names: {kind: Qux, plural: quxes}
+  versions:
+  - {name: v1, served: true, storage: true}
+EOF
+    out=$(kfail create -f "$M/crd-noschema.yaml")
+    expect_contains "$out" 'The CustomResourceDefinition "quxes.e2e.ckube.io" is invalid' "v1 CRD without a schema"
+    expect_contains "$out" 'spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required' \
+        "v1 CRD without a schema: cause"
+    sed -e 's/quxes/quuxes/g' -e 's/Qux/Quux/' -e 's/storage: true/storage: false/' "$M/crd-noschema.yaml" \
+        >"$M/crd-nostorage.yaml"
+    out=$(kfail create -f "$M/crd-nostorage.yaml")
+    expect_contains "$out" 'spec.versions: Invalid value:' "no storage version"
+    expect_contains "$out" 'must have exactly one version marked as storage version' "no storage version: message"
+    cat >"$M/crd-nonstructural.yaml" <<'EOF'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: corges.e2e.ckube.io
+spec:
+  group: e2e.ckube.io
+  scope: Namespaced
+  names: {kind: Corge, plural: corges}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            properties:
+              a: {type: string}
+EOF
+    out=$(kfail create -f "$M/crd-nonstructural.yaml")
+    expect_contains "$out" 'spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields' \
+        "non-structural schema"
+    out=$(k get crd -o name | sort | tr '\n' ' ')
+    expect_eq "$out" "customresourcedefinition.apiextensions.k8s.io/bars.e2e.ckube.io customresourcedefinition.apiextensions.k8s.io/foos.e2e.ckube.io " \
+        "no invalid CRD was stored"
+}
+
+s_create_defaults() {
+    local out f
+    f=$(foo_yaml good 'image: nginx')
+    out=$(ko create -f "$f")
+    expect_eq "$out" "foo.e2e.ckube.io/good created" "create a Foo"
+    out=$(jp foo good -o jsonpath='{.spec.replicas}/{.spec.mode}/{.spec.limits}/{.metadata.generation}')
+    expect_eq "$out" "1/slow//1" "defaults (no limits object: its default does not apply)"
+    f=$(foo_yaml withlimits 'image: nginx' 'replicas: 0' 'limits: {}')
+    ko create -f "$f" >/dev/null
+    out=$(jp foo withlimits -o jsonpath='{.spec.replicas}/{.spec.mode}/{.spec.limits.cpu}')
+    expect_eq "$out" "0/slow/1" "explicit 0 kept, nested default applied inside an existing object"
+    # status is dropped on create (status subresource)
+    cat >"$M/withstatus.yaml" <<'EOF'
+apiVersion: e2e.ckube.io/v1
+kind: Foo
+metadata:
+  name: withstatus
+spec:
+  image: nginx
+status:
+  phase: Preset
+  replicas: 7
+EOF
+    ko create -f "$M/withstatus.yaml" >/dev/null
+    out=$(jp foo withstatus -o jsonpath='{.status}')
+    case "$out" in *Preset* | *7*) fail "create kept .status: $out" ;; esac
+    # the short names and the group-qualified name
+    expect_eq "$(jp fo good -o name)" "foo.e2e.ckube.io/good" "short name fo"
+    expect_eq "$(jp fu -o name | sort | tr '\n' ' ')" \
+        "foo.e2e.ckube.io/good foo.e2e.ckube.io/withlimits foo.e2e.ckube.io/withstatus " "short name fu"
+    expect_eq "$(jp foos.e2e.ckube.io good -o name)" "foo.e2e.ckube.io/good" "plural.group"
+    expect_eq "$(jp foos --field-selector metadata.name=good -o name)" "foo.e2e.ckube.io/good" \
+        "field selector metadata.name on a CR"
+    ko delete foo withlimits withstatus >/dev/null
+}
+
+# upstream's wording for a CR that fails its schema
+invalid_msg() { # NAME FIELD-ERROR
+    printf 'The Foo "%s" is invalid: %s' "$1" "$2"
+}
+
+s_validation() {
+    local out f
+    f=$(foo_yaml bad 'image: nginx' 'replicas: 11')
+    out=$(kfail create -f "$f")
+    expect_eq "$out" "$(invalid_msg bad 'spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10')" \
+        "maximum"
+    f=$(foo_yaml bad 'image: nginx' 'replicas: -1')
+    out=$(kfail create -f "$f")
+    expect_eq "$out" "$(invalid_msg bad 'spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0')" \
+        "minimum"
+    f=$(foo_yaml bad 'image: nginx' 'mode: medium')
+    out=$(kfail create -f "$f")
+    expect_eq "$out" "$(invalid_msg bad 'spec.mode: Unsupported value: "medium": supported values: "fast", "slow"')" \
+        "enum"
+    f=$(foo_yaml bad 'replicas: 2')
+    out=$(kfail create -f "$f")
+    expect_eq "$out" "$(invalid_msg bad 'spec.image: Required value')" "required"
+    f=$(foo_yaml bad 'image: Bad_Image')
+    out=$(kfail create -f "$f")
+    expect_eq "$out" "$(invalid_msg bad "spec.image: Invalid value: \"Bad_Image\": spec.image in body should match '^[a-z]+(:[0-9]+)?\$'")" \
+        "pattern"
+    f=$(foo_yaml bad 'image: nginx' 'replicas: three')
+    out=$(kfail create -f "$f")
+    expect_eq "$out" "$(invalid_msg bad 'spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"')" \
+        "type"
+    f=$(foo_yaml bad 'image: nginx' 'tags: [ab, cd, ef, gh]')
+    out=$(kfail create -f "$f")
+    expect_eq "$out" "$(invalid_msg bad 'spec.tags: Too many: 4: must have at most 3 items')" "maxItems"
+    f=$(foo_yaml bad 'image: nginx' 'tags: [ab, c]')
+    out=$(kfail create -f "$f")
+    expect_eq "$out" "$(invalid_msg bad 'spec.tags[1]: Invalid value: "c": spec.tags[1] in body should be at least 2 chars long')" \
+        "minLength in an array item"
+    f=$(foo_yaml bad 'image: nginx' 'ratio: 0.25')
+    out=$(kfail create -f "$f")
+    expect_eq "$out" "$(invalid_msg bad 'spec.ratio: Invalid value: 0.25: spec.ratio in body should be greater than or equal to 0.5')" \
+        "number minimum"
+    # several errors at once: kubectl lists each cause on its own line
+    f=$(foo_yaml bad 'replicas: 11' 'mode: medium')
+    out=$(kfail create -f "$f")
+    expect_contains "$out" 'The Foo "bad" is invalid: ' "several errors: header"
+    expect_contains "$out" '* spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10' \
+        "several errors: maximum"
+    expect_contains "$out" '* spec.mode: Unsupported value: "medium": supported values: "fast", "slow"' \
+        "several errors: enum"
+    expect_contains "$out" '* spec.image: Required value' "several errors: required"
+    out=$(kfail get foo bad)
+    expect_contains "$out" 'NotFound' "nothing stored by an invalid create"
+    # the Status object on the wire
+    out=$(curl_json POST "$FOOS" '{"apiVersion":"e2e.ckube.io/v1","kind":"Foo","metadata":{"name":"bad"},"spec":{"image":"nginx","replicas":11}}')
+    expect_eq "$out" 422 "raw invalid create"
+    out=$(jq -c '[.kind, .status, .reason, .code, .message, .details.name, .details.group, .details.kind]' "$TMP/http.body")
+    expect_eq "$out" '["Status","Failure","Invalid",422,"Foo.e2e.ckube.io \"bad\" is invalid: spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10","bad","e2e.ckube.io","Foo"]' \
+        "422 Status"
+    out=$(jq -c '.details.causes' "$TMP/http.body")
+    expect_eq "$out" '[{"reason":"FieldValueInvalid","message":"Invalid value: 11: spec.replicas in body should be less than or equal to 10","field":"spec.replicas"}]' \
+        "422 causes"
+    out=$(curl_json POST "$FOOS" '{"apiVersion":"e2e.ckube.io/v1","kind":"Foo","metadata":{"name":"bad"},"spec":{"mode":"x"}}')
+    expect_eq "$out" 422 "raw invalid create (2)"
+    out=$(jq -c '[.details.causes[] | .reason + " " + .field] | sort' "$TMP/http.body")
+    expect_eq "$out" '["FieldValueNotSupported spec.mode","FieldValueRequired spec.image"]' "cause reasons"
+    # a wrong kind for the URL, and a body that is not an object
+    out=$(curl_json POST "$FOOS" '{"apiVersion":"e2e.ckube.io/v1","kind":"Bar","metadata":{"name":"bad"},"spec":{"image":"nginx"}}')
+    expect_eq "$out" 422 "a Bar posted to foos"
+    expect_eq "$(jq -c '[.details.causes[] | .field + ": " + .message]' "$TMP/http.body")" \
+        '["kind: Invalid value: \"Bar\": must be Foo"]' "a Bar posted to foos: cause"
+    out=$(curl_json POST "$FOOS" '[1,2]')
+    expect_eq "$out" 400 "a JSON array as a Foo"
+    out=$(curl_json POST "$FOOS" '{"apiVersion":"e2e.ckube.io/v1","kind":"Foo","metadata":{"name":"Bad_Name"},"spec":{"image":"nginx"}}')
+    expect_eq "$out" 422 "invalid metadata.name"
+    expect_eq "$(jq -r '.details.causes[0].field' "$TMP/http.body")" "metadata.name" "invalid metadata.name: field"
+}
+
+s_pruning_strict() {
+    local out f
+    cat >"$M/bogus.yaml" <<'EOF'
+apiVersion: e2e.ckube.io/v1
+kind: Foo
+metadata:
+  name: bogus
+spec:
+  image: nginx
+  bogus: 1
+  extra:
+    anything:
+      deep: [1, "two", {three: 3}]
+EOF
+    out=$(kfail create -f "$M/bogus.yaml")
+    expect_eq "$out" "Error from server (BadRequest): error when creating \"$M/bogus.yaml\": Foo in version \"v1\" cannot be handled as a Foo: strict decoding error: unknown field \"spec.bogus\"" \
+        "strict (default --validate)"
+    out=$(kfail get foo bogus)
+    expect_contains "$out" 'NotFound' "nothing stored by the strict failure"
+    out=$("$K" create -f "$M/bogus.yaml" --validate=warn 2>"$TMP/warn.err") ||
+        fail "--validate=warn: $out $(cat "$TMP/warn.err")"
+    expect_eq "$out" "foo.e2e.ckube.io/bogus created" "--validate=warn"
+    expect_eq "$(cat "$TMP/warn.err")" 'Warning: unknown field "spec.bogus"' "the warning"
+    ko delete foo bogus >/dev/null
+    out=$(ko create -f "$M/bogus.yaml" --validate=false)
+    expect_eq "$out" "foo.e2e.ckube.io/bogus created" "--validate=false"
+    out=$(jp foo bogus -o json)
+    expect_eq "$(echo "$out" | jq -c '.spec')" '{"extra":{"anything":{"deep":[1,"two",{"three":3}]}},"image":"nginx","mode":"slow","replicas":1}' \
+        "unknown field pruned, preserve-unknown subtree kept, defaults"
+    # unknown top-level, metadata and status fields are pruned too
+    out=$(curl_json POST "$FOOS?fieldValidation=Ignore" '{"apiVersion":"e2e.ckube.io/v1","kind":"Foo","metadata":{"name":"bogus2","bogusMeta":1},"spec":{"image":"nginx"},"bogusTop":{"a":1}}')
+    expect_eq "$out" 201 "raw create with unknown fields (Ignore)"
+    out=$(jq -c '[has("bogusTop"), (.metadata | has("bogusMeta"))]' "$TMP/http.body")
+    expect_eq "$out" '[false,false]' "top-level and metadata unknown fields pruned"
+    out=$(curl_json POST "$FOOS?fieldValidation=Strict" '{"apiVersion":"e2e.ckube.io/v1","kind":"Foo","metadata":{"name":"bogus3"},"spec":{"image":"nginx"},"bogusTop":1}')
+    expect_eq "$out" 400 "raw strict create"
+    expect_eq "$(jq -r .message "$TMP/http.body")" 'Foo in version "v1" cannot be handled as a Foo: strict decoding error: unknown field "bogusTop"' \
+        "raw strict message"
+    # kubectl patch sends no fieldValidation: the server's default is Warn
+    # (the field is pruned, the client gets a warning)
+    out=$("$K" patch foo bogus --type=merge -p '{"spec":{"bogus":2}}' 2>"$TMP/warn.err") ||
+        fail "merge patch with an unknown field: $out $(cat "$TMP/warn.err")"
+    expect_eq "$out" "foo.e2e.ckube.io/bogus patched (no change)" "merge patch with an unknown field"
+    expect_eq "$(cat "$TMP/warn.err")" 'Warning: unknown field "spec.bogus"' "merge patch warning"
+    out=$(curl_json PATCH "$FOOS/bogus?fieldValidation=Strict" '{"spec":{"bogus":2}}' application/merge-patch+json)
+    expect_eq "$out" 400 "strict merge patch"
+    expect_contains "$(jq -r .message "$TMP/http.body")" 'strict decoding error: unknown field "spec.bogus"' \
+        "strict merge patch message"
+    ko delete foo bogus bogus2 >/dev/null
+}
+
+s_printer_columns() {
+    local out
+    out=$(ko get foos)
+    echo "$out" | head -1 | grep -Eq '^NAME +REPLICAS +MODE +AGE *$' || fail "get foos header: $out"
+    echo "$out" | sed -n 2p | grep -Eq '^good +1 +slow +[0-9]+s *$' || fail "get foos row: $out"
+    out=$(ko get foos -o wide)
+    echo "$out" | head -1 | grep -Eq '^NAME +REPLICAS +MODE +IMAGE +AGE *$' || fail "get foos -o wide header: $out"
+    echo "$out" | sed -n 2p | grep -Eq '^good +1 +slow +nginx +[0-9]+s *$' || fail "get foos -o wide row: $out"
+    # the Table on the wire
+    out=$(curl -s -H 'Accept: application/json;as=Table;v=v1;g=meta.k8s.io' "$SERVER_URL$FOOS")
+    expect_eq "$(echo "$out" | jq -c '[.kind, .apiVersion, [.columnDefinitions[] | [.name, .type, .priority]]]')" \
+        '["Table","meta.k8s.io/v1",[["Name","string",0],["Replicas","integer",0],["Mode","string",0],["Image","string",1],["Age","date",0]]]' \
+        "Table columns"
+    expect_eq "$(echo "$out" | jq -c '[.rows[0].cells[0:4], .rows[0].object.metadata.name]')" '[["good",1,"slow","nginx"],"good"]' \
+        "Table row"
+    # a CRD without printer columns: Name and Age
+    ko apply -f - <<'EOF' >/dev/null
+apiVersion: e2e.ckube.io/v1
+kind: Bar
+metadata:
+  name: b1
+spec: {}
+EOF
+    out=$(ko get bars)
+    echo "$out" | head -1 | grep -Eq '^NAME +AGE *$' || fail "get bars header: $out"
+    echo "$out" | sed -n 2p | grep -Eq '^b1 +[0-9]+s *$' || fail "get bars row: $out"
+}
+
+s_categories() {
+    local out
+    out=$(ko get ckubee2e -o name | sort | tr '\n' ' ')
+    expect_eq "$out" "bar.e2e.ckube.io/b1 foo.e2e.ckube.io/good " "kubectl get <category>"
+    out=$(ko get ckubee2e)
+    expect_contains "$out" "foo.e2e.ckube.io/good" "category table lists foos"
+    expect_contains "$out" "bar.e2e.ckube.io/b1" "category table lists bars"
+}
+
+s_cluster_scoped() {
+    local out
+    out=$(jp bar b1 -o jsonpath='{.metadata.namespace}|{.spec.size}|{.metadata.generation}')
+    expect_eq "$out" "|5|1" "cluster-scoped Bar: no namespace, default applied"
+    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1/bars/b1)" 200 "GET a Bar by its cluster path"
+    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1/namespaces/default/bars/b1)" 404 \
+        "a Bar has no namespaced path"
+    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1/namespaces/default/bars)" 404 \
+        "bars cannot be listed in a namespace"
+    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1/foos)" 200 "foos listed across namespaces"
+    expect_eq "$(jq -r '[.items[].metadata.name] | join(",")' "$TMP/http.body")" "good" "all-namespace foos"
+    # a namespace in the body of a cluster-scoped object is cleared
+    out=$(curl_json POST /apis/e2e.ckube.io/v1/bars '{"apiVersion":"e2e.ckube.io/v1","kind":"Bar","metadata":{"name":"b2","namespace":"default"},"spec":{"size":1}}')
+    expect_eq "$out" 201 "POST a Bar with a namespace in its body"
+    expect_eq "$(jq -r '.metadata.namespace // "none"' "$TMP/http.body")" "none" "namespace cleared"
+    out=$(ko delete bar b2)
+    expect_eq "$out" 'bar.e2e.ckube.io "b2" deleted' "delete a Bar"
+    out=$(kfail get bar b2)
+    expect_eq "$out" 'Error from server (NotFound): bars.e2e.ckube.io "b2" not found' "NotFound wording"
+}
+
+s_status_subresource() {
+    local out rv
+    # a main-resource write ignores .status
+    out=$(ko patch foo good --type=merge -p '{"status":{"phase":"Sneaky"}}')
+    expect_eq "$out" "foo.e2e.ckube.io/good patched (no change)" "merge patch of .status on the main resource"
+    expect_eq "$(jp foo good -o jsonpath='{.status.phase}')" "" "status unchanged by a main-resource write"
+    # the status subresource changes only .status, and not generation
+    out=$(ko patch foo good --subresource=status --type=merge -p '{"status":{"phase":"Running","replicas":1},"spec":{"replicas":9}}')
+    expect_eq "$out" "foo.e2e.ckube.io/good patched" "patch --subresource=status"
+    out=$(jp foo good -o jsonpath='{.status.phase}/{.status.replicas}/{.spec.replicas}/{.metadata.generation}')
+    expect_eq "$out" "Running/1/1/1" "status written; spec and generation untouched"
+    out=$(jp foo good --subresource=status -o jsonpath='{.kind}/{.status.phase}')
+    expect_eq "$out" "Foo/Running" "get --subresource=status"
+    # status is validated and pruned too
+    out=$(kfail patch foo good --subresource=status --type=merge -p '{"status":{"replicas":"many"}}')
+    expect_contains "$out" 'status.replicas: Invalid value: "string": status.replicas in body must be of type integer: "string"' \
+        "status validation"
+    out=$(curl_json PATCH "$FOOS/good/status" '{"status":{"bogusStatus":1}}' application/merge-patch+json)
+    expect_eq "$out" 200 "status patch with an unknown field (no fieldValidation)"
+    expect_eq "$(jq -c '.status | has("bogusStatus")' "$TMP/http.body")" false "unknown status field pruned"
+    # a main-resource PUT keeps the old status even if the body changes it
+    jp foo good -o json | jq '.status.phase = "Overwritten" | .spec.mode = "fast"' >"$M/good-put.json"
+    out=$(ko replace -f "$M/good-put.json")
+    expect_eq "$out" "foo.e2e.ckube.io/good replaced" "replace"
+    out=$(jp foo good -o jsonpath='{.status.phase}/{.spec.mode}/{.metadata.generation}')
+    expect_eq "$out" "Running/fast/2" "PUT: spec changed (generation 2), status kept"
+    # a status PUT with a stale resourceVersion conflicts
+    rv=$(jq -r .metadata.resourceVersion "$M/good-put.json")
+    out=$(curl_json PUT "$FOOS/good/status" "$(jq -c '.status.phase="Stale"' "$M/good-put.json")")
+    expect_eq "$out" 409 "status PUT with a stale resourceVersion ($rv)"
+}
+
+s_scale() {
+    local out
+    out=$(ko scale foo good --replicas=3)
+    expect_eq "$out" "foo.e2e.ckube.io/good scaled" "kubectl scale"
+    out=$(jp foo good -o jsonpath='{.spec.replicas}/{.metadata.generation}/{.status.replicas}')
+    expect_eq "$out" "3/3/1" "scale wrote spec.replicas (generation bump), status untouched"
+    expect_eq "$(curl_json GET "$FOOS/good/scale")" 200 "GET /scale"
+    out=$(jq -c '[.kind, .apiVersion, .metadata.name, .metadata.namespace, .spec.replicas, .status.replicas]' "$TMP/http.body")
+    expect_eq "$out" '["Scale","autoscaling/v1","good","default",3,1]' "the Scale object"
+    [[ $(jq -r .metadata.resourceVersion "$TMP/http.body") =~ ^[0-9]+$ ]] || fail "Scale resourceVersion: $(cat "$TMP/http.body")"
+    out=$(curl_json PATCH "$FOOS/good/scale" '{"spec":{"replicas":4}}' application/merge-patch+json)
+    expect_eq "$out" 200 "merge patch /scale"
+    expect_eq "$(jq -c '[.kind, .spec.replicas]' "$TMP/http.body")" '["Scale",4]' "patched Scale"
+    expect_eq "$(jp foo good -o jsonpath='{.spec.replicas}')" 4 "spec.replicas after the scale patch"
+    # the schema still holds through /scale
+    out=$(kfail scale foo good --replicas=11)
+    expect_contains "$out" 'spec.replicas' "scale beyond the schema's maximum"
+    expect_contains "$out" 'should be less than or equal to 10' "scale beyond the schema's maximum: message"
+    expect_eq "$(jp foo good -o jsonpath='{.spec.replicas}')" 4 "failed scale left spec.replicas"
+    out=$(kfail scale foo good --current-replicas=2 --replicas=5)
+    expect_contains "$out" 'Expected replicas to be 2, was 4' "kubectl scale precondition"
+    out=$(curl_json PUT "$FOOS/good/scale" '{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"good","namespace":"default","resourceVersion":"1"},"spec":{"replicas":2}}')
+    expect_eq "$out" 409 "Scale PUT with a stale resourceVersion"
+    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1/bars/b1/scale)" 404 "no scale subresource on bars"
+    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1/bars/b1/status)" 404 "no status subresource on bars"
+}
+
+s_patches() {
+    local out
+    # kubectl patch defaults to strategic merge: not for custom resources
+    out=$(kfail patch foo good -p '{"spec":{"replicas":2}}')
+    expect_contains "$out" 'Error from server (UnsupportedMediaType): the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json' \
+        "strategic merge patch on a CR"
+    out=$(curl_json PATCH "$FOOS/good" '{"spec":{"replicas":2}}' application/strategic-merge-patch+json)
+    expect_eq "$out" 415 "raw strategic merge patch"
+    expect_eq "$(jq -r .reason "$TMP/http.body")" UnsupportedMediaType "415 reason"
+    out=$(ko patch foo good --type=merge -p '{"spec":{"replicas":2,"tags":["ab","cd"]},"metadata":{"labels":{"t":"1"}}}')
+    expect_eq "$out" "foo.e2e.ckube.io/good patched" "merge patch"
+    out=$(jp foo good -o jsonpath='{.spec.replicas}/{.spec.tags}/{.metadata.labels.t}')
+    expect_eq "$out" '2/["ab","cd"]/1' "merge patch result"
+    out=$(ko patch foo good --type=json -p '[{"op":"replace","path":"/spec/mode","value":"slow"},{"op":"add","path":"/spec/tags/-","value":"ef"}]')
+    expect_eq "$out" "foo.e2e.ckube.io/good patched" "json patch"
+    expect_eq "$(jp foo good -o jsonpath='{.spec.mode}/{.spec.tags}')" 'slow/["ab","cd","ef"]' "json patch result"
+    # null removes a field; its default comes back
+    out=$(ko patch foo good --type=merge -p '{"spec":{"replicas":null,"tags":null}}')
+    expect_eq "$out" "foo.e2e.ckube.io/good patched" "merge patch with nulls"
+    expect_eq "$(jp foo good -o jsonpath='{.spec.replicas}|{.spec.tags}')" "1|" "null removed tags; replicas defaulted again"
+    out=$(kfail patch foo good --type=merge -p '{"spec":{"replicas":20}}')
+    expect_eq "$out" "$(invalid_msg good 'spec.replicas: Invalid value: 20: spec.replicas in body should be less than or equal to 10')" \
+        "invalid merge patch"
+    out=$(kfail patch foo good --type=json -p '[{"op":"remove","path":"/spec/image"}]')
+    expect_eq "$out" "$(invalid_msg good 'spec.image: Required value')" "json patch removing a required field"
+    out=$(ko patch foo good --type=merge -p '{"spec":{"replicas":1}}')
+    expect_eq "$out" "foo.e2e.ckube.io/good patched (no change)" "no-op merge patch"
+    # kubectl apply on a CR: a 3-way merge patch
+    f=$(foo_yaml applied 'image: redis' 'tags: [aa, bb]')
+    expect_eq "$(ko apply -f "$f")" "foo.e2e.ckube.io/applied created" "apply #1"
+    f=$(foo_yaml applied 'image: redis' 'mode: fast')
+    expect_eq "$(ko apply -f "$f")" "foo.e2e.ckube.io/applied configured" "apply #2"
+    expect_eq "$(jp foo applied -o jsonpath='{.spec.mode}|{.spec.tags}|{.metadata.generation}')" "fast||2" \
+        "apply removed the dropped field"
+    expect_eq "$(ko apply -f "$f")" "foo.e2e.ckube.io/applied unchanged" "apply #3"
+}
+
+s_generation() {
+    local g out
+    g=$(jp foo good -o jsonpath='{.metadata.generation}')
+    ko label foo good g=1 >/dev/null
+    ko annotate foo good note=x >/dev/null
+    expect_eq "$(jp foo good -o jsonpath='{.metadata.generation}')" "$g" "metadata changes keep generation"
+    ko patch foo good --subresource=status --type=merge -p '{"status":{"phase":"Again"}}' >/dev/null
+    expect_eq "$(jp foo good -o jsonpath='{.metadata.generation}')" "$g" "status changes keep generation"
+    ko patch foo good --type=merge -p '{"spec":{"extra":{"k":"v"}}}' >/dev/null
+    expect_eq "$(jp foo good -o jsonpath='{.metadata.generation}')" "$((g + 1))" "a spec change bumps generation"
+    out=$(curl_json PATCH "$FOOS/good" '{"metadata":{"generation":99}}' application/merge-patch+json)
+    expect_eq "$out" 200 "patch of metadata.generation"
+    expect_eq "$(jq -r .metadata.generation "$TMP/http.body")" "$((g + 1))" "clients cannot set generation"
+}
+
+s_replace_rv() {
+    local out
+    jp foo good -o json | jq 'del(.metadata.resourceVersion) | .spec.replicas = 5' >"$M/good-norv.json"
+    out=$(kfail replace -f "$M/good-norv.json")
+    expect_eq "$out" "$(invalid_msg good 'metadata.resourceVersion: Invalid value: 0x0: must be specified for an update')" \
+        "replace without resourceVersion"
+    expect_eq "$(jp foo good -o jsonpath='{.spec.replicas}')" 1 "nothing written"
+    jp foo good -o json | jq '.metadata.resourceVersion = "1" | .spec.replicas = 5' >"$M/good-stale.json"
+    out=$(kfail replace -f "$M/good-stale.json")
+    expect_eq "$out" "Error from server (Conflict): error when replacing \"$M/good-stale.json\": Operation cannot be fulfilled on foos.e2e.ckube.io \"good\": the object has been modified; please apply your changes to the latest version and try again" \
+        "replace with a stale resourceVersion"
+    jp foo good -o json | jq '.spec.replicas = 5' >"$M/good-cur.json"
+    expect_eq "$(ko replace -f "$M/good-cur.json")" "foo.e2e.ckube.io/good replaced" "replace with the current resourceVersion"
+    expect_eq "$(jp foo good -o jsonpath='{.spec.replicas}')" 5 "replace result"
+    # PUT of a name that does not exist
+    out=$(curl_json PUT "$FOOS/nosuch" '{"apiVersion":"e2e.ckube.io/v1","kind":"Foo","metadata":{"name":"nosuch","resourceVersion":"5"},"spec":{"image":"nginx"}}')
+    expect_eq "$out" 404 "PUT of a missing Foo"
+    out=$(curl_json PUT "$FOOS/good" '{"apiVersion":"e2e.ckube.io/v1","kind":"Foo","metadata":{"name":"other","resourceVersion":"5"},"spec":{"image":"nginx"}}')
+    expect_eq "$out" 400 "PUT whose body names another object"
+}
+
+s_explain() {
+    local out
+    out=$(ko explain foo.spec)
+    expect_contains "$out" "Foo" "explain: kind"
+    expect_contains "$out" "e2e.ckube.io" "explain: group"
+    expect_contains "$out" "The desired state of a Foo." "explain: description"
+    echo "$out" | grep -Eq '^ +image\s+<string> -required-' || fail "explain: image -required-: $out"
+    echo "$out" | grep -Eq '^ +replicas\s+<integer>' || fail "explain: replicas: $out"
+    echo "$out" | grep -Eq '^ +extra\s+<Object>' || fail "explain: extra: $out"
+    echo "$out" | grep -Eq '^ +tags\s+<\[\]string>' || fail "explain: tags: $out"
+    out=$(ko explain foos.spec.replicas)
+    expect_contains "$out" "Number of copies." "explain a leaf field"
+    out=$(ko explain fo)
+    expect_contains "$out" "Foo is an e2e test resource." "explain by short name"
+}
+
+s_delete_collection() {
+    local out
+    ko create -f "$(foo_yaml c1 'image: nginx')" >/dev/null
+    ko create -f "$(foo_yaml c2 'image: nginx')" >/dev/null
+    ko label foo c1 c2 coll=yes >/dev/null
+    out=$(ko delete foos -l coll=yes)
+    expect_eq "$out" 'foo.e2e.ckube.io "c1" deleted
+foo.e2e.ckube.io "c2" deleted' "delete by selector"
+    expect_eq "$(curl_json DELETE "$FOOS")" 200 "deletecollection"
+    expect_eq "$(jq -r .kind "$TMP/http.body")" "FooList" "deletecollection returns a FooList"
+    out=$(k get foos)
+    expect_eq "$out" "No resources found in default namespace." "all foos deleted"
+    out=$(ko delete bars --all)
+    expect_eq "$out" 'bar.e2e.ckube.io "b1" deleted' "delete --all bars"
+}
+
+flow() {
+    K=$1
+    echo "=== $(basename "$K")"
+    start_server
+    section crds s_crds
+    section crd_validation s_crd_validation
+    section create_defaults s_create_defaults
+    section validation s_validation
+    section pruning_strict s_pruning_strict
+    section printer_columns s_printer_columns
+    section categories s_categories
+    section cluster_scoped s_cluster_scoped
+    section status_subresource s_status_subresource
+    section scale s_scale
+    section patches s_patches
+    section generation s_generation
+    section replace_rv s_replace_rv
+    section explain s_explain
+    section delete_collection s_delete_collection
+    stop_server
+}
+
+for kc in $KUBECTL_VERSIONS; do
+    [ -x "$(command -v "$kc")" ] || fail "kubectl binary $kc not found"
+    DATA_DIR=$TMP/data-$(basename "$kc")
+    export DATA_DIR
+    PORT=0
+    flow "$kc"
+done
+if [ ${#SECTION_FAILS[@]} -ne 0 ]; then
+    fail "failed sections: ${SECTION_FAILS[*]}"
+fi
+echo "test_crd_v1_features: all passed"
