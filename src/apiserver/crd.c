@@ -266,6 +266,46 @@ static void crd_prepare_update(const resource_type *t, json_t *obj, const json_t
     compute_status(obj, old);
 }
 
+/* Structural schema rules v1 CRDs must follow: every node says its type
+ * (unless int-or-string or preserve-unknown-fields), arrays say their
+ * items. `path` is the field path of `s` for causes. */
+static void check_structural(const json_t *s, const char *path, ckube_status *st, int depth)
+{
+    if (!json_is_object(s) || depth > 64)
+        return;
+    char field[1024];
+    bool ios = json_is_true(json_object_get(s, "x-kubernetes-int-or-string"));
+    bool pu = json_is_true(json_object_get(s, "x-kubernetes-preserve-unknown-fields"));
+    const char *type = json_string_value(json_object_get(s, "type"));
+    if ((!type || !*type) && !ios && !pu) {
+        snprintf(field, sizeof field, "%s.type", path);
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field,
+                               "Required value: must not be empty for specified object fields");
+    }
+    if (type && !strcmp(type, "array") && !json_object_get(s, "items")) {
+        snprintf(field, sizeof field, "%s.items", path);
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field,
+                               "Required value: must be specified");
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(s, "properties"), k, v)
+    {
+        snprintf(field, sizeof field, "%s.properties[%s]", path, k);
+        check_structural(v, field, st, depth + 1);
+    }
+    json_t *items = json_object_get(s, "items");
+    if (json_is_object(items)) {
+        snprintf(field, sizeof field, "%s.items", path);
+        check_structural(items, field, st, depth + 1);
+    }
+    json_t *ap = json_object_get(s, "additionalProperties");
+    if (json_is_object(ap)) {
+        snprintf(field, sizeof field, "%s.additionalProperties", path);
+        check_structural(ap, field, st, depth + 1);
+    }
+}
+
 static void crd_validate(const resource_type *t, const json_t *obj, const json_t *old,
                          ckube_status *st)
 {
@@ -329,6 +369,15 @@ static void crd_validate(const resource_type *t, const json_t *obj, const json_t
         }
         if (json_is_true(json_object_get(ver, "storage")))
             nstorage++;
+        /* v1 requires a structural schema per version; v1beta1 allowed
+         * none. */
+        json_t *schema = ckube_json_get_path(ver, "schema.openAPIV3Schema");
+        snprintf(field, sizeof field, "spec.versions[%zu].schema.openAPIV3Schema", i);
+        if (!strcmp(t->version, "v1") && !schema)
+            ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field,
+                                   "Required value: schemas are required");
+        else if (!strcmp(t->version, "v1"))
+            check_structural(schema, field, st, 0);
     }
     if (json_array_size(versions) && nstorage != 1)
         ckube_field_invalid_int(st, "spec.versions", (int64_t)nstorage,

@@ -290,12 +290,9 @@ static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckub
             len += (size_t)snprintf(msg + len, cap - len, "%sunknown field \"%s\"", i ? ", " : "",
                                     unknown[i]);
         }
-        if (t->is_custom)
-            st = ckube_status_bad_request("strict decoding error: %s", msg);
-        else
-            st = ckube_status_bad_request(
-                "%s in version \"%s\" cannot be handled as a %s: strict decoding error: %s",
-                t->kind, t->version, t->kind, msg);
+        st = ckube_status_bad_request(
+            "%s in version \"%s\" cannot be handled as a %s: strict decoding error: %s", t->kind,
+            t->version, t->kind, msg);
         free(msg);
     } else if (nunknown && validation == 1) {
         for (size_t i = 0; i < nunknown; i++) {
@@ -310,11 +307,34 @@ static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckub
     return st;
 }
 
+/* ObjectMeta fields; anything else in metadata is dropped, as decoding
+ * into ObjectMeta does upstream (metadata coercion). */
+static void coerce_metadata(json_t *obj)
+{
+    static const char *const known[] = {
+        "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+        "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+        "annotations", "ownerReferences", "finalizers", "managedFields", NULL};
+    json_t *meta = json_object_get(obj, "metadata");
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(meta, tmp, k, v)
+    {
+        bool ok = false;
+        for (const char *const *p = known; *p && !ok; p++)
+            ok = !strcmp(k, *p);
+        if (!ok || json_is_null(v))
+            json_object_del(meta, k);
+    }
+}
+
 /* Validates a prepared object: metadata, the type's rules, the schema.
  * Returns NULL if valid. */
 static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old, int validation)
 {
     const resource_type *t = rc->type;
+    coerce_metadata(obj);
     const char *name = ckube_obj_name(obj);
     ckube_status *inv = ckube_status_invalid_begin(t->group, t->kind, name ? name : "");
     ckube_status *st = apply_schema(rc, obj, validation, inv);
@@ -1066,15 +1086,12 @@ static void do_patch(req_ctx *rc, write_kind kind)
     const resource_type *t = rc->type;
     if (bt == BODY_APPLY_PATCH || bt == BODY_UNSUPPORTED || bt == BODY_JSON || bt == BODY_YAML ||
         (bt == BODY_STRATEGIC_PATCH && !t->patch_meta)) {
-        const char *ct =
-            evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Content-Type");
         reply_status(rc, ckube_status_new(
                              415, CKUBE_REASON_UNSUPPORTED_MEDIA,
                              "the body of the request was in an unknown format - accepted media "
                              "types include: application/json-patch+json, "
-                             "application/merge-patch+json%s (got %s)",
-                             t->patch_meta ? ", application/strategic-merge-patch+json" : "",
-                             ct ? ct : "no content type"));
+                             "application/merge-patch+json%s",
+                             t->patch_meta ? ", application/strategic-merge-patch+json" : ""));
         return;
     }
     write_req *w = write_new(rc, kind);

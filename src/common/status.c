@@ -276,7 +276,11 @@ void ckube_status_invalid_finish(ckube_status *st)
                                 *f ? ": " : "", m);
     }
     free(st->message);
-    const char *kind = st->kind ? st->kind : "Object";
+    /* Upstream names the qualified kind: "Deployment.apps", "Foo.example.com". */
+    char qkind[512];
+    snprintf(qkind, sizeof qkind, "%s%s%s", st->kind ? st->kind : "Object",
+             st->group && *st->group ? "." : "", st->group && *st->group ? st->group : "");
+    const char *kind = qkind;
     const char *name = st->name ? st->name : "";
     if (st->ncauses > 1) {
         if (asprintf(&st->message, "%s \"%s\" is invalid: [%s]", kind, name, causes) < 0)

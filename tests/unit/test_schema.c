@@ -836,7 +836,7 @@ static void test_builtin_errors(void **state)
     assert_string_equal(r.st->causes[2].field, "spec.template.spec.containers[0].name");
     assert_string_equal(r.st->causes[2].message, "Required value");
     ckube_status_invalid_finish(r.st);
-    assert_non_null(strstr(r.st->message, "Deployment \"x\" is invalid: [spec.replicas: "
+    assert_non_null(strstr(r.st->message, "Deployment.apps \"x\" is invalid: [spec.replicas: "
                                           "Invalid value: \"string\": spec.replicas in body "
                                           "must be of type integer: \"string\""));
     done(&r);
