@@ -784,10 +784,8 @@ static ckube_status *prepare_update(write_req *w, json_t *obj, const json_t *old
         json_object_set_new(obj, "metadata", om);
         meta = om;
     }
-    if (t->tracks_generation && spec_changed(t, old, obj)) {
-        json_int_t g = json_integer_value(json_object_get(ometa, "generation"));
-        json_object_set_new(meta, "generation", json_integer(g + 1));
-    }
+    /* generation is settled after validation, once pruning and
+     * defaulting have shaped the object (see bump_generation). */
     if (json_object_get(ometa, "deletionTimestamp")) {
         /* No new finalizers once deletion started. */
         json_t *of = json_object_get(ometa, "finalizers");
@@ -811,6 +809,16 @@ static ckube_status *prepare_update(write_req *w, json_t *obj, const json_t *old
         }
     }
     return NULL;
+}
+
+/* generation moves when anything outside metadata (and status, when it
+ * is a subresource) changed. */
+static void bump_generation(const resource_type *t, json_t *obj, const json_t *old)
+{
+    if (!t->tracks_generation || !spec_changed(t, old, obj))
+        return;
+    json_int_t g = json_integer_value(ckube_json_get_path(old, "metadata.generation"));
+    json_object_set_new(meta_of(obj), "generation", json_integer(g + 1));
 }
 
 static bool same_object(const json_t *a, const json_t *b)
@@ -899,6 +907,7 @@ static void run_update(write_req *w)
         write_finish(w, 0, NULL, st);
         return;
     }
+    bump_generation(t, obj, old);
     json_decref(w->obj);
     w->obj = obj;
     set_rv(obj, cur_rev);

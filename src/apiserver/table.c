@@ -76,10 +76,9 @@ json_t *table_column_definitions(const resource_type *t)
     const printer_column *cols = columns_of(t, &n);
     json_t *defs = json_array();
     for (size_t i = 0; i < n; i++) {
-        /* Age and date columns are rendered as strings. */
-        bool date = !strcmp(cols[i].type, "date");
+        /* Date columns keep their declared type; their cells are ages. */
         json_array_append_new(defs, json_pack("{s:s,s:s,s:s,s:s,s:i}", "name", cols[i].name, "type",
-                                              date ? "string" : cols[i].type, "format",
+                                              cols[i].type, "format",
                                               cols[i].format ? cols[i].format : "", "description",
                                               cols[i].description ? cols[i].description : "",
                                               "priority", cols[i].priority));

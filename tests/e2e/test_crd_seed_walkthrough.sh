@@ -57,6 +57,18 @@ kfail() {
 }
 # http_code PATH: the status code of a GET on the server.
 http_code() { curl -s -o "$TMP/http.body" -w '%{http_code}' "$SERVER_URL$1"; }
+# eventually_code PATH CODE: GET PATH until it answers CODE (at most 3 s;
+# the last code is printed). Upstream, too, learns of a CRD change through
+# an informer, so an endpoint may lag its CRD by a moment.
+eventually_code() {
+    local c
+    for _ in $(seq 1 60); do
+        c=$(http_code "$1")
+        [ "$c" = "$2" ] && break
+        sleep 0.05
+    done
+    printf '%s\n' "$c"
+}
 
 # Waits (bounded) until FILE contains a line matching REGEX.
 wait_line() {
@@ -293,10 +305,10 @@ s_delete_crd() {
     out=$(kfail get crd "$CRD_NAME")
     expect_eq "$out" "Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io \"$CRD_NAME\" not found" \
         "the CRD is gone after kubectl delete returned"
-    expect_eq "$(http_code /apis/samplecrd.k8s.io/v1/networks)" 404 "list after the CRD is gone"
-    expect_eq "$(http_code /apis/samplecrd.k8s.io/v1/namespaces/default/networks/example-network)" 404 \
+    expect_eq "$(eventually_code /apis/samplecrd.k8s.io/v1/networks 404)" 404 "list after the CRD is gone"
+    expect_eq "$(eventually_code /apis/samplecrd.k8s.io/v1/namespaces/default/networks/example-network 404)" 404 \
         "get after the CRD is gone"
-    expect_eq "$(http_code /apis/samplecrd.k8s.io/v1)" 404 "group-version discovery after the CRD is gone"
+    expect_eq "$(eventually_code /apis/samplecrd.k8s.io/v1 404)" 404 "group-version discovery after the CRD is gone"
     expect_eq "$(http_code /apis)" 200 "GET /apis"
     if jq -e '.groups[] | select(.name=="samplecrd.k8s.io")' "$TMP/http.body" >/dev/null; then
         fail "/apis still lists samplecrd.k8s.io: $(cat "$TMP/http.body")"

@@ -64,6 +64,19 @@ expect_wording() {
     fi
 }
 
+# get_eventually PATH CODE: GET PATH until it answers CODE (at most 3 s;
+# prints the last code). An endpoint may lag its CRD by a moment (upstream
+# learns of CRD changes through an informer too).
+get_eventually() {
+    local c
+    for _ in $(seq 1 60); do
+        c=$(curl_json GET "$1")
+        [ "$c" = "$2" ] && break
+        sleep 0.05
+    done
+    printf '%s\n' "$c"
+}
+
 SECTION_FAILS=()
 section() {
     local name=$1 before after
@@ -707,7 +720,7 @@ s_versions() {
     ko delete widget w1 >/dev/null
     out=$(ko delete crd widgets.e2e.ckube.io)
     expect_eq "$out" 'customresourcedefinition.apiextensions.k8s.io "widgets.e2e.ckube.io" deleted' "delete the widget CRD"
-    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1beta1)" 404 "v1beta1 gone with the only CRD serving it"
+    expect_eq "$(get_eventually /apis/e2e.ckube.io/v1beta1 404)" 404 "v1beta1 gone with the only CRD serving it"
     expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1/namespaces/default/foos)" 200 "foos still served"
 }
 
@@ -779,7 +792,7 @@ s_crd_delete_waits() {
     out=$(ko wait --for=delete crd/bars.e2e.ckube.io --timeout=15s)
     expect_eq "$out" "customresourcedefinition.apiextensions.k8s.io/bars.e2e.ckube.io condition met" \
         "the CRD goes once its last object is gone"
-    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1/bars)" 404 "bars no longer served"
+    expect_eq "$(get_eventually /apis/e2e.ckube.io/v1/bars 404)" 404 "bars no longer served"
 }
 
 flow() {
