@@ -306,6 +306,14 @@ static void check_structural(const json_t *s, const char *path, ckube_status *st
     }
 }
 
+/* Deletion started (deletionTimestamp is set): report Terminating. */
+static void crd_prepare_delete(json_t *obj)
+{
+    json_t *old = json_deep_copy(obj);
+    compute_status(obj, old);
+    json_decref(old);
+}
+
 static void crd_validate(const resource_type *t, const json_t *obj, const json_t *old,
                          ckube_status *st)
 {
@@ -424,6 +432,7 @@ int crd_types_register(void)
         t->prepare_create = crd_prepare_create;
         t->prepare_update = crd_prepare_update;
         t->validate = crd_validate;
+        t->prepare_delete = crd_prepare_delete;
         if (i == 1)
             t->present = crd_present_v1beta1;
         t->ncolumns = 2;
@@ -649,34 +658,32 @@ static void register_crd(const json_t *crd)
 
 /* ---- deletion cleanup ---------------------------------------------------- */
 
-typedef struct cleanup {
-    char *crd;
-    size_t pending;
-    storage_op *ops;
-    char **keys;
-    size_t nkeys;
-    pthread_mutex_t mu;
-} cleanup;
+/* A deleting CRD: its name and the storage prefix of its objects. */
+typedef struct active_crd {
+    char *name;
+    char *prefix;
+    bool finalizing;
+} active_crd;
 
 static struct {
     cacher *cache;
     storage *st;
     pthread_mutex_t mu;
-    char **active; /* CRDs being cleaned up */
+    active_crd *active;
     size_t nactive;
 } crds = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static bool cleanup_begin(const char *name)
+static bool cleanup_begin(const char *name, const char *prefix)
 {
     pthread_mutex_lock(&crds.mu);
     for (size_t i = 0; i < crds.nactive; i++) {
-        if (!strcmp(crds.active[i], name)) {
+        if (!strcmp(crds.active[i].name, name)) {
             pthread_mutex_unlock(&crds.mu);
             return false;
         }
     }
     crds.active = realloc(crds.active, (crds.nactive + 1) * sizeof *crds.active);
-    crds.active[crds.nactive++] = strdup(name);
+    crds.active[crds.nactive++] = (active_crd){strdup(name), strdup(prefix), false};
     pthread_mutex_unlock(&crds.mu);
     return true;
 }
@@ -685,8 +692,9 @@ static void cleanup_end(const char *name)
 {
     pthread_mutex_lock(&crds.mu);
     for (size_t i = 0; i < crds.nactive; i++) {
-        if (!strcmp(crds.active[i], name)) {
-            free(crds.active[i]);
+        if (!strcmp(crds.active[i].name, name)) {
+            free(crds.active[i].name);
+            free(crds.active[i].prefix);
             crds.active[i] = crds.active[--crds.nactive];
             break;
         }
@@ -768,68 +776,131 @@ static void submit_finalize(finalize_op *f)
     }
 }
 
-static void start_finalize(const char *crd)
+/* Once a deleting CRD has no objects left, its finalizer goes. */
+static void maybe_finalize(const char *name, const char *prefix)
 {
+    if (cacher_count(crds.cache, prefix) != 0)
+        return;
+    pthread_mutex_lock(&crds.mu);
+    bool go = false;
+    for (size_t i = 0; i < crds.nactive; i++) {
+        if (!strcmp(crds.active[i].name, name) && !crds.active[i].finalizing)
+            go = crds.active[i].finalizing = true;
+    }
+    pthread_mutex_unlock(&crds.mu);
+    if (!go)
+        return;
     finalize_op *f = calloc(1, sizeof *f);
-    f->crd = strdup(crd);
-    snprintf(f->key, sizeof f->key, CRD_KEY_PREFIX "%s", crd);
+    f->crd = strdup(name);
+    snprintf(f->key, sizeof f->key, CRD_KEY_PREFIX "%s", name);
     submit_finalize(f);
 }
 
-static void object_deleted(storage_op *op, void *arg)
+/* Deletes one object as the REST delete does: objects with finalizers
+ * get a deletionTimestamp and stay until their finalizers are gone. */
+typedef struct delete_op {
+    storage_op op;
+    char *key;
+    char *value;
+    int attempts;
+} delete_op;
+
+static void submit_delete(delete_op *d);
+
+static void delete_done(storage_op *op, void *arg)
 {
-    cleanup *c = arg;
-    pthread_mutex_lock(&c->mu);
-    size_t left = --c->pending;
-    pthread_mutex_unlock(&c->mu);
-    if (left)
+    delete_op *d = arg;
+    if (op->result == STORAGE_ERR_CONFLICT && ++d->attempts < 100) {
+        submit_delete(d);
         return;
-    start_finalize(c->crd);
-    for (size_t i = 0; i < c->nkeys; i++)
-        free(c->keys[i]);
-    free(c->keys);
-    free(c->ops);
-    free(c->crd);
-    pthread_mutex_destroy(&c->mu);
-    free(c);
+    }
+    free(d->value);
+    free(d->key);
+    free(d);
 }
 
-/* Deletes every object of a deleting CRD, then finalizes it. Runs on the
- * storage thread (a cacher listener); only queues writes. */
+static void submit_delete(delete_op *d)
+{
+    free(d->value);
+    d->value = NULL;
+    cobj *o = cacher_get(crds.cache, d->key);
+    if (!o) {
+        memset(&d->op, 0, sizeof d->op);
+        delete_done(&d->op, d);
+        return;
+    }
+    json_t *obj = cobj_decode(o);
+    memset(&d->op, 0, sizeof d->op);
+    d->op.key = d->key;
+    d->op.expect_mod_rev = o->rev;
+    d->op.done = delete_done;
+    d->op.arg = d;
+    cobj_unref(o);
+    json_t *meta = json_object_get(obj, "metadata");
+    if (!json_array_size(json_object_get(meta, "finalizers"))) {
+        d->op.type = STORAGE_OP_DELETE;
+    } else if (json_object_get(meta, "deletionTimestamp")) {
+        json_decref(obj);
+        delete_done(&d->op, d); /* already deleting: its finalizers decide */
+        return;
+    } else {
+        char now[32];
+        ckube_now_rfc3339(now, sizeof now);
+        json_object_set_new(meta, "deletionTimestamp", json_string(now));
+        json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(0));
+        json_object_del(meta, "resourceVersion");
+        d->op.type = STORAGE_OP_UPDATE;
+        d->value = ckube_json_dumps(obj, &d->op.value_len);
+        d->op.value = d->value;
+    }
+    json_decref(obj);
+    if (storage_submit(crds.st, &d->op) != 0)
+        delete_done(&d->op, d);
+}
+
+/* Deletes every object of a deleting CRD; the CRD itself is finalized
+ * when the last one is gone (maybe_finalize, from the object listener).
+ * Runs on the storage thread (a cacher listener); only queues writes. */
 static void cleanup_crd(const json_t *crd)
 {
     const char *name = ckube_obj_name(crd);
     const char *group = json_string_value(ckube_json_get_path(crd, "spec.group"));
     const char *plural = json_string_value(ckube_json_get_path(crd, "spec.names.plural"));
-    if (!name || !group || !plural || !cleanup_begin(name))
+    if (!name || !group || !plural)
         return;
-    CKUBE_INFO("CRD %s is being deleted: removing its objects", name);
     char prefix[512];
     snprintf(prefix, sizeof prefix, "/registry/%s/%s/", group, plural);
+    if (!cleanup_begin(name, prefix))
+        return;
+    CKUBE_INFO("CRD %s is being deleted: removing its objects", name);
     size_t n, more;
     int64_t rev;
     cobj **objs = cacher_list(crds.cache, prefix, NULL, NULL, 0, &n, &rev, &more);
-    if (!n) {
-        cacher_objs_free(objs, n);
-        start_finalize(name);
-        return;
-    }
-    cleanup *c = calloc(1, sizeof *c);
-    c->crd = strdup(name);
-    c->pending = n;
-    c->nkeys = n;
-    c->keys = calloc(n, sizeof *c->keys);
-    c->ops = calloc(n, sizeof *c->ops);
-    pthread_mutex_init(&c->mu, NULL);
-    for (size_t i = 0; i < n; i++)
-        c->keys[i] = strdup(objs[i]->key);
-    cacher_objs_free(objs, n);
     for (size_t i = 0; i < n; i++) {
-        c->ops[i] = (storage_op){.type = STORAGE_OP_DELETE, .key = c->keys[i],
-                                 .done = object_deleted, .arg = c};
-        if (storage_submit(crds.st, &c->ops[i]) != 0)
-            object_deleted(&c->ops[i], c);
+        delete_op *d = calloc(1, sizeof *d);
+        d->key = strdup(objs[i]->key);
+        submit_delete(d);
     }
+    cacher_objs_free(objs, n);
+    maybe_finalize(name, prefix);
+}
+
+/* Every applied change: a deletion under a deleting CRD may finish it. */
+static void on_any_event(void *arg, cevent_type type, const cobj *o)
+{
+    if (type != CEV_DELETED)
+        return;
+    char name[512] = "", prefix[512] = "";
+    pthread_mutex_lock(&crds.mu);
+    for (size_t i = 0; i < crds.nactive; i++) {
+        if (!strncmp(o->key, crds.active[i].prefix, strlen(crds.active[i].prefix))) {
+            snprintf(name, sizeof name, "%s", crds.active[i].name);
+            snprintf(prefix, sizeof prefix, "%s", crds.active[i].prefix);
+        }
+    }
+    pthread_mutex_unlock(&crds.mu);
+    if (*name)
+        maybe_finalize(name, prefix);
 }
 
 /* ---- following CRDs ------------------------------------------------------ */
@@ -855,13 +926,16 @@ void crd_attach(cacher *c, storage *st)
     crds.cache = c;
     crds.st = st;
     cacher_add_listener(c, CRD_KEY_PREFIX, on_crd_event, NULL);
+    cacher_add_listener(c, "/registry/", on_any_event, NULL);
 }
 
 void crd_detach(void)
 {
     pthread_mutex_lock(&crds.mu);
-    for (size_t i = 0; i < crds.nactive; i++)
-        free(crds.active[i]);
+    for (size_t i = 0; i < crds.nactive; i++) {
+        free(crds.active[i].name);
+        free(crds.active[i].prefix);
+    }
     free(crds.active);
     crds.active = NULL;
     crds.nactive = 0;

@@ -28,9 +28,14 @@ SDK=/usr/lib/google-cloud-sdk/bin
 KUBECTL_VERSIONS=${KUBECTL_VERSIONS:-"kubectl $SDK/kubectl.1.27 $SDK/kubectl.1.33"}
 BG_PIDS=()
 
-# Background kubectl watchers are ours to stop, pass or fail.
+# Background kubectl watchers are ours to stop, pass or fail; only those
+# still running (a finished one's pid may already belong to someone else).
 kill_bg() {
-    for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    local running
+    running=" $(jobs -pr | tr '\n' ' ') "
+    for p in "${BG_PIDS[@]}"; do
+        case $running in *" $p "*) kill "$p" 2>/dev/null || true ;; esac
+    done
     for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     BG_PIDS=()
 }
