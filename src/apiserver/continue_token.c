@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "common/text.h"
 
 #define ERR_GENERIC "continue key is not valid"
 #define ERR_INVALID_RV                                                                             \
@@ -18,47 +19,6 @@
 #define ERR_VERSION "continue key is not valid: server does not recognize this encoded version"
 
 /* ------------------------------------------------------------------------ */
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const void *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-    sb_putn(b, s, strlen(s));
-}
-
-static char *sb_finish(sbuf *b)
-{
-    if (b->oom) {
-        free(b->p);
-        return NULL;
-    }
-    return b->p ? b->p : strdup("");
-}
 
 static void set_errf(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_errf(char **err, const char *fmt, ...)
@@ -105,11 +65,11 @@ static size_t utf8_decode(const unsigned char *s, uint32_t *r)
 
 /* As encoding/json with HTML escaping: <, >, & and controls as \u00XX,
  * invalid UTF-8 as \ufffd, U+2028/U+2029 escaped. */
-static void put_json_string(sbuf *b, const char *s)
+static void put_json_string(ckube__strbuf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
-    sb_putn(b, "\"", 1);
+    ckube__sb_addn(b, "\"", 1);
     while (*p) {
         unsigned char c = *p;
         if (c < 0x80) {
@@ -137,7 +97,7 @@ static void put_json_string(sbuf *b, const char *s)
                 break;
             default:
                 if (c >= 0x20 && c != '<' && c != '>' && c != '&') {
-                    sb_putn(b, p, 1);
+                    ckube__sb_addn(b, (const char *)p, 1);
                     p++;
                     continue;
                 }
@@ -146,24 +106,24 @@ static void put_json_string(sbuf *b, const char *s)
                 esc[5] = hex[c & 0xf];
                 n = 6;
             }
-            sb_putn(b, esc, n);
+            ckube__sb_addn(b, esc, n);
             p++;
             continue;
         }
         uint32_t r;
         size_t n = utf8_decode(p, &r);
         if (n == 0) {
-            sb_puts(b, "\\ufffd");
+            ckube__sb_add(b, "\\ufffd");
             p++;
         } else if (r == 0x2028 || r == 0x2029) {
-            sb_puts(b, r == 0x2028 ? "\\u2028" : "\\u2029");
+            ckube__sb_add(b, r == 0x2028 ? "\\u2028" : "\\u2029");
             p += n;
         } else {
-            sb_putn(b, p, n);
+            ckube__sb_addn(b, (const char *)p, n);
             p += n;
         }
     }
-    sb_putn(b, "\"", 1);
+    ckube__sb_addn(b, "\"", 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -268,15 +228,15 @@ static unsigned char *b64url_decode(const char *in, size_t *out_len, long *bad_a
 
 char *continue_token_encode(int64_t rv, const char *start_key_suffix)
 {
-    sbuf b = {0};
+    ckube__strbuf b = {0};
     char num[32];
     snprintf(num, sizeof num, "%" PRId64, rv);
-    sb_puts(&b, "{\"v\":\"" CONTINUE_TOKEN_VERSION "\",\"rv\":");
-    sb_puts(&b, num);
-    sb_puts(&b, ",\"start\":");
+    ckube__sb_add(&b, "{\"v\":\"" CONTINUE_TOKEN_VERSION "\",\"rv\":");
+    ckube__sb_add(&b, num);
+    ckube__sb_add(&b, ",\"start\":");
     put_json_string(&b, start_key_suffix ? start_key_suffix : "");
-    sb_puts(&b, "}");
-    char *json = sb_finish(&b);
+    ckube__sb_add(&b, "}");
+    char *json = ckube__sb_take(&b);
     if (!json)
         return NULL;
     char *tok = b64url_encode((const unsigned char *)json, strlen(json));

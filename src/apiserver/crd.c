@@ -124,8 +124,7 @@ static void default_names(json_t *obj)
 
 /* Finds a served type in `group` that uses `what` (plural, singular, kind
  * or a short name) and belongs to another CRD or is built in. */
-static bool name_taken(const char *group, const char *crd_name, const char *what,
-                       const char *field)
+static bool name_taken(const char *group, const char *crd_name, const char *what, const char *field)
 {
     if (!what || !*what)
         return false;
@@ -206,8 +205,8 @@ static void compute_status(json_t *obj, const json_t *old)
         json_t *prev = json_object_get(old_status, "acceptedNames");
         json_object_set_new(status, "acceptedNames", prev ? json_deep_copy(prev) : json_object());
         json_array_append_new(conds, condition("NamesAccepted", false, conflict, msg));
-        json_array_append_new(conds, condition("Established", false, "NotAccepted",
-                                               "not all names are accepted"));
+        json_array_append_new(
+            conds, condition("Established", false, "NotAccepted", "not all names are accepted"));
     } else {
         json_object_set_new(status, "acceptedNames", json_deep_copy(names));
         json_array_append_new(conds, condition("NamesAccepted", true, "NoConflicts", msg));
@@ -340,8 +339,7 @@ static void crd_validate(const resource_type *t, const json_t *obj, const json_t
         }
     }
     if (!kind || !*kind)
-        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, "spec.names.kind",
-                               "Required value");
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, "spec.names.kind", "Required value");
     if (!scope || (strcmp(scope, "Namespaced") && strcmp(scope, "Cluster")))
         ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_NOT_SUPPORTED, "spec.scope",
                                "Unsupported value: \"%s\": supported values: \"Cluster\", "
@@ -437,11 +435,19 @@ int crd_types_register(void)
             t->present = crd_present_v1beta1;
         t->ncolumns = 2;
         t->columns = calloc(2, sizeof *t->columns);
-        t->columns[0] = (printer_column){strdup("Name"), strdup("string"), strdup("name"),
-                                         strdup("Name of the CustomResourceDefinition."), 0,
-                                         strdup(".metadata.name"), NULL};
-        t->columns[1] = (printer_column){strdup("Created At"), strdup("string"), strdup(""),
-                                         strdup("When it was created."), 0, NULL,
+        t->columns[0] = (printer_column){strdup("Name"),
+                                         strdup("string"),
+                                         strdup("name"),
+                                         strdup("Name of the CustomResourceDefinition."),
+                                         0,
+                                         strdup(".metadata.name"),
+                                         NULL};
+        t->columns[1] = (printer_column){strdup("Created At"),
+                                         strdup("string"),
+                                         strdup(""),
+                                         strdup("When it was created."),
+                                         0,
+                                         NULL,
                                          crd_cell_created};
         if (registry_add(t) != 0) {
             resource_type_unref(t);
@@ -506,8 +512,12 @@ static void cr_prepare_update(const resource_type *t, json_t *obj, const json_t 
 static printer_column column(const char *name, const char *type, const char *format,
                              const char *desc, int prio, const char *path)
 {
-    printer_column c = {strdup(name),          strdup(type), strdup(format ? format : ""),
-                        strdup(desc ? desc : ""), prio,       path ? strdup(path) : NULL,
+    printer_column c = {strdup(name),
+                        strdup(type),
+                        strdup(format ? format : ""),
+                        strdup(desc ? desc : ""),
+                        prio,
+                        path ? strdup(path) : NULL,
                         NULL};
     return c;
 }
@@ -562,9 +572,8 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
     json_t *cols = json_object_get(ver, "additionalPrinterColumns");
     size_t ncols = json_array_size(cols);
     t->columns = calloc(ncols + 2, sizeof *t->columns);
-    t->columns[t->ncolumns++] = column("Name", "string", "name",
-                                       "Name must be unique within a namespace.", 0,
-                                       ".metadata.name");
+    t->columns[t->ncolumns++] = column(
+        "Name", "string", "name", "Name must be unique within a namespace.", 0, ".metadata.name");
     size_t i;
     json_t *c;
     json_array_foreach(cols, i, c)
@@ -580,8 +589,8 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
                    (int)json_integer_value(json_object_get(c, "priority")), p);
     }
     if (!ncols)
-        t->columns[t->ncolumns++] = column("Age", "date", "", "Time since creation.", 0,
-                                           ".metadata.creationTimestamp");
+        t->columns[t->ncolumns++] =
+            column("Age", "date", "", "Time since creation.", 0, ".metadata.creationTimestamp");
     t->is_custom = true;
     t->crd_name = strdup(ckube_obj_name(crd));
     t->storage_version = stor && !strcmp(stor, t->version);
@@ -702,78 +711,112 @@ static void cleanup_end(const char *name)
     pthread_mutex_unlock(&crds.mu);
 }
 
-typedef struct finalize_op {
+/* A write computed from the cached object and retried when it loses a
+ * race. `plan` looks at the current object (NULL if gone) and returns the
+ * op to submit (storage_op_type) with *value set for an UPDATE (the object
+ * to store, taken), or 0 for nothing to do. `finished` runs once at the
+ * end with the last result. */
+typedef struct cache_write cache_write;
+struct cache_write {
     storage_op op;
-    char key[512];
+    char *key;
     char *value;
-    char *crd;
     int attempts;
-} finalize_op;
+    int (*plan)(cache_write *cw, json_t *obj, json_t **value);
+    void (*finished)(cache_write *cw, int result);
+    char *crd; /* the CRD concerned, for finished() */
+};
 
-static void submit_finalize(finalize_op *f);
+static void cache_write_submit(cache_write *cw);
 
-static void finalize_done(storage_op *op, void *arg)
+static void cache_write_done(storage_op *op, void *arg)
 {
-    finalize_op *f = arg;
-    if (op->result == STORAGE_ERR_CONFLICT && ++f->attempts < 100) {
-        submit_finalize(f);
+    cache_write *cw = arg;
+    if (op->result == STORAGE_ERR_CONFLICT && ++cw->attempts < 100) {
+        cache_write_submit(cw);
         return;
     }
-    if (op->result && op->result != STORAGE_ERR_NOT_FOUND)
-        CKUBE_ERROR("CRD %s: removing the cleanup finalizer: %s", f->crd,
-                    storage_strerror(op->result));
-    cleanup_end(f->crd);
-    free(f->value);
-    free(f->crd);
-    free(f);
+    if (cw->finished)
+        cw->finished(cw, op->result);
+    free(cw->value);
+    free(cw->key);
+    free(cw->crd);
+    free(cw);
 }
 
-/* Removes our finalizer from the CRD; with none left the CRD is deleted. */
-static void submit_finalize(finalize_op *f)
+static void cache_write_submit(cache_write *cw)
 {
-    free(f->value);
-    f->value = NULL;
-    cobj *o = cacher_get(crds.cache, f->key);
-    if (!o) {
-        memset(&f->op, 0, sizeof f->op);
-        f->op.result = STORAGE_ERR_NOT_FOUND;
-        finalize_done(&f->op, f);
+    free(cw->value);
+    cw->value = NULL;
+    memset(&cw->op, 0, sizeof cw->op);
+    cw->op.key = cw->key;
+    cw->op.done = cache_write_done;
+    cw->op.arg = cw;
+    cobj *o = cacher_get(crds.cache, cw->key);
+    bool exists = o != NULL;
+    json_t *obj = exists ? cobj_decode(o) : NULL;
+    cw->op.expect_mod_rev = exists ? o->rev : 0;
+    cobj_unref(o);
+    json_t *value = NULL;
+    int type = obj ? cw->plan(cw, obj, &value) : 0;
+    json_decref(obj);
+    if (!type) {
+        cw->op.result = exists ? STORAGE_OK : STORAGE_ERR_NOT_FOUND;
+        cache_write_done(&cw->op, cw);
         return;
     }
-    json_t *obj = cobj_decode(o);
-    int64_t rev = o->rev;
-    cobj_unref(o);
+    cw->op.type = (storage_op_type)type;
+    if (value) {
+        json_object_del(json_object_get(value, "metadata"), "resourceVersion");
+        cw->value = ckube_json_dumps(value, &cw->op.value_len);
+        cw->op.value = cw->value;
+        json_decref(value);
+    }
+    if (storage_submit(crds.st, &cw->op) != 0) {
+        cw->op.result = STORAGE_ERR_CLOSED;
+        cache_write_done(&cw->op, cw);
+    }
+}
+
+static void cache_write_start(const char *key, const char *crd,
+                              int (*plan)(cache_write *, json_t *, json_t **),
+                              void (*finished)(cache_write *, int))
+{
+    cache_write *cw = calloc(1, sizeof *cw);
+    cw->key = strdup(key);
+    cw->crd = crd ? strdup(crd) : NULL;
+    cw->plan = plan;
+    cw->finished = finished;
+    cache_write_submit(cw);
+}
+
+/* Plan: remove our finalizer from the CRD; with none left, delete it. */
+static int plan_finalize(cache_write *cw, json_t *obj, json_t **value)
+{
     json_t *meta = json_object_get(obj, "metadata");
-    json_t *fin = json_object_get(meta, "finalizers");
     json_t *left = json_array();
     size_t i;
     json_t *x;
-    json_array_foreach(fin, i, x)
+    json_array_foreach(json_object_get(meta, "finalizers"), i, x)
     {
         if (!json_string_value(x) || strcmp(json_string_value(x), CRD_CLEANUP_FINALIZER))
             json_array_append(left, x);
     }
-    memset(&f->op, 0, sizeof f->op);
-    f->op.key = f->key;
-    f->op.expect_mod_rev = rev;
-    f->op.done = finalize_done;
-    f->op.arg = f;
     if (!json_array_size(left)) {
-        f->op.type = STORAGE_OP_DELETE;
-    } else {
-        json_object_set_new(meta, "finalizers", left);
-        left = NULL;
-        json_object_del(meta, "resourceVersion");
-        f->op.type = STORAGE_OP_UPDATE;
-        f->value = ckube_json_dumps(obj, &f->op.value_len);
-        f->op.value = f->value;
+        json_decref(left);
+        return STORAGE_OP_DELETE;
     }
-    json_decref(left);
-    json_decref(obj);
-    if (storage_submit(crds.st, &f->op) != 0) {
-        f->op.result = STORAGE_ERR_CLOSED;
-        finalize_done(&f->op, f);
-    }
+    json_object_set_new(meta, "finalizers", left);
+    *value = json_incref(obj);
+    return STORAGE_OP_UPDATE;
+}
+
+static void finalize_finished(cache_write *cw, int result)
+{
+    if (result && result != STORAGE_ERR_NOT_FOUND)
+        CKUBE_ERROR("CRD %s: removing the cleanup finalizer: %s", cw->crd,
+                    storage_strerror(result));
+    cleanup_end(cw->crd);
 }
 
 /* Once a deleting CRD has no objects left, its finalizer goes. */
@@ -790,72 +833,27 @@ static void maybe_finalize(const char *name, const char *prefix)
     pthread_mutex_unlock(&crds.mu);
     if (!go)
         return;
-    finalize_op *f = calloc(1, sizeof *f);
-    f->crd = strdup(name);
-    snprintf(f->key, sizeof f->key, CRD_KEY_PREFIX "%s", name);
-    submit_finalize(f);
+    char key[512];
+    snprintf(key, sizeof key, CRD_KEY_PREFIX "%s", name);
+    cache_write_start(key, name, plan_finalize, finalize_finished);
 }
 
-/* Deletes one object as the REST delete does: objects with finalizers
- * get a deletionTimestamp and stay until their finalizers are gone. */
-typedef struct delete_op {
-    storage_op op;
-    char *key;
-    char *value;
-    int attempts;
-} delete_op;
-
-static void submit_delete(delete_op *d);
-
-static void delete_done(storage_op *op, void *arg)
+/* Plan: delete one object as the REST delete does; objects with
+ * finalizers get a deletionTimestamp and stay until their finalizers are
+ * gone (then the update path deletes them). */
+static int plan_delete(cache_write *cw, json_t *obj, json_t **value)
 {
-    delete_op *d = arg;
-    if (op->result == STORAGE_ERR_CONFLICT && ++d->attempts < 100) {
-        submit_delete(d);
-        return;
-    }
-    free(d->value);
-    free(d->key);
-    free(d);
-}
-
-static void submit_delete(delete_op *d)
-{
-    free(d->value);
-    d->value = NULL;
-    cobj *o = cacher_get(crds.cache, d->key);
-    if (!o) {
-        memset(&d->op, 0, sizeof d->op);
-        delete_done(&d->op, d);
-        return;
-    }
-    json_t *obj = cobj_decode(o);
-    memset(&d->op, 0, sizeof d->op);
-    d->op.key = d->key;
-    d->op.expect_mod_rev = o->rev;
-    d->op.done = delete_done;
-    d->op.arg = d;
-    cobj_unref(o);
     json_t *meta = json_object_get(obj, "metadata");
-    if (!json_array_size(json_object_get(meta, "finalizers"))) {
-        d->op.type = STORAGE_OP_DELETE;
-    } else if (json_object_get(meta, "deletionTimestamp")) {
-        json_decref(obj);
-        delete_done(&d->op, d); /* already deleting: its finalizers decide */
-        return;
-    } else {
-        char now[32];
-        ckube_now_rfc3339(now, sizeof now);
-        json_object_set_new(meta, "deletionTimestamp", json_string(now));
-        json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(0));
-        json_object_del(meta, "resourceVersion");
-        d->op.type = STORAGE_OP_UPDATE;
-        d->value = ckube_json_dumps(obj, &d->op.value_len);
-        d->op.value = d->value;
-    }
-    json_decref(obj);
-    if (storage_submit(crds.st, &d->op) != 0)
-        delete_done(&d->op, d);
+    if (!json_array_size(json_object_get(meta, "finalizers")))
+        return STORAGE_OP_DELETE;
+    if (json_object_get(meta, "deletionTimestamp"))
+        return 0; /* already deleting: its finalizers decide */
+    char now[32];
+    ckube_now_rfc3339(now, sizeof now);
+    json_object_set_new(meta, "deletionTimestamp", json_string(now));
+    json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(0));
+    *value = json_incref(obj);
+    return STORAGE_OP_UPDATE;
 }
 
 /* Deletes every object of a deleting CRD; the CRD itself is finalized
@@ -876,11 +874,8 @@ static void cleanup_crd(const json_t *crd)
     size_t n, more;
     int64_t rev;
     cobj **objs = cacher_list(crds.cache, prefix, NULL, NULL, 0, &n, &rev, &more);
-    for (size_t i = 0; i < n; i++) {
-        delete_op *d = calloc(1, sizeof *d);
-        d->key = strdup(objs[i]->key);
-        submit_delete(d);
-    }
+    for (size_t i = 0; i < n; i++)
+        cache_write_start(objs[i]->key, NULL, plan_delete, NULL);
     cacher_objs_free(objs, n);
     maybe_finalize(name, prefix);
 }

@@ -311,10 +311,22 @@ static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckub
  * into ObjectMeta does upstream (metadata coercion). */
 static void coerce_metadata(json_t *obj)
 {
-    static const char *const known[] = {
-        "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
-        "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
-        "annotations", "ownerReferences", "finalizers", "managedFields", NULL};
+    static const char *const known[] = {"name",
+                                        "generateName",
+                                        "namespace",
+                                        "selfLink",
+                                        "uid",
+                                        "resourceVersion",
+                                        "generation",
+                                        "creationTimestamp",
+                                        "deletionTimestamp",
+                                        "deletionGracePeriodSeconds",
+                                        "labels",
+                                        "annotations",
+                                        "ownerReferences",
+                                        "finalizers",
+                                        "managedFields",
+                                        NULL};
     json_t *meta = json_object_get(obj, "metadata");
     const char *k;
     json_t *v;
@@ -431,7 +443,7 @@ struct write_req {
     bool deleting;    /* the op is a storage delete */
     bool status_only; /* /status: only .status of the result is kept */
     bool scale_reply; /* /scale: answer with the Scale, not the object */
-    bool internal; /* built by the server (scale): no client precondition */
+    bool internal;    /* built by the server (scale): no client precondition */
     char *gen_base;   /* generateName base for retries */
     /* delete options */
     char *pre_uid;
@@ -458,20 +470,25 @@ static void write_free(write_req *w)
 }
 
 static void run_write(write_req *w);
-static void collection_child_done(write_req *w, ckube_status *st, json_t *obj);
+static void collection_settle(collection_del *p, ckube_status *st, json_t *obj);
+
+static bool is_status_body(const json_t *body)
+{
+    const char *kind = json_string_value(json_object_get(body, "kind"));
+    return kind && !strcmp(kind, "Status");
+}
 
 /* Finishes a write: replies (or reports to the collection) and frees. */
 static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
 {
-    if (body && w->rc && w->rc->type->present &&
-        strcmp(json_string_value(json_object_get(body, "kind")) ? json_string_value(json_object_get(body, "kind")) : "", "Status")) {
+    if (body && w->rc && w->rc->type->present && !is_status_body(body)) {
         json_t *copy = json_deep_copy(body);
         json_decref(body);
         w->rc->type->present(w->rc->type, copy);
         body = copy;
     }
     if (w->parent) {
-        collection_child_done(w, st, body);
+        collection_settle(w->parent, st, body);
         write_free(w);
         return;
     }
@@ -1032,7 +1049,9 @@ static bool write_params(req_ctx *rc, write_req *w)
     return true;
 }
 
-static void do_create(req_ctx *rc)
+/* Create and update (PUT) take a whole object: JSON, YAML or protobuf.
+ * Returns the write with its decoded body, or NULL after replying. */
+static write_req *object_write(req_ctx *rc, write_kind kind)
 {
     body_type bt = content_type(rc);
     if (bt != BODY_JSON && bt != BODY_YAML && bt != BODY_PROTOBUF) {
@@ -1040,41 +1059,13 @@ static void do_create(req_ctx *rc)
                                           "the body of the request was in an unknown format - "
                                           "accepted media types include: application/json, "
                                           "application/yaml, application/vnd.kubernetes.protobuf"));
-        return;
-    }
-    write_req *w = write_new(rc, W_CREATE);
-    if (!write_params(rc, w)) {
-        write_free(w);
-        return;
-    }
-    ckube_status *st = NULL;
-    w->body = read_body(rc, bt, w->validation, &st);
-    if (!st && !json_is_object(w->body))
-        st = ckube_status_bad_request("the request body must be a JSON object");
-    if (!st)
-        st = check_gvk(rc, w->body);
-    if (st) {
-        write_finish(w, 0, NULL, st);
-        return;
-    }
-    run_create(w);
-}
-
-static void do_update(req_ctx *rc, write_kind kind)
-{
-    body_type bt = content_type(rc);
-    if (bt != BODY_JSON && bt != BODY_YAML && bt != BODY_PROTOBUF) {
-        reply_status(rc, ckube_status_new(415, CKUBE_REASON_UNSUPPORTED_MEDIA,
-                                          "the body of the request was in an unknown format - "
-                                          "accepted media types include: application/json, "
-                                          "application/yaml, application/vnd.kubernetes.protobuf"));
-        return;
+        return NULL;
     }
     write_req *w = write_new(rc, kind);
     w->status_only = kind == W_STATUS;
     if (!write_params(rc, w)) {
         write_free(w);
-        return;
+        return NULL;
     }
     ckube_status *st = NULL;
     w->body = read_body(rc, bt, w->validation, &st);
@@ -1084,9 +1075,23 @@ static void do_update(req_ctx *rc, write_kind kind)
         st = check_gvk(rc, w->body);
     if (st) {
         write_finish(w, 0, NULL, st);
-        return;
+        return NULL;
     }
-    run_update(w);
+    return w;
+}
+
+static void do_create(req_ctx *rc)
+{
+    write_req *w = object_write(rc, W_CREATE);
+    if (w)
+        run_create(w);
+}
+
+static void do_update(req_ctx *rc, write_kind kind)
+{
+    write_req *w = object_write(rc, kind);
+    if (w)
+        run_update(w);
 }
 
 static void do_patch(req_ctx *rc, write_kind kind)
@@ -1184,9 +1189,10 @@ static void do_delete(req_ctx *rc)
 
 /* ---- deletecollection -------------------------------------------------- */
 
-static void collection_child_done(write_req *w, ckube_status *st, json_t *obj)
+/* One child of a deletecollection settled (st or obj, both taken), or
+ * the submission hold is released (both NULL); the last one replies. */
+static void collection_settle(collection_del *p, ckube_status *st, json_t *obj)
 {
-    collection_del *p = w->parent;
     if (st) {
         if (st->code == 404) {
             ckube_status_free(st); /* deleted meanwhile: fine */
@@ -1196,10 +1202,7 @@ static void collection_child_done(write_req *w, ckube_status *st, json_t *obj)
             ckube_status_free(st);
         }
     } else if (obj) {
-        if (json_is_object(obj) && strcmp(json_string_value(json_object_get(obj, "kind"))
-                                              ? json_string_value(json_object_get(obj, "kind"))
-                                              : "",
-                                          "Status"))
+        if (json_is_object(obj) && !is_status_body(obj))
             json_array_append(p->items, obj);
         json_decref(obj);
     }
@@ -1261,10 +1264,7 @@ static void do_deletecollection(req_ctx *rc)
     ckube_selector_free(fs);
     free(probe.pre_uid);
     free(probe.pre_rv);
-    write_req *dummy = write_new(rc, W_DELETE);
-    dummy->parent = p;
-    collection_child_done(dummy, NULL, NULL);
-    write_free(dummy);
+    collection_settle(p, NULL, NULL);
 }
 
 /* ---- reads ---------------------------------------------------------------- */

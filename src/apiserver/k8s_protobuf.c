@@ -38,24 +38,9 @@
 #include "proto/k8s_core.pb-c.h"
 #include "proto/k8s_events.pb-c.h"
 #include "proto/k8s_meta.pb-c.h"
+#include "common/text.h"
 
 static const unsigned char k8s_magic[4] = {'k', '8', 's', 0};
-
-/* ---- errors ---- */
-
-static void set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Stores a formatted message in *err (if err and *err is still unset). */
-static void set_err(char **err, const char *fmt, ...)
-{
-    if (!err || *err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
 
 /* ---- supported types ---- */
 
@@ -402,13 +387,13 @@ static json_t *json_time(int64_t seconds, int32_t nanos, bool micro, char **err)
         nanos -= carry * 1000000000;
     }
     if (seconds < -62167219200LL || seconds > 253402300799LL) {
-        set_err(err, "invalid protobuf: time %" PRId64 " out of range", seconds);
+        ckube__set_err(err, "invalid protobuf: time %" PRId64 " out of range", seconds);
         return NULL;
     }
     time_t t = (time_t)seconds;
     struct tm tm;
     if (!gmtime_r(&t, &tm)) {
-        set_err(err, "invalid protobuf: time %" PRId64 " out of range", seconds);
+        ckube__set_err(err, "invalid protobuf: time %" PRId64 " out of range", seconds);
         return NULL;
     }
     char buf[48];
@@ -427,7 +412,7 @@ static json_t *json_raw(const ProtobufCBinaryData *raw, const char *what, char *
     json_error_t jerr;
     json_t *v = json_loadb((const char *)raw->data, raw->len, JSON_DECODE_ANY, &jerr);
     if (!v)
-        set_err(err, "invalid protobuf: %s is not JSON: %s", what, jerr.text);
+        ckube__set_err(err, "invalid protobuf: %s is not JSON: %s", what, jerr.text);
     return v;
 }
 
@@ -473,7 +458,7 @@ static int convert_special(const ProtobufCMessage *m, struct conv *out, char **e
             out->zero = is->intval == 0;
             out->value = json_integer(is->intval);
         } else {
-            set_err(err, "invalid protobuf: IntOrString type %" PRId64, is->type);
+            ckube__set_err(err, "invalid protobuf: IntOrString type %" PRId64, is->type);
             return -1;
         }
     } else if (d == &ckube__k8s__meta__raw_extension__descriptor ||
@@ -489,7 +474,7 @@ static int convert_special(const ProtobufCMessage *m, struct conv *out, char **e
         return 0;
     }
     if (!out->value) {
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
         return -1;
     }
     return 1;
@@ -505,7 +490,7 @@ static int convert_message(const ProtobufCMessage *m, struct conv *out, bool *sp
         return rc < 0 ? -1 : 0;
     json_t *obj = json_object();
     if (!obj) {
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
         return -1;
     }
     if (message_into(obj, m, err) < 0) {
@@ -660,7 +645,7 @@ static json_t *convert_map(size_t n, ProtobufCMessage *const *entries, char **er
         json_decref(k);
     }
     if (!obj)
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
     return obj;
 }
 
@@ -671,7 +656,7 @@ static json_t *convert_repeated(const ProtobufCFieldDescriptor *f, size_t n, con
         return convert_map(n, arr, err);
     json_t *a = json_array();
     if (!a) {
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
         return NULL;
     }
     size_t stride;
@@ -691,7 +676,7 @@ static json_t *convert_repeated(const ProtobufCFieldDescriptor *f, size_t n, con
     for (size_t i = 0; i < n; i++) {
         json_t *v = convert_element(f, (const char *)arr + i * stride, err);
         if (!v || json_array_append_new(a, v) < 0) {
-            set_err(err, "out of memory");
+            ckube__set_err(err, "out of memory");
             json_decref(a);
             return NULL;
         }
@@ -750,7 +735,7 @@ static int convert_optional(const ProtobufCMessage *m, const ProtobufCFieldDescr
         }
     }
     if (!*out) {
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
         return -1;
     }
     return 0;
@@ -782,7 +767,7 @@ static int message_into(json_t *obj, const ProtobufCMessage *m, char **err)
                 continue;
         }
         if (json_object_set_new(obj, f->name, v) < 0) {
-            set_err(err, "out of memory");
+            ckube__set_err(err, "out of memory");
             return -1;
         }
     }
@@ -802,13 +787,13 @@ json_t *k8s_protobuf_decode(const void *buf, size_t len, char **err)
     if (err)
         *err = NULL;
     if (!buf || len < sizeof k8s_magic || memcmp(buf, k8s_magic, sizeof k8s_magic) != 0) {
-        set_err(err, "invalid protobuf: missing the k8s\\0 prefix");
+        ckube__set_err(err, "invalid protobuf: missing the k8s\\0 prefix");
         return NULL;
     }
     Ckube__K8s__Meta__Unknown *env = ckube__k8s__meta__unknown__unpack(
         NULL, len - sizeof k8s_magic, (const uint8_t *)buf + sizeof k8s_magic);
     if (!env) {
-        set_err(err, "invalid protobuf: malformed envelope");
+        ckube__set_err(err, "invalid protobuf: malformed envelope");
         return NULL;
     }
     json_t *obj = NULL;
@@ -816,31 +801,32 @@ json_t *k8s_protobuf_decode(const void *buf, size_t len, char **err)
     const char *api_version = env->typemeta ? env->typemeta->apiversion : NULL;
     const char *kind = env->typemeta ? env->typemeta->kind : NULL;
     if (!api_version || !*api_version || !kind || !*kind) {
-        set_err(err, "invalid protobuf: envelope has no apiVersion/kind");
+        ckube__set_err(err, "invalid protobuf: envelope has no apiVersion/kind");
         goto out;
     }
     if (env->contentencoding && *env->contentencoding) {
-        set_err(err, "invalid protobuf: unsupported content encoding %s", env->contentencoding);
+        ckube__set_err(err, "invalid protobuf: unsupported content encoding %s",
+                       env->contentencoding);
         goto out;
     }
     if (!envelope_content_type_ok(env->contenttype)) {
-        set_err(err, "invalid protobuf: unsupported content type %s", env->contenttype);
+        ckube__set_err(err, "invalid protobuf: unsupported content type %s", env->contenttype);
         goto out;
     }
     /* Go always writes the object (its metadata at least); a body without
      * one is a truncated request. */
     if (!env->has_raw) {
-        set_err(err, "invalid protobuf: envelope has no object");
+        ckube__set_err(err, "invalid protobuf: envelope has no object");
         goto out;
     }
     const ProtobufCMessageDescriptor *desc = lookup_type(api_version, kind);
     if (!desc) {
-        set_err(err, "unsupported protobuf type %s %s", api_version, kind);
+        ckube__set_err(err, "unsupported protobuf type %s %s", api_version, kind);
         goto out;
     }
     msg = protobuf_c_message_unpack(desc, NULL, env->raw.len, env->raw.data);
     if (!msg) {
-        set_err(err, "invalid protobuf: cannot decode %s %s", api_version, kind);
+        ckube__set_err(err, "invalid protobuf: cannot decode %s %s", api_version, kind);
         goto out;
     }
     obj = json_object();
@@ -851,13 +837,13 @@ json_t *k8s_protobuf_decode(const void *buf, size_t len, char **err)
             json_decref(av);
             json_decref(kd);
         }
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
         json_decref(obj);
         obj = NULL;
         goto out;
     }
     if (message_into(obj, msg, err) < 0) {
-        set_err(err, "invalid protobuf: cannot convert %s %s", api_version, kind);
+        ckube__set_err(err, "invalid protobuf: cannot convert %s %s", api_version, kind);
         json_decref(obj);
         obj = NULL;
     }

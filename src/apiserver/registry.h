@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "apiserver/cacher.h"
 #include "ckube/patch.h"
 #include "ckube/status.h"
 
@@ -49,11 +50,9 @@ typedef struct printer_column {
 } printer_column;
 
 /* Extra field-selector fields of a type beyond metadata.name and
- * metadata.namespace: the selector key and the JSON path it reads. */
-typedef struct selectable_field {
-    const char *field; /* e.g. "spec.nodeName" */
-    const char *path;  /* e.g. "spec.nodeName" (dot path into the object) */
-} selectable_field;
+ * metadata.namespace: the selector key and the JSON path it reads. The
+ * cacher extracts them, so this is its cacher_field. */
+typedef cacher_field selectable_field;
 
 typedef struct resource_type resource_type;
 struct resource_type {

@@ -25,89 +25,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/text.h"
 
 #define MAX_DEPTH 200
 
 enum { CTX_NORMAL = 0, CTX_ROOT = 1, CTX_EMBEDDED = 2 };
 
 /* ---------------------------------------------------------------- text */
-
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-static void sb_reserve(strbuf *b, size_t extra)
-{
-    if (b->oom || b->len + extra + 1 <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + extra + 1)
-        cap *= 2;
-    char *n = realloc(b->s, cap);
-    if (!n) {
-        b->oom = true;
-        return;
-    }
-    b->s = n;
-    b->cap = cap;
-}
-
-static void sb_addn(strbuf *b, const char *s, size_t n)
-{
-    sb_reserve(b, n);
-    if (b->oom)
-        return;
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-
-static void sb_add(strbuf *b, const char *s)
-{
-    sb_addn(b, s, strlen(s));
-}
-
-static void sb_addc(strbuf *b, char c)
-{
-    sb_addn(b, &c, 1);
-}
-
-static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...)
-{
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof tmp) {
-        sb_addn(b, tmp, (size_t)n);
-        return;
-    }
-    sb_reserve(b, (size_t)n);
-    if (b->oom)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-/* Returns the buffer's text (caller frees) or NULL on OOM. */
-static char *sb_take(strbuf *b)
-{
-    if (b->oom) {
-        free(b->s);
-        return NULL;
-    }
-    if (!b->s)
-        return strdup("");
-    return b->s;
-}
 
 static size_t utf8_len(const char *s, size_t n)
 {
@@ -124,58 +48,58 @@ static size_t utf8_len(const char *s, size_t n)
 
 char *schema_go_quote(const char *s)
 {
-    strbuf b = {0};
+    ckube__strbuf b = {0};
     size_t n = strlen(s);
-    sb_addc(&b, '"');
+    ckube__sb_addc(&b, '"');
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
             size_t l = utf8_len(s + i, n - i);
             if (l == 1)
-                sb_printf(&b, "\\x%02x", c);
+                ckube__sb_printf(&b, "\\x%02x", c);
             else
-                sb_addn(&b, s + i, l);
+                ckube__sb_addn(&b, s + i, l);
             i += l;
             continue;
         }
         switch (c) {
         case '"':
-            sb_add(&b, "\\\"");
+            ckube__sb_add(&b, "\\\"");
             break;
         case '\\':
-            sb_add(&b, "\\\\");
+            ckube__sb_add(&b, "\\\\");
             break;
         case '\a':
-            sb_add(&b, "\\a");
+            ckube__sb_add(&b, "\\a");
             break;
         case '\b':
-            sb_add(&b, "\\b");
+            ckube__sb_add(&b, "\\b");
             break;
         case '\f':
-            sb_add(&b, "\\f");
+            ckube__sb_add(&b, "\\f");
             break;
         case '\n':
-            sb_add(&b, "\\n");
+            ckube__sb_add(&b, "\\n");
             break;
         case '\r':
-            sb_add(&b, "\\r");
+            ckube__sb_add(&b, "\\r");
             break;
         case '\t':
-            sb_add(&b, "\\t");
+            ckube__sb_add(&b, "\\t");
             break;
         case '\v':
-            sb_add(&b, "\\v");
+            ckube__sb_add(&b, "\\v");
             break;
         default:
             if (c < 0x20 || c == 0x7f)
-                sb_printf(&b, "\\x%02x", c);
+                ckube__sb_printf(&b, "\\x%02x", c);
             else
-                sb_addc(&b, (char)c);
+                ckube__sb_addc(&b, (char)c);
         }
         i++;
     }
-    sb_addc(&b, '"');
-    return sb_take(&b);
+    ckube__sb_addc(&b, '"');
+    return ckube__sb_take(&b);
 }
 
 /* Go's %v of a float64 (strconv 'g' with the shortest precision): the
@@ -211,31 +135,31 @@ static void go_float(char *out, size_t outsz, double d)
             digits[nd++] = *p;
     digits[nd] = 0;
     int exp10 = *p == 'e' ? atoi(p + 1) : 0;
-    strbuf b = {0};
+    ckube__strbuf b = {0};
     if (neg)
-        sb_addc(&b, '-');
+        ckube__sb_addc(&b, '-');
     if (exp10 < -4 || exp10 >= 6) {
         /* %e: d.ddde+XX with at least two exponent digits */
-        sb_addc(&b, digits[0]);
+        ckube__sb_addc(&b, digits[0]);
         if (nd > 1) {
-            sb_addc(&b, '.');
-            sb_add(&b, digits + 1);
+            ckube__sb_addc(&b, '.');
+            ckube__sb_add(&b, digits + 1);
         }
-        sb_printf(&b, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+        ckube__sb_printf(&b, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
     } else if (exp10 < 0) {
-        sb_add(&b, "0.");
+        ckube__sb_add(&b, "0.");
         for (int i = -1; i > exp10; i--)
-            sb_addc(&b, '0');
-        sb_add(&b, digits);
+            ckube__sb_addc(&b, '0');
+        ckube__sb_add(&b, digits);
     } else {
         for (int i = 0; i <= exp10; i++)
-            sb_addc(&b, (size_t)i < nd ? digits[i] : '0');
+            ckube__sb_addc(&b, (size_t)i < nd ? digits[i] : '0');
         if ((size_t)exp10 + 1 < nd) {
-            sb_addc(&b, '.');
-            sb_add(&b, digits + exp10 + 1);
+            ckube__sb_addc(&b, '.');
+            ckube__sb_add(&b, digits + exp10 + 1);
         }
     }
-    char *s = sb_take(&b);
+    char *s = ckube__sb_take(&b);
     snprintf(out, outsz, "%s", s ? s : "0");
     free(s);
 }
@@ -288,7 +212,7 @@ typedef struct walk {
     bool collect_unknown;
     char **unknown;
     size_t nunknown, capunknown;
-    strbuf path;
+    ckube__strbuf path;
     int depth;
 } walk;
 
@@ -296,15 +220,15 @@ static size_t path_push_key(walk *w, const char *key)
 {
     size_t old = w->path.len;
     if (old)
-        sb_addc(&w->path, '.');
-    sb_add(&w->path, key);
+        ckube__sb_addc(&w->path, '.');
+    ckube__sb_add(&w->path, key);
     return old;
 }
 
 static size_t path_push_index(walk *w, size_t i)
 {
     size_t old = w->path.len;
-    sb_printf(&w->path, "[%zu]", i);
+    ckube__sb_printf(&w->path, "[%zu]", i);
     return old;
 }
 
@@ -519,7 +443,7 @@ static char *type_label(const json_t *type, bool int_or_string)
         return strdup("integer,string");
     if (json_is_string(type))
         return strdup(json_string_value(type));
-    strbuf b = {0};
+    ckube__strbuf b = {0};
     size_t i;
     const json_t *t;
     json_array_foreach(type, i, t)
@@ -527,10 +451,10 @@ static char *type_label(const json_t *type, bool int_or_string)
         if (!json_is_string(t))
             continue;
         if (b.len)
-            sb_addc(&b, ',');
-        sb_add(&b, json_string_value(t));
+            ckube__sb_addc(&b, ',');
+        ckube__sb_add(&b, json_string_value(t));
     }
-    return sb_take(&b);
+    return ckube__sb_take(&b);
 }
 
 static bool schema_type_is(const json_t *s, const char *name)
@@ -708,7 +632,7 @@ static int escape_char(char c)
 
 /* Converts a bracket expression starting at p ('[') into POSIX form.
  * Returns the position after ']' or NULL if unsupported. */
-static const char *convert_bracket(const char *p, strbuf *out)
+static const char *convert_bracket(const char *p, ckube__strbuf *out)
 {
     p++; /* '[' */
     bool neg = false;
@@ -717,7 +641,7 @@ static const char *convert_bracket(const char *p, strbuf *out)
         p++;
     }
     bool has_rbracket = false, has_dash = false, has_caret = false;
-    strbuf body = {0};
+    ckube__strbuf body = {0};
     bool first = true;
     while (*p && (*p != ']' || first)) {
         first = false;
@@ -728,7 +652,7 @@ static const char *convert_bracket(const char *p, strbuf *out)
             if (is_class_escape(p[1])) {
                 if (isupper((unsigned char)p[1]))
                     goto fail; /* negated class inside brackets */
-                sb_add(&body, class_body(p[1]));
+                ckube__sb_add(&body, class_body(p[1]));
                 p += 2;
                 continue;
             }
@@ -740,7 +664,7 @@ static const char *convert_bracket(const char *p, strbuf *out)
             const char *end = strstr(p, ":]");
             if (!end)
                 goto fail;
-            sb_addn(&body, p, (size_t)(end + 2 - p));
+            ckube__sb_addn(&body, p, (size_t)(end + 2 - p));
             p = end + 2;
             continue;
         } else {
@@ -764,9 +688,9 @@ static const char *convert_bracket(const char *p, strbuf *out)
                 goto fail;
             if (c == ']' || c == '-' || c == '^' || hi == ']' || hi == '-' || hi == '^')
                 goto fail;
-            sb_addc(&body, (char)c);
-            sb_addc(&body, '-');
-            sb_addc(&body, (char)hi);
+            ckube__sb_addc(&body, (char)c);
+            ckube__sb_addc(&body, '-');
+            ckube__sb_addc(&body, (char)hi);
             continue;
         }
         if (c == ']')
@@ -776,29 +700,29 @@ static const char *convert_bracket(const char *p, strbuf *out)
         else if (c == '^')
             has_caret = true;
         else
-            sb_addc(&body, (char)c);
+            ckube__sb_addc(&body, (char)c);
     }
     if (*p != ']')
         goto fail;
     p++;
     if (!body.len && !has_rbracket && !has_dash && !has_caret) {
         /* [] matches nothing, [^] anything */
-        sb_add(out, neg ? "(.|\n)" : "[^\\x00-\\xff]");
+        ckube__sb_add(out, neg ? "(.|\n)" : "[^\\x00-\\xff]");
         free(body.s);
         return p;
     }
-    sb_addc(out, '[');
+    ckube__sb_addc(out, '[');
     if (neg)
-        sb_addc(out, '^');
+        ckube__sb_addc(out, '^');
     if (has_rbracket)
-        sb_addc(out, ']');
+        ckube__sb_addc(out, ']');
     if (body.s)
-        sb_add(out, body.s);
+        ckube__sb_add(out, body.s);
     if (has_caret)
-        sb_addc(out, '^');
+        ckube__sb_addc(out, '^');
     if (has_dash)
-        sb_addc(out, '-');
-    sb_addc(out, ']');
+        ckube__sb_addc(out, '-');
+    ckube__sb_addc(out, ']');
     free(body.s);
     return p;
 fail:
@@ -808,30 +732,30 @@ fail:
 
 char *schema_ecma_to_posix(const char *pattern)
 {
-    strbuf out = {0};
+    ckube__strbuf out = {0};
     const char *p = pattern;
     bool prev_quant = false;
-    sb_add(&out, "");
+    ckube__sb_add(&out, "");
     while (*p) {
         char c = *p;
         if (c == '\\') {
             if (!p[1])
                 goto fail;
             if (is_class_escape(p[1])) {
-                sb_addc(&out, '[');
+                ckube__sb_addc(&out, '[');
                 if (isupper((unsigned char)p[1]))
-                    sb_addc(&out, '^');
-                sb_add(&out, class_body(p[1]));
-                sb_addc(&out, ']');
+                    ckube__sb_addc(&out, '^');
+                ckube__sb_add(&out, class_body(p[1]));
+                ckube__sb_addc(&out, ']');
             } else {
                 int e = escape_char(p[1]);
                 if (e < 0)
                     goto fail;
                 if (strchr(".[]{}()*+?^$|\\", e)) {
-                    sb_addc(&out, '\\');
-                    sb_addc(&out, (char)e);
+                    ckube__sb_addc(&out, '\\');
+                    ckube__sb_addc(&out, (char)e);
                 } else {
-                    sb_addc(&out, (char)e);
+                    ckube__sb_addc(&out, (char)e);
                 }
             }
             p += 2;
@@ -847,7 +771,7 @@ char *schema_ecma_to_posix(const char *pattern)
         }
         if (c == '(' && p[1] == '?') {
             if (p[2] == ':') {
-                sb_addc(&out, '(');
+                ckube__sb_addc(&out, '(');
                 p += 3;
                 prev_quant = false;
                 continue;
@@ -867,27 +791,27 @@ char *schema_ecma_to_posix(const char *pattern)
                 if (!isdigit((unsigned char)*q) && *q != ',')
                     ok = false;
             if (!ok) {
-                sb_add(&out, "\\{"); /* literal brace, as ECMA allows */
+                ckube__sb_add(&out, "\\{"); /* literal brace, as ECMA allows */
                 p++;
                 prev_quant = false;
                 continue;
             }
-            sb_addn(&out, p, (size_t)(end + 1 - p));
+            ckube__sb_addn(&out, p, (size_t)(end + 1 - p));
             p = end + 1;
             prev_quant = true;
             continue;
         }
         if (c == '}') {
-            sb_add(&out, "\\}");
+            ckube__sb_add(&out, "\\}");
             p++;
             prev_quant = false;
             continue;
         }
-        sb_addc(&out, c);
+        ckube__sb_addc(&out, c);
         prev_quant = c == '*' || c == '+' || c == '?';
         p++;
     }
-    return sb_take(&out);
+    return ckube__sb_take(&out);
 fail:
     free(out.s);
     return NULL;
@@ -1694,8 +1618,8 @@ static bool enum_contains(const json_t *en, const json_t *v)
 
 static void validate_enum(walk *w, const json_t *en, const json_t *v)
 {
-    strbuf b = {0};
-    sb_add(&b, "supported values: ");
+    ckube__strbuf b = {0};
+    ckube__sb_add(&b, "supported values: ");
     size_t i;
     const json_t *e;
     json_array_foreach(en, i, e)
@@ -1706,13 +1630,13 @@ static void validate_enum(walk *w, const json_t *en, const json_t *v)
             b.oom = true;
         else {
             if (i)
-                sb_add(&b, ", ");
-            sb_add(&b, q);
+                ckube__sb_add(&b, ", ");
+            ckube__sb_add(&b, q);
         }
         free(q);
         free(text);
     }
-    char *detail = sb_take(&b);
+    char *detail = ckube__sb_take(&b);
     if (!detail) {
         w->oom = true;
         return;

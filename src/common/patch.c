@@ -14,21 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Sets *err (if err is non-NULL and no error was recorded yet) to a
- * malloc'd message. The first error wins: it is the most specific one. */
-static void set_err(char **err, const char *fmt, ...)
-{
-    if (!err || *err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
+#include "common/text.h"
 
 /* ---- equality ---------------------------------------------------------- */
 
@@ -150,12 +136,12 @@ json_t *ckube_merge_patch_apply(const json_t *doc, const json_t *patch, char **e
     if (err)
         *err = NULL;
     if (!patch) {
-        set_err(err, "merge patch: no patch document");
+        ckube__set_err(err, "merge patch: no patch document");
         return NULL;
     }
     json_t *out = merge_patch(doc, patch);
     if (!out)
-        set_err(err, "merge patch: out of memory");
+        ckube__set_err(err, "merge patch: out of memory");
     return out;
 }
 
@@ -220,9 +206,9 @@ static int ptr_parse(const char *str, size_t len, json_ptr *out, const char *op,
     if (len == 0)
         return 0; /* the whole document */
     if (str[0] != '/') {
-        set_err(err,
-                "%s operation: invalid JSON pointer \"%s\": it must be empty or start with '/'", op,
-                str);
+        ckube__set_err(
+            err, "%s operation: invalid JSON pointer \"%s\": it must be empty or start with '/'",
+            op, str);
         return -1;
     }
     size_t count = 1;
@@ -230,7 +216,7 @@ static int ptr_parse(const char *str, size_t len, json_ptr *out, const char *op,
         count += str[i] == '/';
     out->tok = calloc(count, sizeof *out->tok);
     if (!out->tok) {
-        set_err(err, "%s operation: out of memory", op);
+        ckube__set_err(err, "%s operation: out of memory", op);
         return -1;
     }
     const char *p = str + 1, *end = str + len;
@@ -238,9 +224,10 @@ static int ptr_parse(const char *str, size_t len, json_ptr *out, const char *op,
         const char *slash = memchr(p, '/', (size_t)(end - p));
         size_t tlen = slash ? (size_t)(slash - p) : (size_t)(end - p);
         if (unescape_token(p, tlen, &out->tok[out->n]) < 0) {
-            set_err(err,
-                    "%s operation: invalid JSON pointer \"%s\": '~' must be followed by '0' or '1'",
-                    op, str);
+            ckube__set_err(
+                err,
+                "%s operation: invalid JSON pointer \"%s\": '~' must be followed by '0' or '1'", op,
+                str);
             ptr_free(out);
             return -1;
         }
@@ -293,7 +280,8 @@ static json_t *resolve_parent(json_t *root, const json_ptr *p, const char *op, c
 {
     json_t *parent = resolve(root, p, p->n - 1);
     if (!json_is_object(parent) && !json_is_array(parent)) {
-        set_err(err, "%s operation does not apply: doc is missing path: \"%s\"", op, p->text);
+        ckube__set_err(err, "%s operation does not apply: doc is missing path: \"%s\"", op,
+                       p->text);
         return NULL;
     }
     return parent;
@@ -326,10 +314,11 @@ static int do_add(json_t **root, const json_ptr *p, json_t *value, const char *o
     }
     size_t idx;
     if (parse_index(last, &idx) < 0 || idx > json_array_size(parent)) {
-        set_err(err,
-                "%s operation does not apply: invalid array index \"%s\" in path \"%s\" (array "
-                "length %zu)",
-                op, last->s, p->text, json_array_size(parent));
+        ckube__set_err(
+            err,
+            "%s operation does not apply: invalid array index \"%s\" in path \"%s\" (array "
+            "length %zu)",
+            op, last->s, p->text, json_array_size(parent));
         json_decref(value);
         return -1;
     }
@@ -337,7 +326,7 @@ static int do_add(json_t **root, const json_ptr *p, json_t *value, const char *o
         goto oom;
     return 0;
 oom:
-    set_err(err, "%s operation: out of memory", op);
+    ckube__set_err(err, "%s operation: out of memory", op);
     return -1;
 }
 
@@ -354,12 +343,13 @@ static json_t *locate(json_t *root, const json_ptr *p, json_t **parent, const ch
     json_t *v = child(par, &p->tok[p->n - 1]);
     if (!v) {
         if (json_is_array(par))
-            set_err(err,
-                    "%s operation does not apply: invalid array index \"%s\" in path \"%s\" "
-                    "(array length %zu)",
-                    op, p->tok[p->n - 1].s, p->text, json_array_size(par));
+            ckube__set_err(err,
+                           "%s operation does not apply: invalid array index \"%s\" in path \"%s\" "
+                           "(array length %zu)",
+                           op, p->tok[p->n - 1].s, p->text, json_array_size(par));
         else
-            set_err(err, "%s operation does not apply: doc is missing path: \"%s\"", op, p->text);
+            ckube__set_err(err, "%s operation does not apply: doc is missing path: \"%s\"", op,
+                           p->text);
         return NULL;
     }
     *parent = par;
@@ -371,7 +361,7 @@ static json_t *locate(json_t *root, const json_ptr *p, json_t **parent, const ch
 static int do_remove(json_t **root, const json_ptr *p, json_t **taken, const char *op, char **err)
 {
     if (p->n == 0) {
-        set_err(err, "%s operation does not apply: cannot remove the whole document", op);
+        ckube__set_err(err, "%s operation does not apply: cannot remove the whole document", op);
         return -1;
     }
     json_t *parent;
@@ -407,7 +397,7 @@ static int do_replace(json_t **root, const json_ptr *p, json_t *value, char **er
              : parse_index(last, &idx) == 0 ? json_array_set_new(parent, idx, value)
                                             : -1;
     if (rc < 0)
-        set_err(err, "replace operation: out of memory");
+        ckube__set_err(err, "replace operation: out of memory");
     return rc;
 }
 
@@ -464,7 +454,8 @@ static const char *op_string(const json_t *op, const char *member, size_t *len, 
 {
     const json_t *v = json_object_get(op, member);
     if (!json_is_string(v)) {
-        set_err(err, "%s operation: %s \"%s\"", opname, v ? "non-string" : "missing", member);
+        ckube__set_err(err, "%s operation: %s \"%s\"", opname, v ? "non-string" : "missing",
+                       member);
         return NULL;
     }
     *len = json_string_length(v);
@@ -486,12 +477,12 @@ static json_t *op_value(const json_t *op, const char *opname, char **err)
 {
     const json_t *v = json_object_get(op, "value");
     if (!v) {
-        set_err(err, "%s operation: missing \"value\"", opname);
+        ckube__set_err(err, "%s operation: missing \"value\"", opname);
         return NULL;
     }
     json_t *c = json_deep_copy(v);
     if (!c)
-        set_err(err, "%s operation: out of memory", opname);
+        ckube__set_err(err, "%s operation: out of memory", opname);
     return c;
 }
 
@@ -515,9 +506,9 @@ static int op_move(jp_state *st, const json_t *op, const json_ptr *path)
     int rc = -1;
     json_t *parent, *taken = NULL;
     if (ptr_is_proper_prefix(&from, path))
-        set_err(st->err,
-                "move operation does not apply: cannot move \"%s\" into its own child \"%s\"",
-                from.text, path->text);
+        ckube__set_err(
+            st->err, "move operation does not apply: cannot move \"%s\" into its own child \"%s\"",
+            from.text, path->text);
     else if (!locate(st->root, &from, &parent, "move", st->err))
         ; /* error set */
     else if (ptr_equal(&from, path))
@@ -539,12 +530,12 @@ static int op_copy(jp_state *st, const json_t *op, const json_ptr *path)
     if (v) {
         st->copied += copy_cost(v, CKUBE_JSON_PATCH_MAX_COPY_BYTES);
         if (st->copied > CKUBE_JSON_PATCH_MAX_COPY_BYTES) {
-            set_err(st->err, "copy operation: the patch copies more than %d bytes in total",
-                    CKUBE_JSON_PATCH_MAX_COPY_BYTES);
+            ckube__set_err(st->err, "copy operation: the patch copies more than %d bytes in total",
+                           CKUBE_JSON_PATCH_MAX_COPY_BYTES);
         } else {
             json_t *c = json_deep_copy(v);
             if (!c)
-                set_err(st->err, "copy operation: out of memory");
+                ckube__set_err(st->err, "copy operation: out of memory");
             else
                 rc = do_add(&st->root, path, c, "copy", st->err);
         }
@@ -557,7 +548,7 @@ static int op_test(jp_state *st, const json_t *op, const json_ptr *path)
 {
     const json_t *want = json_object_get(op, "value");
     if (!want) {
-        set_err(st->err, "test operation: missing \"value\"");
+        ckube__set_err(st->err, "test operation: missing \"value\"");
         return -1;
     }
     json_t *parent;
@@ -565,7 +556,7 @@ static int op_test(jp_state *st, const json_t *op, const json_ptr *path)
     if (!have)
         return -1;
     if (!ckube_patch_json_equal(have, want)) {
-        set_err(st->err, "testing value %s failed: test failed", path->text);
+        ckube__set_err(st->err, "testing value %s failed: test failed", path->text);
         return -1;
     }
     return 0;
@@ -575,12 +566,12 @@ static int op_test(jp_state *st, const json_t *op, const json_ptr *path)
 static int apply_op(jp_state *st, const json_t *op, size_t i)
 {
     if (!json_is_object(op)) {
-        set_err(st->err, "invalid JSON patch: operation %zu is not a JSON object", i);
+        ckube__set_err(st->err, "invalid JSON patch: operation %zu is not a JSON object", i);
         return -1;
     }
     const json_t *kind = json_object_get(op, "op");
     if (!json_is_string(kind)) {
-        set_err(st->err, "invalid JSON patch: operation %zu has no \"op\" string", i);
+        ckube__set_err(st->err, "invalid JSON patch: operation %zu has no \"op\" string", i);
         return -1;
     }
     const char *name = json_string_value(kind);
@@ -589,7 +580,7 @@ static int apply_op(jp_state *st, const json_t *op, size_t i)
     for (size_t k = 0; k < sizeof known / sizeof *known; k++)
         ok = ok || strcmp(name, known[k]) == 0;
     if (!ok) {
-        set_err(st->err, "Unexpected kind: %s", name);
+        ckube__set_err(st->err, "Unexpected kind: %s", name);
         return -1;
     }
     json_ptr path;
@@ -621,23 +612,23 @@ json_t *ckube_json_patch_apply(const json_t *doc, const json_t *patch, char **er
     if (err)
         *err = NULL;
     if (!json_is_array(patch)) {
-        set_err(err, "invalid JSON patch: expected a JSON array of operations");
+        ckube__set_err(err, "invalid JSON patch: expected a JSON array of operations");
         return NULL;
     }
     if (json_array_size(patch) > CKUBE_JSON_PATCH_MAX_OPS) {
-        set_err(err, "The allowed maximum operations in a JSON patch is %d, got %zu",
-                CKUBE_JSON_PATCH_MAX_OPS, json_array_size(patch));
+        ckube__set_err(err, "The allowed maximum operations in a JSON patch is %d, got %zu",
+                       CKUBE_JSON_PATCH_MAX_OPS, json_array_size(patch));
         return NULL;
     }
     jp_state st = {.root = doc ? json_deep_copy(doc) : json_null(), .copied = 0, .err = err};
     if (!st.root) {
-        set_err(err, "json patch: out of memory");
+        ckube__set_err(err, "json patch: out of memory");
         return NULL;
     }
     for (size_t i = 0; i < json_array_size(patch); i++) {
         if (apply_op(&st, json_array_get(patch, i), i) < 0) {
             json_decref(st.root);
-            set_err(err, "json patch: operation %zu failed", i); /* only if none was set */
+            ckube__set_err(err, "json patch: operation %zu failed", i); /* only if none was set */
             return NULL;
         }
     }

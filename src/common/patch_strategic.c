@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/text.h"
 
 #define DIRECTIVE_MARKER "$patch"
 #define RETAIN_KEYS_DIRECTIVE "$retainKeys"
@@ -54,20 +55,6 @@ typedef struct smp {
     char **err;
 } smp;
 
-static void set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Records the first (innermost, most specific) error only. */
-static void set_err(char **err, const char *fmt, ...)
-{
-    if (!err || *err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
-
 /* Compact JSON of `v` for a message, cut at RENDER_MAX bytes. Caller
  * frees. */
 static char *render(const json_t *v)
@@ -82,7 +69,7 @@ static char *render(const json_t *v)
 
 static void oom(smp *s)
 {
-    set_err(s->err, "strategic merge patch: out of memory");
+    ckube__set_err(s->err, "strategic merge patch: out of memory");
 }
 
 static unsigned lookup_meta(const smp *s, const char *path, const char **merge_key)
@@ -353,8 +340,9 @@ static int validate_directives(smp *s, const json_t *patch, const char *path)
                 what = "primitive list";
         }
         if (what) {
-            set_err(s->err, "invalid patch format of %s: \"%s\" at \"%s\" must be a list%s", what,
-                    key, path[0] ? path : ".", *what == 'p' ? " of primitive values" : "");
+            ckube__set_err(s->err, "invalid patch format of %s: \"%s\" at \"%s\" must be a list%s",
+                           what, key, path[0] ? path : ".",
+                           *what == 'p' ? " of primitive values" : "");
             return -1;
         }
     }
@@ -382,10 +370,11 @@ static int validate_retain_keys(smp *s, const json_t *patch, const json_t *retai
     {
         if (json_is_null(v) || is_directive_key(key, key_len) || retained(retain, key, key_len))
             continue;
-        set_err(s->err,
-                "invalid patch format of retainKeys: field \"%s\" is set at \"%s\" but is not "
-                "listed in $retainKeys",
-                key, path[0] ? path : ".");
+        ckube__set_err(
+            s->err,
+            "invalid patch format of retainKeys: field \"%s\" is set at \"%s\" but is not "
+            "listed in $retainKeys",
+            key, path[0] ? path : ".");
         return -1;
     }
     return 0;
@@ -404,8 +393,8 @@ static bool directive_is(const json_t *d, const char *what)
 static void err_no_merge_key(smp *s, const json_t *elem, const char *mk, const char *path)
 {
     char *r = render(elem);
-    set_err(s->err, "map: %s does not contain declared merge key: %s (in list \"%s\")", r, mk,
-            path);
+    ckube__set_err(s->err, "map: %s does not contain declared merge key: %s (in list \"%s\")", r,
+                   mk, path);
     free(r);
 }
 
@@ -441,9 +430,9 @@ static int validate_set_order(smp *s, const json_t *plist, const json_t *order, 
     }
     if (pi < np) {
         char *a = render(plist), *b = render(order);
-        set_err(s->err,
-                "the order in patch list %s doesn't match $setElementOrder list %s at \"%s\"", a, b,
-                path);
+        ckube__set_err(
+            s->err, "the order in patch list %s doesn't match $setElementOrder list %s at \"%s\"",
+            a, b, path);
         free(a);
         free(b);
         return -1;
@@ -626,7 +615,7 @@ static json_t *merge_map(smp *s, const json_t *orig, const json_t *patch, const 
         return empty;
     }
     char *dr = render(d), *pr = render(patch);
-    set_err(s->err, "unknown patch type: %s in map: %s", dr, pr);
+    ckube__set_err(s->err, "unknown patch type: %s in map: %s", dr, pr);
     free(dr);
     free(pr);
     return NULL;
@@ -667,11 +656,11 @@ static int element_kind(smp *s, const json_t *a, const json_t *b, const char *pa
         for (size_t i = 0; i < json_array_size(lists[l]); i++) {
             enum elem_kind e = kind_of(json_array_get(lists[l], i));
             if (e == EK_ARRAY) {
-                set_err(s->err, "lists of lists are not supported (in list \"%s\")", path);
+                ckube__set_err(s->err, "lists of lists are not supported (in list \"%s\")", path);
                 return -1;
             }
             if (k != EK_NONE && e != k) {
-                set_err(s->err, "list element types are not identical in list \"%s\"", path);
+                ckube__set_err(s->err, "list element types are not identical in list \"%s\"", path);
                 return -1;
             }
             k = e;
@@ -756,7 +745,7 @@ static int apply_list_directives(smp *s, jvec *work, const json_t *patch, const 
             delete_matching(work, kv, mk);
         } else {
             char *dr = render(d), *er = render(e);
-            set_err(s->err, "unknown patch type: %s in map: %s", dr, er);
+            ckube__set_err(s->err, "unknown patch type: %s in map: %s", dr, er);
             free(dr);
             free(er);
             return -1;
@@ -876,7 +865,8 @@ static json_t *merge_list(smp *s, const json_t *orig, const json_t *patch, unsig
     if (kind != EK_OBJECT)
         return merge_primitive_list(s, orig, patch);
     if (!mk) {
-        set_err(s->err, "cannot merge lists without merge key: list \"%s\" has no merge key", path);
+        ckube__set_err(s->err, "cannot merge lists without merge key: list \"%s\" has no merge key",
+                       path);
         return NULL;
     }
     return merge_map_list(s, orig, patch, mk, path);
@@ -889,15 +879,15 @@ json_t *ckube_strategic_merge_patch_apply(const json_t *doc, const json_t *patch
         *err = NULL;
     smp s = {.meta = meta, .ctx = ctx, .err = err};
     if (!json_is_object(patch)) {
-        set_err(err, "strategic merge patch: the patch must be a JSON object");
+        ckube__set_err(err, "strategic merge patch: the patch must be a JSON object");
         return NULL;
     }
     if (doc && !json_is_object(doc) && !json_is_null(doc)) {
-        set_err(err, "strategic merge patch: the document must be a JSON object");
+        ckube__set_err(err, "strategic merge patch: the document must be a JSON object");
         return NULL;
     }
     json_t *out = merge_map(&s, json_is_object(doc) ? doc : NULL, patch, "");
     if (!out)
-        set_err(err, "strategic merge patch failed");
+        ckube__set_err(err, "strategic merge patch failed");
     return out;
 }

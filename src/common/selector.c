@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/text.h"
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers.                                                           */
@@ -43,47 +44,6 @@ static void set_err(char **err, char *msg)
 }
 
 /* A growable string. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-    sb_putn(b, s, strlen(s));
-}
-
-static char *sb_finish(sbuf *b)
-{
-    if (b->oom) {
-        free(b->p);
-        return NULL;
-    }
-    return b->p ? b->p : strdup("");
-}
-
 /* Go's strconv.ParseInt(s, 10, 64): optional sign, at least one digit, no
  * spaces, in range. */
 static int parse_int64(const char *s, int64_t *out)
@@ -369,21 +329,21 @@ static char *errlist_aggregate(errlist *e)
 {
     if (e->n == 0)
         return NULL;
-    sbuf b = {0};
+    ckube__strbuf b = {0};
     if (e->n > 1)
-        sb_puts(&b, "[");
+        ckube__sb_add(&b, "[");
     for (size_t i = 0; i < e->n; i++) {
         if (i)
-            sb_puts(&b, ", ");
-        sb_puts(&b, e->v[i]);
+            ckube__sb_add(&b, ", ");
+        ckube__sb_add(&b, e->v[i]);
         free(e->v[i]);
     }
     if (e->n > 1)
-        sb_puts(&b, "]");
+        ckube__sb_add(&b, "]");
     free(e->v);
     e->v = NULL;
     e->n = 0;
-    return sb_finish(&b);
+    return ckube__sb_take(&b);
 }
 
 /* "<path>: Invalid value: \"v\": detail" as field.Error.Error(). */
@@ -674,20 +634,20 @@ static size_t utf8_len(const unsigned char *s)
  * ',' or '=' are errors. Returns the value (malloc'd) or NULL with *err. */
 static char *unescape_value(const char *s, char **err)
 {
-    sbuf b = {0};
-    sb_puts(&b, "");
+    ckube__strbuf b = {0};
+    ckube__sb_add(&b, "");
     int in_slash = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         size_t n = utf8_len(p);
         if (in_slash) {
             if (*p == '\\' || *p == ',' || *p == '=') {
-                sb_putn(&b, (const char *)p, 1);
+                ckube__sb_addn(&b, (const char *)p, 1);
             } else {
                 /* Go ranges over runes: an invalid byte shows as U+FFFD. */
                 int bad = n == 1 && *p >= 0x80;
                 *err = xasprintf("invalid field selector: invalid escape sequence: \\%.*s",
                                  bad ? 3 : (int)n, bad ? "\xef\xbf\xbd" : (const char *)p);
-                free(b.p);
+                free(b.s);
                 return NULL;
             }
             in_slash = 0;
@@ -695,19 +655,19 @@ static char *unescape_value(const char *s, char **err)
             in_slash = 1;
         } else if (*p == ',' || *p == '=') {
             *err = xasprintf("invalid field selector: unescaped character in value: %d", *p);
-            free(b.p);
+            free(b.s);
             return NULL;
         } else {
-            sb_putn(&b, (const char *)p, n);
+            ckube__sb_addn(&b, (const char *)p, n);
         }
         p += n;
     }
     if (in_slash) {
         *err = strdup("invalid field selector: invalid escape sequence: \\");
-        free(b.p);
+        free(b.s);
         return NULL;
     }
-    return sb_finish(&b);
+    return ckube__sb_take(&b);
 }
 
 /* Splits at commas not preceded by a backslash escape. Pieces keep their
@@ -918,47 +878,47 @@ const char *ckube_selector_required_value(const ckube_selector *sel, const char 
 }
 
 /* fields.EscapeValue */
-static void put_escaped(sbuf *b, const char *v)
+static void put_escaped(ckube__strbuf *b, const char *v)
 {
     for (; *v; v++) {
         if (*v == '\\' || *v == ',' || *v == '=')
-            sb_putn(b, "\\", 1);
-        sb_putn(b, v, 1);
+            ckube__sb_addn(b, "\\", 1);
+        ckube__sb_addn(b, v, 1);
     }
 }
 
-static void put_requirement(sbuf *b, const ckube_sel_requirement *r, bool field)
+static void put_requirement(ckube__strbuf *b, const ckube_sel_requirement *r, bool field)
 {
     static const char *const OPS[] = {
         [CKUBE_SEL_EQUALS] = "=",        [CKUBE_SEL_NOT_EQUALS] = "!=", [CKUBE_SEL_IN] = " in (",
         [CKUBE_SEL_NOT_IN] = " notin (", [CKUBE_SEL_GT] = ">",          [CKUBE_SEL_LT] = "<",
     };
     if (r->op == CKUBE_SEL_DOES_NOT_EXIST)
-        sb_puts(b, "!");
-    sb_puts(b, r->key);
+        ckube__sb_add(b, "!");
+    ckube__sb_add(b, r->key);
     if (r->op == CKUBE_SEL_EXISTS || r->op == CKUBE_SEL_DOES_NOT_EXIST)
         return;
-    sb_puts(b, OPS[r->op]);
+    ckube__sb_add(b, OPS[r->op]);
     for (size_t i = 0; i < r->nvalues; i++) {
         if (i)
-            sb_puts(b, ",");
+            ckube__sb_add(b, ",");
         if (field)
             put_escaped(b, r->values[i]);
         else
-            sb_puts(b, r->values[i]);
+            ckube__sb_add(b, r->values[i]);
     }
     if (r->op == CKUBE_SEL_IN || r->op == CKUBE_SEL_NOT_IN)
-        sb_puts(b, ")");
+        ckube__sb_add(b, ")");
 }
 
 char *ckube_selector_string(const ckube_selector *sel)
 {
-    sbuf b = {0};
-    sb_puts(&b, "");
+    ckube__strbuf b = {0};
+    ckube__sb_add(&b, "");
     for (size_t i = 0; sel && i < sel->nreqs; i++) {
         if (i)
-            sb_puts(&b, ",");
+            ckube__sb_add(&b, ",");
         put_requirement(&b, &sel->reqs[i], sel->is_field);
     }
-    return sb_finish(&b);
+    return ckube__sb_take(&b);
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/text.h"
 
 /* ------------------------------------------------------------------------ */
 /* Message lists: one check reports at most a handful of problems.           */
@@ -356,49 +357,6 @@ char *ckube_validate_name(int kind, const char *name, bool prefix)
 /* ------------------------------------------------------------------------ */
 /* Go's strconv.Quote.                                                      */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 32;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s)
-{
-    sb_putn(b, s, strlen(s));
-}
-
-static char *sb_finish(sbuf *b)
-{
-    if (b->oom) {
-        free(b->p);
-        return NULL;
-    }
-    if (!b->p)
-        return strdup("");
-    return b->p;
-}
-
 /* Decodes one UTF-8 sequence as Go does; returns its length, or 0 for an
  * invalid byte (Go's RuneError of width 1). */
 static size_t utf8_decode(const unsigned char *s, uint32_t *r)
@@ -451,16 +409,16 @@ static bool rune_is_print(uint32_t r)
 
 char *ckube_go_quote(const char *s)
 {
-    sbuf b = {0};
+    ckube__strbuf b = {0};
     const unsigned char *p = (const unsigned char *)s;
     char tmp[16];
-    sb_putn(&b, "\"", 1);
+    ckube__sb_addn(&b, "\"", 1);
     while (*p) {
         uint32_t r;
         size_t n = utf8_decode(p, &r);
         if (n == 0) {
             snprintf(tmp, sizeof tmp, "\\x%02x", *p);
-            sb_puts(&b, tmp);
+            ckube__sb_add(&b, tmp);
             p++;
             continue;
         }
@@ -468,53 +426,53 @@ char *ckube_go_quote(const char *s)
             char c = (char)r;
             switch (c) {
             case '"':
-                sb_puts(&b, "\\\"");
+                ckube__sb_add(&b, "\\\"");
                 break;
             case '\\':
-                sb_puts(&b, "\\\\");
+                ckube__sb_add(&b, "\\\\");
                 break;
             case '\a':
-                sb_puts(&b, "\\a");
+                ckube__sb_add(&b, "\\a");
                 break;
             case '\b':
-                sb_puts(&b, "\\b");
+                ckube__sb_add(&b, "\\b");
                 break;
             case '\f':
-                sb_puts(&b, "\\f");
+                ckube__sb_add(&b, "\\f");
                 break;
             case '\n':
-                sb_puts(&b, "\\n");
+                ckube__sb_add(&b, "\\n");
                 break;
             case '\r':
-                sb_puts(&b, "\\r");
+                ckube__sb_add(&b, "\\r");
                 break;
             case '\t':
-                sb_puts(&b, "\\t");
+                ckube__sb_add(&b, "\\t");
                 break;
             case '\v':
-                sb_puts(&b, "\\v");
+                ckube__sb_add(&b, "\\v");
                 break;
             default:
                 if (r < 0x20 || r == 0x7f) {
                     snprintf(tmp, sizeof tmp, "\\x%02x", (unsigned)r);
-                    sb_puts(&b, tmp);
+                    ckube__sb_add(&b, tmp);
                 } else {
-                    sb_putn(&b, &c, 1);
+                    ckube__sb_addn(&b, &c, 1);
                 }
             }
         } else if (rune_is_print(r)) {
-            sb_putn(&b, (const char *)p, n);
+            ckube__sb_addn(&b, (const char *)p, n);
         } else if (r < 0x10000) {
             snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)r);
-            sb_puts(&b, tmp);
+            ckube__sb_add(&b, tmp);
         } else {
             snprintf(tmp, sizeof tmp, "\\U%08x", (unsigned)r);
-            sb_puts(&b, tmp);
+            ckube__sb_add(&b, tmp);
         }
         p += n;
     }
-    sb_putn(&b, "\"", 1);
-    return sb_finish(&b);
+    ckube__sb_addn(&b, "\"", 1);
+    return ckube__sb_take(&b);
 }
 
 /* ------------------------------------------------------------------------ */

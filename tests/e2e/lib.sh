@@ -93,3 +93,67 @@ wait_for() {
     done
     fail "timed out waiting for: $*"
 }
+
+# ---- helpers shared by the sectioned tests ----
+
+# section NAME FUNC...: runs FUNC in a subshell with errexit. A failure is
+# recorded and the next section still runs, so one server bug does not
+# hide the next; finish_sections fails the test at the end. A check that
+# wants to fail its section without stopping it appends a line to
+# $TMP/section.fails.
+SECTION_FAILS=()
+section() {
+    local name=$1 before after r
+    shift
+    touch "$TMP/section.fails"
+    before=$(wc -l <"$TMP/section.fails")
+    set +e
+    (
+        set -e
+        "$@"
+    )
+    r=$?
+    set -e
+    after=$(wc -l <"$TMP/section.fails")
+    [ "$after" -eq "$before" ] || r=1
+    if [ $r -ne 0 ]; then
+        SECTION_FAILS+=("${K:+$(basename "$K"):}$name")
+        echo "--- $name: FAILED" >&2
+    else
+        echo "--- $name: ok (${SECONDS}s)"
+    fi
+}
+
+# finish_sections: fails the test if any section failed.
+finish_sections() {
+    if [ ${#SECTION_FAILS[@]} -ne 0 ]; then
+        fail "failed sections: ${SECTION_FAILS[*]}"
+    fi
+}
+
+# k ARGS...: runs kubectl ($K, default kubectl) and fails on an error.
+k() {
+    local out kc=${K:-kubectl}
+    out=$("$kc" "$@" 2>&1) || fail "[$(basename "$kc") $*] failed: $out"
+    printf '%s\n' "$out"
+}
+
+# kfail ARGS...: runs kubectl and fails if it succeeds; prints its output.
+kfail() {
+    local out kc=${K:-kubectl}
+    if out=$("$kc" "$@" 2>&1); then fail "[$(basename "$kc") $*] should have failed: $out"; fi
+    printf '%s\n' "$out"
+}
+
+# Background helpers (watchers): add their PIDs to BG_PIDS; kill_bg stops
+# the ones still running and reaps them all.
+BG_PIDS=()
+kill_bg() {
+    local running
+    running=" $(jobs -pr | tr '\n' ' ') "
+    for p in "${BG_PIDS[@]}"; do
+        case $running in *" $p "*) kill "$p" 2>/dev/null || true ;; esac
+    done
+    for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    BG_PIDS=()
+}

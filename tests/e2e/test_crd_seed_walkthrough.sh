@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_crd_seed_walkthrough.sh - the seed's CRD walkthrough (article 000)
 # with unmodified kubectl binaries and the seed's own files, saved as they
-# are (tests/e2e/manifests/crd/network.yaml is an apiextensions.k8s.io/v1beta1
+# are (examples/network/crd.yaml, the files the README uses: an apiextensions.k8s.io/v1beta1
 # CRD; example-network.yaml a Network in samplecrd.k8s.io/v1):
 #
 #   before the CRD: the resource does not exist (404, kubectl's "doesn't
@@ -17,8 +17,8 @@
 # fresh server (override with KUBECTL_VERSIONS="kubectl" for a quick run).
 source "$(dirname "$0")/lib.sh"
 
-CRD_DIR=$SRC/tests/e2e/manifests/crd
-CRD_FILE=$CRD_DIR/network.yaml
+CRD_DIR=$SRC/examples/network
+CRD_FILE=$CRD_DIR/crd.yaml
 NET_FILE=$CRD_DIR/example-network.yaml
 CRD_NAME=networks.samplecrd.k8s.io
 CRD_REF=customresourcedefinition.apiextensions.k8s.io/$CRD_NAME
@@ -26,38 +26,14 @@ export HOME=$TMP/home # kubectl's discovery cache goes here
 mkdir -p "$HOME"
 SDK=/usr/lib/google-cloud-sdk/bin
 KUBECTL_VERSIONS=${KUBECTL_VERSIONS:-"kubectl $SDK/kubectl.1.27 $SDK/kubectl.1.33"}
-BG_PIDS=()
 
-# Background kubectl watchers are ours to stop, pass or fail; only those
-# still running (a finished one's pid may already belong to someone else).
-kill_bg() {
-    local running
-    running=" $(jobs -pr | tr '\n' ' ') "
-    for p in "${BG_PIDS[@]}"; do
-        case $running in *" $p "*) kill "$p" 2>/dev/null || true ;; esac
-    done
-    for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    BG_PIDS=()
-}
 trap 'rc=$?; set +e; kill_bg; (exit $rc); cleanup' EXIT
 
-# k ARGS...: kubectl must succeed; prints stdout and stderr together.
-k() {
-    local out
-    out=$("$K" "$@" 2>&1) || fail "[$(basename "$K") $*] failed: $out"
-    printf '%s\n' "$out"
-}
 # ko ARGS...: kubectl must succeed; prints stdout only (stderr, e.g. a
 # deprecation warning, must not break an exact comparison of the result).
 ko() {
     local out
     out=$("$K" "$@" 2>"$TMP/ko.err") || fail "[$(basename "$K") $*] failed: $out $(cat "$TMP/ko.err")"
-    printf '%s\n' "$out"
-}
-# kfail ARGS...: kubectl must fail; prints stdout and stderr together.
-kfail() {
-    local out
-    if out=$("$K" "$@" 2>&1); then fail "[$(basename "$K") $*] should have failed: $out"; fi
     printf '%s\n' "$out"
 }
 # http_code PATH: the status code of a GET on the server.
@@ -91,28 +67,6 @@ wait_line() {
 events() {
     jq -rn 'try (inputs | "\(.type) \(.object.metadata.name) gen=\(.object.metadata.generation) cidr=\(.object.spec.cidr)") catch empty' \
         <"$1"
-}
-
-# section NAME FUNC: one part of the flow in a subshell with errexit; a
-# failure is recorded and the flow goes on (one bug must not hide the
-# next); the test fails at the end if any section failed.
-SECTION_FAILS=()
-section() {
-    local name=$1
-    shift
-    set +e
-    (
-        set -e
-        "$@"
-    )
-    local r=$?
-    set -e
-    if [ $r -ne 0 ]; then
-        SECTION_FAILS+=("$(basename "$K"):$name")
-        echo "--- $name: FAILED" >&2
-    else
-        echo "--- $name: ok"
-    fi
 }
 
 # Before the CRD exists the resource is unknown (the seed's controller
@@ -412,7 +366,5 @@ for kc in $KUBECTL_VERSIONS; do
     PORT=0
     flow "$kc"
 done
-if [ ${#SECTION_FAILS[@]} -ne 0 ]; then
-    fail "failed sections: ${SECTION_FAILS[*]}"
-fi
+finish_sections
 echo "test_crd_seed_walkthrough: all flows passed"

@@ -28,20 +28,10 @@ M=$TMP/manifests
 mkdir -p "$M"
 FOOS=/apis/e2e.ckube.io/v1/namespaces/default/foos
 
-k() {
-    local out
-    out=$("$K" "$@" 2>&1) || fail "[$(basename "$K") $*] failed: $out"
-    printf '%s\n' "$out"
-}
 # ko: stdout only (so a warning on stderr cannot spoil an exact match)
 ko() {
     local out
     out=$("$K" "$@" 2>"$TMP/ko.err") || fail "[$(basename "$K") $*] failed: $out $(cat "$TMP/ko.err")"
-    printf '%s\n' "$out"
-}
-kfail() {
-    local out
-    if out=$("$K" "$@" 2>&1); then fail "[$(basename "$K") $*] should have failed: $out"; fi
     printf '%s\n' "$out"
 }
 jp() { ko get "$@"; }
@@ -62,7 +52,7 @@ curl_json() {
 expect_wording() {
     if [ "$1" != "$2" ]; then
         echo "FAIL: $3: expected [$2], got [$1]" >&2
-        echo "$3" >>"$TMP/wording.fails"
+        echo "$3" >>"$TMP/section.fails"
     fi
 }
 
@@ -77,29 +67,6 @@ get_eventually() {
         sleep 0.05
     done
     printf '%s\n' "$c"
-}
-
-SECTION_FAILS=()
-section() {
-    local name=$1 before after
-    shift
-    touch "$TMP/wording.fails"
-    before=$(wc -l <"$TMP/wording.fails")
-    set +e
-    (
-        set -e
-        "$@"
-    )
-    local r=$?
-    set -e
-    after=$(wc -l <"$TMP/wording.fails")
-    [ "$after" -eq "$before" ] || r=1
-    if [ $r -ne 0 ]; then
-        SECTION_FAILS+=("$(basename "$K"):$name")
-        echo "--- $name: FAILED" >&2
-    else
-        echo "--- $name: ok"
-    fi
 }
 
 # foo_yaml NAME SPEC-LINES...: a Foo manifest in $M/NAME.yaml (prints the path)
@@ -170,7 +137,7 @@ crd_rejected() {
     local out
     if out=$("$K" create -f "$1" 2>&1); then
         echo "FAIL: $3 was accepted: $out" >&2
-        echo "$3" >>"$TMP/wording.fails"
+        echo "$3" >>"$TMP/section.fails"
         "$K" delete -f "$1" >/dev/null 2>&1 || true
         return 0
     fi
@@ -841,7 +808,5 @@ for kc in $KUBECTL_VERSIONS; do
     PORT=0
     flow "$kc"
 done
-if [ ${#SECTION_FAILS[@]} -ne 0 ]; then
-    fail "failed sections: ${SECTION_FAILS[*]}"
-fi
+finish_sections
 echo "test_crd_v1_features: all passed"

@@ -10,46 +10,9 @@ command -v jq >/dev/null || fail "jq is required"
 export HOME=$TMP/home
 mkdir -p "$HOME"
 
-SECTION_FAILS=()
-BG_PIDS=()
-kill_bg() {
-    for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    BG_PIDS=()
-}
 # (set +e: under errexit `(exit $rc)` would end the trap before cleanup)
 trap 'rc=$?; set +e; kill_bg; (exit $rc); cleanup' EXIT
 
-# section NAME FUNC: runs FUNC in a subshell with errexit; a failure is
-# recorded and the next section still runs.
-section() {
-    local name=$1
-    shift
-    set +e
-    (
-        set -e
-        "$@"
-    )
-    local r=$?
-    set -e
-    if [ $r -ne 0 ]; then
-        SECTION_FAILS+=("$name")
-        echo "--- $name: FAILED" >&2
-    else
-        echo "--- $name: ok (${SECONDS}s)"
-    fi
-}
-
-k() {
-    local out
-    out=$(kubectl "$@" 2>&1) || fail "[kubectl $*] failed: $out"
-    printf '%s\n' "$out"
-}
-kfail() {
-    local out
-    if out=$(kubectl "$@" 2>&1); then fail "[kubectl $*] should have failed: $out"; fi
-    printf '%s\n' "$out"
-}
 req() {
     local m=$1 p=$2
     shift 2
@@ -241,7 +204,5 @@ section namespace_termination s_namespace_termination
 section finalize_rules s_finalize_rules
 kill_bg
 stop_server
-if [ ${#SECTION_FAILS[@]} -ne 0 ]; then
-    fail "failed sections: ${SECTION_FAILS[*]}"
-fi
+finish_sections
 echo "test_finalizers: all sections passed"

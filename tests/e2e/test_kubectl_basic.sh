@@ -15,30 +15,11 @@ export HOME=$TMP/home # kubectl's discovery cache goes here, not in the user's h
 mkdir -p "$HOME"
 SDK=/usr/lib/google-cloud-sdk/bin
 KUBECTL_VERSIONS=${KUBECTL_VERSIONS:-"kubectl $SDK/kubectl.1.27 $SDK/kubectl.1.33"}
-BG_PIDS=()
 
-# Background kubectl processes are ours to stop, pass or fail.
-kill_bg() {
-    for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    BG_PIDS=()
-}
 # (set +e: under errexit the `(exit $rc)` that hands rc to cleanup would
 # end the trap before cleanup runs.)
 trap 'rc=$?; set +e; kill_bg; (exit $rc); cleanup' EXIT
 
-# k ARGS...: runs kubectl, must succeed; prints combined output.
-k() {
-    local out
-    out=$("$K" "$@" 2>&1) || fail "[$(basename "$K") $*] failed: $out"
-    printf '%s\n' "$out"
-}
-# kfail ARGS...: runs kubectl, must fail; prints combined output.
-kfail() {
-    local out
-    if out=$("$K" "$@" 2>&1); then fail "[$(basename "$K") $*] should have failed: $out"; fi
-    printf '%s\n' "$out"
-}
 jp() { k get "$@"; } # readability: jp cm c1 -o jsonpath=...
 
 # Waits (bounded) until FILE contains a line matching REGEX.
@@ -52,28 +33,6 @@ wait_line() {
 }
 
 minor_of() { sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p'; }
-
-# section NAME FUNC: runs one part of the flow in a subshell with errexit;
-# a failure is recorded and the flow goes on, so one server bug does not
-# hide the next. The test fails at the end if any section failed.
-SECTION_FAILS=()
-section() {
-    local name=$1
-    shift
-    set +e
-    (
-        set -e
-        "$@"
-    )
-    local r=$?
-    set -e
-    if [ $r -ne 0 ]; then
-        SECTION_FAILS+=("$(basename "$K"):$name")
-        echo "--- $name: FAILED" >&2
-    else
-        echo "--- $name: ok"
-    fi
-}
 
 # namespaces
 s_namespaces() {
@@ -366,7 +325,5 @@ for kc in $KUBECTL_VERSIONS; do
     PORT=0
     flow "$kc"
 done
-if [ ${#SECTION_FAILS[@]} -ne 0 ]; then
-    fail "failed sections: ${SECTION_FAILS[*]}"
-fi
+finish_sections
 echo "test_kubectl_basic: all flows passed"

@@ -14,35 +14,6 @@ KUBECTL_VERSIONS=${KUBECTL_VERSIONS:-"kubectl $SDK/kubectl.1.33 $SDK/kubectl.1.2
 M=$TMP/manifests
 mkdir -p "$M"
 
-SECTION_FAILS=()
-section() {
-    local name=$1
-    shift
-    set +e
-    (
-        set -e
-        "$@"
-    )
-    local r=$?
-    set -e
-    if [ $r -ne 0 ]; then
-        SECTION_FAILS+=("$(basename "$K"):$name")
-        echo "--- $name: FAILED" >&2
-    else
-        echo "--- $name: ok"
-    fi
-}
-k() {
-    local out
-    out=$("$K" "$@" 2>&1) || fail "[$(basename "$K") $*] failed: $out"
-    printf '%s\n' "$out"
-}
-kfail() {
-    local out
-    if out=$("$K" "$@" 2>&1); then fail "[$(basename "$K") $*] should have failed: $out"; fi
-    printf '%s\n' "$out"
-}
-
 # Manifests (written here so each run has its own names).
 cat >"$M/cm-unknown.yaml" <<'EOF'
 apiVersion: v1
@@ -207,7 +178,5 @@ for kc in $KUBECTL_VERSIONS; do
     PORT=0
     flow "$kc"
 done
-if [ ${#SECTION_FAILS[@]} -ne 0 ]; then
-    fail "failed sections: ${SECTION_FAILS[*]}"
-fi
+finish_sections
 echo "test_kubectl_validate: all passed"

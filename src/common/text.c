@@ -1,0 +1,80 @@
+/* Shared text helpers; see text.h. */
+#include "common/text.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ckube__sb_reserve(ckube__strbuf *b, size_t extra)
+{
+    if (b->oom || b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *n = realloc(b->s, cap);
+    if (!n) {
+        b->oom = true;
+        return;
+    }
+    b->s = n;
+    b->cap = cap;
+}
+
+void ckube__sb_addn(ckube__strbuf *b, const char *s, size_t n)
+{
+    ckube__sb_reserve(b, n);
+    if (b->oom)
+        return;
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+void ckube__sb_add(ckube__strbuf *b, const char *s)
+{
+    ckube__sb_addn(b, s, strlen(s));
+}
+
+void ckube__sb_addc(ckube__strbuf *b, char c)
+{
+    ckube__sb_addn(b, &c, 1);
+}
+
+void ckube__sb_printf(ckube__strbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    ckube__sb_reserve(b, (size_t)n);
+    if (b->oom)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+char *ckube__sb_take(ckube__strbuf *b)
+{
+    if (b->oom) {
+        free(b->s);
+        return NULL;
+    }
+    return b->s ? b->s : strdup("");
+}
+
+void ckube__set_err(char **err, const char *fmt, ...)
+{
+    if (!err || *err)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0)
+        *err = NULL;
+    va_end(ap);
+}

@@ -1,0 +1,32 @@
+/* text.h - small text helpers shared inside libckube (not public API):
+ * a growable NUL-terminated string and first-error recording. */
+#ifndef CKUBE_COMMON_TEXT_H
+#define CKUBE_COMMON_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A growable string. Zero-initialize it; `s` stays NUL-terminated (or
+ * NULL while empty). After an allocation failure every operation is a
+ * no-op and `oom` is set; ckube__sb_take then frees and returns NULL. */
+typedef struct ckube__strbuf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} ckube__strbuf;
+
+void ckube__sb_reserve(ckube__strbuf *b, size_t extra);
+void ckube__sb_addn(ckube__strbuf *b, const char *s, size_t n);
+void ckube__sb_add(ckube__strbuf *b, const char *s);
+void ckube__sb_addc(ckube__strbuf *b, char c);
+void ckube__sb_printf(ckube__strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Hands over the text (caller frees; "" if nothing was added), or frees
+ * it and returns NULL if an allocation failed. */
+char *ckube__sb_take(ckube__strbuf *b);
+
+/* Sets *err (when err is non-NULL and *err still NULL) to a malloc'd
+ * message. The first error recorded wins: it is the innermost, most
+ * specific one. */
+void ckube__set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
