@@ -522,7 +522,9 @@ static void op_done_on_loop(void *arg)
     switch (w->op.result) {
     case STORAGE_OK:
         if (w->deleting) {
-            if (w->kind == W_DELETE && !t->return_deleted_object) {
+            /* A deletecollection child reports the object it deleted:
+             * the collection's answer lists them. */
+            if (w->kind == W_DELETE && !t->return_deleted_object && !w->parent) {
                 json_t *body = delete_success_body(t, w->obj);
                 write_finish(w, 200, body, NULL);
             } else {

@@ -122,6 +122,10 @@ s_deletecollection() {
     req PATCH $CM/dc2 -H 'Content-Type: application/merge-patch+json' -d '{"metadata":{"labels":{"dc":"y"}}}'
     req DELETE "$CM?labelSelector=dc%3Dy"
     expect_eq "$CODE" 200 "deletecollection ($BODY)"
+    # Like upstream, the answer lists every object deleted or marked:
+    # dc2 (gone at once) as much as dc1 (kept by its finalizer).
+    expect_eq "$(jb .kind)" "ConfigMapList" "deletecollection answers a list"
+    expect_eq "$(jb '[.items[].metadata.name] | sort | join(",")')" "dc1,dc2" "deleted items listed"
     req GET $CM/dc2
     expect_eq "$CODE" 404 "dc2 deleted"
     req GET $CM/dc1
