@@ -2,10 +2,12 @@
 # commands: each installs missing dependencies first.
 BUILD      ?= build
 TESTBUILD  ?= build/asan
+TSANBUILD  ?= build/tsan
+PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 ARGS       ?=
 
-.PHONY: all deps build run test unit e2e fuzz bench format clean
+.PHONY: all deps build run test test-tsan install fuzz bench format clean
 
 all: build
 
@@ -19,7 +21,9 @@ build: deps
 run: build
 	./$(BUILD)/ckube server $(ARGS)
 
-# Every test, built with AddressSanitizer + UndefinedBehaviorSanitizer.
+# Every test, built with AddressSanitizer + UndefinedBehaviorSanitizer,
+# then the threaded runtime's tests (label "runtime") again under
+# ThreadSanitizer.
 test: deps build
 	@cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug \
 	    -DCKUBE_SANITIZE=address,undefined >/dev/null
@@ -27,6 +31,19 @@ test: deps build
 	cd $(TESTBUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j $(JOBS) $(if $(T),-R $(T))
+	@$(MAKE) --no-print-directory test-tsan
+
+test-tsan: deps
+	@cmake -S . -B $(TSANBUILD) -DCMAKE_BUILD_TYPE=Debug -DCKUBE_SANITIZE=thread >/dev/null
+	@cmake --build $(TSANBUILD) -j $(JOBS)
+	cd $(TSANBUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	    ctest --output-on-failure -j $(JOBS) -L runtime $(if $(T),-R $(T))
+
+# Installs the ckube binary, libckube.so, the headers and ckube.pc.
+install: build
+	@cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	cmake --install $(BUILD)
 
 fuzz: deps
 	@cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DCKUBE_FUZZ=ON \

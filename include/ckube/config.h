@@ -1,0 +1,94 @@
+/* ckube/config.h - how to reach an API server: kubeconfig and in-cluster.
+ *
+ * Loading follows kubectl (client-go's clientcmd) exactly:
+ *   - an explicit kubeconfig path wins; else $KUBECONFIG, a ':'-separated
+ *     list whose files are merged (the first file to set a map entry or
+ *     current-context wins); else ~/.kube/config;
+ *   - the context is the override, else current-context;
+ *   - an explicit master URL overrides the cluster's server;
+ *   - with no kubeconfig file found and no master, the in-cluster
+ *     configuration is used (KUBERNETES_SERVICE_HOST/PORT and the service
+ *     account files), as client-go's BuildConfigFromFlags("", "") does.
+ * Relative file paths inside a kubeconfig are resolved against the
+ * directory of the file that named them.
+ */
+#ifndef CKUBE_CONFIG_H
+#define CKUBE_CONFIG_H
+
+#include <ckube/status.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An exec credential plugin (client.authentication.k8s.io). */
+typedef struct ckube_exec_config {
+    char *command;     /* owned */
+    char **args;       /* owned, nargs entries */
+    size_t nargs;
+    char **env;        /* owned "NAME=VALUE" entries */
+    size_t nenv;
+    char *api_version; /* owned, e.g. "client.authentication.k8s.io/v1" */
+} ckube_exec_config;
+
+/* Everything a client needs; the analogue of client-go's rest.Config.
+ * Every pointer is owned by the struct (ckube_config_free frees them) and
+ * may be NULL. *_data fields hold PEM bytes (already base64-decoded). */
+typedef struct ckube_config {
+    char *host; /* "https://10.0.0.1:443"; required */
+    char *tls_server_name;
+    bool insecure_skip_tls_verify;
+    char *ca_file;
+    char *ca_data;
+    size_t ca_data_len;
+    char *cert_file;
+    char *cert_data;
+    size_t cert_data_len;
+    char *key_file;
+    char *key_data;
+    size_t key_data_len;
+    char *bearer_token;
+    char *bearer_token_file; /* re-read every minute, as client-go does */
+    char *username;
+    char *password;
+    ckube_exec_config *exec; /* owned; NULL = none */
+    char *namespace_;        /* the context's namespace; NULL = "default" */
+    char *user_agent;        /* NULL = "ckube/<version> (<os>/<arch>)" */
+    char *proxy_url;
+    double qps;       /* client-side rate limit; 0 = 5 (client-go's default) */
+    int burst;        /* 0 = 10 */
+    int timeout_ms;   /* per request (not watches); 0 = none */
+    int max_retries;  /* 429/Retry-After retries; 0 = 10 */
+} ckube_config;
+
+/* Explicit overrides, each NULL when not given (like kubectl's flags). */
+typedef struct ckube_config_overrides {
+    const char *kubeconfig; /* --kubeconfig */
+    const char *master;     /* --master / --server */
+    const char *context;    /* --context */
+    const char *cluster;    /* --cluster */
+    const char *user;       /* --user */
+    const char *namespace_; /* --namespace */
+} ckube_config_overrides;
+
+/* Loads as described above. `o` may be NULL. On success *out is a new
+ * config (free with ckube_config_free). On failure returns -1 with *err
+ * (code 0) naming the file or setting at fault. */
+int ckube_config_load(const ckube_config_overrides *o, ckube_config **out, ckube_status **err);
+/* The in-cluster configuration only. */
+int ckube_config_in_cluster(ckube_config **out, ckube_status **err);
+/* Parses one kubeconfig document from memory (YAML or JSON) with the
+ * given overrides; `dir` resolves relative paths (may be NULL). */
+int ckube_config_from_kubeconfig_data(const char *data, size_t len, const char *dir,
+                                      const ckube_config_overrides *o, ckube_config **out,
+                                      ckube_status **err);
+/* Deep copy; NULL on allocation failure. */
+ckube_config *ckube_config_dup(const ckube_config *cfg);
+void ckube_config_free(ckube_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
