@@ -59,7 +59,10 @@ typedef struct ckube_result {
     uint64_t requeue_after_ns; /* REQUEUE_AFTER only */
 } ckube_result;
 
-static inline ckube_result ckube_result_ok(void) { return (ckube_result){CKUBE_RESULT_OK, 0}; }
+static inline ckube_result ckube_result_ok(void)
+{
+    return (ckube_result){CKUBE_RESULT_OK, 0};
+}
 static inline ckube_result ckube_result_error(void)
 {
     return (ckube_result){CKUBE_RESULT_ERROR, 0};
@@ -81,12 +84,12 @@ typedef ckube_result (*ckube_reconcile_fn)(void *ctx, ckube_reconcile_ctx *rc, c
                                            const char *name);
 
 typedef struct ckube_controller_options {
-    const char *name;                  /* required: metrics label, log prefix */
-    int max_concurrent_reconciles;     /* workers; 0 = 1 */
-    ckube_rate_limiter *rate_limiter;  /* owned; NULL = default controller limiter */
-    ckube_clock *clock;                /* NULL = real */
-    ckube_metrics_registry *metrics;   /* NULL = ckube_metrics_default() */
-    uint64_t ryw_timeout_ns;           /* read-your-writes wait bound; 0 = 10 s */
+    const char *name;                 /* required: metrics label, log prefix */
+    int max_concurrent_reconciles;    /* workers; 0 = 1 */
+    ckube_rate_limiter *rate_limiter; /* owned; NULL = default controller limiter */
+    ckube_clock *clock;               /* NULL = real */
+    ckube_metrics_registry *metrics;  /* NULL = ckube_metrics_default() */
+    uint64_t ryw_timeout_ns;          /* read-your-writes wait bound; 0 = 10 s */
 } ckube_controller_options;
 
 ckube_controller *ckube_controller_new(const ckube_controller_options *o, ckube_reconcile_fn fn,
@@ -119,7 +122,8 @@ typedef struct ckube_watch_spec {
     const char *owner_group;
     const char *owner_kind;
     bool all_owners;
-    ckube_map_fn map_fn; /* CKUBE_MAP_FUNC */
+    bool owner_cluster_scoped; /* the owner kind is cluster-scoped */
+    ckube_map_fn map_fn;       /* CKUBE_MAP_FUNC */
     void *map_ctx;
     /* All must pass (NULL entries end the list early). */
     ckube_predicate_fn predicates[4];
@@ -159,8 +163,8 @@ ckube_workqueue *ckube_controller_queue(ckube_controller *c);
 
 /* Why this run happened, e.g.
  * "configmaps default/app MODIFIED (generation 3) via watch \"owned\"";
- * borrowed for the call. Several causes coalesced into one run are
- * joined with "; ". */
+ * borrowed for the call. When several events coalesced into one run it
+ * names the first and the latest: "<first>; (N more); <latest>". */
 const char *ckube_reconcile_reason(const ckube_reconcile_ctx *rc);
 /* How many times this key has been retried after errors. */
 int ckube_reconcile_retries(const ckube_reconcile_ctx *rc);
@@ -175,9 +179,9 @@ void ckube_reconcile_wrote(ckube_reconcile_ctx *rc, ckube_shared_informer *inf,
 
 /* True when obj's metadata.finalizers contains `finalizer`. */
 bool ckube_has_finalizer(const json_t *obj, const char *finalizer);
-/* Adds (or removes) `finalizer` on the object with a JSON patch carrying a
- * resourceVersion test, so a concurrent change gives 409 rather than
- * lost finalizers. Does nothing (returns 0, *out = NULL) when already
+/* Adds (or removes) `finalizer` on the object with a merge patch carrying
+ * the resourceVersion `obj` was read at, so a concurrent change gives 409
+ * rather than lost finalizers. Does nothing (returns 0, *out = NULL) when already
  * present (absent). *out, when not NULL, receives the updated object. */
 int ckube_finalizer_add(ckube_client *c, const ckube_gvr *r, const json_t *obj,
                         const char *finalizer, json_t **out, ckube_status **err);
