@@ -405,9 +405,12 @@ static void describe(char *buf, size_t n, struct watch_entry *w, const char *eve
                      const json_t *obj)
 {
     const char *ns = ckube_obj_namespace(obj);
-    snprintf(buf, n, "%s %s%s%s %s (generation %" PRId64 ", resourceVersion %s) via watch \"%s\"",
-             w->resource_label, ns ? ns : "", ns ? "/" : "", ckube_obj_name(obj) ?: "?", event,
-             obj_generation(obj), ckube_obj_resource_version(obj) ?: "?", w->spec.label);
+    char gen[48] = "";
+    if (obj_generation(obj) > 0)
+        snprintf(gen, sizeof(gen), "generation %" PRId64 ", ", obj_generation(obj));
+    snprintf(buf, n, "%s %s%s%s %s (%sresourceVersion %s) via watch \"%s\"", w->resource_label,
+             ns ? ns : "", ns ? "/" : "", ckube_obj_name(obj) ?: "?", event, gen,
+             ckube_obj_resource_version(obj) ?: "?", w->spec.label);
 }
 
 static void on_add(void *ctx, const json_t *obj, bool initial)

@@ -22,7 +22,7 @@ cleanup() {
         echo "---- server log (tail) ----" >&2
         tail -n 60 "$TMP/server.log" 2>/dev/null >&2 || true
     fi
-    rm -rf "$TMP"
+    [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
 }
 trap cleanup EXIT
 
