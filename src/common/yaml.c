@@ -921,11 +921,13 @@ static void format_go_float32(double d, char *out, size_t n)
         int dp = exp + 1; /* digits before the decimal point */
         if (dp <= 0)
             buf[o++] = '0';
-        for (int k = 0; k < dp; k++)
+        /* exp is in [-4, 6) here and nd < 16, so at most 24 characters;
+         * the bounds only let the compiler see that too. */
+        for (int k = 0; k < dp && o < sizeof buf - 2; k++)
             buf[o++] = k < nd ? digits[k] : '0';
         if (nd > dp) {
             buf[o++] = '.';
-            for (int k = dp; k < nd; k++)
+            for (int k = dp; k < nd && o < sizeof buf - 1; k++)
                 buf[o++] = k < 0 ? '0' : digits[k];
         }
         buf[o] = '\0';
