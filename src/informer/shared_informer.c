@@ -1,0 +1,635 @@
+/* shared_informer.c - reflector + DeltaFIFO + store + event handlers (see
+ * ckube/informer.h; client-go's sharedIndexInformer).
+ *
+ * Threads: the reflector's; one "controller" thread that pops the FIFO,
+ * updates the store and hands notifications to the handlers; and one per
+ * handler that calls its callbacks in order, so a slow handler delays
+ * only itself (its queue is unbounded, as client-go's).
+ *
+ * Locks, always taken in this order: the FIFO's (held by pop while a key
+ * is processed) -> inf->mu (handlers, resync state; held while a key's
+ * deltas reach the store and the handler queues, so a handler added
+ * meanwhile sees a consistent snapshot) -> a handler's queue lock. The
+ * store's lock is a leaf. */
+#include "ckube/informer.h"
+#include "informer/informer_internal.h"
+
+#include "ckube/json.h"
+#include "ckube/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum note_kind { NOTE_ADD, NOTE_UPDATE, NOTE_DELETE };
+
+struct note {
+    struct note *next;
+    enum note_kind kind;
+    json_t *a; /* add: obj; update: old; delete: obj (references) */
+    json_t *b; /* update: new */
+    char *tombstone_key;
+    bool initial;
+};
+
+struct ckube_handler_reg {
+    struct ckube_handler_reg *next; /* informer's list (inf->mu) */
+    ckube_shared_informer *inf;
+    ckube_event_handler h;
+    uint64_t resync_ns;   /* 0 = none */
+    uint64_t next_resync; /* clock time (inf->mu) */
+    bool syncing;         /* receives sync updates now (inf->mu) */
+
+    pthread_mutex_t mu; /* the queue and what follows */
+    pthread_cond_t cond;
+    struct note *head, *tail;
+    uint64_t enqueued, processed;
+    bool stop;
+    bool has_thread;
+    pthread_t thread;
+    bool target_set;
+    uint64_t sync_target;
+};
+
+struct ckube_shared_informer {
+    char *name;
+    ckube_list_watch *lw; /* owned */
+    ckube_clock *clock;
+    uint64_t default_resync;
+    ckube_store *store;
+    ckube_delta_fifo *fifo;
+    ckube_reflector *reflector;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* stop completion */
+    bool started, stopping, stopped;
+    pthread_t controller;
+    struct ckube_handler_reg *handlers;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Handler queues and threads.                                              */
+
+static void note_free(struct note *n)
+{
+    ckube_obj_unref(n->a);
+    ckube_obj_unref(n->b);
+    free(n->tombstone_key);
+    free(n);
+}
+
+static void enqueue(struct ckube_handler_reg *reg, enum note_kind kind, json_t *a, json_t *b,
+                    const char *tombstone_key, bool initial)
+{
+    struct note *n = calloc(1, sizeof(*n));
+    if (!n || (tombstone_key && !(n->tombstone_key = strdup(tombstone_key)))) {
+        free(n);
+        CKUBE_ERROR("%s: out of memory: dropping an event", reg->inf->name);
+        return;
+    }
+    n->kind = kind;
+    n->a = a ? ckube_obj_ref(a) : NULL;
+    n->b = b ? ckube_obj_ref(b) : NULL;
+    n->initial = initial;
+    pthread_mutex_lock(&reg->mu);
+    if (reg->tail)
+        reg->tail->next = n;
+    else
+        reg->head = n;
+    reg->tail = n;
+    reg->enqueued++;
+    pthread_cond_signal(&reg->cond);
+    pthread_mutex_unlock(&reg->mu);
+}
+
+static void call_handler(struct ckube_handler_reg *reg, const struct note *n)
+{
+    const ckube_event_handler *h = &reg->h;
+    switch (n->kind) {
+    case NOTE_ADD:
+        if (h->on_add)
+            h->on_add(h->ud, n->a, n->initial);
+        break;
+    case NOTE_UPDATE:
+        if (h->on_update)
+            h->on_update(h->ud, n->a, n->b);
+        break;
+    case NOTE_DELETE:
+        if (h->on_delete)
+            h->on_delete(h->ud, n->a, n->tombstone_key);
+        break;
+    }
+}
+
+static void *handler_main(void *arg)
+{
+    struct ckube_handler_reg *reg = arg;
+    pthread_mutex_lock(&reg->mu);
+    for (;;) {
+        while (!reg->head && !reg->stop)
+            pthread_cond_wait(&reg->cond, &reg->mu);
+        if (reg->stop)
+            break;
+        struct note *n = reg->head;
+        reg->head = n->next;
+        if (!reg->head)
+            reg->tail = NULL;
+        pthread_mutex_unlock(&reg->mu);
+        call_handler(reg, n);
+        note_free(n);
+        pthread_mutex_lock(&reg->mu);
+        reg->processed++;
+    }
+    pthread_mutex_unlock(&reg->mu);
+    return NULL;
+}
+
+static int handler_start(struct ckube_handler_reg *reg)
+{
+    int rc = pthread_create(&reg->thread, NULL, handler_main, reg);
+    if (rc != 0) {
+        CKUBE_ERROR("%s: cannot start a handler thread: %s", reg->inf->name, strerror(rc));
+        return -1;
+    }
+    reg->has_thread = true;
+    return 0;
+}
+
+static void handler_stop(struct ckube_handler_reg *reg)
+{
+    pthread_mutex_lock(&reg->mu);
+    reg->stop = true;
+    pthread_cond_broadcast(&reg->cond);
+    bool join = reg->has_thread;
+    reg->has_thread = false;
+    pthread_mutex_unlock(&reg->mu);
+    if (join)
+        pthread_join(reg->thread, NULL);
+}
+
+static void handler_free(struct ckube_handler_reg *reg)
+{
+    struct note *n = reg->head;
+    while (n) {
+        struct note *next = n->next;
+        note_free(n);
+        n = next;
+    }
+    pthread_cond_destroy(&reg->cond);
+    pthread_mutex_destroy(&reg->mu);
+    free(reg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Delta processing (the controller thread).                                */
+
+static bool same_rv(const json_t *a, const json_t *b)
+{
+    const char *ra = ckube_obj_resource_version(a), *rb = ckube_obj_resource_version(b);
+    return ra && rb && strcmp(ra, rb) == 0;
+}
+
+/* Hands one notification to every handler (inf->mu held). Updates that
+ * did not change the resourceVersion (resyncs, unchanged objects in a
+ * relist) go only to handlers whose resync is due. */
+static void distribute(ckube_shared_informer *inf, enum note_kind kind, json_t *a, json_t *b,
+                       const char *tombstone_key, bool initial, bool is_sync)
+{
+    for (struct ckube_handler_reg *reg = inf->handlers; reg; reg = reg->next) {
+        if (is_sync && !reg->syncing)
+            continue;
+        enqueue(reg, kind, a, b, tombstone_key, initial);
+    }
+}
+
+static void process_deltas(void *ud, const char *key, const ckube_delta *d, size_t n, bool initial)
+{
+    ckube_shared_informer *inf = ud;
+    pthread_mutex_lock(&inf->mu);
+    for (size_t i = 0; i < n; i++) {
+        switch (d[i].type) {
+        case CKUBE_DELTA_SYNC:
+        case CKUBE_DELTA_REPLACED:
+        case CKUBE_DELTA_ADDED:
+        case CKUBE_DELTA_UPDATED: {
+            json_t *old = NULL;
+            if (ckube_store_put(inf->store, d[i].obj, &old) != 0) {
+                CKUBE_ERROR("%s: could not cache %s", inf->name, key);
+                break;
+            }
+            if (old)
+                distribute(inf, NOTE_UPDATE, old, d[i].obj, NULL, false,
+                           d[i].type == CKUBE_DELTA_SYNC || same_rv(old, d[i].obj));
+            else
+                distribute(inf, NOTE_ADD, d[i].obj, NULL, NULL, initial, false);
+            ckube_obj_unref(old);
+            break;
+        }
+        case CKUBE_DELTA_DELETED: {
+            json_t *old = NULL;
+            ckube_store_delete_key(inf->store, key, &old);
+            json_t *last = d[i].obj ? d[i].obj : old;
+            if (last)
+                distribute(inf, NOTE_DELETE, last, NULL, d[i].final_state_unknown ? key : NULL,
+                           false, false);
+            ckube_obj_unref(old);
+            break;
+        }
+        }
+    }
+    pthread_mutex_unlock(&inf->mu);
+}
+
+/* The earliest resync due (0 = none). inf->mu held. */
+static uint64_t next_resync_locked(ckube_shared_informer *inf)
+{
+    uint64_t next = 0;
+    for (struct ckube_handler_reg *reg = inf->handlers; reg; reg = reg->next)
+        if (reg->resync_ns && (!next || reg->next_resync < next))
+            next = reg->next_resync;
+    return next;
+}
+
+/* When some handler's resync is due: marks exactly the due handlers as
+ * syncing (the marks stay until the next due time, so the whole resync
+ * reaches them) and queues a resync of the cache. */
+static void maybe_resync(ckube_shared_informer *inf)
+{
+    uint64_t now = ckube_clock_now(inf->clock);
+    pthread_mutex_lock(&inf->mu);
+    uint64_t due = next_resync_locked(inf);
+    bool any = due && now >= due;
+    if (any) {
+        for (struct ckube_handler_reg *reg = inf->handlers; reg; reg = reg->next) {
+            reg->syncing = reg->resync_ns && now >= reg->next_resync;
+            if (reg->syncing)
+                reg->next_resync = now + reg->resync_ns;
+        }
+    }
+    pthread_mutex_unlock(&inf->mu);
+    if (any) {
+        CKUBE_V(4, "%s: resyncing", inf->name);
+        ckube_delta_fifo_resync(inf->fifo);
+    }
+}
+
+static void *controller_main(void *arg)
+{
+    ckube_shared_informer *inf = arg;
+    for (;;) {
+        pthread_mutex_lock(&inf->mu);
+        uint64_t deadline = next_resync_locked(inf);
+        pthread_mutex_unlock(&inf->mu);
+        int rc = ckube_delta_fifo_pop(inf->fifo, deadline, process_deltas, inf);
+        if (rc < 0)
+            break;
+        maybe_resync(inf);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lifecycle.                                                               */
+
+ckube_shared_informer *ckube_shared_informer_new(ckube_list_watch *lw,
+                                                 const ckube_informer_opts *opts)
+{
+    if (!lw)
+        return NULL;
+    ckube_informer_opts o = opts ? *opts : (ckube_informer_opts){0};
+    ckube_shared_informer *inf = calloc(1, sizeof(*inf));
+    if (!inf) {
+        ckube_list_watch_free(lw);
+        return NULL;
+    }
+    inf->lw = lw;
+    pthread_mutex_init(&inf->mu, NULL);
+    pthread_cond_init(&inf->cond, NULL);
+    inf->name = strdup(o.name ? o.name : ckube_list_watch_description(lw));
+    inf->clock = ckube_clock_or_real(o.clock);
+    inf->default_resync = o.resync_ns;
+    if (!inf->name)
+        goto fail;
+    ckube_store_opts so = {.name = inf->name, .detect_mutations = o.detect_mutations};
+    if (!(inf->store = ckube_store_new(&so)))
+        goto fail;
+    for (size_t i = 0; i < o.nindexers; i++) {
+        char *err = NULL;
+        if (ckube_store_add_indexer(inf->store, &o.indexers[i], &err) != 0) {
+            CKUBE_ERROR("%s: %s", inf->name, err ? err : "cannot add an indexer");
+            free(err);
+            goto fail;
+        }
+    }
+    if (!(inf->fifo = ckube_delta_fifo_new(inf->store, inf->clock)))
+        goto fail;
+    ckube_reflector_opts ro = {.name = inf->name,
+                               .clock = inf->clock,
+                               .keep_managed_fields = o.keep_managed_fields,
+                               .page_size = o.page_size,
+                               .backoff = o.backoff,
+                               .min_watch_timeout_s = o.min_watch_timeout_s,
+                               .max_watch_timeout_s = o.max_watch_timeout_s};
+    if (!(inf->reflector = ckube_reflector_new(lw, ckube_delta_fifo_sink(inf->fifo), &ro)))
+        goto fail;
+    return inf;
+fail:
+    ckube_shared_informer_free(inf);
+    return NULL;
+}
+
+static uint64_t clamp_resync(uint64_t ns)
+{
+    return ns && ns < CKUBE_MIN_RESYNC_NS ? CKUBE_MIN_RESYNC_NS : ns;
+}
+
+ckube_handler_reg *ckube_shared_informer_add_handler_with_resync(ckube_shared_informer *inf,
+                                                                 const ckube_event_handler *h,
+                                                                 uint64_t resync_ns)
+{
+    if (!inf || !h)
+        return NULL;
+    struct ckube_handler_reg *reg = calloc(1, sizeof(*reg));
+    if (!reg)
+        return NULL;
+    reg->inf = inf;
+    reg->h = *h;
+    reg->resync_ns = clamp_resync(resync_ns);
+    pthread_mutex_init(&reg->mu, NULL);
+    pthread_cond_init(&reg->cond, NULL);
+    pthread_mutex_lock(&inf->mu);
+    if (inf->stopping) {
+        pthread_mutex_unlock(&inf->mu);
+        handler_free(reg);
+        return NULL;
+    }
+    if (inf->started) {
+        /* Late: replay the cache as adds (inf->mu keeps deltas out). */
+        reg->next_resync = ckube_clock_now(inf->clock) + reg->resync_ns;
+        ckube_obj_list cur;
+        if (ckube_store_list(inf->store, &cur) != 0 || handler_start(reg) != 0) {
+            ckube_obj_list_free(&cur);
+            pthread_mutex_unlock(&inf->mu);
+            handler_free(reg);
+            return NULL;
+        }
+        for (size_t i = 0; i < cur.n; i++)
+            enqueue(reg, NOTE_ADD, cur.items[i], NULL, NULL, true);
+        ckube_obj_list_free(&cur);
+    }
+    bool kick = inf->started && reg->resync_ns;
+    /* Append: handlers are served in registration order. */
+    struct ckube_handler_reg **pp = &inf->handlers;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = reg;
+    pthread_mutex_unlock(&inf->mu);
+    /* The delta thread recomputes its resync deadline (outside inf->mu:
+     * the FIFO's lock comes first). */
+    if (kick)
+        ckube_delta_fifo_kick(inf->fifo);
+    return reg;
+}
+
+ckube_handler_reg *ckube_shared_informer_add_handler(ckube_shared_informer *inf,
+                                                     const ckube_event_handler *h)
+{
+    if (!inf)
+        return NULL;
+    return ckube_shared_informer_add_handler_with_resync(inf, h, inf->default_resync);
+}
+
+int ckube_shared_informer_remove_handler(ckube_shared_informer *inf, ckube_handler_reg *reg)
+{
+    if (!inf || !reg)
+        return -1;
+    pthread_mutex_lock(&reg->mu);
+    bool self = reg->has_thread && pthread_equal(reg->thread, pthread_self());
+    pthread_mutex_unlock(&reg->mu);
+    if (self)
+        return -1;
+    pthread_mutex_lock(&inf->mu);
+    if (inf->stopping) {
+        /* Stopped (or stopping): its thread is (being) joined already and
+         * the informer frees it; the handler list stays as it is. */
+        pthread_mutex_unlock(&inf->mu);
+        return 0;
+    }
+    struct ckube_handler_reg **pp = &inf->handlers;
+    while (*pp && *pp != reg)
+        pp = &(*pp)->next;
+    bool found = *pp != NULL;
+    if (found)
+        *pp = reg->next;
+    pthread_mutex_unlock(&inf->mu);
+    if (!found)
+        return -1;
+    handler_stop(reg);
+    handler_free(reg);
+    return 0;
+}
+
+bool ckube_handler_reg_has_synced(ckube_handler_reg *reg)
+{
+    if (!reg || !ckube_delta_fifo_has_synced(reg->inf->fifo))
+        return false;
+    pthread_mutex_lock(&reg->mu);
+    if (!reg->target_set) {
+        /* Everything of the initial list is queued by now. */
+        reg->target_set = true;
+        reg->sync_target = reg->enqueued;
+    }
+    bool done = reg->processed >= reg->sync_target;
+    pthread_mutex_unlock(&reg->mu);
+    return done;
+}
+
+int ckube_shared_informer_add_indexer(ckube_shared_informer *inf, const ckube_indexer *ix,
+                                      char **err)
+{
+    return ckube_store_add_indexer(inf->store, ix, err);
+}
+
+int ckube_shared_informer_start(ckube_shared_informer *inf)
+{
+    pthread_mutex_lock(&inf->mu);
+    if (inf->started || inf->stopping) {
+        pthread_mutex_unlock(&inf->mu);
+        return -1;
+    }
+    uint64_t now = ckube_clock_now(inf->clock);
+    for (struct ckube_handler_reg *reg = inf->handlers; reg; reg = reg->next) {
+        reg->next_resync = now + reg->resync_ns;
+        if (handler_start(reg) != 0)
+            goto fail;
+    }
+    int rc = pthread_create(&inf->controller, NULL, controller_main, inf);
+    if (rc != 0) {
+        CKUBE_ERROR("%s: cannot start the informer thread: %s", inf->name, strerror(rc));
+        goto fail;
+    }
+    inf->started = true;
+    if (ckube_reflector_start(inf->reflector) != 0) {
+        pthread_mutex_unlock(&inf->mu);
+        ckube_shared_informer_stop(inf);
+        return -1;
+    }
+    pthread_mutex_unlock(&inf->mu);
+    CKUBE_V(2, "%s: informer started", inf->name);
+    return 0;
+fail:
+    /* Unusable from now on (as after a stop). */
+    inf->stopping = inf->stopped = true;
+    pthread_mutex_unlock(&inf->mu);
+    for (struct ckube_handler_reg *reg = inf->handlers; reg; reg = reg->next)
+        handler_stop(reg);
+    return -1;
+}
+
+void ckube_shared_informer_stop(ckube_shared_informer *inf)
+{
+    if (!inf)
+        return;
+    pthread_mutex_lock(&inf->mu);
+    if (inf->stopping) {
+        /* Someone else is stopping it: wait until they are done. */
+        while (!inf->stopped)
+            pthread_cond_wait(&inf->cond, &inf->mu);
+        pthread_mutex_unlock(&inf->mu);
+        return;
+    }
+    inf->stopping = true;
+    bool started = inf->started;
+    pthread_mutex_unlock(&inf->mu);
+
+    ckube_reflector_stop(inf->reflector);
+    ckube_delta_fifo_close(inf->fifo);
+    if (started)
+        pthread_join(inf->controller, NULL);
+    /* With `stopping` set nothing changes the handler list any more (add
+     * refuses, remove leaves it), so it can be walked unlocked: a handler
+     * finishing its callback may need inf->mu. */
+    for (struct ckube_handler_reg *reg = inf->handlers; reg; reg = reg->next)
+        handler_stop(reg);
+    ckube_store_check_mutations(inf->store);
+
+    pthread_mutex_lock(&inf->mu);
+    inf->stopped = true;
+    pthread_cond_broadcast(&inf->cond);
+    pthread_mutex_unlock(&inf->mu);
+    if (started)
+        CKUBE_V(2, "%s: informer stopped", inf->name);
+}
+
+void ckube_shared_informer_free(ckube_shared_informer *inf)
+{
+    if (!inf)
+        return;
+    if (inf->reflector && inf->fifo)
+        ckube_shared_informer_stop(inf);
+    struct ckube_handler_reg *reg = inf->handlers;
+    while (reg) {
+        struct ckube_handler_reg *next = reg->next;
+        handler_stop(reg);
+        handler_free(reg);
+        reg = next;
+    }
+    ckube_reflector_free(inf->reflector);
+    ckube_delta_fifo_free(inf->fifo);
+    ckube_store_free(inf->store);
+    ckube_list_watch_free(inf->lw);
+    pthread_cond_destroy(&inf->cond);
+    pthread_mutex_destroy(&inf->mu);
+    free(inf->name);
+    free(inf);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Queries.                                                                 */
+
+bool ckube_shared_informer_is_started(ckube_shared_informer *inf)
+{
+    pthread_mutex_lock(&inf->mu);
+    bool s = inf->started && !inf->stopping;
+    pthread_mutex_unlock(&inf->mu);
+    return s;
+}
+
+bool ckube_shared_informer_has_synced(ckube_shared_informer *inf)
+{
+    return ckube_delta_fifo_has_synced(inf->fifo);
+}
+
+static void sleep_real_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+bool ckube_wait_for_cache_sync(ckube_shared_informer *const *informers, size_t n,
+                               uint64_t timeout_ns)
+{
+    uint64_t *deadline = calloc(n ? n : 1, sizeof(uint64_t));
+    if (!deadline)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        deadline[i] = timeout_ns ? ckube_clock_now(informers[i]->clock) + timeout_ns : 0;
+    bool ok = false;
+    for (;;) {
+        bool all = true, give_up = false;
+        for (size_t i = 0; i < n && !give_up; i++) {
+            ckube_shared_informer *inf = informers[i];
+            if (ckube_shared_informer_has_synced(inf))
+                continue;
+            all = false;
+            if (!ckube_shared_informer_is_started(inf)) {
+                CKUBE_WARN("%s: waiting for a cache sync of an informer that is not running",
+                           inf->name);
+                give_up = true;
+            } else if (deadline[i] && ckube_clock_now(inf->clock) >= deadline[i]) {
+                CKUBE_ERROR("%s: timed out waiting for the cache to sync", inf->name);
+                give_up = true;
+            }
+        }
+        if (all || give_up) {
+            ok = all;
+            break;
+        }
+        /* Polling, as client-go does; the timeout itself is on the clock. */
+        sleep_real_ms(2);
+    }
+    free(deadline);
+    return ok;
+}
+
+char *ckube_shared_informer_last_sync_resource_version(ckube_shared_informer *inf)
+{
+    return ckube_reflector_last_sync_resource_version(inf->reflector);
+}
+
+ckube_store *ckube_shared_informer_store(ckube_shared_informer *inf)
+{
+    return inf->store;
+}
+
+ckube_lister ckube_shared_informer_lister(ckube_shared_informer *inf)
+{
+    return (ckube_lister){.store = inf->store};
+}
+
+size_t ckube_shared_informer_object_count(ckube_shared_informer *inf)
+{
+    return ckube_store_len(inf->store);
+}
+
+size_t ckube_shared_informer_bytes(ckube_shared_informer *inf)
+{
+    return ckube_store_bytes(inf->store);
+}
+
+const char *ckube_shared_informer_name(ckube_shared_informer *inf)
+{
+    return inf->name;
+}

@@ -1,0 +1,840 @@
+/* Shared informers over the fake list-watch: handlers stay consistent
+ * with the server through random changes, drops, broken connections and
+ * 410s; tombstones after a relist; resync; late handlers; slow handlers;
+ * cache sync; memory accounting; listers; the factory; clean stop. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <pthread.h>
+
+#include "ckube/clock.h"
+#include "ckube/fake.h"
+#include "ckube/informer.h"
+#include "ckube/json.h"
+#include "runtime/informer_test_util.h"
+
+/* ---- a handler that mirrors what it is told and checks it makes sense ---- */
+
+struct entry {
+    char *key;
+    json_t *obj; /* shared cache object: atomic reference */
+};
+
+struct hrec {
+    const char *name;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    struct entry *e;
+    size_t n, cap;
+    size_t adds, initial_adds, updates, syncs, deletes, tombstones;
+    char err[512];
+    /* a gate: while closed, on_add blocks (a slow handler) */
+    bool gated, gate_open;
+    /* the order of added names */
+    char order[64][16];
+    size_t norder;
+};
+
+static void hrec_init(struct hrec *h, const char *name)
+{
+    memset(h, 0, sizeof(*h));
+    h->name = name;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cond, NULL);
+}
+
+static void hrec_free(struct hrec *h)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        free(h->e[i].key);
+        ckube_obj_unref(h->e[i].obj);
+    }
+    free(h->e);
+    pthread_cond_destroy(&h->cond);
+    pthread_mutex_destroy(&h->mu);
+}
+
+static struct entry *hrec_find(struct hrec *h, const char *key)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (strcmp(h->e[i].key, key) == 0)
+            return &h->e[i];
+    return NULL;
+}
+
+static void hrec_error(struct hrec *h, const char *what, const char *key)
+{
+    if (!h->err[0])
+        snprintf(h->err, sizeof(h->err), "%s: %s %s", h->name, what, key);
+}
+
+static bool same_rv(const json_t *a, const json_t *b)
+{
+    const char *ra = ckube_obj_resource_version(a), *rb = ckube_obj_resource_version(b);
+    return ra && rb && strcmp(ra, rb) == 0;
+}
+
+static void h_add(void *ud, const json_t *obj, bool initial)
+{
+    struct hrec *h = ud;
+    char *key = ckube_meta_namespace_key(obj);
+    pthread_mutex_lock(&h->mu);
+    while (h->gated && !h->gate_open)
+        pthread_cond_wait(&h->cond, &h->mu);
+    if (hrec_find(h, key)) {
+        hrec_error(h, "add of a key it already has", key);
+        free(key);
+    } else {
+        if (h->n == h->cap) {
+            h->cap = h->cap ? h->cap * 2 : 16;
+            h->e = realloc(h->e, h->cap * sizeof(*h->e));
+        }
+        h->e[h->n++] = (struct entry){.key = key, .obj = ckube_obj_ref((json_t *)obj)};
+    }
+    h->adds++;
+    h->initial_adds += initial;
+    if (h->norder < 64)
+        snprintf(h->order[h->norder++], 16, "%s", ckube_obj_name(obj));
+    pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void h_update(void *ud, const json_t *old, const json_t *new_obj)
+{
+    struct hrec *h = ud;
+    char *key = ckube_meta_namespace_key(new_obj);
+    pthread_mutex_lock(&h->mu);
+    struct entry *e = hrec_find(h, key);
+    if (!e) {
+        hrec_error(h, "update of an unknown key", key);
+    } else {
+        if (!same_rv(e->obj, old))
+            hrec_error(h, "update whose old object is not the last one seen", key);
+        ckube_obj_unref(e->obj);
+        e->obj = ckube_obj_ref((json_t *)new_obj);
+    }
+    if (old == new_obj)
+        h->syncs++;
+    else
+        h->updates++;
+    pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->mu);
+    free(key);
+}
+
+static void h_delete(void *ud, const json_t *obj, const char *tombstone_key)
+{
+    struct hrec *h = ud;
+    char *key = tombstone_key ? strdup(tombstone_key) : ckube_meta_namespace_key(obj);
+    pthread_mutex_lock(&h->mu);
+    struct entry *e = hrec_find(h, key);
+    if (!e) {
+        hrec_error(h, "delete of an unknown key", key);
+    } else {
+        /* A tombstone carries the last state the cache had. */
+        if (tombstone_key && !same_rv(e->obj, obj))
+            hrec_error(h, "tombstone that is not the last state seen", key);
+        free(e->key);
+        ckube_obj_unref(e->obj);
+        *e = h->e[--h->n];
+    }
+    h->deletes++;
+    h->tombstones += tombstone_key != NULL;
+    pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->mu);
+    free(key);
+}
+
+static ckube_event_handler handler_of(struct hrec *h)
+{
+    return (ckube_event_handler){
+        .on_add = h_add, .on_update = h_update, .on_delete = h_delete, .ud = h};
+}
+
+static size_t hget(struct hrec *h, size_t *field)
+{
+    pthread_mutex_lock(&h->mu);
+    size_t v = *field;
+    pthread_mutex_unlock(&h->mu);
+    return v;
+}
+
+static void gate(struct hrec *h, bool open)
+{
+    pthread_mutex_lock(&h->mu);
+    h->gated = true;
+    h->gate_open = open;
+    pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* True when the handler's view equals the fake's objects (keys and RVs). */
+static bool hrec_matches(struct hrec *h, ckube_fake_lw *fake)
+{
+    json_t *objs = ckube_fake_lw_objects(fake);
+    pthread_mutex_lock(&h->mu);
+    bool ok = h->n == json_array_size(objs);
+    size_t i;
+    json_t *o;
+    json_array_foreach(objs, i, o)
+    {
+        if (!ok)
+            break;
+        char *k = ckube_meta_namespace_key(o);
+        struct entry *e = hrec_find(h, k);
+        free(k);
+        ok = e && same_rv(e->obj, o);
+    }
+    pthread_mutex_unlock(&h->mu);
+    json_decref(objs);
+    return ok;
+}
+
+static bool store_matches(ckube_shared_informer *inf, ckube_fake_lw *fake)
+{
+    json_t *objs = ckube_fake_lw_objects(fake);
+    ckube_obj_list l;
+    ckube_store_list(ckube_shared_informer_store(inf), &l);
+    bool ok = l.n == json_array_size(objs);
+    for (size_t i = 0; ok && i < l.n; i++) /* both sorted by key */
+        ok = same_rv(l.items[i], json_array_get(objs, i));
+    ckube_obj_list_free(&l);
+    json_decref(objs);
+    return ok;
+}
+
+static void assert_no_error(struct hrec *h)
+{
+    pthread_mutex_lock(&h->mu);
+    if (h->err[0])
+        fail_msg("%s", h->err);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void *noop_thread(void *arg)
+{
+    return arg;
+}
+
+/* Threads in this process. The first thread ever created may start a
+ * sanitizer's background thread, so one is created and joined first. */
+static size_t thread_count(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, noop_thread, NULL);
+    pthread_join(t, NULL);
+    DIR *d = opendir("/proc/self/task");
+    size_t n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        n += de->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static ckube_fake_lw *new_fake(ckube_clock *clk, int nobjs)
+{
+    ckube_fake_lw_opts fo = {.clock = clk, .resource = "widgets.example.com"};
+    ckube_fake_lw *f = ckube_fake_lw_new(&fo);
+    for (int i = 0; i < nobjs; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "w%02d", i);
+        json_t *o = tu_obj(i % 2 ? "ns1" : "ns2", name, "app", i % 3 ? "web" : "db", i);
+        ckube_fake_lw_add(f, o);
+        json_decref(o);
+    }
+    return f;
+}
+
+/* Reflector tuning for real-clock tests: fast retries. */
+static const ckube_backoff_opts fast_backoff = {
+    .initial_ns = CKUBE_MS(1), .max_ns = CKUBE_MS(5), .jitter = -1};
+
+/* ---- random changes with failures: everyone stays consistent ---- */
+
+static void test_consistency_under_chaos(void **state)
+{
+    (void)state;
+    size_t threads_before = thread_count();
+    ckube_fake_lw *fake = new_fake(NULL, 20);
+    ckube_informer_opts o = {.backoff = fast_backoff};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    assert_non_null(inf);
+    struct hrec h[3];
+    hrec_init(&h[0], "h0");
+    hrec_init(&h[1], "h1");
+    hrec_init(&h[2], "h2 (resync)");
+    ckube_event_handler eh[3] = {handler_of(&h[0]), handler_of(&h[1]), handler_of(&h[2])};
+    assert_non_null(ckube_shared_informer_add_handler(inf, &eh[0]));
+    assert_non_null(ckube_shared_informer_add_handler(inf, &eh[1]));
+    assert_non_null(ckube_shared_informer_add_handler_with_resync(inf, &eh[2], CKUBE_MS(1)));
+    assert_int_equal(ckube_shared_informer_start(inf), 0);
+    ckube_shared_informer *list[] = {inf};
+    assert_true(ckube_wait_for_cache_sync(list, 1, CKUBE_SEC(10)));
+
+    unsigned seed = 12345;
+    int next_name = 100;
+    for (int i = 0; i < 600; i++) {
+        int r = rand_r(&seed) % 100;
+        json_t *objs = ckube_fake_lw_objects(fake);
+        size_t n = json_array_size(objs);
+        json_t *victim = n ? json_array_get(objs, (size_t)rand_r(&seed) % n) : NULL;
+        if (r < 35 && victim) {
+            json_t *c = json_deep_copy(victim);
+            json_object_set_new(json_object_get(c, "spec"), "value", json_integer(i));
+            ckube_fake_lw_update(fake, c);
+            json_decref(c);
+        } else if (r < 60) {
+            char name[16];
+            snprintf(name, sizeof(name), "w%03d", next_name++);
+            json_t *c = tu_obj(rand_r(&seed) % 2 ? "ns1" : "ns3", name, "app", "web", i);
+            ckube_fake_lw_add(fake, c);
+            json_decref(c);
+        } else if (r < 82 && victim) {
+            ckube_fake_lw_delete(fake, ckube_obj_namespace(victim), ckube_obj_name(victim));
+        } else if (r < 86) {
+            ckube_fake_lw_drop_watches(fake);
+        } else if (r < 90) {
+            ckube_fake_lw_expire_watches(fake);
+        } else if (r < 93) {
+            ckube_fake_lw_break_watches(fake);
+        } else if (r < 96) {
+            /* Changes the informer cannot replay: it must relist. */
+            ckube_fake_lw_compact(fake);
+            ckube_fake_lw_drop_watches(fake);
+        } else {
+            ckube_fake_lw_bump_rv(fake);
+            ckube_fake_lw_bookmark(fake);
+        }
+        json_decref(objs);
+        if (rand_r(&seed) % 8 == 0)
+            tu_sleep_ms(1);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!TU_WAIT(hrec_matches(&h[i], fake), 20000))
+            fail_msg("handler %s does not match the server", h[i].name);
+        assert_no_error(&h[i]);
+    }
+    assert_true(TU_WAIT(store_matches(inf, fake), 5000));
+    assert_int_equal(ckube_shared_informer_object_count(inf), ckube_fake_lw_count(fake));
+    /* Something of every kind happened. */
+    for (int i = 0; i < 3; i++) {
+        assert_true(hget(&h[i], &h[i].updates) > 0);
+        assert_true(hget(&h[i], &h[i].deletes) > 0);
+        assert_int_equal(hget(&h[i], &h[i].initial_adds), 20);
+    }
+    /* The resync handler (1 s) got replays; the others never do. */
+    assert_true(TU_WAIT(hget(&h[2], &h[2].syncs) > 0, 5000));
+    assert_int_equal(hget(&h[0], &h[0].syncs), 0);
+    assert_int_equal(hget(&h[1], &h[1].syncs), 0);
+    assert_true(ckube_fake_lw_list_calls(fake) > 1);
+
+    /* Stop joins every thread; nothing is called afterwards. */
+    ckube_shared_informer_stop(inf);
+    assert_int_equal(thread_count(), threads_before);
+    size_t adds = hget(&h[0], &h[0].adds);
+    json_t *late = tu_obj("ns1", "after-stop", NULL, NULL, 0);
+    ckube_fake_lw_add(fake, late);
+    json_decref(late);
+    tu_sleep_ms(20);
+    assert_int_equal(hget(&h[0], &h[0].adds), adds);
+    assert_false(ckube_shared_informer_is_started(inf));
+    assert_int_equal(ckube_shared_informer_start(inf), -1);
+    assert_null(ckube_shared_informer_add_handler(inf, &eh[0]));
+    ckube_shared_informer_free(inf);
+    assert_int_equal(ckube_fake_lw_open_watches(fake), 0);
+    ckube_fake_lw_unref(fake);
+    for (int i = 0; i < 3; i++)
+        hrec_free(&h[i]);
+}
+
+/* ---- tombstones after a relist ---- */
+
+/* Waits until the reflector sleeps on the fake clock with no watch open.
+ * `others` threads wait on the clock anyway (the informer's delta thread
+ * does when a handler has a resync period). */
+static void wait_sleeping(ckube_fake_lw *fake, ckube_clock *clk, size_t others)
+{
+    assert_true(TU_WAIT(
+        ckube_fake_lw_open_watches(fake) == 0 && ckube_fake_clock_waiters(clk) > others, 5000));
+}
+
+static void test_tombstones_after_relist(void **state)
+{
+    (void)state;
+    ckube_clock *clk = ckube_fake_clock_new(CKUBE_SEC(100));
+    ckube_fake_lw *fake = new_fake(clk, 0);
+    json_t *a = tu_obj("ns", "a", NULL, NULL, 1);
+    json_t *b = tu_obj("ns", "b", NULL, NULL, 1);
+    json_t *c = tu_obj("ns", "c", NULL, NULL, 1);
+    ckube_fake_lw_add(fake, a);
+    uint64_t b_rv = ckube_fake_lw_add(fake, b);
+    uint64_t c_rv = ckube_fake_lw_add(fake, c);
+    ckube_informer_opts o = {.clock = clk, .backoff = {.jitter = -1}};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    struct hrec h;
+    hrec_init(&h, "h");
+    ckube_event_handler eh = handler_of(&h);
+    ckube_handler_reg *reg = ckube_shared_informer_add_handler(inf, &eh);
+    assert_false(ckube_handler_reg_has_synced(reg));
+    ckube_shared_informer_start(inf);
+    ckube_shared_informer *list[] = {inf};
+    assert_true(ckube_wait_for_cache_sync(list, 1, 0));
+    assert_true(TU_WAIT(ckube_handler_reg_has_synced(reg), 5000));
+    assert_int_equal(hget(&h, &h.initial_adds), 3);
+    assert_true(TU_WAIT(ckube_fake_lw_open_watches(fake) == 1, 5000));
+
+    /* The watch breaks and cannot be re-opened for a while... */
+    ckube_status *unavailable = ckube_status_new(503, CKUBE_REASON_SERVICE_UNAVAILABLE, "busy");
+    ckube_fake_lw_fail_watches(fake, unavailable, -1);
+    ckube_status_free(unavailable);
+    ckube_fake_lw_bookmark(fake);
+    ckube_fake_lw_drop_watches(fake);
+    assert_true(ckube_fake_lw_wait_calls(fake, CKUBE_FAKE_WATCH, 2, 5000));
+    wait_sleeping(fake, clk, 0);
+    /* ...meanwhile b is deleted, c changes, d appears, and the server
+     * forgets the history. */
+    ckube_fake_lw_delete(fake, "ns", "b");
+    json_t *c2 = tu_obj("ns", "c", NULL, NULL, 2);
+    ckube_fake_lw_update(fake, c2);
+    json_t *d = tu_obj("ns", "d", NULL, NULL, 1);
+    ckube_fake_lw_add(fake, d);
+    ckube_fake_lw_compact(fake);
+    ckube_fake_lw_fail_watches(fake, NULL, 0);
+    ckube_fake_clock_advance(clk, CKUBE_MS(800)); /* re-watch: 410 */
+    assert_true(ckube_fake_lw_wait_calls(fake, CKUBE_FAKE_WATCH, 3, 5000));
+    wait_sleeping(fake, clk, 0);
+    ckube_fake_clock_advance(clk, CKUBE_MS(1600)); /* relist */
+    assert_true(TU_WAIT(hrec_matches(&h, fake), 5000));
+    assert_no_error(&h);
+    assert_int_equal(hget(&h, &h.tombstones), 1);
+    assert_int_equal(hget(&h, &h.deletes), 1);
+    assert_int_equal(hget(&h, &h.updates), 1); /* c; a is unchanged: nothing */
+    assert_int_equal(hget(&h, &h.syncs), 0);
+    assert_int_equal(hget(&h, &h.adds), 4);
+    assert_int_equal(hget(&h, &h.initial_adds), 3); /* d is not initial */
+    (void)b_rv;
+    (void)c_rv;
+    char *rv = ckube_shared_informer_last_sync_resource_version(inf);
+    char want[32];
+    snprintf(want, sizeof(want), "%" PRIu64, ckube_fake_lw_resource_version(fake));
+    assert_string_equal(rv, want);
+    free(rv);
+    ckube_fake_call call;
+    ckube_fake_lw_last_call(fake, CKUBE_FAKE_LIST, &call);
+    assert_string_equal(call.resource_version, "");
+    ckube_fake_call_clear(&call);
+
+    ckube_shared_informer_free(inf);
+    ckube_fake_lw_unref(fake);
+    hrec_free(&h);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    json_decref(c2);
+    json_decref(d);
+    ckube_fake_clock_free(clk);
+}
+
+/* ---- resync ---- */
+
+static void test_resync(void **state)
+{
+    (void)state;
+    ckube_clock *clk = ckube_fake_clock_new(CKUBE_SEC(100));
+    ckube_fake_lw *fake = new_fake(clk, 2);
+    ckube_informer_opts o = {.clock = clk, .backoff = {.jitter = -1}};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    struct hrec r, n, m;
+    hrec_init(&r, "r");
+    hrec_init(&n, "n");
+    hrec_init(&m, "m");
+    ckube_event_handler er = handler_of(&r), en = handler_of(&n), em = handler_of(&m);
+    ckube_shared_informer_add_handler_with_resync(inf, &er, CKUBE_SEC(1));
+    ckube_shared_informer_add_handler(inf, &en); /* informer default: none */
+    /* Below the minimum: raised to 1 s. */
+    ckube_shared_informer_add_handler_with_resync(inf, &em, CKUBE_MS(300));
+    ckube_shared_informer_start(inf);
+    assert_true(
+        TU_WAIT(hget(&r, &r.adds) == 2 && hget(&n, &n.adds) == 2 && hget(&m, &m.adds) == 2, 5000));
+    assert_true(TU_WAIT(ckube_fake_lw_open_watches(fake) == 1, 5000));
+
+    ckube_fake_clock_advance(clk, CKUBE_MS(999));
+    tu_sleep_ms(30);
+    assert_int_equal(hget(&r, &r.syncs) + hget(&m, &m.syncs), 0);
+    ckube_fake_clock_advance(clk, CKUBE_MS(1));
+    /* Every cached object, replayed as update(obj, obj). */
+    assert_true(TU_WAIT(hget(&r, &r.syncs) == 2 && hget(&m, &m.syncs) == 2, 5000));
+    ckube_fake_clock_advance(clk, CKUBE_SEC(1));
+    assert_true(TU_WAIT(hget(&r, &r.syncs) == 4 && hget(&m, &m.syncs) == 4, 5000));
+    tu_sleep_ms(20);
+    assert_int_equal(hget(&n, &n.syncs) + hget(&n, &n.updates), 0);
+    assert_int_equal(hget(&r, &r.updates), 0);
+    /* No server call for a resync. */
+    assert_int_equal(ckube_fake_lw_list_calls(fake), 1);
+    assert_int_equal(ckube_fake_lw_watch_calls(fake), 1);
+
+    /* A relist of unchanged objects is no news to a handler without
+     * resync. */
+    ckube_fake_lw_expire_watches(fake);
+    wait_sleeping(fake, clk, 1);
+    ckube_fake_clock_advance(clk, CKUBE_MS(800));
+    assert_true(TU_WAIT(ckube_fake_lw_list_calls(fake) == 2, 5000));
+    assert_true(TU_WAIT(ckube_fake_lw_open_watches(fake) == 1, 5000));
+    tu_sleep_ms(20);
+    assert_int_equal(hget(&n, &n.syncs) + hget(&n, &n.updates) + hget(&n, &n.adds), 2);
+
+    /* A handler added late with a resync is resynced on time too. */
+    struct hrec late;
+    hrec_init(&late, "late");
+    ckube_event_handler el = handler_of(&late);
+    ckube_shared_informer_add_handler_with_resync(inf, &el, CKUBE_SEC(5));
+    assert_true(TU_WAIT(hget(&late, &late.adds) == 2, 5000));
+    ckube_fake_clock_advance(clk, CKUBE_SEC(5));
+    assert_true(TU_WAIT(hget(&late, &late.syncs) == 2, 5000));
+    struct hrec *all[] = {&r, &n, &m, &late};
+    for (size_t i = 0; i < 4; i++)
+        assert_no_error(all[i]);
+
+    ckube_shared_informer_free(inf);
+    ckube_fake_lw_unref(fake);
+    hrec_free(&r);
+    hrec_free(&n);
+    hrec_free(&m);
+    hrec_free(&late);
+    ckube_fake_clock_free(clk);
+}
+
+/* ---- late and slow handlers ---- */
+
+static void test_late_handler(void **state)
+{
+    (void)state;
+    ckube_fake_lw *fake = new_fake(NULL, 3);
+    ckube_informer_opts o = {.backoff = fast_backoff};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    ckube_shared_informer_start(inf);
+    ckube_shared_informer *list[] = {inf};
+    assert_true(ckube_wait_for_cache_sync(list, 1, CKUBE_SEC(10)));
+    struct hrec h;
+    hrec_init(&h, "late");
+    ckube_event_handler eh = handler_of(&h);
+    ckube_handler_reg *reg = ckube_shared_informer_add_handler(inf, &eh);
+    assert_non_null(reg);
+    /* The current contents, as initial adds. */
+    assert_true(TU_WAIT(ckube_handler_reg_has_synced(reg), 5000));
+    assert_int_equal(hget(&h, &h.adds), 3);
+    assert_int_equal(hget(&h, &h.initial_adds), 3);
+    json_t *x = tu_obj("ns1", "x", NULL, NULL, 0);
+    ckube_fake_lw_add(fake, x);
+    json_decref(x);
+    assert_true(TU_WAIT(hget(&h, &h.adds) == 4, 5000));
+    assert_int_equal(hget(&h, &h.initial_adds), 3);
+    assert_true(hrec_matches(&h, fake));
+    assert_no_error(&h);
+
+    /* Removing it stops its deliveries. */
+    assert_int_equal(ckube_shared_informer_remove_handler(inf, reg), 0);
+    x = tu_obj("ns1", "y", NULL, NULL, 0);
+    ckube_fake_lw_add(fake, x);
+    json_decref(x);
+    assert_true(TU_WAIT(ckube_shared_informer_object_count(inf) == 5, 5000));
+    tu_sleep_ms(10);
+    assert_int_equal(hget(&h, &h.adds), 4);
+    ckube_shared_informer_free(inf);
+    ckube_fake_lw_unref(fake);
+    hrec_free(&h);
+}
+
+struct opener {
+    struct hrec *h;
+    int after_ms;
+};
+
+static void *open_later(void *arg)
+{
+    struct opener *o = arg;
+    tu_sleep_ms(o->after_ms);
+    gate(o->h, true);
+    return NULL;
+}
+
+static void test_slow_handler(void **state)
+{
+    (void)state;
+    ckube_fake_lw *fake = new_fake(NULL, 5);
+    ckube_informer_opts o = {.backoff = fast_backoff};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    struct hrec slow, fast;
+    hrec_init(&slow, "slow");
+    hrec_init(&fast, "fast");
+    gate(&slow, false);
+    ckube_event_handler es = handler_of(&slow), ef = handler_of(&fast);
+    ckube_handler_reg *sreg = ckube_shared_informer_add_handler(inf, &es);
+    ckube_handler_reg *freg = ckube_shared_informer_add_handler(inf, &ef);
+    ckube_shared_informer_start(inf);
+    /* The fast handler gets everything while the slow one is stuck. */
+    assert_true(TU_WAIT(hget(&fast, &fast.adds) == 5, 5000));
+    for (int i = 0; i < 5; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "more%d", i);
+        json_t *x = tu_obj("ns1", name, NULL, NULL, 0);
+        ckube_fake_lw_add(fake, x);
+        json_decref(x);
+    }
+    assert_true(TU_WAIT(hget(&fast, &fast.adds) == 10, 5000));
+    assert_true(TU_WAIT(ckube_handler_reg_has_synced(freg), 5000));
+    assert_true(ckube_shared_informer_has_synced(inf));
+    assert_int_equal(hget(&slow, &slow.adds), 0);
+    assert_false(ckube_handler_reg_has_synced(sreg));
+    /* Released, it catches up in order. */
+    gate(&slow, true);
+    assert_true(TU_WAIT(hget(&slow, &slow.adds) == 10, 5000));
+    assert_true(TU_WAIT(ckube_handler_reg_has_synced(sreg), 5000));
+    pthread_mutex_lock(&slow.mu);
+    pthread_mutex_lock(&fast.mu);
+    for (size_t i = 0; i < 10; i++)
+        assert_string_equal(slow.order[i], fast.order[i]);
+    assert_string_equal(slow.order[0], "w01"); /* list order: by key, ns1/ first */
+    assert_string_equal(slow.order[9], "more4");
+    pthread_mutex_unlock(&fast.mu);
+    pthread_mutex_unlock(&slow.mu);
+
+    /* Stop while it is stuck again: the callback in progress finishes,
+     * the queued events are dropped, and stop returns. */
+    gate(&slow, false);
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "last%d", i);
+        json_t *x = tu_obj("ns1", name, NULL, NULL, 0);
+        ckube_fake_lw_add(fake, x);
+        json_decref(x);
+    }
+    assert_true(TU_WAIT(hget(&fast, &fast.adds) == 14, 5000));
+    struct opener op = {.h = &slow, .after_ms = 200};
+    pthread_t t;
+    pthread_create(&t, NULL, open_later, &op);
+    ckube_shared_informer_stop(inf);
+    pthread_join(t, NULL);
+    assert_int_equal(hget(&slow, &slow.adds), 11);
+    assert_no_error(&slow);
+    assert_no_error(&fast);
+    ckube_shared_informer_free(inf);
+    ckube_fake_lw_unref(fake);
+    hrec_free(&slow);
+    hrec_free(&fast);
+}
+
+/* ---- cache sync, accounting, listers ---- */
+
+static void app_index(void *ud, const json_t *obj, ckube_index_values *out)
+{
+    (void)ud;
+    const char *v = json_string_value(ckube_json_get_path(obj, "metadata.labels.app"));
+    if (v)
+        ckube_index_values_add(out, v);
+}
+
+static void test_sync_accounting_listers(void **state)
+{
+    (void)state;
+    ckube_fake_lw *fake = new_fake(NULL, 6);
+    ckube_status *st = ckube_status_new(500, CKUBE_REASON_INTERNAL, "not yet");
+    ckube_fake_lw_fail_lists(fake, st, -1);
+    ckube_status_free(st);
+    ckube_indexer ix = {.name = "app", .fn = app_index};
+    ckube_informer_opts o = {
+        .backoff = fast_backoff, .indexers = &ix, .nindexers = 1, .name = "widgets"};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    assert_string_equal(ckube_shared_informer_name(inf), "widgets");
+    ckube_shared_informer *list[] = {inf};
+    /* Not started: no waiting. */
+    assert_false(ckube_shared_informer_has_synced(inf));
+    assert_false(ckube_wait_for_cache_sync(list, 1, CKUBE_SEC(10)));
+    assert_null(ckube_shared_informer_last_sync_resource_version(inf));
+    ckube_shared_informer_start(inf);
+    /* Failing lists: a timeout. */
+    uint64_t t0 = ckube_monotonic_ns();
+    assert_false(ckube_wait_for_cache_sync(list, 1, CKUBE_MS(50)));
+    assert_true(ckube_monotonic_ns() - t0 >= CKUBE_MS(50));
+    assert_false(ckube_shared_informer_has_synced(inf));
+    ckube_fake_lw_fail_lists(fake, NULL, 0);
+    assert_true(ckube_wait_for_cache_sync(list, 1, CKUBE_SEC(10)));
+    assert_true(ckube_shared_informer_has_synced(inf));
+
+    /* Memory accounting. */
+    assert_int_equal(ckube_shared_informer_object_count(inf), 6);
+    size_t b6 = ckube_shared_informer_bytes(inf);
+    assert_true(b6 > 6 * 200);
+    json_t *big = tu_obj("ns1", "big", "app", "web", 0);
+    json_t *blob = json_array();
+    for (int i = 0; i < 200; i++)
+        json_array_append_new(blob, json_string("a fairly long string, repeated many times"));
+    json_object_set_new(json_object_get(big, "spec"), "blob", blob);
+    ckube_fake_lw_add(fake, big);
+    json_decref(big);
+    assert_true(TU_WAIT(ckube_shared_informer_object_count(inf) == 7, 5000));
+    assert_true(ckube_shared_informer_bytes(inf) > b6 + 200 * 40);
+
+    /* Listers. */
+    ckube_lister l = ckube_shared_informer_lister(inf);
+    json_t *got = ckube_lister_get(&l, "ns1", "big");
+    assert_non_null(got);
+    /* managedFields-free, same object the store holds. */
+    json_t *again = ckube_store_get(ckube_shared_informer_store(inf), "ns1/big");
+    assert_ptr_equal(got, again);
+    ckube_obj_unref(got);
+    ckube_obj_unref(again);
+    ckube_obj_list out;
+    assert_int_equal(ckube_lister_list(&l, "ns1", NULL, &out), 0);
+    assert_int_equal(out.n, 4); /* w01 w03 w05 big */
+    ckube_obj_list_free(&out);
+    ckube_selector *sel;
+    assert_int_equal(ckube_label_selector_parse("app in (db)", &sel, NULL), 0);
+    assert_int_equal(ckube_lister_list(&l, NULL, sel, &out), 0);
+    assert_int_equal(out.n, 2); /* w00 w03 */
+    ckube_obj_list_free(&out);
+    ckube_selector_free(sel);
+    assert_int_equal(ckube_lister_by_index(&l, "app", "web", &out), 0);
+    assert_int_equal(out.n, 5);
+    ckube_obj_list_free(&out);
+    /* An index added to a running informer is built at once. */
+    ckube_indexer ix2 = {.name = "app2", .fn = app_index};
+    assert_int_equal(ckube_shared_informer_add_indexer(inf, &ix2, NULL), 0);
+    assert_int_equal(ckube_lister_by_index(&l, "app2", "web", &out), 0);
+    assert_int_equal(out.n, 5);
+    ckube_obj_list_free(&out);
+
+    /* Everything deleted: nothing accounted. */
+    json_t *objs = ckube_fake_lw_objects(fake);
+    size_t i;
+    json_t *x;
+    json_array_foreach(objs, i, x)
+    {
+        ckube_fake_lw_delete(fake, ckube_obj_namespace(x), ckube_obj_name(x));
+    }
+    json_decref(objs);
+    assert_true(TU_WAIT(ckube_shared_informer_object_count(inf) == 0, 5000));
+    assert_int_equal(ckube_shared_informer_bytes(inf), 0);
+    ckube_shared_informer_free(inf);
+    ckube_fake_lw_unref(fake);
+}
+
+static void test_bad_args(void **state)
+{
+    (void)state;
+    assert_null(ckube_shared_informer_new(NULL, NULL));
+    ckube_fake_lw *fake = new_fake(NULL, 1);
+    /* A duplicate indexer fails creation (and frees the list-watch). */
+    ckube_indexer ix[2] = {{.name = "a", .fn = app_index}, {.name = "a", .fn = app_index}};
+    ckube_informer_opts o = {.indexers = ix, .nindexers = 2};
+    assert_null(ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o));
+    /* Stopping or freeing a never-started informer is fine. */
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), NULL);
+    ckube_shared_informer_stop(inf);
+    ckube_shared_informer_stop(inf);
+    assert_int_equal(ckube_shared_informer_start(inf), -1);
+    ckube_shared_informer_free(inf);
+    ckube_shared_informer_free(NULL);
+    ckube_fake_lw_unref(fake);
+}
+
+/* ---- the factory ---- */
+
+struct builder {
+    pthread_mutex_t mu;
+    ckube_fake_lw *fakes[8];
+    char names[8][64];
+    size_t n;
+    char last_label[64];
+};
+
+static ckube_list_watch *build_fake(void *ud, ckube_client *c, const ckube_gvr *gvr, const char *ns,
+                                    const char *label, const char *field)
+{
+    (void)c;
+    (void)field;
+    struct builder *b = ud;
+    pthread_mutex_lock(&b->mu);
+    snprintf(b->names[b->n], sizeof(b->names[0]), "%s/%s", gvr->resource, ns ? ns : "*");
+    snprintf(b->last_label, sizeof(b->last_label), "%s", label ? label : "");
+    ckube_fake_lw_opts fo = {.resource = b->names[b->n]};
+    b->fakes[b->n] = ckube_fake_lw_new(&fo);
+    json_t *o = tu_obj("ns1", "x", NULL, NULL, 0);
+    ckube_fake_lw_add(b->fakes[b->n], o);
+    json_decref(o);
+    ckube_list_watch *lw = ckube_fake_lw_list_watch(b->fakes[b->n]);
+    b->n++;
+    pthread_mutex_unlock(&b->mu);
+    return lw;
+}
+
+static void test_factory(void **state)
+{
+    (void)state;
+    struct builder b = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    ckube_informer_factory_opts fo = {
+        .label_selector = "team=a", .new_list_watch = build_fake, .new_list_watch_ud = &b};
+    assert_null(ckube_informer_factory_new(NULL, NULL));
+    ckube_informer_factory *f = ckube_informer_factory_new(NULL, &fo);
+    assert_non_null(f);
+    ckube_gvr pods = {.group = "", .version = "v1", .resource = "pods"};
+    ckube_gvr nets = {.group = "samplecrd.k8s.io", .version = "v1", .resource = "networks"};
+    ckube_shared_informer *p1 = ckube_informer_factory_for(f, &pods);
+    ckube_shared_informer *p2 = ckube_informer_factory_for(f, &pods);
+    ckube_gvr pods_null_group = {.version = "v1", .resource = "pods"};
+    /* Two controllers asking for pods share one informer (one watch). */
+    assert_non_null(p1);
+    assert_ptr_equal(p1, p2);
+    assert_ptr_equal(ckube_informer_factory_for(f, &pods_null_group), p1);
+    ckube_shared_informer *n1 = ckube_informer_factory_for(f, &nets);
+    ckube_shared_informer *pns = ckube_informer_factory_for_namespace(f, &pods, "kube-system");
+    assert_true(n1 != p1 && pns != p1 && pns != n1);
+    assert_int_equal(b.n, 3);
+    assert_string_equal(b.last_label, "team=a");
+    assert_string_equal(b.names[2], "pods/kube-system");
+
+    assert_int_equal(ckube_informer_factory_start(f), 0);
+    assert_true(ckube_informer_factory_wait_for_cache_sync(f, CKUBE_SEC(10)));
+    assert_true(ckube_shared_informer_has_synced(p1) && ckube_shared_informer_has_synced(n1));
+    /* More after start: start again starts only the new one. */
+    ckube_gvr deps = {.group = "apps", .version = "v1", .resource = "deployments"};
+    ckube_shared_informer *d1 = ckube_informer_factory_for(f, &deps);
+    assert_false(ckube_shared_informer_is_started(d1));
+    assert_int_equal(ckube_informer_factory_start(f), 0);
+    assert_true(ckube_shared_informer_is_started(d1));
+    assert_true(ckube_informer_factory_wait_for_cache_sync(f, CKUBE_SEC(10)));
+    for (size_t i = 0; i < b.n; i++)
+        assert_int_equal(ckube_fake_lw_list_calls(b.fakes[i]), 1);
+
+    ckube_informer_factory_shutdown(f);
+    assert_false(ckube_shared_informer_is_started(p1));
+    assert_null(ckube_informer_factory_for(f, &pods));
+    for (size_t i = 0; i < b.n; i++)
+        assert_int_equal(ckube_fake_lw_open_watches(b.fakes[i]), 0);
+    ckube_informer_factory_free(f);
+    for (size_t i = 0; i < b.n; i++)
+        ckube_fake_lw_unref(b.fakes[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_consistency_under_chaos),
+        cmocka_unit_test(test_tombstones_after_relist),
+        cmocka_unit_test(test_resync),
+        cmocka_unit_test(test_late_handler),
+        cmocka_unit_test(test_slow_handler),
+        cmocka_unit_test(test_sync_accounting_listers),
+        cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_factory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
