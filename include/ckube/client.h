@@ -16,7 +16,21 @@
  * the server answered, the status is the server's own Status body (code,
  * reason, message, details, causes), never a paraphrase. When no answer
  * arrived (connection refused, TLS failure, timeout) the status has code 0,
- * no reason, and a message naming the URL and the transport error.
+ * no reason, and a message naming the URL and the transport error
+ * ("Get \"https://h:6443/api/v1/pods\": Failed to connect ..."). Code 0 is
+ * also used for problems found before anything was sent (invalid
+ * arguments, a failing exec credential plugin: "getting credentials: ...").
+ * A non-2xx answer whose body is not a Status gets the status client-go
+ * builds (e.g. 404 "the server could not find the requested resource
+ * (get configmaps x)"), the body text kept as a cause of type
+ * UnexpectedServerResponse.
+ *
+ * Requests wait for the client-side rate limiter, are retried after 429
+ * (and 5xx) answers that carry Retry-After (up to max_retries times,
+ * sleeping the given seconds), GETs after a dropped connection, and any
+ * request once after a 401 when refreshed credentials (exec plugin, token
+ * file) differ from the ones used. Each request is logged at -v 6
+ * ("GET https://... 200 OK in 3 milliseconds"), bodies at -v 8.
  */
 #ifndef CKUBE_CLIENT_H
 #define CKUBE_CLIENT_H
@@ -43,6 +57,17 @@ void ckube_client_free(ckube_client *c);
 /* The default namespace from the configuration ("default" when unset).
  * Borrowed; valid for the client's lifetime. */
 const char *ckube_client_namespace(const ckube_client *c);
+
+/* Receives the text of every Warning header (code 299) the server sends,
+ * e.g. deprecation notices and fieldValidation=Warn findings. `text` is
+ * borrowed for the call. May run on any thread that uses the client. */
+typedef void (*ckube_warning_handler)(void *ud, const char *text);
+/* Replaces the default handler (which logs each text at warning level,
+ * "Warning: <text>", like kubectl). NULL restores the default. Call it
+ * before the client is shared between threads. */
+void ckube_client_set_warning_handler(ckube_client *c, ckube_warning_handler fn, void *ud);
+/* The server URL requests go to (scheme://host:port[/prefix]). Borrowed. */
+const char *ckube_client_host(const ckube_client *c);
 
 /* A group/version/resource. Strings are borrowed by every call that takes
  * one. group "" (or NULL) is the core group. */
@@ -112,8 +137,8 @@ int ckube_list(ckube_client *c, const ckube_gvr *r, const char *ns, const ckube_
 /* Every page (opts->limit per page, 500 when 0), following continue
  * tokens; *out is one List with all items and the first page's
  * resourceVersion. */
-int ckube_list_all(ckube_client *c, const ckube_gvr *r, const char *ns,
-                   const ckube_list_opts *opts, json_t **out, ckube_status **err);
+int ckube_list_all(ckube_client *c, const ckube_gvr *r, const char *ns, const ckube_list_opts *opts,
+                   json_t **out, ckube_status **err);
 /* `out` may be NULL when the caller does not want the stored object. */
 int ckube_create(ckube_client *c, const ckube_gvr *r, const char *ns, const json_t *obj,
                  const ckube_write_opts *wo, json_t **out, ckube_status **err);
@@ -147,8 +172,11 @@ typedef enum ckube_watch_event_type {
 
 typedef struct ckube_watch ckube_watch;
 
-/* Opens a watch (GET ...?watch=1). Returns once the server has answered
- * the request: a non-2xx answer fails here with the server's Status. */
+/* Opens a watch (GET ...?watch=true&...). Returns once the server has
+ * answered the request: a non-2xx answer fails here with the server's
+ * Status. Waits at most timeout_ms (60 s when the config sets none) for
+ * the answer's headers; the stream itself has no client-side timeout
+ * (use opts->timeout_seconds). Free with ckube_watch_close. */
 int ckube_watch_open(ckube_client *c, const ckube_gvr *r, const char *ns,
                      const ckube_list_opts *opts, ckube_watch **out, ckube_status **err);
 /* Blocks for the next event. Returns 1 with *type and *obj (new reference)
@@ -158,7 +186,8 @@ int ckube_watch_open(ckube_client *c, const ckube_gvr *r, const char *ns,
 int ckube_watch_next(ckube_watch *w, ckube_watch_event_type *type, json_t **obj,
                      ckube_status **err);
 /* Makes a blocked (or the next) ckube_watch_next return 0 promptly. Safe
- * to call from any thread, any number of times, until close. */
+ * to call from any thread, any number of times, until close. (No helper
+ * thread exists: next drives the transfer itself and stop wakes it.) */
 void ckube_watch_stop(ckube_watch *w);
 /* Stops (if needed) and frees the watch. Not concurrently with next. */
 void ckube_watch_close(ckube_watch *w);
@@ -170,17 +199,17 @@ ckube_watch_event_type ckube_watch_event_type_parse(const char *s);
 /* ---- raw requests (for anything the helpers above do not cover) ---- */
 
 typedef struct ckube_request {
-    const char *method;       /* "GET", "POST", ... */
-    const char *path;         /* absolute path with query, e.g. "/api/v1/pods?limit=5" */
-    const char *body;         /* may be NULL */
+    const char *method; /* "GET", "POST", ... */
+    const char *path;   /* absolute path with query, e.g. "/api/v1/pods?limit=5" */
+    const char *body;   /* may be NULL */
     size_t body_len;
     const char *content_type; /* default application/json when body set */
     const char *accept;       /* default application/json */
 } ckube_request;
 
 typedef struct ckube_response {
-    int code;    /* HTTP status */
-    char *body;  /* malloc'd, NUL-terminated; caller frees */
+    int code;   /* HTTP status */
+    char *body; /* malloc'd, NUL-terminated; caller frees */
     size_t body_len;
     char **warnings; /* malloc'd array of malloc'd Warning header texts */
     size_t nwarnings;

@@ -25,12 +25,17 @@ extern "C" {
 
 /* An exec credential plugin (client.authentication.k8s.io). */
 typedef struct ckube_exec_config {
-    char *command;     /* owned */
-    char **args;       /* owned, nargs entries */
+    char *command; /* owned */
+    char **args;   /* owned, nargs entries */
     size_t nargs;
-    char **env;        /* owned "NAME=VALUE" entries */
+    char **env; /* owned "NAME=VALUE" entries */
     size_t nenv;
-    char *api_version; /* owned, e.g. "client.authentication.k8s.io/v1" */
+    char *api_version;         /* owned, e.g. "client.authentication.k8s.io/v1" */
+    char *install_hint;        /* owned; appended to "executable not found" */
+    char *interactive_mode;    /* owned: "Never" | "IfAvailable" | "Always";
+                                  library clients are never interactive, so
+                                  "Always" is refused */
+    bool provide_cluster_info; /* pass spec.cluster in KUBERNETES_EXEC_INFO */
 } ckube_exec_config;
 
 /* Everything a client needs; the analogue of client-go's rest.Config.
@@ -57,10 +62,11 @@ typedef struct ckube_config {
     char *namespace_;        /* the context's namespace; NULL = "default" */
     char *user_agent;        /* NULL = "ckube/<version> (<os>/<arch>)" */
     char *proxy_url;
-    double qps;       /* client-side rate limit; 0 = 5 (client-go's default) */
-    int burst;        /* 0 = 10 */
-    int timeout_ms;   /* per request (not watches); 0 = none */
-    int max_retries;  /* 429/Retry-After retries; 0 = 10 */
+    double qps;      /* client-side rate limit; 0 = 5 (client-go's default);
+                        < 0 = no client-side limit */
+    int burst;       /* 0 = 10 */
+    int timeout_ms;  /* per request (not watches); 0 = none */
+    int max_retries; /* 429/Retry-After retries; 0 = 10; < 0 = none */
 } ckube_config;
 
 /* Explicit overrides, each NULL when not given (like kubectl's flags). */

@@ -1,0 +1,709 @@
+/* End-to-end tests of the REST client against a real `ckube server`
+ * ($CKUBE_BIN, started here on a free port with in-memory storage and
+ * always stopped at the end; the child also dies with this process):
+ * every dynamic verb on configmaps and on a custom resource, the server's
+ * Status errors (404, 409 AlreadyExists/Conflict, 422 causes, 415), dry
+ * run, explicit 0/false, paging, selectors, deletecollection, watches,
+ * discovery, and the RESTMapper finding a kind once its CRD exists. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include "ckube/client.h"
+#include "ckube/discovery.h"
+#include "ckube/json.h"
+#include "ckube/log.h"
+#include "client_test_util.h"
+
+static pid_t g_pid;
+static char *g_dir;
+static ckube_client *g_c;
+
+static const ckube_gvr CM = {"", "v1", "configmaps"};
+static const ckube_gvr CRD = {"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
+static const ckube_gvr WIDGETS = {"e2e.ckube.io", "v1", "widgets"};
+
+static void stop_server(void)
+{
+    if (g_pid <= 0)
+        return;
+    kill(g_pid, SIGTERM);
+    for (int i = 0; i < 100; i++) {
+        if (waitpid(g_pid, NULL, WNOHANG) == g_pid) {
+            g_pid = 0;
+            return;
+        }
+        ctu_sleep_ms(50);
+    }
+    kill(g_pid, SIGKILL);
+    waitpid(g_pid, NULL, 0);
+    g_pid = 0;
+}
+
+static int start_server(void **state)
+{
+    (void)state;
+    const char *bin = getenv("CKUBE_BIN");
+    if (!bin || !*bin) {
+        fprintf(stderr, "CKUBE_BIN not set: end-to-end client tests skipped\n");
+        return 0;
+    }
+    g_dir = ctu_tmpdir("client-e2e");
+    char *kc = ctu_fmt("%s/kubeconfig", g_dir);
+    char *log = ctu_fmt("%s/server.log", g_dir);
+    /* No other thread exists yet, so fork is safe here. */
+    g_pid = fork();
+    if (g_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execl(bin, bin, "server", "--storage", "memory", "--listen", "127.0.0.1:0", "--data-dir",
+              g_dir, "--write-kubeconfig", kc, (char *)NULL);
+        _exit(127);
+    }
+    free(log);
+    int rc = -1;
+    for (int i = 0; i < 400 && rc != 0; i++) { /* up to 20 s (sanitizers are slow) */
+        if (access(kc, R_OK) == 0)
+            rc = 0;
+        else
+            ctu_sleep_ms(50);
+        if (waitpid(g_pid, NULL, WNOHANG) == g_pid) {
+            g_pid = 0;
+            break;
+        }
+    }
+    if (rc != 0) {
+        fprintf(stderr, "ckube server did not start (see %s/server.log)\n", g_dir);
+        stop_server();
+        free(kc);
+        return -1;
+    }
+    ckube_config_overrides o = {.kubeconfig = kc};
+    ckube_config *cfg = NULL;
+    ckube_status *err = NULL;
+    if (ckube_config_load(&o, &cfg, &err) != 0) {
+        fprintf(stderr, "loading %s: %s\n", kc, err->message);
+        ckube_status_free(err);
+        stop_server();
+        free(kc);
+        return -1;
+    }
+    free(kc);
+    cfg->qps = 100;
+    cfg->burst = 200;
+    g_c = ckube_client_new(cfg, &err);
+    ckube_config_free(cfg);
+    if (!g_c) {
+        fprintf(stderr, "client: %s\n", err->message);
+        ckube_status_free(err);
+        stop_server();
+        return -1;
+    }
+    return 0;
+}
+
+static int stop_all(void **state)
+{
+    (void)state;
+    ckube_client_free(g_c);
+    g_c = NULL;
+    stop_server();
+    free(g_dir);
+    return 0;
+}
+
+#define NEED_SERVER()                                                                              \
+    do {                                                                                           \
+        if (!g_c)                                                                                  \
+            skip();                                                                                \
+    } while (0)
+
+static void expect_ok(int rc, ckube_status *err, const char *what)
+{
+    if (rc != 0)
+        fail_msg("%s: %d %s: %s", what, err ? err->code : -1, err && err->reason ? err->reason : "",
+                 err && err->message ? err->message : "");
+}
+
+static json_t *configmap(const char *name, const char *app)
+{
+    return json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                     "metadata", "name", name, "labels", "app", app, "data", "k", "v");
+}
+
+static void test_configmap_crud(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    ckube_status *err = NULL;
+    json_t *out = NULL, *cm = configmap("crud", "web");
+
+    expect_ok(ckube_create(g_c, &CM, "default", cm, NULL, &out, &err), err, "create");
+    assert_non_null(ckube_obj_uid(out));
+    char *rv1 = strdup(ckube_obj_resource_version(out));
+    json_decref(out);
+
+    /* 409 AlreadyExists, the server's own Status */
+    assert_int_equal(ckube_create(g_c, &CM, "default", cm, NULL, &out, &err), -1);
+    assert_int_equal(err->code, 409);
+    assert_string_equal(err->reason, "AlreadyExists");
+    assert_string_equal(err->message, "configmaps \"crud\" already exists");
+    assert_string_equal(err->name, "crud");
+    assert_string_equal(err->kind, "configmaps");
+    ckube_status_free(err);
+    err = NULL;
+
+    expect_ok(ckube_get(g_c, &CM, "default", "crud", &out, &err), err, "get");
+    assert_string_equal(json_string_value(ckube_json_get_path(out, "data.k")), "v");
+    json_decref(out);
+
+    assert_int_equal(ckube_get(g_c, &CM, "default", "nope", &out, &err), -1);
+    assert_true(ckube_is_not_found(err));
+    assert_string_equal(err->reason, "NotFound");
+    assert_string_equal(err->message, "configmaps \"nope\" not found");
+    ckube_status_free(err);
+    err = NULL;
+
+    /* update with the current resourceVersion, then with the stale one */
+    json_t *upd = json_deep_copy(cm);
+    json_object_set_new(json_object_get(upd, "metadata"), "resourceVersion", json_string(rv1));
+    json_object_set_new(json_object_get(upd, "data"), "k", json_string("v2"));
+    expect_ok(ckube_update(g_c, &CM, "default", upd, NULL, &out, &err), err, "update");
+    assert_string_not_equal(ckube_obj_resource_version(out), rv1);
+    json_decref(out);
+    assert_int_equal(ckube_update(g_c, &CM, "default", upd, NULL, &out, &err), -1);
+    assert_true(ckube_is_conflict(err));
+    assert_string_equal(err->reason, "Conflict");
+    assert_string_equal(err->message,
+                        "Operation cannot be fulfilled on configmaps \"crud\": the object has been "
+                        "modified; please apply your changes to the latest version and try again");
+    ckube_status_free(err);
+    err = NULL;
+    json_decref(upd);
+    free(rv1);
+
+    /* the four patch types */
+    const char *merge = "{\"data\":{\"m\":\"1\"}}";
+    expect_ok(ckube_patch(g_c, &CM, "default", "crud", CKUBE_PATCH_MERGE, merge, strlen(merge),
+                          NULL, &out, &err),
+              err, "merge patch");
+    assert_string_equal(json_string_value(ckube_json_get_path(out, "data.m")), "1");
+    json_decref(out);
+    const char *smp = "{\"data\":{\"s\":\"2\"}}";
+    expect_ok(ckube_patch(g_c, &CM, "default", "crud", CKUBE_PATCH_STRATEGIC, smp, strlen(smp),
+                          NULL, &out, &err),
+              err, "strategic patch");
+    assert_string_equal(json_string_value(ckube_json_get_path(out, "data.s")), "2");
+    json_decref(out);
+    const char *jp = "[{\"op\":\"add\",\"path\":\"/data/j\",\"value\":\"3\"},"
+                     "{\"op\":\"remove\",\"path\":\"/data/m\"}]";
+    expect_ok(ckube_patch(g_c, &CM, "default", "crud", CKUBE_PATCH_JSON, jp, strlen(jp), NULL, &out,
+                          &err),
+              err, "json patch");
+    assert_string_equal(json_string_value(ckube_json_get_path(out, "data.j")), "3");
+    assert_null(ckube_json_get_path(out, "data.m"));
+    json_decref(out);
+    const char *apply = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                        "\"crud\"},\"data\":{\"a\":\"4\"}}";
+    ckube_write_opts ao = {.field_manager = "e2e", .force = true};
+    expect_ok(ckube_patch(g_c, &CM, "default", "crud", CKUBE_PATCH_APPLY, apply, strlen(apply), &ao,
+                          &out, &err),
+              err, "apply patch");
+    assert_string_equal(json_string_value(ckube_json_get_path(out, "data.a")), "4");
+    json_decref(out);
+    /* a bad json patch: the server's 4xx comes back */
+    const char *bad = "[{\"op\":\"frobnicate\"}]";
+    assert_int_equal(ckube_patch(g_c, &CM, "default", "crud", CKUBE_PATCH_JSON, bad, strlen(bad),
+                                 NULL, &out, &err),
+                     -1);
+    assert_true(err->code >= 400 && err->code < 500);
+    assert_non_null(err->message);
+    ckube_status_free(err);
+    err = NULL;
+
+    /* dry run: answered, not stored */
+    json_t *dry = configmap("dry", "web");
+    ckube_write_opts dro = {.dry_run = true};
+    expect_ok(ckube_create(g_c, &CM, "default", dry, &dro, &out, &err), err, "dry-run create");
+    assert_string_equal(ckube_obj_name(out), "dry");
+    json_decref(out);
+    assert_int_equal(ckube_get(g_c, &CM, "default", "dry", &out, &err), -1);
+    assert_true(ckube_is_not_found(err));
+    ckube_status_free(err);
+    err = NULL;
+    json_decref(dry);
+
+    /* 422 with causes */
+    json_t *invalid = configmap("Bad_Name", "web");
+    assert_int_equal(ckube_create(g_c, &CM, "default", invalid, NULL, &out, &err), -1);
+    assert_int_equal(err->code, 422);
+    assert_string_equal(err->reason, "Invalid");
+    assert_non_null(strstr(err->message, "ConfigMap \"Bad_Name\" is invalid"));
+    assert_true(err->ncauses >= 1);
+    assert_string_equal(err->causes[0].field, "metadata.name");
+    assert_string_equal(err->causes[0].type, "FieldValueInvalid");
+    ckube_status_free(err);
+    err = NULL;
+    json_decref(invalid);
+
+    /* delete with options (explicit 0 grace period) */
+    ckube_delete_opts dopt = {.propagation_policy = "Background",
+                              .grace_period_seconds = {.set = true, .value = 0}};
+    expect_ok(ckube_delete(g_c, &CM, "default", "crud", &dopt, &out, &err), err, "delete");
+    assert_non_null(out);
+    json_decref(out);
+    assert_int_equal(ckube_get(g_c, &CM, "default", "crud", &out, &err), -1);
+    assert_true(ckube_is_not_found(err));
+    ckube_status_free(err);
+    err = NULL;
+    assert_int_equal(ckube_delete(g_c, &CM, "default", "crud", NULL, NULL, &err), -1);
+    assert_true(ckube_is_not_found(err));
+    ckube_status_free(err);
+    /* a precondition that does not match */
+    expect_ok(ckube_create(g_c, &CM, "default", cm, NULL, NULL, &err), err, "re-create");
+    ckube_delete_opts pre = {.precondition_uid = "not-the-uid"};
+    assert_int_equal(ckube_delete(g_c, &CM, "default", "crud", &pre, NULL, &err), -1);
+    assert_int_equal(err->code, 409);
+    ckube_status_free(err);
+    err = NULL;
+    expect_ok(ckube_delete(g_c, &CM, "default", "crud", NULL, NULL, &err), err, "delete 2");
+    json_decref(cm);
+}
+
+static void test_list_paging_selectors(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    ckube_status *err = NULL;
+    json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
+                           "name", "paging");
+    ckube_gvr nsr = {"", "v1", "namespaces"};
+    expect_ok(ckube_create(g_c, &nsr, NULL, ns, NULL, NULL, &err), err, "namespace");
+    json_decref(ns);
+    const char *apps[] = {"a", "b", "c", "a", "b", "x", "a"};
+    for (int i = 0; i < 7; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        json_t *cm = configmap(name, apps[i]);
+        if (i == 3)
+            json_object_set_new(ckube_json_get_path(cm, "metadata.labels"), "tier",
+                                json_string("x"));
+        expect_ok(ckube_create(g_c, &CM, "paging", cm, NULL, NULL, &err), err, "create");
+        json_decref(cm);
+    }
+    json_t *out = NULL;
+    /* one page */
+    ckube_list_opts lo = {.limit = 3};
+    expect_ok(ckube_list(g_c, &CM, "paging", &lo, &out, &err), err, "list page");
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 3);
+    assert_non_null(json_string_value(ckube_json_get_path(out, "metadata.continue")));
+    json_decref(out);
+    /* every page */
+    lo.limit = 2;
+    expect_ok(ckube_list_all(g_c, &CM, "paging", &lo, &out, &err), err, "list_all");
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 7);
+    assert_null(ckube_json_get_path(out, "metadata.continue"));
+    assert_non_null(json_string_value(ckube_json_get_path(out, "metadata.resourceVersion")));
+    json_decref(out);
+    /* selectors travel URL-encoded */
+    ckube_list_opts sel = {.label_selector = "app in (a,b),tier!=x"};
+    expect_ok(ckube_list_all(g_c, &CM, "paging", &sel, &out, &err), err, "selector");
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 4); /* p0 p1 p4 p6 */
+    json_decref(out);
+    ckube_list_opts fs = {.field_selector = "metadata.name=p5"};
+    expect_ok(ckube_list(g_c, &CM, "paging", &fs, &out, &err), err, "field selector");
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 1);
+    json_decref(out);
+    /* all namespaces */
+    expect_ok(ckube_list(g_c, &CM, NULL, &sel, &out, &err), err, "all namespaces");
+    assert_true(json_array_size(json_object_get(out, "items")) >= 4);
+    json_decref(out);
+    /* a bad selector: the server's 400 */
+    ckube_list_opts badsel = {.label_selector = "app in (a"};
+    assert_int_equal(ckube_list(g_c, &CM, "paging", &badsel, &out, &err), -1);
+    assert_int_equal(err->code, 400);
+    ckube_status_free(err);
+    err = NULL;
+    /* deletecollection by selector */
+    ckube_list_opts del = {.label_selector = "app=a"};
+    expect_ok(ckube_delete_collection(g_c, &CM, "paging", &del, NULL, &err), err,
+              "deletecollection");
+    expect_ok(ckube_list_all(g_c, &CM, "paging", NULL, &out, &err), err, "list after");
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 4);
+    json_decref(out);
+}
+
+/* Collects watch events on a thread until stopped. */
+typedef struct collector {
+    ckube_watch *w;
+    pthread_mutex_t mu;
+    char seen[16][64]; /* "TYPE name" */
+    int n;
+    int rc;
+} collector;
+
+static void *collect(void *arg)
+{
+    collector *col = arg;
+    for (;;) {
+        ckube_watch_event_type t;
+        json_t *o = NULL;
+        int rc = ckube_watch_next(col->w, &t, &o, NULL);
+        if (rc != 1) {
+            col->rc = rc;
+            return NULL;
+        }
+        pthread_mutex_lock(&col->mu);
+        if (col->n < 16)
+            snprintf(col->seen[col->n++], sizeof col->seen[0], "%s %s",
+                     ckube_watch_event_type_name(t), ckube_obj_name(o) ? ckube_obj_name(o) : "");
+        pthread_mutex_unlock(&col->mu);
+        json_decref(o);
+    }
+}
+
+static int seen_count(collector *col)
+{
+    pthread_mutex_lock(&col->mu);
+    int n = col->n;
+    pthread_mutex_unlock(&col->mu);
+    return n;
+}
+
+static void wait_events(collector *col, int n)
+{
+    for (int i = 0; i < 200 && seen_count(col) < n; i++)
+        ctu_sleep_ms(25);
+}
+
+static void test_watch(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    ckube_status *err = NULL;
+    json_t *list = NULL;
+    expect_ok(ckube_list(g_c, &CM, "default", NULL, &list, &err), err, "list");
+    ckube_list_opts wo = {.resource_version = ckube_json_get_path(list, "metadata.resourceVersion")
+                                                  ? json_string_value(ckube_json_get_path(
+                                                        list, "metadata.resourceVersion"))
+                                                  : NULL,
+                          .label_selector = "app=watched",
+                          .allow_watch_bookmarks = true};
+    collector col = {.rc = 99};
+    pthread_mutex_init(&col.mu, NULL);
+    expect_ok(ckube_watch_open(g_c, &CM, "default", &wo, &col.w, &err), err, "watch");
+    json_decref(list);
+    pthread_t th;
+    pthread_create(&th, NULL, collect, &col);
+
+    json_t *cm = configmap("w1", "watched"), *out = NULL;
+    expect_ok(ckube_create(g_c, &CM, "default", cm, NULL, &out, &err), err, "create");
+    const char *mp = "{\"data\":{\"k\":\"changed\"}}";
+    json_decref(out);
+    expect_ok(
+        ckube_patch(g_c, &CM, "default", "w1", CKUBE_PATCH_MERGE, mp, strlen(mp), NULL, NULL, &err),
+        err, "patch");
+    json_t *other = configmap("unwatched", "other");
+    expect_ok(ckube_create(g_c, &CM, "default", other, NULL, NULL, &err), err, "create other");
+    expect_ok(ckube_delete(g_c, &CM, "default", "w1", NULL, NULL, &err), err, "delete");
+    wait_events(&col, 3);
+    ckube_watch_stop(col.w);
+    pthread_join(th, NULL);
+    assert_int_equal(col.rc, 0);
+    assert_int_equal(col.n, 3);
+    assert_string_equal(col.seen[0], "ADDED w1");
+    assert_string_equal(col.seen[1], "MODIFIED w1");
+    assert_string_equal(col.seen[2], "DELETED w1");
+    ckube_watch_close(col.w);
+    pthread_mutex_destroy(&col.mu);
+    expect_ok(ckube_delete(g_c, &CM, "default", "unwatched", NULL, NULL, &err), err, "cleanup");
+    json_decref(cm);
+    json_decref(other);
+
+    /* the server's timeoutSeconds ends the stream cleanly */
+    ckube_list_opts to = {.timeout_seconds = {.set = true, .value = 1},
+                          .field_selector = "metadata.name=none"};
+    ckube_watch *w = NULL;
+    expect_ok(ckube_watch_open(g_c, &CM, "default", &to, &w, &err), err, "watch timeout");
+    double t0 = ctu_now();
+    ckube_watch_event_type t;
+    json_t *o = NULL;
+    int rc;
+    while ((rc = ckube_watch_next(w, &t, &o, &err)) == 1)
+        json_decref(o); /* bookmarks, if any */
+    assert_int_equal(rc, 0);
+    assert_null(err);
+    double dt = ctu_now() - t0;
+    assert_true(dt > 0.5 && dt < 10);
+    ckube_watch_close(w);
+}
+
+static json_t *widget_crd(void)
+{
+    const char *y =
+        "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+        "\"metadata\":{\"name\":\"widgets.e2e.ckube.io\"},"
+        "\"spec\":{\"group\":\"e2e.ckube.io\",\"scope\":\"Namespaced\","
+        "\"names\":{\"plural\":\"widgets\",\"singular\":\"widget\",\"kind\":\"Widget\","
+        "\"shortNames\":[\"wdg\"]},"
+        "\"versions\":[{\"name\":\"v1\",\"served\":true,\"storage\":true,"
+        "\"subresources\":{\"status\":{}},"
+        "\"schema\":{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{"
+        "\"spec\":{\"type\":\"object\",\"properties\":{\"replicas\":{\"type\":\"integer\"},"
+        "\"enabled\":{\"type\":\"boolean\"},\"color\":{\"type\":\"string\"}}},"
+        "\"status\":{\"type\":\"object\",\"properties\":{\"ready\":{\"type\":\"boolean\"}}}}}}}]}}";
+    return json_loads(y, 0, NULL);
+}
+
+static void test_crd_and_mapper(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    ckube_status *err = NULL;
+    ckube_rest_mapper *m = ckube_rest_mapper_new(g_c);
+    ckube_rest_mapping mp;
+
+    /* built-ins */
+    expect_ok(ckube_rest_mapper_kind(m, "v1", "ConfigMap", &mp, &err), err, "ConfigMap");
+    assert_string_equal(mp.gvr.resource, "configmaps");
+    assert_string_equal(mp.gvr.group, "");
+    assert_true(mp.namespaced);
+    ckube_rest_mapping_clear(&mp);
+    expect_ok(ckube_rest_mapper_kind(m, "v1", "Namespace", &mp, &err), err, "Namespace");
+    assert_false(mp.namespaced);
+    ckube_rest_mapping_clear(&mp);
+    expect_ok(ckube_rest_mapper_kind(m, NULL, "Deployment", &mp, &err), err, "Deployment");
+    assert_string_equal(mp.group, "apps");
+    ckube_rest_mapping_clear(&mp);
+    const char *names[][2] = {{"cm", "configmaps"},        {"configmap", "configmaps"},
+                              {"ConfigMap", "configmaps"}, {"deployments.apps", "deployments"},
+                              {"deploy", "deployments"},   {"deployments.v1.apps", "deployments"},
+                              {"ns", "namespaces"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        expect_ok(ckube_rest_mapper_resource(m, NULL, names[i][0], &mp, &err), err, names[i][0]);
+        assert_string_equal(mp.resource, names[i][1]);
+        ckube_rest_mapping_clear(&mp);
+    }
+
+    /* the kind does not exist yet */
+    assert_int_equal(ckube_rest_mapper_kind(m, "e2e.ckube.io/v1", "Widget", &mp, &err), -1);
+    assert_int_equal(err->code, 404);
+    assert_string_equal(err->message,
+                        "no matches for kind \"Widget\" in version \"e2e.ckube.io/v1\"");
+    ckube_status_free(err);
+    err = NULL;
+    assert_int_equal(ckube_rest_mapper_resource(m, NULL, "wdg", &mp, &err), -1);
+    assert_string_equal(err->message, "the server doesn't have a resource type \"wdg\"");
+    ckube_status_free(err);
+    err = NULL;
+
+    json_t *crd = widget_crd();
+    expect_ok(ckube_create(g_c, &CRD, NULL, crd, NULL, NULL, &err), err, "create CRD");
+    json_decref(crd);
+    /* found once the mapper may rediscover (1 s minimum interval) */
+    ctu_sleep_ms(1100);
+    expect_ok(ckube_rest_mapper_kind(m, "e2e.ckube.io/v1", "Widget", &mp, &err), err, "Widget");
+    assert_string_equal(mp.gvr.resource, "widgets");
+    assert_string_equal(mp.gvr.group, "e2e.ckube.io");
+    assert_string_equal(mp.singular, "widget");
+    assert_int_equal(mp.nshort_names, 1);
+    assert_string_equal(mp.short_names[0], "wdg");
+    assert_true(mp.namespaced);
+    ckube_rest_mapping_clear(&mp);
+    expect_ok(ckube_rest_mapper_resource(m, "e2e.ckube.io", "wdg", &mp, &err), err, "wdg");
+    ckube_rest_mapping_clear(&mp);
+
+    /* discovery lists every resource with its verbs */
+    ckube_api_resource_list *all = NULL;
+    expect_ok(ckube_discovery_resources(g_c, false, &all, &err), err, "discovery");
+    bool cm_ok = false, widgets_ok = false, sub = false;
+    for (size_t i = 0; i < all->n; i++) {
+        ckube_api_resource *r = &all->items[i];
+        if (!strcmp(r->resource, "configmaps") && !*r->group)
+            cm_ok = ckube_api_resource_has_verb(r, "deletecollection") &&
+                    ckube_api_resource_has_verb(r, "watch") && r->namespaced;
+        if (!strcmp(r->resource, "widgets"))
+            widgets_ok = !strcmp(r->kind, "Widget") && ckube_api_resource_has_verb(r, "list");
+        if (strchr(r->resource, '/'))
+            sub = true;
+    }
+    assert_true(cm_ok);
+    assert_true(widgets_ok);
+    assert_false(sub);
+    ckube_api_resource_list_free(all);
+    expect_ok(ckube_discovery_resources(g_c, true, &all, &err), err, "discovery+sub");
+    sub = false;
+    for (size_t i = 0; i < all->n; i++)
+        if (!strcmp(all->items[i].resource, "widgets/status"))
+            sub = true;
+    assert_true(sub);
+    ckube_api_resource_list_free(all);
+    expect_ok(ckube_rest_mapper_resources(m, &all, &err), err, "mapper resources");
+    assert_true(all->n > 10);
+    ckube_api_resource_list_free(all);
+    ckube_rest_mapper_free(m);
+}
+
+static void test_custom_resources(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    ckube_status *err = NULL;
+    json_t *out = NULL;
+    /* the CRD from test_crd_and_mapper; create it if run alone */
+    json_t *crd = widget_crd();
+    if (ckube_create(g_c, &CRD, NULL, crd, NULL, NULL, &err) != 0) {
+        assert_int_equal(err->code, 409);
+        ckube_status_free(err);
+        err = NULL;
+    }
+    json_decref(crd);
+
+    /* explicit zero and false survive the round trip */
+    json_t *w = json_pack("{s:s,s:s,s:{s:s},s:{s:i,s:b,s:s}}", "apiVersion", "e2e.ckube.io/v1",
+                          "kind", "Widget", "metadata", "name", "w0", "spec", "replicas", 0,
+                          "enabled", 0, "color", "");
+    int rc = -1;
+    for (int i = 0; i < 40 && rc != 0; i++) { /* served "at once", but allow a moment */
+        ckube_status_free(err);
+        err = NULL;
+        rc = ckube_create(g_c, &WIDGETS, "default", w, NULL, &out, &err);
+        if (rc != 0)
+            ctu_sleep_ms(50);
+    }
+    expect_ok(rc, err, "create widget");
+    json_decref(out);
+    expect_ok(ckube_get(g_c, &WIDGETS, "default", "w0", &out, &err), err, "get widget");
+    json_t *r = ckube_json_get_path(out, "spec.replicas");
+    assert_true(json_is_integer(r) && json_integer_value(r) == 0);
+    assert_true(json_is_false(ckube_json_get_path(out, "spec.enabled")));
+    assert_string_equal(json_string_value(ckube_json_get_path(out, "spec.color")), "");
+
+    /* status subresource */
+    json_object_set_new(out, "status", json_pack("{s:b}", "ready", 1));
+    json_t *st = NULL;
+    expect_ok(ckube_update_status(g_c, &WIDGETS, "default", out, NULL, &st, &err), err,
+              "update status");
+    assert_true(json_is_true(ckube_json_get_path(st, "status.ready")));
+    /* a main-resource update does not touch status */
+    json_object_set_new(st, "status", json_pack("{s:b}", "ready", 0));
+    json_object_set_new(json_object_get(st, "spec"), "replicas", json_integer(2));
+    json_t *st2 = NULL;
+    expect_ok(ckube_update(g_c, &WIDGETS, "default", st, NULL, &st2, &err), err, "update");
+    assert_true(json_is_true(ckube_json_get_path(st2, "status.ready")));
+    assert_int_equal(json_integer_value(ckube_json_get_path(st2, "spec.replicas")), 2);
+    json_decref(st);
+    json_decref(st2);
+    json_decref(out);
+
+    /* custom resources need a resourceVersion on update: 422 */
+    assert_int_equal(ckube_update(g_c, &WIDGETS, "default", w, NULL, &out, &err), -1);
+    assert_int_equal(err->code, 422);
+    assert_string_equal(err->reason, "Invalid");
+    assert_true(err->ncauses >= 1);
+    assert_string_equal(err->causes[0].field, "metadata.resourceVersion");
+    ckube_status_free(err);
+    err = NULL;
+
+    /* merge patch works, strategic is refused with 415 */
+    const char *mp = "{\"spec\":{\"color\":\"red\"}}";
+    expect_ok(ckube_patch(g_c, &WIDGETS, "default", "w0", CKUBE_PATCH_MERGE, mp, strlen(mp), NULL,
+                          &out, &err),
+              err, "merge patch widget");
+    assert_string_equal(json_string_value(ckube_json_get_path(out, "spec.color")), "red");
+    json_decref(out);
+    assert_int_equal(ckube_patch(g_c, &WIDGETS, "default", "w0", CKUBE_PATCH_STRATEGIC, mp,
+                                 strlen(mp), NULL, &out, &err),
+                     -1);
+    assert_int_equal(err->code, 415);
+    assert_string_equal(err->reason, "UnsupportedMediaType");
+    ckube_status_free(err);
+    err = NULL;
+
+    /* a watch on the custom resource */
+    json_t *list = NULL;
+    expect_ok(ckube_list(g_c, &WIDGETS, "default", NULL, &list, &err), err, "list widgets");
+    assert_int_equal(json_array_size(json_object_get(list, "items")), 1);
+    ckube_list_opts lo = {.resource_version = json_string_value(
+                              ckube_json_get_path(list, "metadata.resourceVersion"))};
+    ckube_watch *wt = NULL;
+    expect_ok(ckube_watch_open(g_c, &WIDGETS, "default", &lo, &wt, &err), err, "watch widgets");
+    json_decref(list);
+    ckube_delete_opts dopt = {.propagation_policy = "Foreground"};
+    expect_ok(ckube_delete(g_c, &WIDGETS, "default", "w0", &dopt, &out, &err), err,
+              "delete widget");
+    json_decref(out);
+    ckube_watch_event_type t = 0;
+    json_t *o = NULL;
+    /* Foreground deletion may first show a MODIFIED (finalizer); wait for DELETED */
+    for (int i = 0; i < 5 && t != CKUBE_WATCH_DELETED; i++) {
+        assert_int_equal(ckube_watch_next(wt, &t, &o, &err), 1);
+        assert_string_equal(ckube_obj_name(o), "w0");
+        json_decref(o);
+    }
+    assert_int_equal(t, CKUBE_WATCH_DELETED);
+    ckube_watch_close(wt);
+    json_decref(w);
+
+    /* deletecollection across the custom resource */
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", i);
+        json_t *c = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "e2e.ckube.io/v1", "kind",
+                              "Widget", "metadata", "name", name);
+        expect_ok(ckube_create(g_c, &WIDGETS, "default", c, NULL, NULL, &err), err, "create c");
+        json_decref(c);
+    }
+    expect_ok(ckube_delete_collection(g_c, &WIDGETS, "default", NULL, NULL, &err), err,
+              "deletecollection widgets");
+    expect_ok(ckube_list_all(g_c, &WIDGETS, NULL, NULL, &out, &err), err, "list all widgets");
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 0);
+    json_decref(out);
+}
+
+static void test_raw_request(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    ckube_request rq = {.method = "GET", .path = "/version"};
+    ckube_response resp;
+    ckube_status *err = NULL;
+    expect_ok(ckube_client_do(g_c, &rq, &resp, &err), err, "/version");
+    assert_int_equal(resp.code, 200);
+    json_t *v = json_loads(resp.body, 0, NULL);
+    assert_non_null(json_string_value(json_object_get(v, "gitVersion")));
+    json_decref(v);
+    ckube_response_free(&resp);
+    rq.path = "/healthz";
+    rq.accept = "text/plain";
+    expect_ok(ckube_client_do(g_c, &rq, &resp, &err), err, "/healthz");
+    assert_string_equal(resp.body, "ok");
+    ckube_response_free(&resp);
+    assert_string_equal(ckube_client_namespace(g_c), "default");
+}
+
+int main(void)
+{
+    if (getenv("CKUBE_TEST_V"))
+        ckube_log_set_verbosity(atoi(getenv("CKUBE_TEST_V")));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_raw_request),           cmocka_unit_test(test_configmap_crud),
+        cmocka_unit_test(test_list_paging_selectors), cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_crd_and_mapper),        cmocka_unit_test(test_custom_resources),
+    };
+    return cmocka_run_group_tests(tests, start_server, stop_all);
+}
