@@ -188,6 +188,26 @@ int ckube_finalizer_add(ckube_client *c, const ckube_gvr *r, const json_t *obj,
 int ckube_finalizer_remove(ckube_client *c, const ckube_gvr *r, const json_t *obj,
                            const char *finalizer, json_t **out, ckube_status **err);
 
+/* Cleanup run before a finalizer is removed: 0 when the external state
+ * is gone, -1 to retry later. `obj` is borrowed. */
+typedef int (*ckube_finalizer_cleanup_fn)(void *ctx, const json_t *obj);
+
+/* The whole finalizer flow for the object a reconcile just read:
+ *  - not being deleted: ensures `finalizer` is on it (adding it when
+ *    missing: *updated then receives the patched object, else NULL) and
+ *    returns 1: reconcile as usual;
+ *  - being deleted and ours is still on it: runs cleanup; when cleanup
+ *    returns 0, removes the finalizer (*updated receives what the server
+ *    answered) and returns 0 (nothing more to do); when it returns -1,
+ *    returns -1 with *err saying so (requeue);
+ *  - being deleted and ours is gone: returns 0.
+ * API failures return -1 with the server's *err (409 when the object
+ * changed meanwhile). `updated` and `err` may be NULL. Report *updated
+ * with ckube_reconcile_wrote so the next run sees the cache after it. */
+int ckube_finalizer_handle(ckube_client *c, const ckube_gvr *r, const json_t *obj,
+                           const char *finalizer, ckube_finalizer_cleanup_fn cleanup, void *ctx,
+                           json_t **updated, ckube_status **err);
+
 #ifdef __cplusplus
 }
 #endif

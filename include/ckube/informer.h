@@ -537,6 +537,25 @@ size_t ckube_shared_informer_bytes(ckube_shared_informer *inf);
 const char *ckube_shared_informer_name(ckube_shared_informer *inf);
 
 /* ======================================================================
+ * Metrics: per-informer cache size, exported to a Prometheus registry
+ * ====================================================================== */
+
+/* Exports, at every scrape of `reg` (NULL = ckube_metrics_default()),
+ *   ckube_informer_objects{informer="<name>"}  objects in the cache
+ *   ckube_informer_bytes{informer="<name>"}    heap bytes they hold
+ *   ckube_informer_synced{informer="<name>"}   1 once synced, else 0
+ * for `inf` (borrowed). Returns a handle to pass to
+ * ckube_informer_metrics_unregister before the informer is freed, or NULL
+ * when out of memory. The registry is declared in ckube/metrics.h. */
+struct ckube_metrics_registry;
+typedef struct ckube_informer_metrics ckube_informer_metrics;
+ckube_informer_metrics *ckube_informer_metrics_register(struct ckube_metrics_registry *reg,
+                                                        ckube_shared_informer *inf);
+/* Stops exporting (the last values stay in the registry) and frees the
+ * handle. NULL-safe. */
+void ckube_informer_metrics_unregister(ckube_informer_metrics *m);
+
+/* ======================================================================
  * Shared informer factory
  * ====================================================================== */
 

@@ -85,3 +85,26 @@ int ckube_finalizer_remove(ckube_client *c, const ckube_gvr *r, const json_t *ob
         return 0;
     return send_finalizers(c, r, obj, finalizers_except(obj, finalizer), out, err);
 }
+
+int ckube_finalizer_handle(ckube_client *c, const ckube_gvr *r, const json_t *obj,
+                           const char *finalizer, ckube_finalizer_cleanup_fn cleanup, void *ctx,
+                           json_t **updated, ckube_status **err)
+{
+    if (updated)
+        *updated = NULL;
+    bool deleting = ckube_json_get_path(obj, "metadata.deletionTimestamp") != NULL;
+    if (!deleting) {
+        if (ckube_finalizer_add(c, r, obj, finalizer, updated, err) != 0)
+            return -1;
+        return 1;
+    }
+    if (!ckube_has_finalizer(obj, finalizer))
+        return 0;
+    if (cleanup && cleanup(ctx, obj) != 0) {
+        if (err)
+            *err = ckube_status_new(0, NULL, "cleanup for finalizer %s of %s failed; will retry",
+                                    finalizer, ckube_obj_name(obj) ? ckube_obj_name(obj) : "?");
+        return -1;
+    }
+    return ckube_finalizer_remove(c, r, obj, finalizer, updated, err) == 0 ? 0 : -1;
+}
