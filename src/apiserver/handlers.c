@@ -16,6 +16,7 @@
 
 #include "apiserver/apiserver.h"
 #include "apiserver/continue_token.h"
+#include "apiserver/fieldmanager.h"
 #include "apiserver/k8s_protobuf.h"
 #include "apiserver/schema.h"
 #include "ckube/json.h"
@@ -147,8 +148,12 @@ static json_t *read_body(req_ctx *rc, body_type bt, int validation, ckube_status
         return NULL;
     }
     if (!v) {
-        *st = ckube_status_bad_request("error decoding request body: %s",
-                                       err ? err : "invalid document");
+        if (bt == BODY_APPLY_PATCH)
+            *st =
+                ckube_status_bad_request("error decoding YAML: %s", err ? err : "invalid document");
+        else
+            *st = ckube_status_bad_request("error decoding request body: %s",
+                                           err ? err : "invalid document");
         free(err);
         return NULL;
     }
@@ -263,18 +268,11 @@ static ckube_status *check_gvk(req_ctx *rc, json_t *obj)
     return NULL;
 }
 
-/* Unknown-field handling and schema validation shared by every write.
- * Adds Invalid causes to *inv (created on demand); returns a Status for a
- * Strict-mode unknown field. */
-static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckube_status *inv)
+/* Reports unknown fields as fieldValidation asks: a 400 for Strict,
+ * warnings for Warn. Frees `unknown`. */
+static ckube_status *unknown_fields(req_ctx *rc, char **unknown, size_t nunknown, int validation)
 {
     const resource_type *t = rc->type;
-    if (!t->schema)
-        return NULL;
-    char **unknown = NULL;
-    size_t nunknown = 0;
-    unsigned flags = SCHEMA_PRUNE | SCHEMA_DEFAULT | SCHEMA_VALIDATE;
-    schema_apply(t->schema, obj, flags, inv, &unknown, &nunknown);
     ckube_status *st = NULL;
     if (nunknown && validation == 2) {
         size_t cap = 64;
@@ -305,6 +303,21 @@ static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckub
         free(unknown[i]);
     free(unknown);
     return st;
+}
+
+/* Unknown-field handling and schema validation shared by every write.
+ * Adds Invalid causes to *inv (created on demand); returns a Status for a
+ * Strict-mode unknown field. */
+static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckube_status *inv)
+{
+    const resource_type *t = rc->type;
+    if (!t->schema)
+        return NULL;
+    char **unknown = NULL;
+    size_t nunknown = 0;
+    unsigned flags = SCHEMA_PRUNE | SCHEMA_DEFAULT | SCHEMA_VALIDATE;
+    schema_apply(t->schema, obj, flags, inv, &unknown, &nunknown);
+    return unknown_fields(rc, unknown, nunknown, validation);
 }
 
 /* ObjectMeta fields; anything else in metadata is dropped, as decoding
@@ -445,6 +458,12 @@ struct write_req {
     bool scale_reply; /* /scale: answer with the Scale, not the object */
     bool internal;    /* built by the server (scale): no client precondition */
     char *gen_base;   /* generateName base for retries */
+    /* field management */
+    char *manager;           /* fieldManager, or derived from the User-Agent; owned */
+    const char *subresource; /* "", "status", "scale", "finalize" (static) */
+    bool force;              /* apply: force=true */
+    bool apply_create;       /* an apply creating the object (201) */
+    fm_managed *applied;     /* managedFields an apply computed; owned */
     /* delete options */
     char *pre_uid;
     char *pre_rv;
@@ -464,6 +483,8 @@ static void write_free(write_req *w)
     json_decref(w->obj);
     json_decref(w->body);
     free(w->gen_base);
+    free(w->manager);
+    fm_managed_free(w->applied);
     free(w->pre_uid);
     free(w->pre_rv);
     free(w);
@@ -538,10 +559,17 @@ static void op_done_on_loop(void *arg)
             write_finish(w, 200, scale_of(t, w->obj), NULL);
             return;
         }
-        write_finish(w, w->kind == W_CREATE ? 201 : 200, json_incref(w->obj), NULL);
+        write_finish(w, w->kind == W_CREATE || w->apply_create ? 201 : 200, json_incref(w->obj),
+                     NULL);
         return;
     case STORAGE_ERR_EXISTS:
         if (w->gen_base && ++w->attempts < 8) {
+            run_write(w);
+            return;
+        }
+        if (w->apply_create && ++w->attempts < 8) {
+            /* Created meanwhile: apply to it instead. */
+            w->apply_create = false;
             run_write(w);
             return;
         }
@@ -549,6 +577,10 @@ static void op_done_on_loop(void *arg)
                      ckube_status_already_exists(t->group, t->resource, ckube_obj_name(w->obj)));
         return;
     case STORAGE_ERR_NOT_FOUND:
+        if (w->btype == BODY_APPLY_PATCH && !w->status_only && ++w->attempts < 8) {
+            run_write(w); /* deleted meanwhile: the apply creates it */
+            return;
+        }
         write_finish(w, 0, NULL, not_found(rc, ckube_obj_name(w->obj)));
         return;
     case STORAGE_ERR_CONFLICT:
@@ -610,11 +642,51 @@ static void submit(write_req *w, storage_op_type type, int64_t expect)
     }
 }
 
+/* What the field manager needs to know about the request's type. */
+static fm_type field_type(const resource_type *t)
+{
+    return (fm_type){.schema = t->schema,
+                     .patch_meta = t->patch_meta,
+                     .custom = t->is_custom,
+                     .status_subresource = t->status_subresource,
+                     .api_version = t->api_version,
+                     .kind = t->kind};
+}
+
+static fm_op field_op(const write_req *w)
+{
+    return (fm_op){.manager = w->manager, .subresource = w->subresource, .force = w->force};
+}
+
+/* Records managedFields on the prepared object: an apply stores what it
+ * computed, every other write is an Update from `old` (NULL on create).
+ * Then a change of nothing but managedFields times is undone, so a no-op
+ * stays a no-op. */
+static void record_managed_fields(write_req *w, const json_t *old, json_t *obj)
+{
+    if (w->applied) {
+        fm_managed_store(w->applied, obj);
+    } else {
+        fm_type ft = field_type(w->rc->type);
+        fm_op op = field_op(w);
+        fm_update(&ft, &op, old, obj);
+    }
+    fm_ignore_timestamp_only_changes(old, obj);
+}
+
+static void create_object(write_req *w, json_t *obj);
+
 static void run_create(write_req *w)
+{
+    create_object(w, json_deep_copy(w->body));
+}
+
+/* Creates `obj` (taken): server-owned fields, strategy, validation, then
+ * the storage create. */
+static void create_object(write_req *w, json_t *obj)
 {
     req_ctx *rc = w->rc;
     const resource_type *t = rc->type;
-    json_t *obj = json_deep_copy(w->body);
     json_decref(w->obj);
     w->obj = obj;
     json_t *meta = meta_of(obj);
@@ -668,8 +740,41 @@ static void run_create(write_req *w)
         write_finish(w, 0, NULL, st);
         return;
     }
+    record_managed_fields(w, NULL, obj);
     object_key(t, rc->ri.ns, name, w->key, sizeof w->key);
     submit(w, STORAGE_OP_CREATE, 0);
+}
+
+/* An apply to an object that does not exist creates it. */
+static void apply_create(write_req *w)
+{
+    req_ctx *rc = w->rc;
+    fm_type ft = field_type(rc->type);
+    fm_op op = field_op(w);
+    ckube_status *st = NULL;
+    fm_managed_free(w->applied);
+    w->applied = NULL;
+    json_t *obj = fm_apply(&ft, &op, NULL, w->body, &w->applied, &st);
+    if (!obj) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    const char *name = ckube_obj_name(obj);
+    if (!name || strcmp(name, rc->ri.name)) {
+        st = ckube_status_bad_request(
+            "the name of the object (%s) does not match the name on the URL (%s)", name ? name : "",
+            rc->ri.name);
+        json_decref(obj);
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    if ((st = check_gvk(rc, obj))) {
+        json_decref(obj);
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    w->apply_create = true;
+    create_object(w, obj);
 }
 
 /* Builds the new object for update-like writes from the current one. */
@@ -695,6 +800,16 @@ static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st
             obj = ckube_strategic_merge_patch_apply(old, w->body, ckube_patch_meta_table,
                                                     (void *)t->patch_meta, &err);
             break;
+        case BODY_APPLY_PATCH: {
+            fm_type ft = field_type(t);
+            fm_op op = field_op(w);
+            fm_managed_free(w->applied);
+            w->applied = NULL;
+            obj = fm_apply(&ft, &op, old, w->body, &w->applied, st);
+            if (!obj)
+                return NULL;
+            break;
+        }
         default:
             break;
         }
@@ -880,6 +995,10 @@ static void run_update(write_req *w)
     const resource_type *t = rc->type;
     object_key(t, rc->ri.ns, rc->ri.name, w->key, sizeof w->key);
     cobj *cur = cacher_get(rc->srv->cache, w->key);
+    if (!cur && w->kind == W_PATCH && w->btype == BODY_APPLY_PATCH && !w->status_only) {
+        apply_create(w);
+        return;
+    }
     if (!cur) {
         write_finish(w, 0, NULL, not_found(rc, rc->ri.name));
         return;
@@ -927,6 +1046,7 @@ static void run_update(write_req *w)
         return;
     }
     bump_generation(t, obj, old);
+    record_managed_fields(w, old, obj);
     json_decref(w->obj);
     w->obj = obj;
     set_rv(obj, cur_rev);
@@ -1027,6 +1147,7 @@ static write_req *write_new(req_ctx *rc, write_kind kind)
     write_req *w = calloc(1, sizeof *w);
     w->rc = rc;
     w->kind = kind;
+    w->subresource = "";
     return w;
 }
 
@@ -1051,6 +1172,26 @@ static bool write_params(req_ctx *rc, write_req *w)
     return true;
 }
 
+/* Resolves the write's field manager: fieldManager, else the product
+ * part of the User-Agent (as upstream), after checking it the way
+ * upstream validates Create/Update/PatchOptions. Replies (422) and
+ * returns false when it is invalid. */
+static bool write_manager(req_ctx *rc, write_req *w, const char *options_kind, bool apply)
+{
+    const char *m = req_query(rc, "fieldManager");
+    ckube_status *st = fm_validate_manager(m, options_kind, apply);
+    if (st) {
+        reply_status(rc, st);
+        return false;
+    }
+    if (m && *m)
+        w->manager = strdup(m);
+    else
+        w->manager = fm_manager_from_user_agent(
+            evhttp_find_header(evhttp_request_get_input_headers(rc->req), "User-Agent"));
+    return true;
+}
+
 /* Create and update (PUT) take a whole object: JSON, YAML or protobuf.
  * Returns the write with its decoded body, or NULL after replying. */
 static write_req *object_write(req_ctx *rc, write_kind kind)
@@ -1065,7 +1206,9 @@ static write_req *object_write(req_ctx *rc, write_kind kind)
     }
     write_req *w = write_new(rc, kind);
     w->status_only = kind == W_STATUS;
-    if (!write_params(rc, w)) {
+    w->subresource = kind == W_STATUS ? "status" : kind == W_FINALIZE ? "finalize" : "";
+    if (!write_params(rc, w) ||
+        !write_manager(rc, w, kind == W_CREATE ? "CreateOptions" : "UpdateOptions", false)) {
         write_free(w);
         return NULL;
     }
@@ -1096,32 +1239,81 @@ static void do_update(req_ctx *rc, write_kind kind)
         run_update(w);
 }
 
+/* Drops the fields an apply configuration names that the type does not
+ * have, reporting them as fieldValidation asks (Strict: 400). Applied
+ * fields are owned, so unknown ones must go before ownership is
+ * computed. */
+static ckube_status *prune_apply_config(req_ctx *rc, write_req *w)
+{
+    const resource_type *t = rc->type;
+    if (!t->schema)
+        return NULL;
+    char **unknown = NULL;
+    size_t nunknown = 0;
+    schema_apply(t->schema, w->body, SCHEMA_PRUNE, NULL, &unknown, &nunknown);
+    return unknown_fields(rc, unknown, nunknown, w->validation);
+}
+
+/* The value upstream's YAML decoder names when an apply body is not a
+ * mapping. */
+static const char *go_json_type(const json_t *v)
+{
+    if (json_is_array(v))
+        return "array";
+    if (json_is_string(v))
+        return "string";
+    if (json_is_number(v))
+        return "number";
+    return "bool";
+}
+
 static void do_patch(req_ctx *rc, write_kind kind)
 {
     body_type bt = content_type(rc);
     const resource_type *t = rc->type;
-    if (bt == BODY_APPLY_PATCH || bt == BODY_UNSUPPORTED || bt == BODY_JSON || bt == BODY_YAML ||
+    if (bt == BODY_UNSUPPORTED || bt == BODY_JSON || bt == BODY_YAML ||
         (bt == BODY_STRATEGIC_PATCH && !t->patch_meta)) {
         reply_status(rc, ckube_status_new(
                              415, CKUBE_REASON_UNSUPPORTED_MEDIA,
                              "the body of the request was in an unknown format - accepted media "
                              "types include: application/json-patch+json, "
-                             "application/merge-patch+json%s",
+                             "application/merge-patch+json%s, application/apply-patch+yaml",
                              t->patch_meta ? ", application/strategic-merge-patch+json" : ""));
         return;
     }
+    bool apply = bt == BODY_APPLY_PATCH;
+    if (!apply && req_query(rc, "force")) {
+        ckube_status *st = ckube_status_invalid_begin("meta.k8s.io", "PatchOptions", "");
+        ckube_field_forbidden(st, "force", "may not be specified for non-apply patch");
+        ckube_status_invalid_finish(st);
+        reply_status(rc, st);
+        return;
+    }
     write_req *w = write_new(rc, kind);
-    if (!write_params(rc, w)) {
+    w->subresource = kind == W_STATUS ? "status" : "";
+    if (!write_params(rc, w) || !write_manager(rc, w, "PatchOptions", apply)) {
         write_free(w);
         return;
     }
     w->btype = bt;
+    w->force = apply && req_query_bool(rc, "force");
     ckube_status *st = NULL;
     w->body = read_body(rc, bt, w->validation, &st);
+    if (!st && apply && json_is_null(w->body)) {
+        json_decref(w->body);
+        w->body = json_object();
+    }
+    if (!st && apply && !json_is_object(w->body))
+        st = ckube_status_bad_request("error decoding YAML: error unmarshaling JSON: while "
+                                      "decoding JSON: json: cannot unmarshal %s into Go value of "
+                                      "type map[string]interface {}",
+                                      go_json_type(w->body));
     if (!st && bt == BODY_JSON_PATCH && !json_is_array(w->body))
         st = ckube_status_bad_request("json patch must be an array of operations");
     if (!st && bt != BODY_JSON_PATCH && !json_is_object(w->body))
         st = ckube_status_bad_request("the patch must be a JSON object");
+    if (!st && apply)
+        st = prune_apply_config(rc, w);
     if (st) {
         write_finish(w, 0, NULL, st);
         return;
@@ -1616,7 +1808,9 @@ static void do_scale_write(req_ctx *rc, bool patch)
     w->body = obj;
     w->scale_reply = true;
     w->internal = true;
-    if (!write_params(rc, w)) {
+    w->subresource = "scale";
+    if (!write_params(rc, w) ||
+        !write_manager(rc, w, patch ? "PatchOptions" : "UpdateOptions", false)) {
         write_free(w);
         return;
     }

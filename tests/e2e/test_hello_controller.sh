@@ -33,7 +33,9 @@ cp -r "$SRC/examples/hello-controller" "$TMP/hello"
 make -C "$TMP/hello" CC="$CC_SAN" CFLAGS="-O1 -g -Wall -Wextra -Werror" >"$TMP/make.log" 2>&1 ||
     fail "building the example failed: $(cat "$TMP/make.log")"
 # It must not have reached into the source tree for anything.
-grep -q -- "-I$SRC" "$TMP/make.log" && fail "example build used the source tree"
+if grep -qE -- "-I$SRC/(include|src)( |/|$)" "$TMP/make.log"; then
+    fail "example build used the source tree"
+fi
 
 start_server
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$TMP/hello/hello-controller" \
