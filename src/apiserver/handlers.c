@@ -467,6 +467,7 @@ struct write_req {
     /* delete options */
     char *pre_uid;
     char *pre_rv;
+    const char *propagation; /* "Orphan" | "Foreground" | "Background" | NULL (static) */
     collection_del *parent;
 };
 
@@ -1066,6 +1067,52 @@ static void run_update(write_req *w)
     submit(w, STORAGE_OP_UPDATE, cur_rev);
 }
 
+/* The garbage collector's finalizers, as kube-apiserver sets them on a
+ * delete: Orphan adds "orphan" (the GC then strips the owner's references
+ * from its dependents), Foreground adds "foregroundDeletion" (the GC
+ * deletes the dependents first), each removing the other; Background
+ * removes both. NULL (no policy given) leaves whatever is there: every
+ * type ckube serves defaults to Background. Returns true when the
+ * finalizer list changed. */
+static bool apply_propagation_finalizers(json_t *obj, const char *policy)
+{
+    if (!policy)
+        return false;
+    const char *add = !strcmp(policy, "Orphan")       ? "orphan"
+                      : !strcmp(policy, "Foreground") ? "foregroundDeletion"
+                                                      : NULL;
+    json_t *meta = meta_of(obj);
+    json_t *fins = json_object_get(meta, "finalizers");
+    json_t *out = json_array();
+    bool changed = false, present = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(fins, i, v)
+    {
+        const char *f = json_string_value(v);
+        bool gc = f && (!strcmp(f, "orphan") || !strcmp(f, "foregroundDeletion"));
+        if (gc && (!add || strcmp(f, add))) {
+            changed = true; /* the other policy's finalizer goes */
+            continue;
+        }
+        if (f && add && !strcmp(f, add))
+            present = true;
+        json_array_append(out, v);
+    }
+    if (add && !present) {
+        json_array_append_new(out, json_string(add));
+        changed = true;
+    }
+    if (changed) {
+        if (json_array_size(out))
+            json_object_set(meta, "finalizers", out);
+        else
+            json_object_del(meta, "finalizers");
+    }
+    json_decref(out);
+    return changed;
+}
+
 static void run_delete(write_req *w)
 {
     req_ctx *rc = w->rc;
@@ -1107,10 +1154,17 @@ static void run_delete(write_req *w)
             return;
         }
     }
+    bool gc_changed = apply_propagation_finalizers(obj, w->propagation);
     if (has_finalizers(t, obj)) {
         json_t *meta = meta_of(obj);
         if (json_object_get(meta, "deletionTimestamp")) {
-            /* Already being deleted: nothing changes. */
+            /* Already being deleted: only a changed propagation policy
+             * (its finalizer) is written; otherwise nothing changes. */
+            if (gc_changed) {
+                submit(w, STORAGE_OP_UPDATE, cur_rev);
+                w->deleting = false;
+                return;
+            }
             write_finish(w, 200, json_incref(obj), NULL);
             return;
         }
@@ -1326,6 +1380,37 @@ static void do_patch(req_ctx *rc, write_kind kind)
     run_update(w);
 }
 
+/* Records the propagation policy of a delete (propagationPolicy, or the
+ * deprecated orphanDependents); both set and disagreeing is a 422 as
+ * upstream. `orphan` may be NULL. */
+static ckube_status *set_propagation(write_req *w, const char *pp, const json_t *orphan)
+{
+    static const char *const policies[] = {"Background", "Foreground", "Orphan"};
+    const char *policy = NULL;
+    if (pp) {
+        for (size_t i = 0; i < 3; i++)
+            if (!strcmp(pp, policies[i]))
+                policy = policies[i];
+        if (!policy)
+            return ckube_status_bad_request("invalid propagationPolicy %s", pp);
+    }
+    if (json_is_boolean(orphan)) {
+        if (policy) {
+            ckube_status *st = ckube_status_invalid_begin("meta.k8s.io", "DeleteOptions", "");
+            ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "propagationPolicy",
+                                   "Invalid value: \"%s\": orphanDependents and "
+                                   "deletionPropagation cannot be both set",
+                                   policy);
+            ckube_status_invalid_finish(st);
+            return st;
+        }
+        policy = json_is_true(orphan) ? "Orphan" : "Background";
+    }
+    if (policy)
+        w->propagation = policy;
+    return NULL;
+}
+
 /* DeleteOptions come from the body when there is one, else the query. */
 static ckube_status *delete_options(req_ctx *rc, write_req *w)
 {
@@ -1352,16 +1437,20 @@ static ckube_status *delete_options(req_ctx *rc, write_req *w)
         if (json_array_size(dr) && json_string_value(json_array_get(dr, 0)) &&
             !strcmp(json_string_value(json_array_get(dr, 0)), "All"))
             w->dry_run = true;
-        const char *pp = json_string_value(json_object_get(opts, "propagationPolicy"));
-        if (pp && strcmp(pp, "Background") && strcmp(pp, "Foreground") && strcmp(pp, "Orphan")) {
-            json_decref(opts);
-            return ckube_status_bad_request("invalid propagationPolicy %s", pp);
-        }
+        st = set_propagation(w, json_string_value(json_object_get(opts, "propagationPolicy")),
+                             json_object_get(opts, "orphanDependents"));
         json_decref(opts);
+        if (st)
+            return st;
     }
-    const char *pp = req_query(rc, "propagationPolicy");
-    if (pp && strcmp(pp, "Background") && strcmp(pp, "Foreground") && strcmp(pp, "Orphan"))
-        return ckube_status_bad_request("invalid propagationPolicy %s", pp);
+    if (!w->propagation) {
+        const char *od = req_query(rc, "orphanDependents");
+        json_t *odj = od ? json_boolean(req_query_bool(rc, "orphanDependents")) : NULL;
+        ckube_status *st = set_propagation(w, req_query(rc, "propagationPolicy"), odj);
+        json_decref(odj);
+        if (st)
+            return st;
+    }
     return NULL;
 }
 
@@ -1450,6 +1539,7 @@ static void do_deletecollection(req_ctx *rc)
         write_req *w = write_new(rc, W_DELETE);
         w->parent = p;
         w->dry_run = probe.dry_run;
+        w->propagation = probe.propagation;
         snprintf(w->key, sizeof w->key, "%s", objs[i]->key);
         run_delete(w);
     }

@@ -200,12 +200,53 @@ s_finalize_rules() {
     expect_eq "$CODE" 404 "finalize of a missing namespace"
 }
 
+# Propagation policies put the garbage collector's finalizers on the
+# object, as kube-apiserver does; the GC (controller-manager) acts on them.
+s_propagation_finalizers() {
+    fins() { kubectl get cm "$1" -o jsonpath='{.metadata.finalizers}'; }
+    mkcm po1 '[]'
+    k delete cm po1 --cascade=orphan --wait=false >/dev/null
+    expect_eq "$(fins po1)" '["orphan"]' "orphan delete adds the orphan finalizer"
+    [ -n "$(kubectl get cm po1 -o jsonpath='{.metadata.deletionTimestamp}')" ] ||
+        fail "orphan delete sets deletionTimestamp"
+    # a second delete with another policy swaps the finalizer
+    k delete cm po1 --cascade=foreground --wait=false >/dev/null
+    expect_eq "$(fins po1)" '["foregroundDeletion"]' "foreground replaces orphan"
+    # background removes both; nothing is left holding it: gone
+    k delete cm po1 --cascade=background --wait=false >/dev/null
+    req GET $CM/po1
+    expect_eq "$CODE" 404 "background delete removes the GC finalizers and deletes"
+    # other finalizers are kept alongside
+    mkcm po2 '["example.com/keep"]'
+    req DELETE $CM/po2 "${JSON[@]}" -d '{"propagationPolicy":"Foreground"}'
+    expect_eq "$CODE" 200 "foreground delete ($BODY)"
+    expect_eq "$(fins po2)" '["example.com/keep","foregroundDeletion"]' "foreground keeps others"
+    # the deprecated orphanDependents
+    mkcm po3 '[]'
+    req DELETE "$CM/po3?orphanDependents=true"
+    expect_eq "$(jb '.metadata.finalizers[0]')" orphan "orphanDependents=true means Orphan"
+    # both given: 422 as upstream; nothing changes
+    mkcm po4 '[]'
+    req DELETE $CM/po4 "${JSON[@]}" -d '{"propagationPolicy":"Foreground","orphanDependents":true}'
+    expect_eq "$CODE/$(jb .reason)" 422/Invalid "policy and orphanDependents both set"
+    req GET $CM/po4
+    expect_eq "$CODE/$(jb .metadata.deletionTimestamp)" 200/null "po4 untouched"
+    req DELETE $CM/po4 "${JSON[@]}" -d '{"propagationPolicy":"Sideways"}'
+    expect_eq "$CODE" 400 "unknown propagation policy"
+    # clean up what is left (finalizers off)
+    for n in po2 po3; do
+        req PATCH $CM/$n -H 'Content-Type: application/merge-patch+json' -d '{"metadata":{"finalizers":null}}'
+    done
+    k delete cm po4 >/dev/null
+}
+
 section delete_sets_timestamp s_delete_sets_timestamp
 section remove_one_of_two s_remove_one_of_two
 section kubectl_delete_waits s_kubectl_delete_waits
 section deletecollection s_deletecollection
 section namespace_termination s_namespace_termination
 section finalize_rules s_finalize_rules
+section propagation_finalizers s_propagation_finalizers
 kill_bg
 stop_server
 finish_sections
