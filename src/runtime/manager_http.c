@@ -1,0 +1,524 @@
+/* manager_http.c - the manager's HTTP endpoints on libevent's evhttp:
+ * /metrics (Prometheus text exposition) and /healthz, /readyz with named
+ * checks, answering as controller-runtime's pkg/healthz does:
+ *
+ *   GET /readyz            200 "ok" when every check passes, else 500 with
+ *                          one line per check and "healthz check failed"
+ *   GET /readyz?verbose    one "[+]name ok" / "[-]name failed: reason
+ *                          withheld" line per check (sorted), then
+ *                          "healthz check passed" (or failed)
+ *   GET /readyz?exclude=x  skips check x ("[+]x excluded: ok")
+ *   GET /readyz/<name>     that check alone: 200 "ok", 500 "internal
+ *                          server error: <reason>", 404 when unknown
+ * With no checks registered a "ping" check always passes.
+ *
+ * One event base, driven by one thread; no libevent call is made from any
+ * other thread while it runs (the stop request arrives through a pipe), so
+ * libevent needs no locking (evthread) setup. */
+#include "manager_internal.h"
+
+#include <ckube/log.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ======================================================================
+ * Checks
+ * ====================================================================== */
+
+void manager_checks_init(manager_checks *c, const char *endpoint)
+{
+    memset(c, 0, sizeof(*c));
+    pthread_mutex_init(&c->mu, NULL);
+    c->endpoint = endpoint;
+}
+
+void manager_checks_destroy(manager_checks *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->v[i].name);
+    free(c->v);
+    pthread_mutex_destroy(&c->mu);
+}
+
+int manager_checks_add(manager_checks *c, const char *name, ckube_health_check_fn fn, void *ctx)
+{
+    if (!name || !*name || !fn || strchr(name, '/'))
+        return -1;
+    pthread_mutex_lock(&c->mu);
+    int rc = -1;
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->v[i].name, name) == 0)
+            goto out;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 4;
+        manager_check *v = realloc(c->v, cap * sizeof(*v));
+        if (!v)
+            goto out;
+        c->v = v;
+        c->cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        goto out;
+    c->v[c->n++] = (manager_check){copy, fn, ctx};
+    rc = 0;
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* A snapshot of the checks (names are copied: checks are never removed,
+ * but the array may move while a request runs). */
+static manager_check *checks_snapshot(manager_checks *c, size_t *n)
+{
+    pthread_mutex_lock(&c->mu);
+    manager_check *v = calloc(c->n ? c->n : 1, sizeof(*v));
+    size_t k = 0;
+    for (size_t i = 0; v && i < c->n; i++) {
+        v[k] = c->v[i];
+        v[k].name = strdup(c->v[i].name);
+        if (v[k].name)
+            k++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    *n = k;
+    return v;
+}
+
+static void snapshot_free(manager_check *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+}
+
+static int cmp_check(const void *a, const void *b)
+{
+    return strcmp(((const manager_check *)a)->name, ((const manager_check *)b)->name);
+}
+
+/* ======================================================================
+ * Server
+ * ====================================================================== */
+
+enum listener_kind { L_METRICS, L_HEALTH };
+
+struct listener {
+    enum listener_kind kind;
+    struct evhttp *http;
+    int port;
+    ckube_metrics_registry *reg;
+    manager_checks *healthz, *readyz;
+};
+
+struct manager_http {
+    struct event_base *base;
+    struct event *wake;
+    int pipe[2];
+    struct listener metrics, health;
+    pthread_t thread;
+    bool running;
+};
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    char buf[16];
+    while (read(fd, buf, sizeof(buf)) > 0) {
+    }
+    event_base_loopbreak(arg);
+}
+
+manager_http *manager_http_new(void)
+{
+    manager_http *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->pipe[0] = h->pipe[1] = -1;
+    h->base = event_base_new();
+    if (!h->base || pipe2(h->pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        manager_http_free(h);
+        return NULL;
+    }
+    h->wake = event_new(h->base, h->pipe[0], EV_READ | EV_PERSIST, on_wake, h->base);
+    if (!h->wake || event_add(h->wake, NULL) != 0) {
+        manager_http_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+static void reply(struct evhttp_request *req, int code, const char *reason, const char *ctype,
+                  const char *body, size_t len)
+{
+    struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
+    evhttp_add_header(hdr, "Content-Type", ctype);
+    evhttp_add_header(hdr, "X-Content-Type-Options", "nosniff");
+    struct evbuffer *b = evbuffer_new();
+    if (b && body)
+        evbuffer_add(b, body, len);
+    evhttp_send_reply(req, code, reason, b);
+    if (b)
+        evbuffer_free(b);
+}
+
+static void not_found(struct evhttp_request *req)
+{
+    static const char msg[] = "404 page not found\n";
+    reply(req, 404, "Not Found", "text/plain; charset=utf-8", msg, sizeof(msg) - 1);
+}
+
+static void serve_metrics(struct listener *l, struct evhttp_request *req, const char *path)
+{
+    if (strcmp(path, "/metrics") != 0) {
+        not_found(req);
+        return;
+    }
+    size_t len = 0;
+    char *text = ckube_metrics_render(l->reg, &len);
+    if (!text) {
+        static const char msg[] = "out of memory\n";
+        reply(req, 500, "Internal Server Error", "text/plain; charset=utf-8", msg, sizeof(msg) - 1);
+        return;
+    }
+    reply(req, 200, "OK", CKUBE_METRICS_CONTENT_TYPE, text, len);
+    free(text);
+}
+
+/* Query parameters we care about: verbose (present at all) and every
+ * exclude=<name>. Parsed by hand: evhttp's parser rejects "?verbose". */
+struct query {
+    bool verbose;
+    char *excludes[16];
+    bool used[16];
+    size_t nex;
+};
+
+static void parse_query(const char *q, struct query *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!q)
+        return;
+    char *copy = strdup(q), *save = NULL;
+    for (char *tok = copy ? strtok_r(copy, "&", &save) : NULL; tok;
+         tok = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(tok, '=');
+        if (eq)
+            *eq = '\0';
+        if (strcmp(tok, "verbose") == 0) {
+            out->verbose = true;
+        } else if (strcmp(tok, "exclude") == 0 && eq && out->nex < 16) {
+            char *v = evhttp_uridecode(eq + 1, 1, NULL);
+            if (v)
+                out->excludes[out->nex++] = v;
+        }
+    }
+    free(copy);
+}
+
+static bool excluded(struct query *q, const char *name)
+{
+    bool hit = false;
+    for (size_t i = 0; i < q->nex; i++) {
+        if (strcmp(q->excludes[i], name) == 0) {
+            q->used[i] = true;
+            hit = true;
+        }
+    }
+    return hit;
+}
+
+static void query_free(struct query *q)
+{
+    for (size_t i = 0; i < q->nex; i++)
+        free(q->excludes[i]);
+}
+
+static void serve_aggregated(manager_checks *c, struct evhttp_request *req, const char *query)
+{
+    struct query q;
+    parse_query(query, &q);
+    size_t n = 0;
+    manager_check *v = checks_snapshot(c, &n);
+    qsort(v, n, sizeof(*v), cmp_check);
+    struct evbuffer *lines = evbuffer_new();
+    bool failed = false;
+    if (n == 0)
+        evbuffer_add_printf(lines, "[+]ping ok\n");
+    for (size_t i = 0; i < n; i++) {
+        if (excluded(&q, v[i].name)) {
+            evbuffer_add_printf(lines, "[+]%s excluded: ok\n", v[i].name);
+            continue;
+        }
+        char *reason = NULL;
+        if (v[i].fn(v[i].ctx, &reason) != 0) {
+            failed = true;
+            CKUBE_V(1, "%s check failed: %s: %s", c->endpoint, v[i].name,
+                    reason ? reason : "(no reason)");
+            /* The reason stays out of the public aggregated answer (as
+             * upstream); /<endpoint>/<name> shows it. */
+            evbuffer_add_printf(lines, "[-]%s failed: reason withheld\n", v[i].name);
+        } else {
+            evbuffer_add_printf(lines, "[+]%s ok\n", v[i].name);
+        }
+        free(reason);
+    }
+    bool unknown = false;
+    for (size_t i = 0; i < q.nex; i++) {
+        if (!q.used[i]) {
+            evbuffer_add_printf(lines, "%s\"%s\"",
+                                unknown ? ", "
+                                        : "warn: some health checks cannot be excluded: "
+                                          "no matches for ",
+                                q.excludes[i]);
+            unknown = true;
+        }
+    }
+    if (unknown)
+        evbuffer_add_printf(lines, "\n");
+    if (!failed && !q.verbose) {
+        reply(req, 200, "OK", "text/plain; charset=utf-8", "ok", 2);
+    } else {
+        evbuffer_add_printf(lines, "%s check %s\n", c->endpoint, failed ? "failed" : "passed");
+        size_t len = evbuffer_get_length(lines);
+        const char *body = (const char *)evbuffer_pullup(lines, -1);
+        reply(req, failed ? 500 : 200, failed ? "Internal Server Error" : "OK",
+              "text/plain; charset=utf-8", body, len);
+    }
+    if (failed)
+        CKUBE_INFO("%s check failed", c->endpoint);
+    evbuffer_free(lines);
+    snapshot_free(v, n);
+    query_free(&q);
+}
+
+static void serve_single(manager_checks *c, struct evhttp_request *req, const char *name)
+{
+    size_t n = 0;
+    manager_check *v = checks_snapshot(c, &n);
+    manager_check *hit = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i].name, name) == 0)
+            hit = &v[i];
+    if (!hit && n == 0 && strcmp(name, "ping") == 0) {
+        reply(req, 200, "OK", "text/plain; charset=utf-8", "ok", 2);
+    } else if (!hit) {
+        not_found(req);
+    } else {
+        char *reason = NULL;
+        if (hit->fn(hit->ctx, &reason) != 0) {
+            char *msg = NULL;
+            int len =
+                asprintf(&msg, "internal server error: %s\n", reason ? reason : "check failed");
+            if (len < 0)
+                msg = NULL;
+            reply(req, 500, "Internal Server Error", "text/plain; charset=utf-8", msg,
+                  msg ? (size_t)len : 0);
+            free(msg);
+        } else {
+            reply(req, 200, "OK", "text/plain; charset=utf-8", "ok", 2);
+        }
+        free(reason);
+    }
+    snapshot_free(v, n);
+}
+
+static void serve_health(struct listener *l, struct evhttp_request *req, const char *path,
+                         const char *query)
+{
+    manager_checks *c = NULL;
+    const char *rest = NULL;
+    if (strncmp(path, "/healthz", 8) == 0) {
+        c = l->healthz;
+        rest = path + 8;
+    } else if (strncmp(path, "/readyz", 7) == 0) {
+        c = l->readyz;
+        rest = path + 7;
+    }
+    if (!c || (*rest && *rest != '/')) {
+        not_found(req);
+        return;
+    }
+    if (!*rest || strcmp(rest, "/") == 0)
+        serve_aggregated(c, req, query);
+    else
+        serve_single(c, req, rest + 1);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    struct listener *l = arg;
+    struct evhttp_uri *uri = evhttp_uri_parse(evhttp_request_get_uri(req));
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!path || !*path)
+        path = "/";
+    if (l->kind == L_METRICS)
+        serve_metrics(l, req, path);
+    else
+        serve_health(l, req, path, uri ? evhttp_uri_get_query(uri) : NULL);
+    if (uri)
+        evhttp_uri_free(uri);
+}
+
+/* Splits "host:port" / "[v6]:port" / ":port". Returns 0 or -1. */
+static int split_addr(const char *addr, char *host, size_t hn, int *port)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon || !colon[1])
+        return -1;
+    char *end = NULL;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end || p < 0 || p > 65535)
+        return -1;
+    size_t len = (size_t)(colon - addr);
+    const char *h = addr;
+    if (len >= 2 && h[0] == '[' && h[len - 1] == ']') {
+        h++;
+        len -= 2;
+    }
+    if (len >= hn)
+        return -1;
+    if (len == 0) {
+        snprintf(host, hn, "0.0.0.0");
+    } else {
+        memcpy(host, h, len);
+        host[len] = '\0';
+    }
+    *port = (int)p;
+    return 0;
+}
+
+static int bind_listener(manager_http *h, struct listener *l, const char *addr, char **err)
+{
+    char host[256];
+    int port = 0;
+    if (split_addr(addr, host, sizeof(host), &port) != 0) {
+        if (asprintf(err, "invalid bind address \"%s\": want host:port", addr) < 0)
+            *err = NULL;
+        return -1;
+    }
+    l->http = evhttp_new(h->base);
+    if (!l->http) {
+        *err = strdup("out of memory");
+        return -1;
+    }
+    evhttp_set_gencb(l->http, on_request, l);
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(l->http, host, (ev_uint16_t)port);
+    if (!bs) {
+        if (asprintf(err, "failed to listen on %s: %s", addr, strerror(errno)) < 0)
+            *err = NULL;
+        evhttp_free(l->http);
+        l->http = NULL;
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET)
+            l->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6)
+            l->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return 0;
+}
+
+int manager_http_listen_metrics(manager_http *h, const char *addr, ckube_metrics_registry *reg,
+                                char **err)
+{
+    h->metrics.kind = L_METRICS;
+    h->metrics.reg = reg;
+    if (bind_listener(h, &h->metrics, addr, err) != 0)
+        return -1;
+    CKUBE_INFO("Serving metrics server on %s (port %d)", addr, h->metrics.port);
+    return 0;
+}
+
+int manager_http_listen_health(manager_http *h, const char *addr, manager_checks *healthz,
+                               manager_checks *readyz, char **err)
+{
+    h->health.kind = L_HEALTH;
+    h->health.healthz = healthz;
+    h->health.readyz = readyz;
+    if (bind_listener(h, &h->health, addr, err) != 0)
+        return -1;
+    CKUBE_INFO("Starting health probe server on %s (port %d)", addr, h->health.port);
+    return 0;
+}
+
+static void *http_main(void *arg)
+{
+    manager_http *h = arg;
+    event_base_dispatch(h->base);
+    return NULL;
+}
+
+int manager_http_start(manager_http *h)
+{
+    if (h->running || (!h->metrics.http && !h->health.http))
+        return 0;
+    if (pthread_create(&h->thread, NULL, http_main, h) != 0)
+        return -1;
+    h->running = true;
+    return 0;
+}
+
+void manager_http_stop(manager_http *h)
+{
+    if (h->running) {
+        ssize_t w = write(h->pipe[1], "x", 1);
+        (void)w;
+        pthread_join(h->thread, NULL);
+        h->running = false;
+    }
+    /* Close the listeners so the ports are free once stop returns. */
+    if (h->metrics.http) {
+        evhttp_free(h->metrics.http);
+        h->metrics.http = NULL;
+    }
+    if (h->health.http) {
+        evhttp_free(h->health.http);
+        h->health.http = NULL;
+    }
+}
+
+void manager_http_free(manager_http *h)
+{
+    if (!h)
+        return;
+    if (h->base)
+        manager_http_stop(h);
+    if (h->wake)
+        event_free(h->wake);
+    if (h->base)
+        event_base_free(h->base);
+    if (h->pipe[0] >= 0)
+        close(h->pipe[0]);
+    if (h->pipe[1] >= 0)
+        close(h->pipe[1]);
+    free(h);
+}
+
+int manager_http_metrics_port(const manager_http *h)
+{
+    return h && h->metrics.http ? h->metrics.port : 0;
+}
+
+int manager_http_health_port(const manager_http *h)
+{
+    return h && h->health.http ? h->health.port : 0;
+}
