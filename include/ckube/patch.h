@@ -32,10 +32,10 @@ json_t *ckube_merge_patch_apply(const json_t *doc, const json_t *patch, char **e
 
 /* Patch strategies of a list field, as `x-kubernetes-patch-strategy`. */
 enum ckube_patch_strategy {
-    CKUBE_PATCH_REPLACE = 0,     /* default: the patch's list replaces the old one */
-    CKUBE_PATCH_MERGE = 1,       /* merge elements (by merge key for objects; as a
+    CKUBE_STRATEGY_REPLACE = 0,     /* default: the patch's list replaces the old one */
+    CKUBE_STRATEGY_MERGE = 1,       /* merge elements (by merge key for objects; as a
                                     set union for primitives) */
-    CKUBE_PATCH_RETAIN_KEYS = 2, /* $retainKeys allowed on this object field */
+    CKUBE_STRATEGY_RETAIN_KEYS = 2, /* $retainKeys allowed on this object field */
 };
 
 /* Describes the merge behaviour of fields of one type. `path` is the field
@@ -44,7 +44,7 @@ enum ckube_patch_strategy {
  * "spec.containers"; a container's ports at "spec.containers.ports").
  * Return the strategy bits for that path and, for a merged list of objects,
  * set *merge_key (borrowed, static storage). Unknown paths return
- * CKUBE_PATCH_REPLACE. */
+ * CKUBE_STRATEGY_REPLACE. */
 typedef unsigned (*ckube_patch_meta_fn)(void *ctx, const char *path, const char **merge_key);
 
 /* A static table is the usual way to describe a type; terminate with a

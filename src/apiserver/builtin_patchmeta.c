@@ -12,9 +12,9 @@
 
 /* The tables read best one entry per line; clang-format would pack them. */
 // clang-format off
-#define MERGE CKUBE_PATCH_MERGE
-#define MERGE_RETAIN (CKUBE_PATCH_MERGE | CKUBE_PATCH_RETAIN_KEYS)
-#define RETAIN CKUBE_PATCH_RETAIN_KEYS
+#define MERGE CKUBE_STRATEGY_MERGE
+#define MERGE_RETAIN (CKUBE_STRATEGY_MERGE | CKUBE_STRATEGY_RETAIN_KEYS)
+#define RETAIN CKUBE_STRATEGY_RETAIN_KEYS
 
 /* ObjectMeta, under prefix P ("" for the object, "spec.template." for a
  * pod template). */

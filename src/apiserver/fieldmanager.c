@@ -703,7 +703,7 @@ static void tn_list(const tnode *n, lkind *lk)
     } else if (!n->custom && n->pm) {
         const char *mk = NULL;
         unsigned st = ckube_patch_meta_table((void *)n->pm, n->path, &mk);
-        if ((st & CKUBE_PATCH_MERGE) && strcmp(n->path, "status.podIPs") &&
+        if ((st & CKUBE_STRATEGY_MERGE) && strcmp(n->path, "status.podIPs") &&
             strcmp(n->path, "status.hostIPs")) {
             if (mk)
                 builtin_keys(n->path, mk, lk);

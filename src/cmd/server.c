@@ -12,6 +12,7 @@
 #include "apiserver/apiserver.h"
 #include "ckube/log.h"
 #include "cmd/cmd.h"
+#include "controllers/controller_manager.h"
 
 static void server_usage(FILE *f)
 {
@@ -25,6 +26,8 @@ static void server_usage(FILE *f)
                "                            (default DATA_DIR/kubeconfig)\n"
                "  --storage sqlite|memory   storage backend (default sqlite)\n"
                "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
+               "  --controller-manager=BOOL run the built-in controllers in-process (default\n"
+               "                            true; the same Lease as ckube controller-manager)\n"
                "  -v, --v N                 log verbosity (klog levels)\n"
                "  -h, --help                this help\n");
 }
@@ -115,6 +118,31 @@ static int write_kubeconfig(const char *path, const char *host, int port)
     return 0;
 }
 
+/* The controller-manager in-process: the same controllers and Lease as
+ * `ckube controller-manager`, talking to this server over loopback HTTP
+ * like any client, without metrics/health listeners of its own. */
+static cm *start_controller_manager(const char *host, int port)
+{
+    char url[300];
+    bool v6 = strchr(host, ':') != NULL;
+    snprintf(url, sizeof url, "http://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
+    ckube_config cfg = {.host = url, .qps = -1, .user_agent = "ckube-controller-manager"};
+    cm_opts o = {.config = &cfg,
+                 .leader_elect = true,
+                 .metrics_bind_address = "0",
+                 .health_bind_address = "0"};
+    char *err = NULL;
+    cm *c = cm_new(&o, &err);
+    if (!c || cm_start(c) != 0) {
+        CKUBE_ERROR("in-process controller-manager did not start: %s", err ? err : "see above");
+        free(err);
+        cm_free(c);
+        return NULL;
+    }
+    CKUBE_INFO("controller-manager running in-process (" CM_CONTROLLERS ")");
+    return c;
+}
+
 int cmd_server(int argc, char **argv)
 {
     const char *data_dir = "./.ckube";
@@ -122,7 +150,9 @@ int cmd_server(int argc, char **argv)
     const char *kubeconfig = NULL;
     const char *backend = "sqlite";
     int threads = 0;
+    bool run_cm = true;
     static const struct option opts[] = {
+        {"controller-manager", optional_argument, NULL, 'C'},
         {"data-dir", required_argument, NULL, 'd'},
         {"listen", required_argument, NULL, 'l'},
         {"write-kubeconfig", required_argument, NULL, 'k'},
@@ -150,6 +180,16 @@ int cmd_server(int argc, char **argv)
             break;
         case 't':
             threads = atoi(optarg);
+            break;
+        case 'C':
+            if (!optarg || !strcmp(optarg, "true")) {
+                run_cm = true;
+            } else if (!strcmp(optarg, "false")) {
+                run_cm = false;
+            } else {
+                fprintf(stderr, "ckube server: --controller-manager wants true or false\n");
+                return 2;
+            }
             break;
         case 'v':
             ckube_log_set_verbosity(atoi(optarg));
@@ -227,9 +267,17 @@ int cmd_server(int argc, char **argv)
                strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", s->port, backend,
                data_dir, kubeconfig);
 
+    cm *ctl = run_cm ? start_controller_manager(host, s->port) : NULL;
+
     int sig = 0;
     sigwait(&set, &sig);
     CKUBE_INFO("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (ctl) {
+        /* Controllers first (releasing their Lease) while the API is up. */
+        cm_stop(ctl);
+        cm_wait(ctl);
+        cm_free(ctl);
+    }
     apiserver_stop(s);
     apiserver_free(s);
     CKUBE_INFO("stopped");

@@ -88,7 +88,7 @@ unsigned ckube_patch_meta_table(void *ctx, const char *path, const char **merge_
             return e->strategy;
         }
     }
-    return CKUBE_PATCH_REPLACE;
+    return CKUBE_STRATEGY_REPLACE;
 }
 
 /* ---- JSON Merge Patch (RFC 7386) ---------------------------------------- */

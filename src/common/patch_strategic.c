@@ -8,7 +8,7 @@
  *    it, "merge" is the default made explicit;
  *  - "$retainKeys": [..] clears the old map's fields not listed (and every
  *    non-null field of the patch must be listed);
- *  - lists whose metadata says CKUBE_PATCH_MERGE merge: lists of objects by
+ *  - lists whose metadata says CKUBE_STRATEGY_MERGE merge: lists of objects by
  *    the merge key (elements with "$patch": "delete" remove matching
  *    elements, an element {"$patch": "replace"} makes the rest of the patch
  *    list replace the old list), lists of primitives as a set union;
@@ -76,7 +76,7 @@ static unsigned lookup_meta(const smp *s, const char *path, const char **merge_k
 {
     *merge_key = NULL;
     if (!s->meta)
-        return CKUBE_PATCH_REPLACE;
+        return CKUBE_STRATEGY_REPLACE;
     return s->meta(s->ctx, path, merge_key);
 }
 
@@ -506,7 +506,7 @@ static int merge_field(smp *s, const json_t *ov, const json_t *patch, const char
     const json_t *dels = parallel_directive(patch, DELETE_PRIMITIVE_PREFIX, key, key_len);
     const char *mk;
     unsigned strategy = lookup_meta(s, path, &mk);
-    bool ordered = order && (strategy & CKUBE_PATCH_MERGE);
+    bool ordered = order && (strategy & CKUBE_STRATEGY_MERGE);
     json_t *v = NULL;
     int rc = -1;
 
@@ -849,7 +849,7 @@ static json_t *merge_list(smp *s, const json_t *orig, const json_t *patch, unsig
                           const char *mk, const char *path)
 {
     json_t *v;
-    if (!(strategy & CKUBE_PATCH_MERGE)) {
+    if (!(strategy & CKUBE_STRATEGY_MERGE)) {
         if (!(v = json_deep_copy(patch)))
             oom(s);
         return v;

@@ -1286,6 +1286,33 @@ int gc_start(gc *g)
     return 0;
 }
 
+static void *stop_one_informer(void *arg)
+{
+    ckube_shared_informer_stop(arg);
+    return NULL;
+}
+
+static void stop_monitors_parallel(gc *g)
+{
+    size_t n = 0;
+    for (struct monitor *m = g->monitors; m; m = m->next)
+        n++;
+    pthread_t *th = calloc(n ? n : 1, sizeof(*th));
+    bool *ok = calloc(n ? n : 1, sizeof(*ok));
+    size_t i = 0;
+    for (struct monitor *m = g->monitors; m; m = m->next, i++) {
+        if (th && ok && pthread_create(&th[i], NULL, stop_one_informer, m->inf) == 0)
+            ok[i] = true;
+        else
+            ckube_shared_informer_stop(m->inf);
+    }
+    for (i = 0; i < n && th && ok; i++)
+        if (ok[i])
+            pthread_join(th[i], NULL);
+    free(th);
+    free(ok);
+}
+
 void gc_stop(gc *g)
 {
     if (!g)
@@ -1300,9 +1327,9 @@ void gc_stop(gc *g)
     if (g->run_started)
         pthread_join(g->run_thread, NULL);
     /* No more informer events, then no more graph changes, then no more
-     * work. */
-    for (struct monitor *m = g->monitors; m; m = m->next)
-        ckube_shared_informer_stop(m->inf);
+     * work. The informers stop in parallel: each waits for its watch to
+     * end, and a controller-manager handing over leadership is waiting. */
+    stop_monitors_parallel(g);
     pthread_mutex_lock(&g->qmu);
     g->qclosed = true;
     pthread_cond_broadcast(&g->qcond);

@@ -383,8 +383,9 @@ static void micro_now(ckube_leader_elector *le, char *buf, size_t n)
     struct tm tm;
     gmtime_r(&sec, &tm);
     char date[32];
-    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, n, "%s.%06ldZ", date, usec);
+    size_t len = strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+    /* usec < 1e6: always six digits; %.*s bounds the date for the compiler. */
+    snprintf(buf, n, "%.*s.%06ldZ", (int)len, date, usec % 1000000);
 }
 
 static bool is_leader_locked(ckube_leader_elector *le)

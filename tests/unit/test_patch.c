@@ -753,7 +753,7 @@ static void test_smp_malformed(void **state)
     SMP_BAD(patchmeta_configmap, "{\"metadata\":{\"finalizers\":[\"a\"]}}",
             "{\"metadata\":{\"finalizers\":[1]}}", "list element types are not identical");
     /* merging a list of maps needs a merge key */
-    static const ckube_patch_meta_entry nokey[] = {{"items", CKUBE_PATCH_MERGE, NULL}, {0}};
+    static const ckube_patch_meta_entry nokey[] = {{"items", CKUBE_STRATEGY_MERGE, NULL}, {0}};
     SMP_BAD(nokey, "{\"items\":[{\"a\":1}]}", "{\"items\":[{\"a\":2}]}",
             "cannot merge lists without merge key");
     SMP_BAD(NULL, "{}", "[]", "the patch must be a JSON object");
@@ -809,29 +809,29 @@ static void test_patchmeta_tables(void **state)
     (void)state;
     const char *mk = "junk";
     assert_int_equal(ckube_patch_meta_table((void *)patchmeta_pod, "spec.containers", &mk),
-                     CKUBE_PATCH_MERGE);
+                     CKUBE_STRATEGY_MERGE);
     assert_string_equal(mk, "name");
     assert_int_equal(ckube_patch_meta_table((void *)patchmeta_pod, "spec.containers.ports", &mk),
-                     CKUBE_PATCH_MERGE);
+                     CKUBE_STRATEGY_MERGE);
     assert_string_equal(mk, "containerPort");
     assert_int_equal(ckube_patch_meta_table((void *)patchmeta_pod, "spec.volumes", &mk),
-                     CKUBE_PATCH_MERGE | CKUBE_PATCH_RETAIN_KEYS);
+                     CKUBE_STRATEGY_MERGE | CKUBE_STRATEGY_RETAIN_KEYS);
     assert_int_equal(ckube_patch_meta_table((void *)patchmeta_pod, "spec.tolerations", &mk),
-                     CKUBE_PATCH_REPLACE);
+                     CKUBE_STRATEGY_REPLACE);
     assert_null(mk);
     assert_int_equal(ckube_patch_meta_table((void *)patchmeta_pod, "metadata.finalizers", &mk),
-                     CKUBE_PATCH_MERGE);
+                     CKUBE_STRATEGY_MERGE);
     assert_null(mk);
     assert_int_equal(ckube_patch_meta_table((void *)patchmeta_deployment,
                                             "spec.template.spec.initContainers.env", &mk),
-                     CKUBE_PATCH_MERGE);
+                     CKUBE_STRATEGY_MERGE);
     assert_string_equal(mk, "name");
     assert_int_equal(ckube_patch_meta_table((void *)patchmeta_deployment, "spec.strategy", &mk),
-                     CKUBE_PATCH_RETAIN_KEYS);
+                     CKUBE_STRATEGY_RETAIN_KEYS);
     assert_int_equal(ckube_patch_meta_table((void *)patchmeta_service, "spec.ports", &mk),
-                     CKUBE_PATCH_MERGE);
+                     CKUBE_STRATEGY_MERGE);
     assert_string_equal(mk, "port");
-    assert_int_equal(ckube_patch_meta_table(NULL, "spec.ports", &mk), CKUBE_PATCH_REPLACE);
+    assert_int_equal(ckube_patch_meta_table(NULL, "spec.ports", &mk), CKUBE_STRATEGY_REPLACE);
 
     assert_ptr_equal(builtin_patchmeta_for("", "Pod"), patchmeta_pod);
     assert_ptr_equal(builtin_patchmeta_for("apps", "Deployment"), patchmeta_deployment);

@@ -1,0 +1,207 @@
+/* `ckube controller-manager`: the built-in controllers (namespace
+ * lifecycle, garbage collector, pod counter) against any API server, with
+ * kube-controller-manager's flags where they apply. */
+#include <ckube/config.h>
+#include <ckube/log.h>
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "controllers/controller_manager.h"
+
+static void cm_usage(FILE *f)
+{
+    fprintf(
+        f,
+        "Usage: ckube controller-manager [flags]\n\n"
+        "Runs the built-in controllers (" CM_CONTROLLERS ") against an API server.\n\n"
+        "  --kubeconfig PATH                      kubeconfig (default: $KUBECONFIG, "
+        "~/.kube/config,\n"
+        "                                         then in-cluster)\n"
+        "  --master URL                           API server address (overrides the kubeconfig)\n"
+        "  --controllers LIST                     '*' (default), names, '-name' to disable\n"
+        "  --leader-elect[=BOOL]                  elect a leader through a Lease (default true)\n"
+        "  --leader-elect-lease-duration D        default 15s\n"
+        "  --leader-elect-renew-deadline D        default 10s\n"
+        "  --leader-elect-retry-period D          default 2s\n"
+        "  --leader-elect-resource-namespace NS   default kube-system\n"
+        "  --leader-elect-resource-name NAME      default ckube-controller-manager\n"
+        "  --bind-address HOST                    for the endpoints below (default 127.0.0.1)\n"
+        "  --port PORT                            /metrics (default 10257; 0 = off)\n"
+        "  --healthz-port PORT                    /healthz, /readyz (default 10258; 0 = off)\n"
+        "  -v N                                   log verbosity\n");
+}
+
+/* "15s", "500ms", "1m", "2m30s" or plain seconds -> ns; 0 on error. */
+static uint64_t parse_duration(const char *s)
+{
+    uint64_t total = 0;
+    const char *p = s;
+    while (*p) {
+        char *end = NULL;
+        double v = strtod(p, &end);
+        if (end == p || v < 0)
+            return 0;
+        p = end;
+        double mult = 1e9;
+        if (!strncmp(p, "ms", 2)) {
+            mult = 1e6;
+            p += 2;
+        } else if (*p == 's') {
+            p++;
+        } else if (*p == 'm') {
+            mult = 60e9;
+            p++;
+        } else if (*p == 'h') {
+            mult = 3600e9;
+            p++;
+        } else if (*p) {
+            return 0;
+        }
+        total += (uint64_t)(v * mult);
+    }
+    return total;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+    if (!s || !strcmp(s, "true") || !strcmp(s, "1")) {
+        *out = true;
+        return true;
+    }
+    if (!strcmp(s, "false") || !strcmp(s, "0")) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+int cmd_controller_manager(int argc, char **argv)
+{
+    ckube_config_overrides ov = {0};
+    cm_opts o = {.leader_elect = true, .handle_signals = true};
+    const char *bind = "127.0.0.1", *port = "10257", *hport = "10258";
+    /* kube-controller-manager's client defaults (client-go's 5/10 would
+     * make a starting garbage collector's lists queue for seconds). */
+    double qps = 20;
+    int burst = 30;
+    static const struct option opts[] = {
+        {"kubeconfig", required_argument, NULL, 'k'},
+        {"master", required_argument, NULL, 'm'},
+        {"controllers", required_argument, NULL, 'c'},
+        {"leader-elect", optional_argument, NULL, 'L'},
+        {"leader-elect-lease-duration", required_argument, NULL, 'D'},
+        {"leader-elect-renew-deadline", required_argument, NULL, 'R'},
+        {"leader-elect-retry-period", required_argument, NULL, 'P'},
+        {"leader-elect-resource-namespace", required_argument, NULL, 'N'},
+        {"leader-elect-resource-name", required_argument, NULL, 'n'},
+        {"bind-address", required_argument, NULL, 'b'},
+        {"port", required_argument, NULL, 'p'},
+        {"healthz-port", required_argument, NULL, 'H'},
+        {"kube-api-qps", required_argument, NULL, 'q'},
+        {"kube-api-burst", required_argument, NULL, 'B'},
+        {"v", required_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "v:h", opts, NULL)) != -1) {
+        uint64_t *dur = NULL;
+        switch (ch) {
+        case 'k':
+            ov.kubeconfig = optarg;
+            break;
+        case 'm':
+            ov.master = optarg;
+            break;
+        case 'c':
+            o.controllers = optarg;
+            break;
+        case 'L':
+            if (!parse_bool(optarg, &o.leader_elect)) {
+                fprintf(stderr, "ckube controller-manager: --leader-elect wants true or false\n");
+                return 2;
+            }
+            break;
+        case 'D':
+            dur = &o.lease_duration_ns;
+            break;
+        case 'R':
+            dur = &o.renew_deadline_ns;
+            break;
+        case 'P':
+            dur = &o.retry_period_ns;
+            break;
+        case 'N':
+            o.lease_namespace = optarg;
+            break;
+        case 'n':
+            o.lease_name = optarg;
+            break;
+        case 'b':
+            bind = optarg;
+            break;
+        case 'p':
+            port = optarg;
+            break;
+        case 'H':
+            hport = optarg;
+            break;
+        case 'q':
+            qps = atof(optarg);
+            break;
+        case 'B':
+            burst = atoi(optarg);
+            break;
+        case 'v':
+            ckube_log_set_verbosity(atoi(optarg));
+            break;
+        case 'h':
+            cm_usage(stdout);
+            return 0;
+        default:
+            cm_usage(stderr);
+            return 2;
+        }
+        if (dur && (*dur = parse_duration(optarg)) == 0) {
+            fprintf(stderr, "ckube controller-manager: invalid duration \"%s\"\n", optarg);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ckube controller-manager: unexpected argument \"%s\"\n", argv[optind]);
+        return 2;
+    }
+    char maddr[300], haddr[300];
+    snprintf(maddr, sizeof(maddr), "%s:%s", bind, port);
+    snprintf(haddr, sizeof(haddr), "%s:%s", bind, hport);
+    o.metrics_bind_address = strcmp(port, "0") ? maddr : "0";
+    o.health_bind_address = strcmp(hport, "0") ? haddr : "0";
+
+    ckube_config *cfg = NULL;
+    ckube_status *st = NULL;
+    if (ckube_config_load(&ov, &cfg, &st) != 0) {
+        CKUBE_ERROR("error building kubeconfig: %s", st && st->message ? st->message : "?");
+        ckube_status_free(st);
+        return 1;
+    }
+    cfg->qps = qps;
+    cfg->burst = burst;
+    o.config = cfg;
+    char *err = NULL;
+    cm *c = cm_new(&o, &err);
+    ckube_config_free(cfg);
+    if (!c) {
+        fprintf(stderr, "ckube controller-manager: %s\n", err ? err : "cannot start");
+        free(err);
+        return 2;
+    }
+    int rc = cm_run(c);
+    cm_free(c);
+    CKUBE_INFO("controller-manager stopped (exit code %d)", rc);
+    return rc;
+}

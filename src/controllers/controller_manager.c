@@ -1,0 +1,208 @@
+/* controller_manager.c - the built-in controllers on one manager (see
+ * controller_manager.h). Every controller is a leader-elected runnable,
+ * as in kube-controller-manager: with --leader-elect only the holder of
+ * the Lease acts. */
+#include "controllers/controller_manager.h"
+
+#include "controllers/gc.h"
+#include "controllers/namespace.h"
+#include "controllers/podcounter.h"
+
+#include <ckube/events.h>
+#include <ckube/log.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct cm {
+    ckube_manager *mgr;
+    ckube_event_recorder *rec;
+    nsctl *ns;
+    gc *gc;
+    podcounter *pc;
+};
+
+bool cm_controller_enabled(const char *spec, const char *name)
+{
+    if (!spec || !*spec)
+        spec = "*";
+    bool star = false, on = false, off = false;
+    const char *p = spec;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == 1 && *p == '*')
+            star = true;
+        else if (n > 1 && *p == '-' && strlen(name) == n - 1 && !strncmp(p + 1, name, n - 1))
+            off = true;
+        else if (strlen(name) == n && !strncmp(p, name, n))
+            on = true;
+        p += n + (comma ? 1 : 0);
+    }
+    return !off && (on || star);
+}
+
+/* Runnable adapters: each controller's start is non-blocking, stop joins. */
+static int ns_start(void *ctx)
+{
+    return nsctl_start(ctx);
+}
+static void ns_stop(void *ctx)
+{
+    nsctl_stop(ctx);
+}
+static int gc_run(void *ctx)
+{
+    return gc_start(ctx);
+}
+static void gc_halt(void *ctx)
+{
+    gc_stop(ctx);
+}
+static int pc_start(void *ctx)
+{
+    return podcounter_start(ctx);
+}
+static void pc_stop(void *ctx)
+{
+    podcounter_stop(ctx);
+}
+
+static bool valid_spec(const char *spec, char **err)
+{
+    if (!spec)
+        return true;
+    char *copy = strdup(spec);
+    bool ok = copy != NULL;
+    for (char *save = NULL, *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && ok;
+         tok = strtok_r(NULL, ",", &save)) {
+        const char *name = *tok == '-' ? tok + 1 : tok;
+        if (!strcmp(tok, "*"))
+            continue;
+        char probe[128];
+        snprintf(probe, sizeof(probe), ",%s,", name);
+        if (!strstr("," CM_CONTROLLERS ",", probe)) {
+            if (err && asprintf(err, "--controllers: unknown controller \"%s\" (known: %s)", name,
+                                CM_CONTROLLERS) < 0)
+                *err = NULL;
+            ok = false;
+        }
+    }
+    free(copy);
+    return ok;
+}
+
+cm *cm_new(const cm_opts *o, char **err)
+{
+    if (err)
+        *err = NULL;
+    if (!o || !o->config || !valid_spec(o->controllers, err))
+        return NULL;
+    cm *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    ckube_manager_options mo = {
+        .config = o->config,
+        .leader_election = o->leader_elect,
+        .leader_election_namespace = o->lease_namespace ? o->lease_namespace : "kube-system",
+        .leader_election_id = o->lease_name ? o->lease_name : "ckube-controller-manager",
+        .lease_duration_ns = o->lease_duration_ns,
+        .renew_deadline_ns = o->renew_deadline_ns,
+        .retry_period_ns = o->retry_period_ns,
+        .leader_election_release_on_cancel = true,
+        .metrics_bind_address =
+            o->metrics_bind_address ? o->metrics_bind_address : "127.0.0.1:10257",
+        .health_probe_bind_address =
+            o->health_bind_address ? o->health_bind_address : "127.0.0.1:10258",
+        .handle_signals = o->handle_signals,
+    };
+    c->mgr = ckube_manager_new(&mo, err);
+    if (!c->mgr) {
+        free(c);
+        return NULL;
+    }
+    ckube_client *client = ckube_manager_client(c->mgr);
+    ckube_informer_factory *f = ckube_manager_cache(c->mgr);
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    ckube_status *st = NULL;
+    c->rec = ckube_event_recorder_new(
+        client, &(ckube_event_recorder_opts){.component = "ckube-controller-manager", .host = host},
+        &st);
+    ckube_status_free(st);
+
+    const char *spec = o->controllers;
+    int rc = 0;
+    if (cm_controller_enabled(spec, "namespace")) {
+        c->ns = nsctl_new(client, f, NULL);
+        ckube_runnable r = {.name = "namespace-controller",
+                            .start = ns_start,
+                            .stop = ns_stop,
+                            .ctx = c->ns,
+                            .needs_leader_election = true};
+        rc |= !c->ns || ckube_manager_add(c->mgr, &r) != 0;
+    }
+    if (cm_controller_enabled(spec, "garbagecollector")) {
+        c->gc = gc_new(client, NULL);
+        ckube_runnable r = {.name = "garbage-collector-controller",
+                            .start = gc_run,
+                            .stop = gc_halt,
+                            .ctx = c->gc,
+                            .needs_leader_election = true};
+        rc |= !c->gc || ckube_manager_add(c->mgr, &r) != 0;
+    }
+    if (cm_controller_enabled(spec, "podcounter")) {
+        podcounter_opts po = {.period_ns = o->podcounter_period_ns};
+        c->pc = podcounter_new(client, f, c->rec, &po);
+        ckube_runnable r = {.name = "pod-counter",
+                            .start = pc_start,
+                            .stop = pc_stop,
+                            .ctx = c->pc,
+                            .needs_leader_election = true};
+        rc |= !c->pc || ckube_manager_add(c->mgr, &r) != 0;
+    }
+    if (rc) {
+        if (err && !*err)
+            *err = strdup("cannot set up the controllers");
+        cm_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int cm_start(cm *c)
+{
+    return c ? ckube_manager_start(c->mgr) : -1;
+}
+
+int cm_wait(cm *c)
+{
+    return c ? ckube_manager_wait(c->mgr) : -1;
+}
+
+int cm_run(cm *c)
+{
+    return c ? ckube_manager_run(c->mgr) : -1;
+}
+
+void cm_stop(cm *c)
+{
+    if (c)
+        ckube_manager_stop(c->mgr);
+}
+
+void cm_free(cm *c)
+{
+    if (!c)
+        return;
+    /* The manager stops the runnables (controllers) and its cache; only
+     * then may the controllers and the recorder go. */
+    ckube_manager_free(c->mgr);
+    podcounter_free(c->pc);
+    nsctl_free(c->ns);
+    gc_free(c->gc);
+    ckube_event_recorder_free(c->rec);
+    free(c);
+}

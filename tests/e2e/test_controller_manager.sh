@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# test_controller_manager.sh - issue #5's acceptance, as a user runs it:
+#  - two `ckube controller-manager --leader-elect` against one server
+#    (started with its in-process controllers off): exactly one holds the
+#    Lease; kill -9 it and the other takes over within 20 s; SIGTERM on
+#    the leader releases the Lease and the other takes over within 3 s;
+#  - /metrics shows workqueue and reconcile metrics after work; /healthz
+#    and /readyz answer;
+#  - `kubectl delete ns team-a` with configmaps, secrets and custom
+#    resources inside: all gone, then the namespace;
+#  - a ConfigMap owning two Secrets deleted with --cascade=background,
+#    foreground and orphan behaves as on a real cluster;
+#  - the pod counter labels control-plane nodes and records events.
+source "$(dirname "$0")/lib.sh"
+command -v jq >/dev/null || fail "jq is required"
+export HOME=$TMP/home
+mkdir -p "$HOME"
+CM_PIDS=()
+stop_cms() {
+    for p in "${CM_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    for p in "${CM_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap 'rc=$?; set +e; stop_cms; (exit $rc); cleanup' EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+start_server --controller-manager=false
+
+# start_cm N: controller-manager number N on its own ports.
+declare -A MPORT HPORT PID
+start_cm() {
+    local n=$1
+    MPORT[$n]=$(free_port)
+    HPORT[$n]=$(free_port)
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$CKUBE_BIN" controller-manager \
+        --kubeconfig "$KUBECONFIG" --leader-elect --port "${MPORT[$n]}" \
+        --healthz-port "${HPORT[$n]}" -v 2 >"$TMP/cm$n.log" 2>&1 &
+    PID[$n]=$!
+    CM_PIDS+=($!)
+}
+holder() { kubectl get lease -n kube-system ckube-controller-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+leader_of() { # which of 1 2 logged acquiring the lease most recently
+    local n
+    for n in "$@"; do
+        if grep -q "successfully acquired lease" "$TMP/cm$n.log"; then echo "$n"; return; fi
+    done
+}
+
+start_cm 1
+wait_for curl -sf "http://127.0.0.1:${HPORT[1]}/healthz"
+for _ in $(seq 1 100); do [ -n "$(holder)" ] && break; sleep 0.1; done
+start_cm 2
+wait_for curl -sf "http://127.0.0.1:${HPORT[2]}/healthz"
+sleep 3
+L=$(leader_of 1 2)
+expect_eq "$L" 1 "the first controller-manager leads"
+grep -q "successfully acquired lease" "$TMP/cm2.log" && fail "both controller-managers lead"
+H1=$(holder)
+[ -n "$H1" ] || fail "no lease holder"
+
+# --- the controllers work (on the leader) ---------------------------------
+kubectl create namespace team-a >/dev/null
+kubectl create configmap -n team-a c1 --from-literal=a=1 >/dev/null
+kubectl create secret generic -n team-a s1 --from-literal=p=q >/dev/null
+kubectl apply -f "$SRC/examples/network/crd.yaml" >/dev/null
+kubectl wait --for=condition=Established crd/networks.samplecrd.k8s.io >/dev/null
+kubectl apply -n team-a -f "$SRC/examples/network/example-network.yaml" >/dev/null
+kubectl delete namespace team-a --wait=false >/dev/null
+ns_gone() { ! kubectl get namespace team-a >/dev/null 2>&1; }
+for _ in $(seq 1 300); do ns_gone && break; sleep 0.1; done
+ns_gone || fail "namespace team-a still there: $(kubectl get ns team-a -o json | jq -c .status)"
+
+owner_uid() { kubectl get cm "$1" -o jsonpath='{.metadata.uid}'; }
+mkfamily() { # mkfamily NAME: a ConfigMap owning two Secrets
+    kubectl create configmap "$1" >/dev/null
+    local uid
+    uid=$(owner_uid "$1")
+    for i in 1 2; do
+        kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Secret
+metadata:
+  name: $1-s$i
+  ownerReferences:
+  - {apiVersion: v1, kind: ConfigMap, name: $1, uid: $uid, blockOwnerDeletion: true}
+EOF
+    done
+}
+gone() { ! kubectl get "$@" >/dev/null 2>&1; }
+
+mkfamily bg
+kubectl delete cm bg --cascade=background >/dev/null
+for _ in $(seq 1 200); do gone secret bg-s1 && gone secret bg-s2 && break; sleep 0.1; done
+gone secret bg-s1 && gone secret bg-s2 || fail "background: dependents not collected"
+
+mkfamily fg
+kubectl delete cm fg --cascade=foreground --timeout=30s >/dev/null
+gone cm fg || fail "foreground: owner still there"
+gone secret fg-s1 && gone secret fg-s2 || fail "foreground: dependents not deleted before the owner"
+
+mkfamily or
+kubectl delete cm or --cascade=orphan --timeout=30s >/dev/null
+gone cm or || fail "orphan: owner still there"
+expect_eq "$(kubectl get secret or-s1 -o jsonpath='{.metadata.ownerReferences}')" "" "orphan: dependent lost its reference"
+kubectl get secret or-s2 >/dev/null || fail "orphan: dependent deleted"
+
+# pod counter: a control-plane node gets the count, pods get events
+kubectl apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Node
+metadata:
+  name: cp-1
+  labels: {node-role.kubernetes.io/control-plane: ""}
+EOF
+for i in 1 2; do
+    kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: p$i}
+spec: {containers: [{name: c, image: busybox}]}
+EOF
+done
+podcount() { [ "$(kubectl get node cp-1 -o jsonpath='{.metadata.labels.ckube\.io/pod-count}')" = 2 ]; }
+for _ in $(seq 1 250); do podcount && break; sleep 0.1; done
+podcount || fail "pod counter: node label not set"
+for _ in $(seq 1 50); do
+    kubectl get events --field-selector reason=SuccessCalculatePod -o json | jq -e '.items[] | select(.message=="pod count is 2")' >/dev/null && break
+    sleep 0.2
+done
+kubectl get events -o json | jq -e '.items[] | select(.reason=="SuccessCalculatePod" and .involvedObject.name=="p1")' >/dev/null ||
+    fail "pod counter: no SuccessCalculatePod event on p1"
+
+# --- metrics and health ------------------------------------------------------
+M=$(curl -sf "http://127.0.0.1:${MPORT[1]}/metrics")
+expect_contains "$M" "workqueue_adds_total" "metrics: workqueue"
+expect_contains "$M" 'controller_runtime_reconcile_total' "metrics: reconcile totals"
+echo "$M" | grep -E '^workqueue_adds_total\{[^}]*\} [1-9]' >/dev/null || fail "metrics: no non-zero workqueue adds"
+echo "$M" | grep -E '^controller_runtime_reconcile_total\{[^}]*result="success"\} [1-9]' >/dev/null ||
+    fail "metrics: no successful reconciles counted"
+expect_contains "$M" 'leader_election_master_status' "metrics: leader status"
+expect_eq "$(curl -s "http://127.0.0.1:${HPORT[1]}/healthz")" ok "/healthz"
+expect_eq "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${HPORT[1]}/readyz")" 200 "/readyz"
+
+# --- failover ----------------------------------------------------------------
+# kill -9 the leader: the other takes over within 20 s (lease 15 s).
+kill -KILL "${PID[1]}"
+wait "${PID[1]}" 2>/dev/null || true
+T0=$SECONDS
+for _ in $(seq 1 250); do grep -q "successfully acquired lease" "$TMP/cm2.log" && break; sleep 0.1; done
+grep -q "successfully acquired lease" "$TMP/cm2.log" || fail "no takeover within 25 s of kill -9"
+[ $((SECONDS - T0)) -le 20 ] || fail "takeover took $((SECONDS - T0)) s"
+[ "$(holder)" != "$H1" ] || fail "lease holder unchanged after takeover"
+
+# a third one waits; SIGTERM on the leader hands over within 3 s
+start_cm 3
+wait_for curl -sf "http://127.0.0.1:${HPORT[3]}/healthz"
+kill -TERM "${PID[2]}"
+T0=$SECONDS
+rc=0
+wait "${PID[2]}" || rc=$?
+expect_eq "$rc" 0 "leader exit status after SIGTERM"
+grep -q "released leader lease" "$TMP/cm2.log" || fail "SIGTERM did not release the lease"
+for _ in $(seq 1 50); do grep -q "successfully acquired lease" "$TMP/cm3.log" && break; sleep 0.1; done
+grep -q "successfully acquired lease" "$TMP/cm3.log" || fail "no takeover within 5 s of SIGTERM"
+[ $((SECONDS - T0)) -le 3 ] || fail "SIGTERM takeover took $((SECONDS - T0)) s"
+kill -TERM "${PID[3]}"
+wait "${PID[3]}" || fail "third controller-manager exit status"
+CM_PIDS=()
+
+# bad flags get a clear error and exit 2
+out=$("$CKUBE_BIN" controller-manager --controllers=bogus --kubeconfig "$KUBECONFIG" 2>&1) && fail "bogus controller accepted"
+expect_contains "$out" 'unknown controller "bogus"' "bad --controllers"
+out=$("$CKUBE_BIN" controller-manager --leader-elect-lease-duration=abc 2>&1) && fail "bad duration accepted"
+expect_contains "$out" "invalid duration" "bad duration"
+
+stop_server
+echo PASS
