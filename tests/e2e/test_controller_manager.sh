@@ -112,7 +112,7 @@ metadata:
   name: cp-1
   labels: {node-role.kubernetes.io/control-plane: ""}
 EOF
-for i in 1 2; do
+for i in 1 2 3 4 5; do
     kubectl apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Pod
@@ -120,15 +120,16 @@ metadata: {name: p$i}
 spec: {containers: [{name: c, image: busybox}]}
 EOF
 done
-podcount() { [ "$(kubectl get node cp-1 -o jsonpath='{.metadata.labels.ckube\.io/pod-count}')" = 2 ]; }
-for _ in $(seq 1 250); do podcount && break; sleep 0.1; done
-podcount || fail "pod counter: node label not set"
-for _ in $(seq 1 50); do
-    kubectl get events --field-selector reason=SuccessCalculatePod -o json | jq -e '.items[] | select(.message=="pod count is 2")' >/dev/null && break
-    sleep 0.2
-done
-kubectl get events -o json | jq -e '.items[] | select(.reason=="SuccessCalculatePod" and .involvedObject.name=="p1")' >/dev/null ||
-    fail "pod counter: no SuccessCalculatePod event on p1"
+podcount() { [ "$(kubectl get node cp-1 -o jsonpath='{.metadata.labels.ckube\.io/pod-count}')" = 5 ]; }
+for _ in $(seq 1 150); do podcount && break; sleep 0.1; done
+podcount || fail "pod counter: node label not 5 within 15 s"
+events() { kubectl get events -o json | jq '[.items[] | select(.reason=="SuccessCalculatePod" and .message=="pod count is 5")]'; }
+for _ in $(seq 1 50); do [ "$(events | jq length)" -ge 5 ] && break; sleep 0.2; done
+expect_eq "$(events | jq '[.[].involvedObject.name] | unique | length')" 5 "pod-count events on all five pods"
+# The next run (10 s later) repeats them: counted on the same Events, not new ones.
+for _ in $(seq 1 150); do [ "$(events | jq '[.[] | select(.count >= 2)] | length')" -ge 5 ] && break; sleep 0.1; done
+expect_eq "$(events | jq length)" 5 "repeated events aggregated into one per pod"
+expect_eq "$(events | jq '[.[] | select(.count >= 2)] | length')" 5 "repeated events counted"
 
 # --- metrics and health ------------------------------------------------------
 M=$(curl -sf "http://127.0.0.1:${MPORT[1]}/metrics")
