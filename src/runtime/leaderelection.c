@@ -587,7 +587,12 @@ static bool acquire(ckube_leader_elector *le)
             CKUBE_INFO("successfully acquired lease %s", desc);
             return true;
         }
-        if (wait_or_stop(le, jittered(le->retry_period)))
+        /* Candidates poll every RetryPeriod plus at most a fifth of it
+         * (client-go's JitterUntil adds up to 1.2 periods, so a released
+         * lease could sit unclaimed for 4.4 s); renewals keep client-go's
+         * jitter. */
+        if (wait_or_stop(le,
+                         le->retry_period + jittered(le->retry_period / 6) - le->retry_period / 6))
             return false;
     }
 }
