@@ -20,18 +20,6 @@
 
 /* ------------------------------------------------------------------------ */
 
-static void set_errf(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_errf(char **err, const char *fmt, ...)
-{
-    if (!err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Go-compatible JSON string encoding.                                      */
 
@@ -282,19 +270,19 @@ static int read_fields(const json_t *doc, token_fields *f, char **err)
         if (strcasecmp(k, "v") == 0 || strcasecmp(k, "start") == 0) {
             bool is_v = strcasecmp(k, "v") == 0;
             if (!json_is_string(val)) {
-                set_errf(err,
-                         ERR_GENERIC ": json: cannot unmarshal %s into Go struct field "
-                                     "continueToken.%s of type string",
-                         json_kind(val), is_v ? "v" : "start");
+                ckube__set_err(err,
+                               ERR_GENERIC ": json: cannot unmarshal %s into Go struct field "
+                                           "continueToken.%s of type string",
+                               json_kind(val), is_v ? "v" : "start");
                 return -1;
             }
             *(is_v ? &f->v : &f->start) = json_string_value(val);
         } else if (strcasecmp(k, "rv") == 0) {
             if (!json_is_integer(val)) {
-                set_errf(err,
-                         ERR_GENERIC ": json: cannot unmarshal %s into Go struct field "
-                                     "continueToken.rv of type int64",
-                         json_kind(val));
+                ckube__set_err(err,
+                               ERR_GENERIC ": json: cannot unmarshal %s into Go struct field "
+                                           "continueToken.rv of type int64",
+                               json_kind(val));
                 return -1;
             }
             f->rv = (int64_t)json_integer_value(val);
@@ -325,19 +313,19 @@ static bool start_key_clean(const char *key)
 static int check_fields(const token_fields *f, char **err)
 {
     if (!f->v || strcmp(f->v, CONTINUE_TOKEN_VERSION) != 0) {
-        set_errf(err, ERR_VERSION " %s", f->v ? f->v : "");
+        ckube__set_err(err, ERR_VERSION " %s", f->v ? f->v : "");
         return -1;
     }
     if (f->rv <= 0) {
-        set_errf(err, ERR_INVALID_RV);
+        ckube__set_err(err, ERR_INVALID_RV);
         return -1;
     }
     if (!f->start || !*f->start) {
-        set_errf(err, ERR_EMPTY_START);
+        ckube__set_err(err, ERR_EMPTY_START);
         return -1;
     }
     if (!start_key_clean(f->start)) {
-        set_errf(err, ERR_GENERIC ": %s", f->start);
+        ckube__set_err(err, ERR_GENERIC ": %s", f->start);
         return -1;
     }
     return 0;
@@ -353,16 +341,16 @@ int continue_token_decode(const char *tok, int64_t *rv, char **start, char **err
     unsigned char *raw = b64url_decode(tok ? tok : "", &len, &bad_at);
     if (!raw) {
         if (bad_at < 0)
-            set_errf(err, "out of memory");
+            ckube__set_err(err, "out of memory");
         else
-            set_errf(err, ERR_GENERIC ": illegal base64 data at input byte %ld", bad_at);
+            ckube__set_err(err, ERR_GENERIC ": illegal base64 data at input byte %ld", bad_at);
         return -1;
     }
     json_error_t jerr;
     json_t *doc = json_loadb((const char *)raw, len, JSON_DECODE_ANY, &jerr);
     free(raw);
     if (!doc) {
-        set_errf(err, ERR_GENERIC ": %s", jerr.text);
+        ckube__set_err(err, ERR_GENERIC ": %s", jerr.text);
         return -1;
     }
     token_fields f = {0};
@@ -370,10 +358,10 @@ int continue_token_decode(const char *tok, int64_t *rv, char **start, char **err
     if (json_is_object(doc)) {
         rc = read_fields(doc, &f, err);
     } else if (!json_is_null(doc)) {
-        set_errf(err,
-                 ERR_GENERIC ": json: cannot unmarshal %s into Go value of type "
-                             "storage.continueToken",
-                 json_kind(doc));
+        ckube__set_err(err,
+                       ERR_GENERIC ": json: cannot unmarshal %s into Go value of type "
+                                   "storage.continueToken",
+                       json_kind(doc));
         rc = -1;
     }
     if (rc == 0)
@@ -382,7 +370,7 @@ int continue_token_decode(const char *tok, int64_t *rv, char **start, char **err
         *start = strdup(f.start);
         *rv = f.rv;
         if (!*start) {
-            set_errf(err, "out of memory");
+            ckube__set_err(err, "out of memory");
             rc = -1;
         }
     }

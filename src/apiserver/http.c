@@ -1,6 +1,7 @@
 /* The HTTP front: listening sockets, loop threads, request dispatch and
  * the reply helpers. See apiserver.h for the threading model. */
 #include "apiserver/apiserver.h"
+#include "common/text.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -165,54 +166,10 @@ static void add_common_headers(req_ctx *rc, const char *content_type)
         evhttp_add_header(h, "Warning", rc->warning);
 }
 
-static const char *reason_phrase(int code)
-{
-    switch (code) {
-    case 200:
-        return "OK";
-    case 201:
-        return "Created";
-    case 202:
-        return "Accepted";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 406:
-        return "Not Acceptable";
-    case 409:
-        return "Conflict";
-    case 410:
-        return "Gone";
-    case 413:
-        return "Request Entity Too Large";
-    case 415:
-        return "Unsupported Media Type";
-    case 422:
-        return "Unprocessable Entity";
-    case 429:
-        return "Too Many Requests";
-    case 500:
-        return "Internal Server Error";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return "";
-    }
-}
-
 void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf)
 {
     add_common_headers(rc, "application/json");
-    evhttp_send_reply(rc->req, code, reason_phrase(code), buf);
+    evhttp_send_reply(rc->req, code, ckube__http_reason(code), buf);
     CKUBE_V(4, "%s %s -> %d", rc->ri.verb[0] ? rc->ri.verb : "request",
             evhttp_request_get_uri(rc->req), code);
     req_ctx_free(rc);
@@ -223,7 +180,7 @@ void reply_raw(req_ctx *rc, int code, const char *content_type, const char *data
     struct evbuffer *buf = evbuffer_new();
     evbuffer_add(buf, data, len);
     add_common_headers(rc, content_type);
-    evhttp_send_reply(rc->req, code, reason_phrase(code), buf);
+    evhttp_send_reply(rc->req, code, ckube__http_reason(code), buf);
     evbuffer_free(buf);
     req_ctx_free(rc);
 }

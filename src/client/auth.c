@@ -49,34 +49,6 @@ struct ckube__auth {
     uint64_t generation;  /* bumped whenever the credentials change */
 };
 
-static ckube_exec_config *exec_dup(const ckube_exec_config *e)
-{
-    ckube_exec_config *d = calloc(1, sizeof *d);
-    if (!d)
-        return NULL;
-    d->command = ckube__strdup0(e->command);
-    d->args = ckube__strv_dup(e->args, e->nargs);
-    d->nargs = d->args ? e->nargs : 0;
-    d->env = ckube__strv_dup(e->env, e->nenv);
-    d->nenv = d->env ? e->nenv : 0;
-    d->api_version = ckube__strdup0(e->api_version);
-    d->install_hint = ckube__strdup0(e->install_hint);
-    return d;
-}
-
-static void exec_free(ckube_exec_config *e)
-{
-    if (!e)
-        return;
-    free(e->command);
-    ckube__strv_free(e->args, e->nargs);
-    ckube__strv_free(e->env, e->nenv);
-    free(e->api_version);
-    free(e->install_hint);
-    free(e->interactive_mode);
-    free(e);
-}
-
 /* KUBERNETES_EXEC_INFO: what the plugin learns about the request. */
 static char *build_exec_info(const ckube_config *cfg)
 {
@@ -164,7 +136,8 @@ ckube__auth *ckube__auth_new(const ckube_config *cfg, ckube_status **err)
             ckube__auth_free(a);
             return NULL;
         }
-        a->exec = exec_dup(cfg->exec);
+        bool oom = false;
+        a->exec = ckube__exec_config_dup(cfg->exec, &oom);
         a->exec_info = build_exec_info(cfg);
     }
     return a;
@@ -178,7 +151,7 @@ void ckube__auth_free(ckube__auth *a)
     free(a->static_token);
     free(a->token_file);
     free(a->file_token);
-    exec_free(a->exec);
+    ckube__exec_config_free(a->exec);
     free(a->exec_info);
     free(a->ex_token);
     free(a->ex_cert);

@@ -32,6 +32,10 @@
  * Returns a malloc'd NUL-terminated buffer (caller frees) with *out_len
  * bytes, or NULL on invalid input (with *bad_at = offending input offset). */
 char *ckube__b64_decode(const char *s, size_t n, size_t *out_len, size_t *bad_at);
+/* Deep copy of an exec plugin config (NULL for NULL); sets *oom when any
+ * part could not be copied. Free with ckube__exec_config_free. */
+ckube_exec_config *ckube__exec_config_dup(const ckube_exec_config *e, bool *oom);
+void ckube__exec_config_free(ckube_exec_config *e);
 /* Standard padded base64; malloc'd, caller frees. */
 char *ckube__b64_encode(const void *data, size_t n);
 /* Appends `s` percent-encoded for a URL query value or path segment:
@@ -168,8 +172,6 @@ ckube_status *ckube__status_from_response(const ckube__req *rq, long code, const
 /* Logs "GET URL 200 OK in 3 milliseconds" at -v 6 and bodies at -v 8. */
 void ckube__log_request(ckube_client *c, const ckube__req *rq, long code, uint64_t ns,
                         const char *body, size_t len, const char *transport_err);
-/* Reason phrase of an HTTP status code ("OK", "Not Found"; "" if unknown). */
-const char *ckube__http_reason(long code);
 /* Logs each warning and hands it to the client's warning handler. */
 void ckube__emit_warnings(ckube_client *c, const ckube__resp_headers *h);
 /* Whether a 429/5xx answer may be retried, and after how many seconds. */

@@ -25,7 +25,7 @@ static char *dup_bytes(const char *p, size_t n)
     return d;
 }
 
-static void exec_config_free(ckube_exec_config *e)
+void ckube__exec_config_free(ckube_exec_config *e)
 {
     if (!e)
         return;
@@ -38,7 +38,7 @@ static void exec_config_free(ckube_exec_config *e)
     free(e);
 }
 
-static ckube_exec_config *exec_config_dup(const ckube_exec_config *e, bool *oom)
+ckube_exec_config *ckube__exec_config_dup(const ckube_exec_config *e, bool *oom)
 {
     if (!e)
         return NULL;
@@ -100,7 +100,7 @@ ckube_config *ckube_config_dup(const ckube_config *cfg)
     DUPS(proxy_url);
 #undef DUPS
 #undef DUPB
-    d->exec = exec_config_dup(cfg->exec, &oom);
+    d->exec = ckube__exec_config_dup(cfg->exec, &oom);
     if (oom) {
         ckube_config_free(d);
         return NULL;
@@ -124,7 +124,7 @@ void ckube_config_free(ckube_config *cfg)
     free(cfg->bearer_token_file);
     free(cfg->username);
     free(cfg->password);
-    exec_config_free(cfg->exec);
+    ckube__exec_config_free(cfg->exec);
     free(cfg->namespace_);
     free(cfg->user_agent);
     free(cfg->proxy_url);

@@ -246,25 +246,19 @@ int ckube_list_all(ckube_client *c, const ckube_gvr *r, const char *ns, const ck
     return 0;
 }
 
-int ckube_create(ckube_client *c, const ckube_gvr *r, const char *ns, const json_t *obj,
-                 const ckube_write_opts *wo, json_t **out, ckube_status **err)
+/* POST or PUT of `obj` to r/ns[/path_name][/sub]; `name` names the
+ * object in error messages. */
+static int write_object(ckube_client *c, const char *method, const ckube_gvr *r, const char *ns,
+                        const char *path_name, const char *name, const json_t *obj,
+                        const ckube_write_opts *wo, json_t **out, ckube_status **err)
 {
-    ckube__strbuf b = {0};
-    char *path;
-    if (out)
-        *out = NULL;
-    const char *sub = wo ? wo->subresource : NULL;
-    const char *name = sub && *sub ? ckube_obj_name(obj) : NULL;
-    if (sub && *sub && !name) {
-        if (err)
-            *err = ckube__local_error("creating subresource %s needs metadata.name", sub);
-        return -1;
-    }
     size_t len;
     char *body = encode(obj, &len, err);
     if (!body)
         return -1;
-    if (start_path(&b, r, ns, name, sub, err)) {
+    ckube__strbuf b = {0};
+    char *path;
+    if (start_path(&b, r, ns, path_name, wo ? wo->subresource : NULL, err)) {
         free(body);
         return -1;
     }
@@ -273,46 +267,7 @@ int ckube_create(ckube_client *c, const ckube_gvr *r, const char *ns, const json
         free(body);
         return -1;
     }
-    ckube__req rq = {.method = "POST",
-                     .path = path,
-                     .body = body,
-                     .body_len = len,
-                     .group = r->group,
-                     .resource = r->resource,
-                     .name = ckube_obj_name(obj)};
-    int rc = call(c, &rq, out, err);
-    free(path);
-    free(body);
-    return rc;
-}
-
-int ckube_update(ckube_client *c, const ckube_gvr *r, const char *ns, const json_t *obj,
-                 const ckube_write_opts *wo, json_t **out, ckube_status **err)
-{
-    ckube__strbuf b = {0};
-    char *path;
-    if (out)
-        *out = NULL;
-    const char *name = ckube_obj_name(obj);
-    if (!name || !*name) {
-        if (err)
-            *err = ckube__local_error("name is required (metadata.name) for an update");
-        return -1;
-    }
-    size_t len;
-    char *body = encode(obj, &len, err);
-    if (!body)
-        return -1;
-    if (start_path(&b, r, ns, name, wo ? wo->subresource : NULL, err)) {
-        free(body);
-        return -1;
-    }
-    q_add_write_opts(&b, wo, false);
-    if (take_path(&b, &path, err)) {
-        free(body);
-        return -1;
-    }
-    ckube__req rq = {.method = "PUT",
+    ckube__req rq = {.method = method,
                      .path = path,
                      .body = body,
                      .body_len = len,
@@ -323,6 +278,36 @@ int ckube_update(ckube_client *c, const ckube_gvr *r, const char *ns, const json
     free(path);
     free(body);
     return rc;
+}
+
+int ckube_create(ckube_client *c, const ckube_gvr *r, const char *ns, const json_t *obj,
+                 const ckube_write_opts *wo, json_t **out, ckube_status **err)
+{
+    if (out)
+        *out = NULL;
+    const char *sub = wo ? wo->subresource : NULL;
+    /* A create goes to the collection, except on a subresource. */
+    const char *path_name = sub && *sub ? ckube_obj_name(obj) : NULL;
+    if (sub && *sub && !path_name) {
+        if (err)
+            *err = ckube__local_error("creating subresource %s needs metadata.name", sub);
+        return -1;
+    }
+    return write_object(c, "POST", r, ns, path_name, ckube_obj_name(obj), obj, wo, out, err);
+}
+
+int ckube_update(ckube_client *c, const ckube_gvr *r, const char *ns, const json_t *obj,
+                 const ckube_write_opts *wo, json_t **out, ckube_status **err)
+{
+    if (out)
+        *out = NULL;
+    const char *name = ckube_obj_name(obj);
+    if (!name || !*name) {
+        if (err)
+            *err = ckube__local_error("name is required (metadata.name) for an update");
+        return -1;
+    }
+    return write_object(c, "PUT", r, ns, name, name, obj, wo, out, err);
 }
 
 int ckube_update_status(ckube_client *c, const ckube_gvr *r, const char *ns, const json_t *obj,

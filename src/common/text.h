@@ -29,4 +29,9 @@ char *ckube__sb_take(ckube__strbuf *b);
  * specific one. */
 void ckube__set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The standard reason phrase of an HTTP status code ("Not Found"), or ""
+ * for codes without one here. Shared by the server's replies and the
+ * client's request logs. */
+const char *ckube__http_reason(long code);
+
 #endif

@@ -6,6 +6,8 @@
  * namespace's conditions and finalizes the namespace once it is empty. */
 #include "controllers/namespace.h"
 
+#include "common/text.h"
+
 #include <ckube/controller.h>
 #include <ckube/discovery.h>
 #include <ckube/json.h>
@@ -80,38 +82,6 @@ static void tally_free(struct tally *t)
 static int tally_cmp(const void *a, const void *b)
 {
     return strcmp(((const struct tally_entry *)a)->name, ((const struct tally_entry *)b)->name);
-}
-
-/* ---- a growable string ---- */
-
-struct sbuf {
-    char *s;
-    size_t len, cap;
-};
-
-static void sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sbuf_printf(struct sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *piece = NULL;
-    int n = vasprintf(&piece, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if (b->len + (size_t)n + 1 > b->cap) {
-        size_t cap = (b->len + (size_t)n + 1) * 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            free(piece);
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, piece, (size_t)n + 1);
-    b->len += (size_t)n;
-    free(piece);
 }
 
 /* ---- one deletion pass ---- */
@@ -258,16 +228,17 @@ static void delete_all_content(nsctl *n, const char *ns, struct pass *p)
 static char *join_tally(struct tally *t, const char *fmt)
 {
     qsort(t->v, t->n, sizeof(*t->v), tally_cmp);
-    struct sbuf b = {0};
+    ckube__strbuf b = {0};
     for (size_t i = 0; i < t->n; i++) {
         if (i)
-            sbuf_printf(&b, ", ");
+            ckube__sb_add(&b, ", ");
         if (fmt)
-            sbuf_printf(&b, fmt, t->v[i].name, t->v[i].count);
+            ckube__sb_printf(&b, fmt, t->v[i].name, t->v[i].count);
         else
-            sbuf_printf(&b, "%s", t->v[i].name);
+            ckube__sb_add(&b, t->v[i].name);
     }
-    return b.s ? b.s : strdup("");
+    char *out = ckube__sb_take(&b);
+    return out ? out : strdup("");
 }
 
 /* The five deletion conditions of a pass, in upstream's order, as a new

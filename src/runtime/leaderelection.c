@@ -5,6 +5,7 @@
  * State shared with other threads (the observed record, the leading flag,
  * the stop request) is under `mu`; lock calls happen on the elector's
  * thread without holding it. */
+#include "common/text.h"
 #include <ckube/json.h>
 #include <ckube/leaderelection.h>
 #include <ckube/log.h>
@@ -124,11 +125,11 @@ static int lease_get(void *ctx, ckube_leader_record *out, ckube_status **err)
     return 0;
 }
 
-static int lease_create(void *ctx, const ckube_leader_record *rec, ckube_status **err)
+/* Writes `obj` (stolen) with rec as its spec: a create, or an update
+ * (which carries the resourceVersion `obj` was read at). */
+static int lease_write(struct lease_lock *ll, json_t *obj, const ckube_leader_record *rec,
+                       bool update, ckube_status **err)
 {
-    struct lease_lock *ll = ctx;
-    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "coordination.k8s.io/v1", "kind",
-                            "Lease", "metadata", "name", ll->name, "namespace", ll->ns);
     json_t *spec = ckube_leader_record_to_lease_spec(rec);
     if (!obj || !spec) {
         json_decref(obj);
@@ -139,11 +140,20 @@ static int lease_create(void *ctx, const ckube_leader_record *rec, ckube_status 
     }
     json_object_set_new(obj, "spec", spec);
     json_t *out = NULL;
-    int rc = ckube_create(ll->client, &LEASES, ll->ns, obj, NULL, &out, err);
+    int rc = update ? ckube_update(ll->client, &LEASES, ll->ns, obj, NULL, &out, err)
+                    : ckube_create(ll->client, &LEASES, ll->ns, obj, NULL, &out, err);
     json_decref(obj);
     if (rc == 0)
         lease_remember(ll, out);
     return rc;
+}
+
+static int lease_create(void *ctx, const ckube_leader_record *rec, ckube_status **err)
+{
+    struct lease_lock *ll = ctx;
+    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "coordination.k8s.io/v1", "kind",
+                            "Lease", "metadata", "name", ll->name, "namespace", ll->ns);
+    return lease_write(ll, obj, rec, false, err);
 }
 
 static int lease_update(void *ctx, const ckube_leader_record *rec, ckube_status **err)
@@ -156,22 +166,7 @@ static int lease_update(void *ctx, const ckube_leader_record *rec, ckube_status 
     }
     /* The copy keeps metadata.resourceVersion: the server refuses the
      * write with 409 when someone else wrote in between. */
-    json_t *obj = json_deep_copy(ll->lease);
-    json_t *spec = ckube_leader_record_to_lease_spec(rec);
-    if (!obj || !spec) {
-        json_decref(obj);
-        json_decref(spec);
-        if (err)
-            *err = ckube_status_new(0, NULL, "out of memory");
-        return -1;
-    }
-    json_object_set_new(obj, "spec", spec);
-    json_t *out = NULL;
-    int rc = ckube_update(ll->client, &LEASES, ll->ns, obj, NULL, &out, err);
-    json_decref(obj);
-    if (rc == 0)
-        lease_remember(ll, out);
-    return rc;
+    return lease_write(ll, json_deep_copy(ll->lease), rec, true, err);
 }
 
 static const char *lease_describe(void *ctx)
@@ -263,52 +258,41 @@ char *ckube_leader_default_identity(char *buf, size_t n)
     return buf;
 }
 
-static void set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(char **err, const char *fmt, ...)
-{
-    if (!err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
-
 /* client-go's NewLeaderElector checks, in its order and words. */
 static int validate(const ckube_leader_election_config *cfg, uint64_t ld, uint64_t rd, uint64_t rp,
                     const char *identity, char **err)
 {
     if (ld <= rd) {
-        set_err(err, "leaseDuration must be greater than renewDeadline");
+        ckube__set_err(err, "leaseDuration must be greater than renewDeadline");
         return -1;
     }
     if ((double)rd <= CKUBE_LEADER_JITTER_FACTOR * (double)rp) {
-        set_err(err, "renewDeadline must be greater than retryPeriod*JitterFactor");
+        ckube__set_err(err, "renewDeadline must be greater than retryPeriod*JitterFactor");
         return -1;
     }
     if (ld < CKUBE_SEC(1)) {
-        set_err(err, "leaseDuration must be at least one second");
+        ckube__set_err(err, "leaseDuration must be at least one second");
         return -1;
     }
     if (!cfg->callbacks.on_started_leading) {
-        set_err(err, "OnStartedLeading callback must not be nil");
+        ckube__set_err(err, "OnStartedLeading callback must not be nil");
         return -1;
     }
     if (!cfg->callbacks.on_stopped_leading) {
-        set_err(err, "OnStoppedLeading callback must not be nil");
+        ckube__set_err(err, "OnStoppedLeading callback must not be nil");
         return -1;
     }
     if (!cfg->lock) {
-        set_err(err, "Lock must not be nil.");
+        ckube__set_err(err, "Lock must not be nil.");
         return -1;
     }
     if (!identity[0]) {
-        set_err(err, "Lock identity is empty");
+        ckube__set_err(err, "Lock identity is empty");
         return -1;
     }
     if (strlen(identity) > CKUBE_LEADER_IDENTITY_MAX) {
-        set_err(err, "Lock identity is longer than %d characters", CKUBE_LEADER_IDENTITY_MAX);
+        ckube__set_err(err, "Lock identity is longer than %d characters",
+                       CKUBE_LEADER_IDENTITY_MAX);
         return -1;
     }
     return 0;
@@ -329,7 +313,7 @@ ckube_leader_elector *ckube_leader_elector_new(const ckube_leader_election_confi
     if (err)
         *err = NULL;
     if (!cfg) {
-        set_err(err, "no configuration");
+        ckube__set_err(err, "no configuration");
         return NULL;
     }
     uint64_t ld = cfg->lease_duration_ns ? cfg->lease_duration_ns : CKUBE_LEADER_LEASE_DURATION_NS;
@@ -347,7 +331,7 @@ ckube_leader_elector *ckube_leader_elector_new(const ckube_leader_election_confi
     if (!le || !(le->name = strdup(name ? name : ""))) {
         free(le);
         ckube_leader_lock_free(cfg->lock);
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
         return NULL;
     }
     le->lock = cfg->lock;

@@ -11,6 +11,7 @@
  *   - the elector's callbacks only write to the pipe (they must not
  *     block the elector).
  */
+#include "common/text.h"
 #include "manager_internal.h"
 
 #include <ckube/log.h>
@@ -89,18 +90,6 @@ struct ckube_manager {
  * Small helpers
  * ====================================================================== */
 
-static void set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(char **err, const char *fmt, ...)
-{
-    if (!err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
-
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -166,15 +155,15 @@ static void on_new_leader(void *ctx, const char *identity)
 static int make_elector(ckube_manager *m, const ckube_manager_options *o, char **err)
 {
     if (!o->leader_election_id || !*o->leader_election_id) {
-        set_err(err, "LeaderElectionID must be configured");
+        ckube__set_err(err, "LeaderElectionID must be configured");
         return -1;
     }
     const char *ns = o->leader_election_namespace ? o->leader_election_namespace
                                                   : ckube_client_namespace(m->client);
     ckube_leader_lock *lock = ckube_leader_lease_lock_new(m->client, ns, o->leader_election_id);
     if (!lock) {
-        set_err(err, "cannot create the leader election lock %s/%s", ns ? ns : "",
-                o->leader_election_id);
+        ckube__set_err(err, "cannot create the leader election lock %s/%s", ns ? ns : "",
+                       o->leader_election_id);
         return -1;
     }
     ckube_leader_election_config lc = {
@@ -220,14 +209,14 @@ static int make_client_and_cache(ckube_manager *m, const ckube_manager_options *
         ckube_status *st = NULL;
         m->client = ckube_client_new(o->config, &st);
         if (!m->client) {
-            set_err(err, "unable to create the client: %s",
-                    st && st->message ? st->message : "unknown error");
+            ckube__set_err(err, "unable to create the client: %s",
+                           st && st->message ? st->message : "unknown error");
             ckube_status_free(st);
             return -1;
         }
         m->own_client = true;
     } else {
-        set_err(err, "a client or a config is required");
+        ckube__set_err(err, "a client or a config is required");
         return -1;
     }
     m->sync_period_ns = jitter_sync_period(
@@ -243,7 +232,7 @@ static int make_client_and_cache(ckube_manager *m, const ckube_manager_options *
     };
     m->cache = ckube_informer_factory_new(m->client, &fo);
     if (!m->cache) {
-        set_err(err, "unable to create the cache");
+        ckube__set_err(err, "unable to create the cache");
         return -1;
     }
     m->own_cache = true;
@@ -255,12 +244,12 @@ ckube_manager *ckube_manager_new(const ckube_manager_options *o, char **err)
     if (err)
         *err = NULL;
     if (!o) {
-        set_err(err, "no options");
+        ckube__set_err(err, "no options");
         return NULL;
     }
     ckube_manager *m = calloc(1, sizeof(*m));
     if (!m) {
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
         return NULL;
     }
     m->pipe[0] = m->pipe[1] = -1;
@@ -282,7 +271,7 @@ ckube_manager *ckube_manager_new(const ckube_manager_options *o, char **err)
     m->cache_ns = dup_or_null(o->cache_namespace);
     if (!m->metrics_addr || !m->health_addr || (o->cache_namespace && !m->cache_ns) ||
         copy_uncached(m, o) != 0 || pipe2(m->pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
         ckube_manager_free(m);
         return NULL;
     }
@@ -293,7 +282,7 @@ ckube_manager *ckube_manager_new(const ckube_manager_options *o, char **err)
     }
     m->http = manager_http_new();
     if (!m->http) {
-        set_err(err, "cannot create the HTTP event loop");
+        ckube__set_err(err, "cannot create the HTTP event loop");
         ckube_manager_free(m);
         return NULL;
     }

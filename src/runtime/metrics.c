@@ -11,6 +11,8 @@
 #include <ckube/log.h>
 #include <ckube/metrics.h>
 
+#include "common/text.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -96,19 +98,6 @@ struct ckube_metrics_registry {
 static const double default_buckets[] = {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
 
 /* ---- errors ---- */
-
-static void set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void set_err(char **err, const char *fmt, ...)
-{
-    if (!err)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
 
 /* ---- registries ---- */
 
@@ -205,16 +194,17 @@ static int validate_labels(const ckube_metric_opts *o, size_t n, char **err)
     for (size_t i = 0; i < n; i++) {
         const char *l = o->label_names[i];
         if (!valid_name(l, false) || strncmp(l, "__", 2) == 0) {
-            set_err(err, "metric %s: invalid label name \"%s\"", o->name, l);
+            ckube__set_err(err, "metric %s: invalid label name \"%s\"", o->name, l);
             return -1;
         }
         if (o->type == CKUBE_METRIC_HISTOGRAM && strcmp(l, "le") == 0) {
-            set_err(err, "metric %s: label name \"le\" is reserved for histogram buckets", o->name);
+            ckube__set_err(err, "metric %s: label name \"le\" is reserved for histogram buckets",
+                           o->name);
             return -1;
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(l, o->label_names[j]) == 0) {
-                set_err(err, "metric %s: duplicate label name \"%s\"", o->name, l);
+                ckube__set_err(err, "metric %s: duplicate label name \"%s\"", o->name, l);
                 return -1;
             }
         }
@@ -237,8 +227,8 @@ static int resolve_buckets(const ckube_metric_opts *o, const double **b, size_t 
         (*n)--;
     for (size_t i = 0; i < *n; i++) {
         if (isnan((*b)[i]) || (i > 0 && !((*b)[i] > (*b)[i - 1]))) {
-            set_err(err, "metric %s: histogram buckets must be strictly increasing numbers",
-                    o->name);
+            ckube__set_err(err, "metric %s: histogram buckets must be strictly increasing numbers",
+                           o->name);
             return -1;
         }
     }
@@ -341,16 +331,16 @@ ckube_metric_family *ckube_metrics_register(ckube_metrics_registry *reg, const c
     if (err)
         *err = NULL;
     if (!reg || !o) {
-        set_err(err, "metrics: NULL registry or options");
+        ckube__set_err(err, "metrics: NULL registry or options");
         return NULL;
     }
     if (!valid_name(o->name, true)) {
-        set_err(err, "invalid metric name \"%s\"", o->name ? o->name : "(null)");
+        ckube__set_err(err, "invalid metric name \"%s\"", o->name ? o->name : "(null)");
         return NULL;
     }
     if (o->type != CKUBE_METRIC_COUNTER && o->type != CKUBE_METRIC_GAUGE &&
         o->type != CKUBE_METRIC_HISTOGRAM) {
-        set_err(err, "metric %s: unknown type %d", o->name, (int)o->type);
+        ckube__set_err(err, "metric %s: unknown type %d", o->name, (int)o->type);
         return NULL;
     }
     size_t n_labels = count_labels(o->label_names);
@@ -368,8 +358,9 @@ ckube_metric_family *ckube_metrics_register(ckube_metrics_registry *reg, const c
     if (found) {
         f = reg->fams[at];
         if (!same_shape(f, o, n_labels, b, nb)) {
-            set_err(err, "metric %s is already registered as a %s with different %s", o->name,
-                    type_name(f->type), f->type == o->type ? "labels or buckets" : "type");
+            ckube__set_err(err, "metric %s is already registered as a %s with different %s",
+                           o->name, type_name(f->type),
+                           f->type == o->type ? "labels or buckets" : "type");
             f = NULL;
         }
         pthread_mutex_unlock(&reg->mu);
@@ -393,7 +384,7 @@ ckube_metric_family *ckube_metrics_register(ckube_metrics_registry *reg, const c
     return f;
 oom:
     pthread_mutex_unlock(&reg->mu);
-    set_err(err, "metric %s: out of memory", o->name);
+    ckube__set_err(err, "metric %s: out of memory", o->name);
     return NULL;
 }
 
@@ -659,46 +650,17 @@ void ckube_metrics_remove_collector(ckube_metrics_registry *reg, ckube_metrics_c
 
 /* ---- rendering ---- */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_reserve(sbuf *b, size_t more)
-{
-    if (b->oom || b->len + more + 1 <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < b->len + more + 1)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = true;
-        return;
-    }
-    b->p = p;
-    b->cap = cap;
-}
-
-static void sb_putn(sbuf *b, const char *s, size_t n)
-{
-    sb_reserve(b, n);
-    if (b->oom)
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
+/* Rendering writes into the library's growable string (common/text.h). */
+typedef ckube__strbuf sbuf;
 
 static void sb_puts(sbuf *b, const char *s)
 {
-    sb_putn(b, s, strlen(s));
+    ckube__sb_add(b, s);
 }
 
 static void sb_putc(sbuf *b, char c)
 {
-    sb_putn(b, &c, 1);
+    ckube__sb_addc(b, c);
 }
 
 /* Label values escape \ " and newline; help text escapes \ and newline. */
@@ -887,20 +849,15 @@ char *ckube_metrics_render(ckube_metrics_registry *reg, size_t *len)
         return NULL;
     run_collectors(reg);
     sbuf b = {0};
-    sb_reserve(&b, 0);
-    if (!b.oom)
-        b.p[0] = '\0'; /* an empty registry renders "" */
     pthread_mutex_lock(&reg->mu);
     for (size_t i = 0; i < reg->n_fams && !b.oom; i++)
         render_family(&b, reg->fams[i]);
     pthread_mutex_unlock(&reg->mu);
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    if (len)
-        *len = b.len;
-    return b.p;
+    size_t n = b.len;
+    char *text = ckube__sb_take(&b); /* "" for an empty registry; NULL on OOM */
+    if (text && len)
+        *len = n;
+    return text;
 }
 
 /* ---- buckets ---- */
