@@ -386,7 +386,11 @@ typedef struct ckube_reflector_opts {
     const char *name;         /* log prefix (copied); NULL = lw description */
     ckube_clock *clock;       /* NULL = real clock; borrowed */
     bool keep_managed_fields; /* default: strip metadata.managedFields */
-    int64_t page_size;        /* list page size; 0 = 500 */
+    /* Keep only apiVersion, kind and metadata of each object (client-go's
+     * metadata informers): for controllers that never read spec or
+     * status, e.g. a garbage collector watching every resource. */
+    bool metadata_only;
+    int64_t page_size; /* list page size; 0 = 500 */
     ckube_backoff_opts backoff;
     /* watch timeoutSeconds is drawn uniformly from [min, max]; 0 = 300 and
      * 600. */
@@ -466,6 +470,7 @@ typedef struct ckube_informer_opts {
     const ckube_indexer *indexers; /* added before start (copied) */
     size_t nindexers;
     bool keep_managed_fields; /* default: strip metadata.managedFields */
+    bool metadata_only;       /* cache only apiVersion, kind and metadata */
     bool detect_mutations;    /* force the store's mutation detector on */
     /* Advanced: reflector tuning (zero = defaults). */
     int64_t page_size;

@@ -1057,7 +1057,10 @@ static struct monitor *monitor_new(gc *g, const ckube_api_resource *r)
     ckube_list_watch *lw = ckube_list_watch_new_client(g->client, &gvr, NULL, NULL, NULL);
     char name[300];
     snprintf(name, sizeof(name), "gc:%s%s%s", m->resource, *m->group ? "." : "", m->group);
-    ckube_informer_opts io = {.name = name, .clock = g->clock};
+    /* The graph needs only metadata (owners, uid, finalizers, deletion):
+     * caching whole objects of every resource would double the server's
+     * memory when the controller-manager runs in-process. */
+    ckube_informer_opts io = {.name = name, .clock = g->clock, .metadata_only = true};
     m->inf = lw ? ckube_shared_informer_new(lw, &io) : NULL;
     ckube_event_handler h = {
         .on_add = on_add, .on_update = on_update, .on_delete = on_delete, .ud = m};

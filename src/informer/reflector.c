@@ -40,6 +40,7 @@ struct ckube_reflector {
     const char *what; /* the lw description (borrowed) */
     ckube_clock *clock;
     bool keep_managed_fields;
+    bool metadata_only;
     int64_t page_size;
     int64_t min_timeout_s, max_timeout_s;
 
@@ -189,9 +190,27 @@ static uint64_t retry_after_ns(const ckube_status *st)
     return 0;
 }
 
-/* Drops metadata.managedFields (copying first if the object is shared). */
+/* apiVersion, kind and metadata of obj (the rest is released with obj,
+ * which is stolen): what client-go's metadata informers keep. */
+static json_t *metadata_of(json_t *obj)
+{
+    json_t *m = json_object();
+    static const char *const keep[] = {"apiVersion", "kind", "metadata"};
+    for (size_t i = 0; m && i < 3; i++) {
+        json_t *v = json_object_get(obj, keep[i]);
+        if (v)
+            json_object_set(m, keep[i], v);
+    }
+    ckube_obj_unref(obj);
+    return m;
+}
+
+/* Keeps only the metadata when asked; drops metadata.managedFields
+ * (copying first if the object is shared). */
 static json_t *prepare(ckube_reflector *r, json_t *obj)
 {
+    if (r->metadata_only && json_is_object(obj))
+        obj = metadata_of(obj);
     if (r->keep_managed_fields || !json_is_object(obj))
         return obj;
     json_t *meta = json_object_get(obj, "metadata");
@@ -559,6 +578,7 @@ ckube_reflector *ckube_reflector_new(ckube_list_watch *lw, ckube_reflector_sink 
     }
     r->clock = ckube_clock_or_real(o.clock);
     r->keep_managed_fields = o.keep_managed_fields;
+    r->metadata_only = o.metadata_only;
     r->page_size = o.page_size > 0 ? o.page_size : DEFAULT_PAGE_SIZE;
     r->min_timeout_s =
         o.min_watch_timeout_s > 0 ? o.min_watch_timeout_s : DEFAULT_MIN_WATCH_TIMEOUT;

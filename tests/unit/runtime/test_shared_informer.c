@@ -727,6 +727,42 @@ static void test_sync_accounting_listers(void **state)
     ckube_fake_lw_unref(fake);
 }
 
+/* metadata_only keeps apiVersion, kind and metadata (listed and watched
+ * objects alike) and drops everything else, managedFields included. */
+static void test_metadata_only(void **state)
+{
+    (void)state;
+    ckube_fake_lw *fake = new_fake(NULL, 2);
+    ckube_informer_opts o = {.backoff = fast_backoff, .metadata_only = true};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    ckube_shared_informer *list[] = {inf};
+    ckube_shared_informer_start(inf);
+    assert_true(ckube_wait_for_cache_sync(list, 1, CKUBE_SEC(10)));
+    json_t *w = tu_obj("ns1", "watched", "app", "web", 7);
+    json_object_set_new(json_object_get(w, "metadata"), "managedFields",
+                        json_pack("[{s:s}]", "manager", "m"));
+    ckube_fake_lw_add(fake, w);
+    json_decref(w);
+    assert_true(TU_WAIT(ckube_shared_informer_object_count(inf) == 3, 5000));
+    ckube_obj_list all;
+    assert_int_equal(ckube_store_list(ckube_shared_informer_store(inf), &all), 0);
+    assert_int_equal(all.n, 3);
+    for (size_t i = 0; i < all.n; i++) {
+        json_t *obj = all.items[i];
+        assert_null(json_object_get(obj, "spec"));
+        assert_int_equal(json_object_size(obj), 3);
+        assert_string_equal(ckube_obj_kind(obj), "Fake");
+        assert_non_null(ckube_obj_name(obj));
+        assert_null(ckube_json_get_path(obj, "metadata.managedFields"));
+    }
+    ckube_obj_list_free(&all);
+    json_t *got = ckube_store_get(ckube_shared_informer_store(inf), "ns1/watched");
+    assert_string_equal(json_string_value(ckube_json_get_path(got, "metadata.labels.app")), "web");
+    ckube_obj_unref(got);
+    ckube_shared_informer_free(inf);
+    ckube_fake_lw_unref(fake);
+}
+
 static void test_bad_args(void **state)
 {
     (void)state;
@@ -833,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_late_handler),
         cmocka_unit_test(test_slow_handler),
         cmocka_unit_test(test_sync_accounting_listers),
+        cmocka_unit_test(test_metadata_only),
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_factory),
     };
