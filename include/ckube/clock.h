@@ -61,6 +61,12 @@ void ckube_fake_clock_set(ckube_clock *c, uint64_t now_ns);
 size_t ckube_fake_clock_waiters(ckube_clock *c);
 void ckube_fake_clock_free(ckube_clock *c);
 
+/* Parses a duration as Go's time.ParseDuration writes the common ones
+ * ("30s", "500ms", "1m", "2m30s", "1.5h", also "us"/"ns") or a plain
+ * number of seconds, into nanoseconds. Returns 0 on a malformed,
+ * negative or zero duration. */
+uint64_t ckube_parse_duration(const char *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* `ckube controller-manager`: the built-in controllers (namespace
  * lifecycle, garbage collector, pod counter) against any API server, with
  * kube-controller-manager's flags where they apply. */
+#include <ckube/clock.h>
 #include <ckube/config.h>
 #include <ckube/log.h>
 
@@ -33,37 +34,6 @@ static void cm_usage(FILE *f)
         "  --port PORT                            /metrics (default 10257; 0 = off)\n"
         "  --healthz-port PORT                    /healthz, /readyz (default 10258; 0 = off)\n"
         "  -v N                                   log verbosity\n");
-}
-
-/* "15s", "500ms", "1m", "2m30s" or plain seconds -> ns; 0 on error. */
-static uint64_t parse_duration(const char *s)
-{
-    uint64_t total = 0;
-    const char *p = s;
-    while (*p) {
-        char *end = NULL;
-        double v = strtod(p, &end);
-        if (end == p || v < 0)
-            return 0;
-        p = end;
-        double mult = 1e9;
-        if (!strncmp(p, "ms", 2)) {
-            mult = 1e6;
-            p += 2;
-        } else if (*p == 's') {
-            p++;
-        } else if (*p == 'm') {
-            mult = 60e9;
-            p++;
-        } else if (*p == 'h') {
-            mult = 3600e9;
-            p++;
-        } else if (*p) {
-            return 0;
-        }
-        total += (uint64_t)(v * mult);
-    }
-    return total;
 }
 
 static bool parse_bool(const char *s, bool *out)
@@ -167,7 +137,7 @@ int cmd_controller_manager(int argc, char **argv)
             cm_usage(stderr);
             return 2;
         }
-        if (dur && (*dur = parse_duration(optarg)) == 0) {
+        if (dur && (*dur = ckube_parse_duration(optarg)) == 0) {
             fprintf(stderr, "ckube controller-manager: invalid duration \"%s\"\n", optarg);
             return 2;
         }

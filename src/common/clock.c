@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* A fake clock wakes its deadline waiters by polling: a waiter sleeps at
@@ -144,4 +145,43 @@ void ckube_fake_clock_free(ckube_clock *c)
         return;
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+uint64_t ckube_parse_duration(const char *s)
+{
+    static const struct {
+        const char *unit;
+        double ns;
+    } units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}};
+    if (!s || !*s)
+        return 0;
+    double total = 0;
+    bool first = true;
+    for (const char *p = s; *p; first = false) {
+        if (*p < '0' || *p > '9') /* no sign, no space, no "inf" */
+            if (*p != '.')
+                return 0;
+        char *end = NULL;
+        double v = strtod(p, &end);
+        if (end == p)
+            return 0;
+        p = end;
+        if (!*p && first) {
+            total = v * 1e9; /* the whole string is a number: seconds */
+            break;
+        }
+        double mult = 0;
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]) && !mult; i++) {
+            size_t n = strlen(units[i].unit);
+            bool is_ms = p[0] == 'm' && p[1] == 's'; /* "m" must not take "ms" */
+            if (strncmp(p, units[i].unit, n) == 0 && !(n == 1 && is_ms)) {
+                mult = units[i].ns;
+                p += n;
+            }
+        }
+        if (!mult)
+            return 0;
+        total += v * mult;
+    }
+    return total < 1 || total >= 1.8e19 ? 0 : (uint64_t)total;
 }
