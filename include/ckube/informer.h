@@ -601,6 +601,8 @@ ckube_shared_informer *ckube_informer_factory_for_namespace(ckube_informer_facto
 int ckube_informer_factory_start(ckube_informer_factory *f);
 /* ckube_wait_for_cache_sync over every started informer. */
 bool ckube_informer_factory_wait_for_cache_sync(ckube_informer_factory *f, uint64_t timeout_ns);
+/* Without waiting: true when every started informer has synced. */
+bool ckube_informer_factory_has_synced(ckube_informer_factory *f);
 /* Stops and joins every informer; `for` returns NULL afterwards. */
 void ckube_informer_factory_shutdown(ckube_informer_factory *f);
 /* Shuts down and frees every informer. NULL-safe. */

@@ -14,7 +14,9 @@
  * Start order (ckube_manager_start):
  *   1. the HTTP servers (metrics, health probes);
  *   2. the caches: every informer of the factory is started and synced
- *      (bounded by cache_sync_timeout_ns, 2 min by default);
+ *      (bounded by cache_sync_timeout_ns, 2 min by default; a stop
+ *      requested meanwhile ends the wait at once and the manager exits
+ *      with CKUBE_MANAGER_EXIT_OK);
  *   3. the runnables that do not need leader election, in the order added;
  *   4. leader election; the runnables that need it start once this
  *      replica leads (at once when leader election is disabled).

@@ -178,6 +178,17 @@ bool ckube_informer_factory_wait_for_cache_sync(ckube_informer_factory *f, uint6
     return ok;
 }
 
+bool ckube_informer_factory_has_synced(ckube_informer_factory *f)
+{
+    pthread_mutex_lock(&f->mu);
+    bool all = true;
+    for (struct entry *e = f->entries; e && all; e = e->next)
+        if (e->started && !ckube_shared_informer_has_synced(e->inf))
+            all = false;
+    pthread_mutex_unlock(&f->mu);
+    return all;
+}
+
 void ckube_informer_factory_shutdown(ckube_informer_factory *f)
 {
     if (!f)

@@ -14,6 +14,7 @@
 #include "common/text.h"
 #include "manager_internal.h"
 
+#include <ckube/json.h>
 #include <ckube/log.h>
 
 #include <errno.h>
@@ -679,9 +680,22 @@ static int start_caches(ckube_manager *m)
         CKUBE_ERROR("manager: failed to start the caches");
         return -1;
     }
-    if (!ckube_informer_factory_wait_for_cache_sync(m->cache, m->cache_sync_timeout_ns)) {
-        CKUBE_ERROR("failed to wait for caches to sync: timed out waiting for cache to be synced");
-        return -1;
+    /* Waits in short slices so a stop (a signal) during a long wait, e.g.
+     * for a CRD that is not installed yet, is honoured at once. A stop
+     * request is a byte in the self-pipe: poll sees it without taking it,
+     * so the manager loop still gets it. */
+    uint64_t t0 = ckube_monotonic_ns();
+    while (!ckube_informer_factory_has_synced(m->cache)) {
+        struct pollfd pfd = {.fd = m->pipe[0], .events = POLLIN};
+        if (poll(&pfd, 1, 50) > 0) {
+            CKUBE_INFO("manager: stop requested before the caches synced");
+            return 1;
+        }
+        if (ckube_monotonic_ns() - t0 >= m->cache_sync_timeout_ns) {
+            CKUBE_ERROR(
+                "failed to wait for caches to sync: timed out waiting for cache to be synced");
+            return -1;
+        }
     }
     return 0;
 }
@@ -696,7 +710,18 @@ int ckube_manager_start(ckube_manager *m)
     if (!fresh)
         return -1;
     CKUBE_INFO("Starting manager");
-    bool ok = start_http(m) == 0 && start_caches(m) == 0 && start_list(&m->others) == 0;
+    int caches = -1;
+    bool ok = start_http(m) == 0 && (caches = start_caches(m)) == 0 &&
+              start_list(&m->others) == 0;
+    if (caches == 1) { /* stopped while waiting: a clean stop, not a failure */
+        stop_everything(m);
+        pthread_mutex_lock(&m->mu);
+        m->state = MGR_DONE;
+        m->exit_code = CKUBE_MANAGER_EXIT_OK;
+        pthread_cond_broadcast(&m->cond);
+        pthread_mutex_unlock(&m->mu);
+        return 0;
+    }
     if (ok && !m->le)
         ok = start_elected(m) == 0;
     if (ok && pthread_create(&m->loop, NULL, loop_main, m) != 0)

@@ -600,6 +600,39 @@ static void test_sigterm(void **state)
     ckube_metrics_registry_free(reg);
 }
 
+/* A stop while start waits for a cache that cannot sync yet (a CRD not
+ * installed): the wait ends at once, no runnable starts, exit code OK. */
+static void *stop_later(void *arg)
+{
+    usleep(300 * 1000);
+    ckube_manager_stop(arg);
+    return NULL;
+}
+
+static void test_stop_during_cache_wait(void **state)
+{
+    (void)state;
+    ckube_metrics_registry *reg = ckube_metrics_registry_new();
+    ckube_manager_options o = base_opts(reg);
+    o.cache_sync_timeout_ns = CKUBE_SEC(3600);
+    ckube_manager *m = ckube_manager_new(&o, NULL);
+    static const ckube_gvr WIDGETS = {"nope.example.com", "v1", "widgets"};
+    assert_non_null(ckube_manager_informer(m, &WIDGETS));
+    struct probe p = {.name = "never"};
+    ckube_runnable r = runnable(&p, true);
+    assert_int_equal(ckube_manager_add(m, &r), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, stop_later, m), 0);
+    uint64_t t0 = ckube_monotonic_ns();
+    assert_int_equal(ckube_manager_start(m), 0);
+    assert_int_equal(ckube_manager_wait(m), CKUBE_MANAGER_EXIT_OK);
+    assert_true(ckube_monotonic_ns() - t0 < CKUBE_SEC(5));
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&p.starts), 0);
+    ckube_manager_free(m);
+    ckube_metrics_registry_free(reg);
+}
+
 /* ---- failures ---- */
 
 static void test_start_failures(void **state)
@@ -786,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_lost_lease_exits),
         cmocka_unit_test(test_sigterm),
         cmocka_unit_test(test_start_failures),
+        cmocka_unit_test(test_stop_during_cache_wait),
         cmocka_unit_test(test_shutdown_timeout),
         cmocka_unit_test(test_cache_reads),
     };
