@@ -6,9 +6,16 @@ set -eu
 
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libevent-dev libjansson-dev libyaml-dev libsqlite3-dev libssl-dev
-libcurl4-openssl-dev libcmocka-dev libbsd-dev uuid-dev
+libcurl4-openssl-dev libcmocka-dev libbsd-dev uuid-dev libmnl-dev
 protobuf-c-compiler libprotobuf-c-dev
-python3 python3-kubernetes curl procps jq"
+python3 python3-kubernetes curl procps jq iproute2"
+
+# `install-deps.sh bench`: also what `make bench` runs its peers and load
+# with (etcd for the write peer, wrk for load, Node.js for client-node).
+if [ "${1:-}" = bench ]; then
+    PKGS="$PKGS etcd-server wrk"
+    command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+fi
 
 missing=""
 for p in $PKGS; do
