@@ -976,7 +976,13 @@ static json_t *expanded_fragment(long i)
     return expanded_frag[i];
 }
 
-/* Returns a new, fully inlined copy of `node`. */
+/* Returns a new, fully inlined version of `node`. Inlined definitions are
+ * shallow copies (json_copy): their children are shared with the
+ * expanded fragment rather than copied, so the expanded schemas form a
+ * DAG a fraction of the size of the tree (PodSpec alone appears under
+ * Pod, Deployment, ReplicaSet, ...). Nothing mutates them after load:
+ * builtin_schema() hands out shared references; callers that want to
+ * edit one (the OpenAPI builder) deep-copy it. */
 static json_t *expand(const json_t *node)
 {
     if (json_is_array(node)) {
@@ -998,7 +1004,7 @@ static json_t *expand(const json_t *node)
             out =
                 json_pack("{s:s,s:b}", "type", "object", "x-kubernetes-preserve-unknown-fields", 1);
         } else {
-            out = json_deep_copy(def);
+            out = json_copy(def);
             json_object_set_new(out, "x-ckube-ref", json_string(ref));
         }
     } else {
@@ -1046,7 +1052,7 @@ json_t *builtin_schema(const char *group, const char *version, const char *kind)
     if (i < 0)
         return NULL;
     pthread_once(&load_once, load);
-    return expanded_root[i] ? json_deep_copy(expanded_root[i]) : NULL;
+    return expanded_root[i] ? json_incref(expanded_root[i]) : NULL;
 }
 
 const char *builtin_definition_name(const char *group, const char *version, const char *kind)

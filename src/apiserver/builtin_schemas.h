@@ -23,8 +23,10 @@
 
 #include <jansson.h>
 
-/* The schema of a built-in kind ("" group for core): a new reference the
- * caller owns (a private copy), or NULL if ckube has none for that kind. */
+/* The schema of a built-in kind ("" group for core): a new reference to
+ * the shared, immutable schema (its subtrees are shared with other kinds'
+ * schemas: never modify it; json_deep_copy it to edit), or NULL if ckube
+ * has none for that kind. */
 json_t *builtin_schema(const char *group, const char *version, const char *kind);
 
 /* The OpenAPI definition name of a built-in kind, e.g.

@@ -34,6 +34,7 @@ typedef struct bucket {
     size_t bytes;
     cevent *ring;
     size_t ring_cap, ring_head, ring_len;
+    size_t ring_max; /* ring_cap grows (doubling) up to this */
     int64_t start_rev; /* watches from a revision >= this can be served */
     const cacher_field *fields;
     struct bucket *next;
@@ -264,8 +265,10 @@ static bucket *get_bucket_locked(cacher *c, const char *prefix, size_t len)
     b->prefix = strndup(prefix, len);
     b->prefix_len = len;
     RB_INIT(&b->tree);
-    b->ring_cap = c->ring_capacity;
-    b->ring = calloc(b->ring_cap, sizeof *b->ring);
+    /* The ring grows on demand up to c->ring_capacity: most resources
+     * see few writes, and 4096 events per resource type preallocated
+     * would be most of an idle server's heap. */
+    b->ring_max = c->ring_capacity;
     b->start_rev = c->start_rev;
     b->next = c->buckets;
     c->buckets = b;
@@ -273,9 +276,39 @@ static bucket *get_bucket_locked(cacher *c, const char *prefix, size_t len)
     return b;
 }
 
+/* Doubles the ring (at most to ring_max), unrolling it so the oldest
+ * event is first. Returns false when it is at its maximum or out of
+ * memory (the caller then evicts the oldest event instead). */
+static bool ring_grow(bucket *b)
+{
+    if (b->ring_cap >= b->ring_max)
+        return false;
+    size_t cap = b->ring_cap ? b->ring_cap * 2 : 16;
+    if (cap > b->ring_max)
+        cap = b->ring_max;
+    cevent *r = malloc(cap * sizeof *r);
+    if (!r)
+        return false;
+    for (size_t i = 0; i < b->ring_len; i++)
+        r[i] = b->ring[(b->ring_head + i) % b->ring_cap];
+    free(b->ring);
+    b->ring = r;
+    b->ring_cap = cap;
+    b->ring_head = 0;
+    return true;
+}
+
 static void ring_push(bucket *b, cevent ev)
 {
-    if (b->ring_len == b->ring_cap) {
+    if (b->ring_cap == 0 && !ring_grow(b)) {
+        /* Out of memory before the first event: drop it, and make
+         * watchers that needed it relist (410) rather than miss it. */
+        b->start_rev = ev.rev;
+        cobj_unref(ev.obj);
+        cobj_unref(ev.prev);
+        return;
+    }
+    if (b->ring_len == b->ring_cap && !ring_grow(b)) {
         cevent *old = &b->ring[b->ring_head];
         b->start_rev = old->rev;
         cobj_unref(old->obj);

@@ -284,8 +284,11 @@ static void set_default_prop(json_t *props, const char *name, const char *desc)
 static json_t *type_component(builder *b, const resource_type *t)
 {
     json_t *s = t->schema ? json_deep_copy(t->schema) : NULL;
-    if (!s && !t->is_custom)
-        s = builtin_schema(t->group ? t->group : "", t->version, t->kind);
+    if (!s && !t->is_custom) { /* shared and immutable: edit a copy */
+        json_t *shared = builtin_schema(t->group ? t->group : "", t->version, t->kind);
+        s = shared ? json_deep_copy(shared) : NULL;
+        json_decref(shared);
+    }
     if (!json_is_object(s)) {
         json_decref(s);
         s = json_pack("{s:s,s:b}", "type", "object", "x-kubernetes-preserve-unknown-fields", 1);
