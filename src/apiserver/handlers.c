@@ -1658,6 +1658,14 @@ static void do_list(req_ctx *rc)
         reply_status(rc, ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs));
         return;
     }
+    /* resourceVersion=0 ("any version") lists are served whole from the
+     * watch cache, ignoring limit, as kube-apiserver's cacher does:
+     * informers list with RV=0 and limit=500, and paging a large list
+     * through them would cost one round trip (and one client rate-limit
+     * token) per 500 objects for no consistency gain. */
+    const char *cont_q = req_query(rc, "continue");
+    if (rvs && !strcmp(rvs, "0") && (!match || strcmp(match, "Exact")) && !(cont_q && *cont_q))
+        limit = 0;
     if (match && *match && strcmp(match, "Exact") && strcmp(match, "NotOlderThan")) {
         ckube_selector_free(ls);
         ckube_selector_free(fs);

@@ -245,6 +245,12 @@ class CustomObjectsTest(unittest.TestCase):
         self.assertEqual(sorted([page["items"][0]["metadata"]["name"],
                                  rest["items"][0]["metadata"]["name"]]), sorted([a, b]))
         self.assertFalse(rest["metadata"].get("continue"))
+        # resourceVersion=0 is served whole from the watch cache, limit
+        # ignored (kube-apiserver's cacher does the same; informers rely on it)
+        whole = API.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, limit=1,
+                                                  resource_version="0")
+        self.assertEqual(len(whole["items"]), 2)
+        self.assertFalse(whole["metadata"].get("continue"))
 
         # delete collection by selector
         # (this client version's delete_collection_namespaced_custom_object
