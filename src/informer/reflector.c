@@ -320,10 +320,13 @@ again:;
             r->paginated_result = true;
         size_t n = json_array_size(all);
         for (size_t i = 0; i < n; i++) {
-            json_t *obj = ckube_obj_ref(json_array_get(all, i));
+            /* Take the item out of the array first, so it is not shared
+             * and prepare() strips it in place instead of deep-copying
+             * every object of the list. */
+            json_t *obj = json_incref(json_array_get(all, i));
+            json_array_set_new(all, i, json_null());
             obj = prepare(r, obj);
-            json_array_set(all, i, obj);
-            ckube_obj_unref(obj);
+            json_array_set_new(all, i, obj);
         }
         if (r->sink.replace(r->sink.ctx, all, list_rv) != 0)
             CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);
