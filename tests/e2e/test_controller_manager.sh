@@ -20,7 +20,9 @@ stop_cms() {
     for p in "${CM_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
     for p in "${CM_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 }
-trap 'rc=$?; set +e; stop_cms; (exit $rc); cleanup' EXIT
+# On failure the controller-managers' logs (a sanitizer report, say) are
+# printed before the temporary directory goes.
+trap 'rc=$?; set +e; stop_cms; if [ $rc -ne 0 ]; then for f in "$TMP"/cm*.log; do echo "---- $f (tail)"; tail -n 80 "$f"; done >&2; fi; (exit $rc); cleanup' EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
