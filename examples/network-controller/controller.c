@@ -125,15 +125,21 @@ static int write_status(netctl *n, ckube_reconcile_ctx *rc, const json_t *net, j
     pthread_mutex_lock(&n->mu);
     bool main_resource = n->no_status_subresource;
     pthread_mutex_unlock(&n->mu);
-    json_t *cur = json_object_get(net, "status");
+    json_t *cur = json_deep_copy(json_object_get(net, "status"));
     if (main_resource) {
         /* Without a status subresource every write bumps the generation,
-         * so observedGeneration could never catch up: leave it out. */
-        json_object_del(want, "observedGeneration");
-        json_object_del(json_array_get(json_object_get(want, "conditions"), 0),
-                        "observedGeneration");
+         * so observedGeneration could never catch up: leave it out of
+         * what is written and of the comparison. */
+        json_t *both[2] = {cur, want};
+        for (int i = 0; i < 2; i++) {
+            json_object_del(both[i], "observedGeneration");
+            json_object_del(json_array_get(json_object_get(both[i], "conditions"), 0),
+                            "observedGeneration");
+        }
     }
-    if (json_equal(cur, want)) {
+    bool same = json_equal(cur, want);
+    json_decref(cur);
+    if (same) {
         json_decref(want);
         return 0;
     }
