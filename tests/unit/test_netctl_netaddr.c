@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -95,9 +96,11 @@ static void test_device_names(void **state)
 static char *tmpfile_path(const char *name)
 {
     const char *dir = getenv("CKUBE_TEST_TMP");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    mkdir(dir, 0755); /* may be the first test to run in a fresh tree */
     char *p = NULL;
-    assert_true(asprintf(&p, "%s/netctl-%d-%s", dir && *dir ? dir : "/tmp", (int)getpid(),
-                         name) > 0);
+    assert_true(asprintf(&p, "%s/netctl-%d-%s", dir, (int)getpid(), name) > 0);
     return p;
 }
 
@@ -115,7 +118,8 @@ static void test_memory_backend(void **state)
     netctl_actual act;
     assert_int_equal(netctl_backend_observe(b, "ns/a", &act, &err), 0);
     assert_false(act.exists);
-    assert_int_equal(netctl_backend_apply(b, "ns/a", &w, &err), 0);
+    if (netctl_backend_apply(b, "ns/a", &w, &err) != 0)
+        fail_msg("apply: %s", err ? err : "?");
     assert_int_equal(netctl_backend_observe(b, "ns/a", &act, &err), 0);
     assert_true(netctl_actual_matches(&act, &w));
 
@@ -156,6 +160,18 @@ static void test_memory_backend(void **state)
     free(err);
     unlink(path);
     free(path);
+
+    /* A state file that cannot be written: apply fails with the reason
+     * and the table is left as it was. */
+    b = netctl_backend_memory_new("/nonexistent-dir/state.json", &err);
+    assert_non_null(b);
+    assert_int_equal(netctl_backend_apply(b, "x/y", &w, &err), -1);
+    assert_non_null(strstr(err, "cannot write /nonexistent-dir/state.json.tmp"));
+    free(err);
+    err = NULL;
+    assert_int_equal(netctl_backend_observe(b, "x/y", &act, &err), 0);
+    assert_false(act.exists);
+    netctl_backend_free(b);
 
     /* Without a file, state lives in memory only. */
     b = netctl_backend_memory_new(NULL, &err);
