@@ -45,6 +45,13 @@ install: build
 	@cmake --build $(BUILD) -j $(JOBS)
 	cmake --install $(BUILD)
 
+# Benchmarks side by side with peers (etcd, @kubernetes/client-node):
+# quick by default (under 5 minutes), FULL=1 for full scale. They report
+# into build/bench/results.json and never fail on a figure.
+bench: build
+	@./scripts/install-deps.sh bench
+	@/usr/bin/python3 bench/run.py --build $(BUILD) $(if $(FULL),--full)
+
 fuzz: deps
 	@cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DCKUBE_FUZZ=ON \
 	    -DCKUBE_SANITIZE=address,undefined >/dev/null

@@ -1,15 +1,23 @@
 /* bench_workqueue - throughput of the workqueue's hot paths (not a test).
  *
- * Build (optimised, no sanitizers) from the sources, e.g.:
- *   gcc -O2 -std=c17 -D_GNU_SOURCE -Iinclude -Isrc tests/bench/bench_workqueue.c \
- *       src/workqueue/[a-z_]*.c src/runtime/metrics.c src/common/clock.c \
- *       src/common/log.c src/common/json.c $(pkg-config --cflags --libs jansson) \
- *       -lpthread -lm -o bench_workqueue
- * (or link a Release build's libckube_static.a instead of the .c files).
- * Run: ./bench_workqueue [seconds-per-case, default 1]
+ * Built by CMake as build/bench_workqueue (use a Release or RelWithDebInfo
+ * build without sanitizers for meaningful figures); bench/run.py runs it.
+ * Run: ./bench_workqueue [--json] [seconds-per-case, default 1]
  *
  * One "op" below is a full add + get + done cycle of one key. The
  * machine's load matters: run it on an idle box, a few times.
+ *
+ * --json (for bench/run.py) prints exactly one JSON line instead of the
+ * table:
+ *   {"workqueue_ops_per_s": N, "workqueue_ops_per_s_with_metrics": N,
+ *    "workqueue_ops_per_s_borrowed": N}
+ * Each is the median of 3 runs of one thread doing add + get + done of
+ * one key at a time (queue depth 1) on a queue made with default options:
+ *  - workqueue_ops_per_s: no name (so no metrics), ckube_workqueue_get
+ *    (a malloc'd copy, freed after done), as ckube_controller's workers do;
+ *  - ..._with_metrics: the same on a named queue with a metrics registry,
+ *    which is what a ckube_controller creates (it names its queue);
+ *  - ..._borrowed: no metrics, ckube_workqueue_get_borrowed (no copy).
  */
 #include <ckube/workqueue.h>
 
@@ -43,8 +51,9 @@ static void report(const char *what, unsigned long ops, double secs)
            secs * 1e9 / (double)ops);
 }
 
-/* add, get, done one key at a time (queue depth 1). */
-static void bench_cycle(const char *what, const char *name, int borrowed)
+/* add, get, done one key at a time (queue depth 1) for `seconds`; returns
+ * ops per second. */
+static double run_cycle(const char *name, int borrowed)
 {
     ckube_metrics_registry *reg = ckube_metrics_registry_new();
     ckube_workqueue *q = make_queue(name, reg);
@@ -65,9 +74,31 @@ static void bench_cycle(const char *what, const char *name, int borrowed)
         }
         t = now_s() - t0;
     } while (t < seconds);
-    report(what, ops, t);
     ckube_workqueue_free(q);
     ckube_metrics_registry_free(reg);
+    return (double)ops / t;
+}
+
+static void bench_cycle(const char *what, const char *name, int borrowed)
+{
+    double rate = run_cycle(name, borrowed);
+    printf("%-58s %10.2f M ops/s  (%.1f ns/op)\n", what, rate / 1e6, 1e9 / rate);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of 3 runs of run_cycle. */
+static double median_cycle(const char *name, int borrowed)
+{
+    double r[3];
+    for (int i = 0; i < 3; i++)
+        r[i] = run_cycle(name, borrowed);
+    qsort(r, 3, sizeof r[0], cmp_double);
+    return r[1];
 }
 
 /* Add NKEYS keys (each 3 times: 2 merged), then drain them. */
@@ -145,10 +176,31 @@ static void bench_threads(const char *what, int workers)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        seconds = atof(argv[1]);
+    int json = 0, have_seconds = 0;
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (!have_seconds && (seconds = strtod(argv[i], &end)) > 0 && !*end) {
+            have_seconds = 1;
+        } else {
+            fprintf(stderr, "usage: bench_workqueue [--json] [seconds-per-case]\n");
+            return 2;
+        }
+    }
     for (int i = 0; i < NKEYS; i++)
         snprintf(keys[i], sizeof(keys[i]), "default/pod-%d", i);
+    if (json) {
+        if (!have_seconds)
+            seconds = 0.5;
+        double plain = median_cycle(NULL, 0);
+        double metrics = median_cycle("bench", 0);
+        double borrowed = median_cycle(NULL, 1);
+        printf("{\"workqueue_ops_per_s\": %.0f, \"workqueue_ops_per_s_with_metrics\": %.0f, "
+               "\"workqueue_ops_per_s_borrowed\": %.0f}\n",
+               plain, metrics, borrowed);
+        return 0;
+    }
     bench_cycle("1 thread, add+get_borrowed+done, no metrics", NULL, 1);
     bench_cycle("1 thread, add+get(malloc)+done+free, no metrics", NULL, 0);
     bench_cycle("1 thread, add+get_borrowed+done, metrics", "bench", 1);

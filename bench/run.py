@@ -1,0 +1,1027 @@
+#!/usr/bin/python3
+"""bench/run.py - ckube's benchmarks, side by side with peers (issue 7).
+
+    /usr/bin/python3 bench/run.py --build build [--full] [--only PHASES]
+
+Starts every server it measures itself (ckube from BUILD/ckube, etcd from
+/usr/bin/etcd) on free loopback ports with data dirs under BUILD/bench/,
+drives load with BUILD/bench_load (a separate process), and always stops
+what it started (try/finally, atexit, signal handlers, and PR_SET_PDEATHSIG
+in each child so even a SIGKILL of this script takes the servers down).
+
+Writes BUILD/bench/results.json as
+    {"<metric>": {"value", "unit", "peer", "peer_name", "ratio", ...}, ...}
+(ratio = ckube's value / the peer's; extra keys: target, met, note, ...),
+BUILD/bench/results.md (the table in Markdown, for docs/performance.md),
+BUILD/bench/meta.json (machine, load, phase times) and prints a table.
+
+Quick mode (default) uses N = 10,000 objects and short runs (under 5
+minutes on 2 cores); --full uses N = 100,000. Benchmarks never fail on a
+figure: the exit status is 0 unless the harness itself breaks. Python 3
+standard library only.
+"""
+import argparse
+import atexit
+import ctypes
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ETCD = "/usr/bin/etcd"
+
+# ------------------------------------------------------------ processes
+
+_children = []  # every Popen we started and have not yet reaped
+
+
+def _pdeathsig():
+    """Runs in the child before exec: die with SIGTERM if we die."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def stop_proc(p, grace=10.0):
+    """SIGTERM, wait up to `grace` s, then SIGKILL. Only our own child."""
+    if p is None:
+        return
+    if p.poll() is None:
+        try:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+    if p in _children:
+        _children.remove(p)
+
+
+def stop_all():
+    for p in list(_children):
+        stop_proc(p, grace=5.0)
+
+
+def _on_signal(sig, _frame):
+    raise KeyboardInterrupt("signal %d" % sig)
+
+
+def spawn(argv, log_path, env=None):
+    log = open(log_path, "ab")
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                         preexec_fn=_pdeathsig, start_new_session=True, env=env)
+    log.close()
+    _children.append(p)
+    return p
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_status(port, path, timeout=2.0):
+    """One GET on a fresh connection; the status code, or None if refused."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+                       % path).encode())
+            data = s.recv(64)
+            if data.startswith(b"HTTP/1."):
+                return int(data[9:12])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def wait_ready(port, path, t0, timeout, proc):
+    """Polls until GET path is 200; ms from t0 (the exec), or None."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return None
+        if http_status(port, path, timeout=1.0) == 200:
+            return (time.monotonic() - t0) * 1000.0
+        time.sleep(0.002)
+    return None
+
+
+def proc_mem(pid):
+    """(VmRSS, VmHWM) in bytes from /proc/PID/status, or (None, None)."""
+    rss = hwm = None
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, hwm
+
+
+def http_json(method, url, body=None, timeout=30):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+# ------------------------------------------------------------- servers
+
+
+class Server:
+    """One ckube or etcd process on a free loopback port, data under `tmp`."""
+
+    def __init__(self, kind, tmp, name, flags=(), data_dir=None, fresh=True):
+        self.kind, self.tmp, self.name = kind, tmp, name
+        self.flags = list(flags)
+        self.data_dir = data_dir or os.path.join(tmp, name)
+        if fresh and os.path.exists(self.data_dir):
+            shutil.rmtree(self.data_dir)
+        self.port = None
+        self.proc = None
+        self.startup_ms = None
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def start(self, timeout):
+        self.port = free_port()
+        log = os.path.join(self.tmp, self.name + ".log")
+        if self.kind == "ckube":
+            argv = [ARGS.ckube, "server", "--data-dir", self.data_dir,
+                    "--listen", "127.0.0.1:%d" % self.port] + self.flags
+            ready = "/readyz"
+        else:
+            peer = free_port()
+            argv = [ETCD, "--name", "bench", "--data-dir", self.data_dir,
+                    "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                    "--listen-peer-urls", "http://127.0.0.1:%d" % peer,
+                    "--initial-advertise-peer-urls", "http://127.0.0.1:%d" % peer,
+                    "--initial-cluster", "bench=http://127.0.0.1:%d" % peer] + self.flags
+            ready = "/health"
+        t0 = time.monotonic()
+        self.proc = spawn(argv, log)
+        self.startup_ms = wait_ready(self.port, ready, t0, timeout, self.proc)
+        if self.startup_ms is None:
+            tail = ""
+            try:
+                with open(log, "rb") as f:
+                    tail = f.read()[-600:].decode(errors="replace")
+            except OSError:
+                pass
+            self.stop()
+            raise RuntimeError("%s did not become ready in %ss; log tail:\n%s"
+                               % (self.name, timeout, tail))
+        return self
+
+    def rss(self):
+        return proc_mem(self.proc.pid)
+
+    def stop(self):
+        stop_proc(self.proc)
+        self.proc = None
+
+
+# --------------------------------------------------------------- results
+
+RESULTS = {}
+META = {"phases": {}, "skipped": {}}
+NOTES = []
+
+
+def put(metric, value, unit, peer=None, peer_name=None, **extra):
+    ratio = None
+    if isinstance(value, (int, float)) and isinstance(peer, (int, float)) and peer:
+        ratio = round(value / peer, 4)
+    e = {"value": rnd(value), "unit": unit, "peer": rnd(peer), "peer_name": peer_name,
+         "ratio": ratio}
+    e.update({k: rnd(v) for k, v in extra.items()})
+    RESULTS[metric] = e
+
+
+def rnd(v):
+    if isinstance(v, float):
+        return round(v, 4) if abs(v) < 1000 else round(v, 1)
+    return v
+
+
+def skip(metric, unit, reason, **extra):
+    print("  skip %s: %s" % (metric, reason), flush=True)
+    META["skipped"][metric] = reason
+    put(metric, None, unit, note=reason, **extra)
+
+
+class Phase:
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        print("== %s" % self.name, flush=True)
+        return self
+
+    def __exit__(self, et, ev, tb):
+        dt = time.monotonic() - self.t0
+        META["phases"][self.name] = round(dt, 2)
+        if et is not None and not issubclass(et, KeyboardInterrupt):
+            # A phase that breaks is reported, not fatal: the run goes on.
+            print("  phase %s failed: %s: %s" % (self.name, et.__name__, ev), flush=True)
+            META["phases"][self.name + " (failed)"] = "%s: %s" % (et.__name__, ev)
+            return True
+        print("   (%.1fs)" % dt, flush=True)
+        return False
+
+
+def loadgen(args, timeout):
+    """Runs bench_load, bounded by its own --timeout and ours 30 s later;
+    its JSON object, or raises with its stderr."""
+    argv = [ARGS.bench_load] + [str(a) for a in args] + ["--timeout", str(timeout)]
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout + 30, preexec_fn=_pdeathsig)
+    out = r.stdout.decode(errors="replace").strip().splitlines()
+    if r.returncode != 0 or not out:
+        raise RuntimeError("bench_load %s failed (%d): %s" % (
+            " ".join(argv[1:5]), r.returncode, r.stderr.decode(errors="replace")[-500:]))
+    d = json.loads(out[-1])
+    if d.get("errors"):
+        print("  note: %d errors; first: %s" % (d["errors"], d.get("first_error", "")[:200]))
+    if d.get("timed_out"):
+        print("  note: bench_load hit its %ss time limit; figures are partial" % timeout)
+    return d
+
+
+def run_json_tool(argv, timeout, cwd=REPO):
+    """Runs a tool that prints one JSON object; (dict, None) or (None, reason)."""
+    try:
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout, cwd=cwd, preexec_fn=_pdeathsig)
+    except subprocess.TimeoutExpired:
+        return None, "timed out after %ss" % timeout
+    except OSError as e:
+        return None, str(e)
+    lines = [l for l in r.stdout.decode(errors="replace").splitlines() if l.strip()]
+    if r.returncode != 0 or not lines:
+        return None, "exit %d: %s" % (r.returncode,
+                                      r.stderr.decode(errors="replace").strip()[-300:])
+    try:
+        return json.loads(lines[-1]), None
+    except ValueError:
+        return None, "no JSON on stdout: %s" % lines[-1][:200]
+
+
+def mib(b):
+    return None if b is None else b / 1048576.0
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+# ----------------------------------------------------------------- phases
+
+CM_OFF = ["--controller-manager=false"]
+
+
+def phase_idle(tmp):
+    """Fresh servers: start-up time empty, idle RSS with and without controllers."""
+    runs = 3 if not ARGS.full else 5
+    startups, rss_off = [], []
+    for i in range(runs):
+        s = Server("ckube", tmp, "idle-nocm-%d" % i, CM_OFF).start(30)
+        startups.append(s.startup_ms)
+        time.sleep(1.0)
+        rss_off.append(s.rss()[0])
+        s.stop()
+        shutil.rmtree(s.data_dir, ignore_errors=True)
+    s = Server("ckube", tmp, "idle-default").start(30)
+    startup_default = s.startup_ms
+    time.sleep(3.0)  # the in-process controller-manager starts its informers
+    rss_default = s.rss()[0]
+    s.stop()
+    shutil.rmtree(s.data_dir, ignore_errors=True)
+    STATE["rss_idle_nocm"] = median(rss_off)
+    STATE["startup_empty"] = median(startups)
+    STATE["rss_idle_default"] = rss_default
+    STATE["startup_empty_default"] = startup_default
+    print("  startup empty (no cm) runs ms: %s" % [round(x, 1) for x in startups])
+
+
+def etcd_create_round(tmp, r):
+    """The write peer: etcd, durable defaults, same disk, same clients and payload."""
+    e = Server("etcd", tmp, "etcd-%d" % r).start(60)
+    try:
+        if r == 0:
+            STATE["etcd_startup"] = e.startup_ms
+            time.sleep(1.0)
+            STATE["etcd_rss_idle"] = e.rss()[0]
+        d = loadgen(["--mode", "create", "--flavour", "etcd", "--url", e.url,
+                     "--namespace", "default", "--prefix", "cm", "--conns", 64,
+                     "--duration", DUR["create"]], DUR["create"] + 60)
+        STATE.setdefault("etcd_create", []).append(d)
+        print("  round %d etcd : %6.0f/s p50 %6.2f ms p99 %6.2f ms"
+              % (r, d["per_s"], d["p50_ms"], d["p99_ms"]), flush=True)
+    finally:
+        e.stop()
+        shutil.rmtree(e.data_dir, ignore_errors=True)
+
+
+def ckube_create_round(tmp, r):
+    s = Server("ckube", tmp, "create-%d" % r, CM_OFF).start(30)
+    try:
+        d = loadgen(["--mode", "create", "--url", s.url, "--namespace", "default",
+                     "--prefix", "cm", "--conns", 64, "--duration", DUR["create"]],
+                    DUR["create"] + 60)
+        STATE.setdefault("ckube_create", []).append(d)
+        print("  round %d ckube: %6.0f/s p50 %6.2f ms p99 %6.2f ms"
+              % (r, d["per_s"], d["p50_ms"], d["p99_ms"]), flush=True)
+    finally:
+        s.stop()
+        shutil.rmtree(s.data_dir, ignore_errors=True)
+
+
+def phase_create(tmp):
+    """Creates, alternating etcd and ckube rounds so machine noise hits both."""
+    have_etcd = os.access(ETCD, os.X_OK)
+    if not have_etcd:
+        STATE["etcd_skip"] = "%s not found (make bench installs etcd-server)" % ETCD
+        print("  skip etcd: %s" % STATE["etcd_skip"])
+    for r in range(REPEAT["create"]):
+        if have_etcd:
+            etcd_create_round(tmp, r)
+        ckube_create_round(tmp, r)
+
+
+def populate(s):
+    """N labelled 1 KiB ConfigMaps in namespace bench (100 with bench-match=true)."""
+    for ns in ("bench", "bench-watch"):
+        http_json("POST", s.url + "/api/v1/namespaces",
+                  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    d = loadgen(["--mode", "create", "--url", s.url, "--namespace", "bench", "--prefix", "obj",
+                 "--conns", 64, "--count", N, "--match-every", max(1, N // 100)],
+                TIMEOUT["populate"])
+    if d["ok"] != N:
+        raise RuntimeError("populate: %d of %d objects created" % (d["ok"], N))
+    STATE["populate"] = d
+    print("  populated %d objects at %.0f/s" % (d["ok"], d["per_s"]))
+    # the objects' JSON size as served (resourceVersion, uid, managedFields...)
+    sizes = []
+    for i in (0, 1, N // 2, N - 1):
+        _, body = http_json("GET", s.url + "/api/v1/namespaces/bench/configmaps/obj-%d" % i)
+        sizes.append(len(body))
+    STATE["json_bytes"] = statistics.mean(sizes)
+
+
+def wrk_get(url, seconds):
+    """wrk -t1 -c64 on url: requests/s, or None."""
+    wrk = shutil.which("wrk")
+    if not wrk:
+        return None
+    try:
+        r = subprocess.run([wrk, "-t1", "-c64", "-d%ds" % seconds, url], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=seconds + 30,
+                           preexec_fn=_pdeathsig)
+    except (subprocess.TimeoutExpired, OSError) as e:
+        print("  wrk failed: %s" % e)
+        return None
+    for line in r.stdout.decode(errors="replace").splitlines():
+        if line.startswith("Requests/sec:"):
+            return float(line.split()[1])
+    return None
+
+
+def phase_get(s):
+    path = "/api/v1/namespaces/bench/configmaps/obj-1"
+    # Closed loop, in rounds alternating with wrk (the same 64 connections,
+    # a cross-check of the load generator, not a metric): noise on a shared
+    # machine moves single runs by 2x, so the value is the median round.
+    for r in range(REPEAT["get"]):
+        d = loadgen(["--mode", "get", "--url", s.url, "--path", path, "--conns", 64,
+                     "--warmup", 1, "--duration", DUR["get"]], DUR["get"] + 60)
+        STATE.setdefault("get_closed", []).append(d)
+        w = wrk_get(s.url + path, DUR["get"])
+        if w is not None:
+            STATE.setdefault("wrk_get", []).append(w)
+        print("  round %d closed loop: %.0f/s p50 %.3f p99 %.3f ms (loadgen cpu %.0f%%); "
+              "wrk %s/s" % (r, d["per_s"], d["p50_ms"], d["p99_ms"], d["loadgen_cpu_pct"],
+                            "%.0f" % w if w is not None else "-"), flush=True)
+    d = loadgen(["--mode", "get", "--url", s.url, "--path", path, "--conns", 64, "--rate", 20000,
+                 "--warmup", 1, "--duration", DUR["get"]], DUR["get"] + 60)
+    STATE["get_open"] = d
+    print("  open loop at 20k/s: %.0f/s p50 %.3f p99 %.3f ms" % (d["per_s"], d["p50_ms"],
+                                                               d["p99_ms"]))
+    # context for the 20k figure: the same at a quarter of the rate
+    d = loadgen(["--mode", "get", "--url", s.url, "--path", path, "--conns", 64, "--rate", 5000,
+                 "--warmup", 1, "--duration", 3], 63)
+    STATE["get_open_5k"] = d
+    print("  open loop at 5k/s: %.0f/s p50 %.3f p99 %.3f ms" % (d["per_s"], d["p50_ms"],
+                                                              d["p99_ms"]))
+
+
+def phase_list(s):
+    path = "/api/v1/namespaces/bench/configmaps"
+    d = loadgen(["--mode", "list", "--url", s.url, "--path", path, "--conns", 1,
+                 "--repeat", REPEAT["list"]], TIMEOUT["list"])
+    STATE["list"] = d
+    print("  full list of %d: p50 %.1f ms (min %.1f, max %.1f), %.1f MB"
+          % (d["items_max"], d["p50_ms"], d["min_ms"], d["max_ms"], d["bytes_per_list"] / 1e6))
+    sel = path + "?labelSelector=bench-match%3Dtrue"
+    d = loadgen(["--mode", "list", "--url", s.url, "--path", sel, "--conns", 1, "--repeat", 9],
+                TIMEOUT["list"])
+    STATE["list_sel"] = d
+    # Diagnosis: the same with TCP_QUICKACK on the client, which tells a
+    # server-side Nagle/delayed-ACK stall apart from work in the server.
+    dq = loadgen(["--mode", "list", "--url", s.url, "--path", sel, "--conns", 1, "--repeat", 9,
+                  "--quickack"], TIMEOUT["list"])
+    STATE["list_sel_quickack"] = dq
+    print("  selector list (%d items): p50 %.2f ms; with client quickack %.2f ms"
+          % (d["items_max"], d["p50_ms"], dq["p50_ms"]))
+
+    # Peak RSS growth during 4 concurrent full lists: reset the peak
+    # (clear_refs 5) and also sample VmRSS, in case clear_refs is refused.
+    pid = s.proc.pid
+    time.sleep(0.5)
+    base = s.rss()[0]
+    hwm_reset = False
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        hwm_reset = True
+    except OSError:
+        pass
+    peak = [base]
+    stop = threading.Event()
+
+    def sampler():
+        while not stop.is_set():
+            r = proc_mem(pid)[0]
+            if r and r > peak[0]:
+                peak[0] = r
+            time.sleep(0.002)
+
+    t = threading.Thread(target=sampler, daemon=True)
+    t.start()
+    try:
+        d = loadgen(["--mode", "list", "--url", s.url, "--path", path, "--conns", 4,
+                     "--repeat", 1], TIMEOUT["list"])
+    finally:
+        stop.set()
+        t.join()
+    hwm = s.rss()[1] if hwm_reset else None
+    top = max(x for x in (peak[0], hwm) if x is not None)
+    STATE["list_rss"] = {"base": base, "peak": top, "sampled_peak": peak[0], "hwm": hwm,
+                         "lists": d}
+    print("  4 concurrent lists: p50 %.1f ms, RSS %.1f -> peak %.1f MiB"
+          % (d["p50_ms"], mib(base), mib(top)))
+
+
+def phase_watch(s):
+    d = loadgen(["--mode", "watch-fanout", "--url", s.url, "--namespace", "bench-watch",
+                 "--prefix", "w", "--watchers", 1000, "--rate", 100, "--duration", DUR["watch"],
+                 "--drain", 5], DUR["watch"] + 120)
+    STATE["watch"] = d
+    print("  watch fan-out: %d/%d watchers, received %d of %d; commit->receipt p99 >= %.1f ms, "
+          "send->receipt p99 %.1f ms, write p99 %.1f ms"
+          % (d["watchers_ok"], d["watchers"], d["received"], d["expected"], d["p99_ms"],
+             d["e2e_p99_ms"], d["write_p99_ms"]))
+
+
+def phase_informers(s):
+    exe = os.path.join(ARGS.build, "bench_informer")
+    if os.access(exe, os.X_OK):
+        d, why = run_json_tool([exe, "--server", s.url, "--namespace", "bench", "--expect", str(N),
+                                "--timeout", str(TIMEOUT["informer"])], TIMEOUT["informer"] + 30)
+        STATE["informer_c"] = d
+        STATE["informer_c_skip"] = why
+        print("  bench_informer: %s" % (d if d else why))
+    else:
+        STATE["informer_c_skip"] = "%s not built" % exe
+    js = os.path.join(REPO, "bench", "node", "informer.js")
+    node = shutil.which("node")
+    if not node or not os.path.exists(js):
+        STATE["informer_node_skip"] = ("node not installed" if not node
+                                       else "bench/node/informer.js missing")
+        return
+    modules = None
+    setup = os.path.join(REPO, "bench", "node", "setup.sh")
+    if os.access(setup, os.X_OK):
+        try:
+            r = subprocess.run([setup], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=300, cwd=REPO, preexec_fn=_pdeathsig)
+            if r.returncode == 0 and r.stdout.strip():
+                modules = r.stdout.decode().strip().splitlines()[-1]
+            else:
+                STATE["informer_node_skip"] = "bench/node/setup.sh failed: %s" % (
+                    r.stderr.decode(errors="replace").strip()[-300:])
+                return
+        except subprocess.TimeoutExpired:
+            STATE["informer_node_skip"] = "bench/node/setup.sh timed out"
+            return
+    argv = [node, js, "--server", s.url, "--namespace", "bench", "--expect", str(N),
+            "--timeout", str(TIMEOUT["informer"])]
+    if modules:
+        argv += ["--modules", modules]
+    d, why = run_json_tool(argv, TIMEOUT["informer"] + 30)
+    STATE["informer_node"] = d
+    STATE["informer_node_skip"] = why
+    print("  client-node informer: %s" % (d if d else why))
+
+
+def phase_populated(tmp):
+    """One data dir with N objects: load, lists, watch, informers on it."""
+    s = Server("ckube", tmp, "populated", CM_OFF).start(30)
+    STATE["populated_dir"] = s.data_dir
+    try:
+        with Phase("populate %d objects" % N):
+            populate(s)
+        if "json_bytes" not in STATE:
+            return
+        with Phase("get"):
+            phase_get(s)
+        with Phase("list"):
+            phase_list(s)
+        with Phase("watch fan-out"):
+            phase_watch(s)
+        with Phase("informers"):
+            phase_informers(s)
+    finally:
+        s.stop()
+
+
+def phase_restart(tmp):
+    """Start-up with N objects and RSS per object, on the populated dir."""
+    d = STATE.get("populated_dir")
+    if not d or "json_bytes" not in STATE:
+        return
+    starts, rss = [], []
+    for i in range(3):
+        s = Server("ckube", tmp, "restart-%d" % i, CM_OFF, data_dir=d, fresh=False).start(
+            TIMEOUT["startup"])
+        starts.append(s.startup_ms)
+        time.sleep(1.0)
+        rss.append(s.rss()[0])
+        s.stop()
+    STATE["startup_n"] = median(starts)
+    STATE["rss_n_nocm"] = median(rss)
+    s = Server("ckube", tmp, "restart-default", [], data_dir=d, fresh=False).start(
+        TIMEOUT["startup"])
+    STATE["startup_n_default"] = s.startup_ms
+    time.sleep(3.0 if not ARGS.full else 6.0)
+    STATE["rss_n_default"] = s.rss()[0]
+    s.stop()
+    print("  start-up with %d objects, runs ms: %s; RSS %.1f MiB (no cm), %.1f MiB (default)"
+          % (N, [round(x, 1) for x in starts], mib(STATE["rss_n_nocm"]),
+             mib(STATE["rss_n_default"])))
+
+
+def phase_workqueue():
+    exe = os.path.join(ARGS.build, "bench_workqueue")
+    if not os.access(exe, os.X_OK):
+        STATE["wq_skip"] = "%s not built" % exe
+        return
+    d, why = run_json_tool([exe, "--json"], 120)
+    STATE["wq"] = d
+    STATE["wq_skip"] = why
+    print("  workqueue: %s" % (d if d else why))
+
+
+# ------------------------------------------------------- metrics + table
+
+
+def build_results():
+    S = STATE
+    k = "%dk" % (N // 1000)
+    scale_note = None if N == 100000 else (
+        "quick mode: %d objects, not 100k (run with --full)" % N)
+
+    ecs, ccs = S.get("etcd_create") or [], S.get("ckube_create") or []
+    if ccs:
+        def med(runs, key):
+            return median([x[key] for x in runs]) if runs else None
+        put("create_per_s", med(ccs, "per_s"), "1/s", med(ecs, "per_s"),
+            "etcd %s" % etcd_version() if ecs else None,
+            p50_ms=med(ccs, "p50_ms"), p99_ms=med(ccs, "p99_ms"),
+            peer_p50_ms=med(ecs, "p50_ms"), peer_p99_ms=med(ecs, "p99_ms"),
+            rounds=[round(x["per_s"]) for x in ccs], peer_rounds=[round(x["per_s"]) for x in ecs],
+            round_ratios=[round(c["per_s"] / e["per_s"], 3) for c, e in zip(ccs, ecs)
+                          if e["per_s"]],
+            conns=64, seconds_per_round=DUR["create"],
+            errors=sum(x["errors"] for x in ccs), peer_errors=sum(x["errors"] for x in ecs),
+            note=S.get("etcd_skip") or "64 clients, 1 KiB ConfigMaps, median of alternating "
+            "rounds; etcd: plain /v3/kv/put of the same JSON bytes (base64), default durable "
+            "settings, data on the same disk")
+    else:
+        skip("create_per_s", "1/s", "create phase did not run")
+
+    gs, go = S.get("get_closed") or [], S.get("get_open")
+    if gs:
+        g = sorted(gs, key=lambda x: x["per_s"])[(len(gs) - 1) // 2]  # the median round
+        put("get_per_s", g["per_s"], "1/s",
+            note="closed loop, 64 connections, one object; median of %d rounds" % len(gs),
+            rounds=[round(x["per_s"]) for x in gs], loadgen_cpu_pct=g["loadgen_cpu_pct"],
+            wrk_per_s=[round(x) for x in S.get("wrk_get") or []],
+            errors=sum(x["errors"] for x in gs))
+        put("get_p50_ms", g["p50_ms"], "ms", note="closed loop, 64 connections (same round)")
+        put("get_p99_ms", g["p99_ms"], "ms", note="closed loop, 64 connections (same round)",
+            p999_ms=g["p999_ms"], max_ms=g["max_ms"])
+    else:
+        for m, u in (("get_per_s", "1/s"), ("get_p50_ms", "ms"), ("get_p99_ms", "ms")):
+            skip(m, u, "get phase did not run")
+    if go:
+        g5 = S.get("get_open_5k") or {}
+        put("get_p99_ms_at_20k", go["p99_ms"], "ms", p50_ms=go["p50_ms"], p999_ms=go["p999_ms"],
+            achieved_per_s=go["per_s"], late_scheduled=go["late_scheduled"],
+            p99_ms_at_5k=g5.get("p99_ms"), p50_ms_at_5k=g5.get("p50_ms"),
+            note="open loop at 20000/s over 64 connections; latency from the scheduled send "
+            "time (no coordinated omission)")
+    else:
+        skip("get_p99_ms_at_20k", "ms", "get phase did not run")
+
+    lst = S.get("list")
+    if lst:
+        put("list_%s_ms" % k, lst["p50_ms"], "ms", objects=lst["items_max"], min_ms=lst["min_ms"],
+            max_ms=lst["max_ms"], bytes=lst["bytes_per_list"],
+            note=scale_note or "median of %d full lists, one connection" % lst["ok"])
+    else:
+        skip("list_%s_ms" % k, "ms", "list phase did not run")
+    ls, lq = S.get("list_sel"), S.get("list_sel_quickack")
+    if ls:
+        put("list_selector_ms", ls["p50_ms"], "ms", matching=ls["items_max"], objects=N,
+            quickack_p50_ms=lq["p50_ms"] if lq else None,
+            note="median of 9 lists, labelSelector matching %d of %d; quickack_p50_ms is the "
+            "same with TCP_QUICKACK on the client (a gap means a Nagle/delayed-ACK stall)"
+            % (ls["items_max"], N))
+    else:
+        skip("list_selector_ms", "ms", "list phase did not run")
+    lr = S.get("list_rss")
+    if lr:
+        extra = mib(lr["peak"] - lr["base"])
+        put("list_extra_rss_mb", extra, "MiB", per_list_mb=extra / 4, base_mb=mib(lr["base"]),
+            objects=N, lists_p50_ms=lr["lists"]["p50_ms"],
+            note=(scale_note + "; " if scale_note else "") + "peak VmRSS growth during 4 "
+            "concurrent full lists (VmHWM after clear_refs, and 2 ms sampling)")
+    else:
+        skip("list_extra_rss_mb", "MiB", "list phase did not run")
+
+    w = S.get("watch")
+    if w:
+        put("watch_fanout_p99_ms", w["p99_ms"], "ms", p50_ms=w["p50_ms"], max_ms=w["max_ms"],
+            send_to_receipt_p99_ms=w["e2e_p99_ms"], send_to_receipt_p50_ms=w["e2e_p50_ms"],
+            write_p99_ms=w["write_p99_ms"], watchers=w["watchers_ok"], received=w["received"],
+            expected=w["expected"], writes_per_s=w["writes_per_s"],
+            note="1000 watchers, 100 creates/s; value = receipt - min(write ack, first receipt "
+            "of that object by any watcher), a lower bound of commit->receipt; "
+            "send_to_receipt is the upper bound (includes the durable write)")
+    else:
+        skip("watch_fanout_p99_ms", "ms", "watch phase did not run")
+
+    etcd_rss = S.get("etcd_rss_idle")
+    if S.get("rss_idle_default") is not None:
+        put("rss_idle_mb", mib(S["rss_idle_default"]), "MiB", mib(etcd_rss),
+            "etcd idle" if etcd_rss else None, note="fresh server, default flags "
+            "(in-process controller-manager), VmRSS 3 s after ready")
+        put("rss_idle_mb_no_cm", mib(S["rss_idle_nocm"]), "MiB", mib(etcd_rss),
+            "etcd idle" if etcd_rss else None,
+            note="fresh server, --controller-manager=false, VmRSS 1 s after ready (median)")
+    else:
+        skip("rss_idle_mb", "MiB", "idle phase did not run")
+    if S.get("rss_n_nocm") is not None and S.get("rss_idle_nocm") is not None:
+        per = (S["rss_n_nocm"] - S["rss_idle_nocm"]) / N
+        per_def = None
+        if S.get("rss_n_default") is not None and S.get("rss_idle_default") is not None:
+            per_def = (S["rss_n_default"] - S["rss_idle_default"]) / N
+        put("rss_per_object_bytes", per, "B", S["json_bytes"], "object JSON bytes",
+            objects=N, json_bytes_per_object=S["json_bytes"], with_controllers=per_def,
+            note=(scale_note + "; " if scale_note else "") + "(VmRSS with N objects after "
+            "restart - idle VmRSS) / N, --controller-manager=false; with_controllers is the "
+            "same with default flags; ratio = RSS / JSON size")
+    else:
+        skip("rss_per_object_bytes", "B", "populated restart did not run")
+    if S.get("startup_empty") is not None:
+        put("startup_ms_empty", S["startup_empty"], "ms", S.get("etcd_startup"),
+            "etcd (empty)" if S.get("etcd_startup") else None,
+            default_flags_ms=S.get("startup_empty_default"),
+            note="exec to first 200 from /readyz (etcd: /health), fresh data dir, median")
+    if S.get("startup_n") is not None:
+        put("startup_ms_%s" % k, S["startup_n"], "ms", objects=N,
+            default_flags_ms=S.get("startup_n_default"),
+            note=(scale_note + "; " if scale_note else "") + "exec to first 200 from /readyz "
+            "with N objects, --controller-manager=false, median of 3")
+    else:
+        skip("startup_ms_%s" % k, "ms", "populated restart did not run")
+
+    ic, inode = S.get("informer_c"), S.get("informer_node")
+    m_sync, m_mem = "informer_sync_%s_ms" % k, "informer_bytes_per_object"
+    if ic:
+        put(m_sync, ic.get("informer_sync_ms"), "ms",
+            inode.get("informer_sync_ms") if inode else None,
+            "@kubernetes/client-node" if inode else None, objects=ic.get("objects"),
+            note=scale_note or S.get("informer_node_skip"))
+        put(m_mem, ic.get("informer_bytes_per_object"), "B",
+            inode.get("informer_bytes_per_object") if inode else None,
+            "@kubernetes/client-node" if inode else None,
+            json_bytes_per_object=ic.get("json_bytes_per_object"),
+            json_ratio=(ic["informer_bytes_per_object"] / ic["json_bytes_per_object"]
+                        if ic.get("informer_bytes_per_object") and ic.get("json_bytes_per_object")
+                        else None),
+            rss_bytes_per_object=ic.get("informer_rss_bytes_per_object"),
+            peer_rss_bytes_per_object=inode.get("informer_rss_bytes_per_object")
+            if inode else None, note=S.get("informer_node_skip"))
+    else:
+        why = S.get("informer_c_skip") or "informer phase did not run"
+        print("  skip %s, %s: %s" % (m_sync, m_mem, why))
+        META["skipped"][m_sync] = META["skipped"][m_mem] = why
+        # the peer's figures are still worth keeping
+        put(m_sync, None, "ms", inode.get("informer_sync_ms") if inode else None,
+            "@kubernetes/client-node" if inode else None, note=why)
+        put(m_mem, None, "B", inode.get("informer_bytes_per_object") if inode else None,
+            "@kubernetes/client-node" if inode else None, note=why)
+
+    wq = S.get("wq")
+    if wq and wq.get("workqueue_ops_per_s") is not None:
+        put("workqueue_ops_per_s", wq["workqueue_ops_per_s"], "1/s",
+            **{k2: v for k2, v in wq.items() if k2 != "workqueue_ops_per_s"})
+    else:
+        skip("workqueue_ops_per_s", "1/s", S.get("wq_skip") or "workqueue phase did not run")
+
+
+def at_100k(fn):
+    return lambda e: fn(e) if N == 100000 else None
+
+
+# metric -> (target text, check(entry) -> True/False/None)
+TARGETS = {
+    "create_per_s": (">= 2x etcd", lambda e: e["ratio"] >= 2 if e["ratio"] else None),
+    "get_per_s": ("> 50000", lambda e: e["value"] > 50000),
+    "get_p99_ms_at_20k": ("< 1", lambda e: e["value"] < 1),
+    "list_100k_ms": ("< 300", lambda e: e["value"] < 300),
+    "list_extra_rss_mb": ("< 64 (16/list) at 100k", at_100k(lambda e: e["value"] < 64)),
+    "watch_fanout_p99_ms": ("< 20", lambda e: e["value"] < 20),
+    "rss_idle_mb": ("< 8", lambda e: e["value"] < 8),
+    "rss_idle_mb_no_cm": ("< 8", lambda e: e["value"] < 8),
+    "rss_per_object_bytes": ("< 1.5x JSON", lambda e: e["ratio"] < 1.5 if e["ratio"] else None),
+    "startup_ms_100k": ("< 1000", lambda e: e["value"] < 1000),
+    "informer_sync_100k_ms": ("<= 0.2x node", lambda e: e["ratio"] <= 0.2 if e["ratio"] else None),
+    "informer_bytes_per_object": (
+        "<= 0.2x node, < 1.3x JSON",
+        lambda e: (e["ratio"] <= 0.2 if e["ratio"] else True) and
+        (e["json_ratio"] < 1.3 if e.get("json_ratio") else True)
+        if e["ratio"] or e.get("json_ratio") else None),
+    "workqueue_ops_per_s": ("> 5000000", lambda e: e["value"] > 5e6),
+}
+# quick-mode names of the scale-dependent metrics: the target is stated at
+# 100k and is not judged at another scale
+SCALED = {"list_%s_ms": "< 300 at 100k", "startup_ms_%s": "< 1000 at 100k",
+          "informer_sync_%s_ms": "<= 0.2x node"}
+
+
+def judge():
+    k = "%dk" % (N // 1000)
+    for m, e in RESULTS.items():
+        t = TARGETS.get(m)
+        if t is None:
+            for pat, text in SCALED.items():
+                if m == pat % k and N != 100000:
+                    t = (text, None)
+                    if pat == "informer_sync_%s_ms":  # a ratio: judge it at any scale
+                        t = (text, lambda x: x["ratio"] <= 0.2 if x["ratio"] else None)
+        if t is None:
+            continue
+        e["target"] = t[0]
+        met = None
+        if e["value"] is not None and t[1] is not None:
+            try:
+                met = t[1](e)
+            except (TypeError, KeyError):
+                met = None
+        e["met"] = met
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if abs(v) >= 1000:
+            return "%.0f" % v
+        if abs(v) >= 10:
+            return "%.1f" % v
+        return "%.3g" % v
+    return str(v)
+
+
+def table():
+    rows = [("metric", "value", "unit", "peer", "peer_name", "ratio", "target", "met")]
+    for m, e in RESULTS.items():
+        met = e.get("met")
+        rows.append((m, fmt(e["value"]), e["unit"], fmt(e["peer"]), e["peer_name"] or "-",
+                     fmt(e["ratio"]), e.get("target", "-"),
+                     "-" if "target" not in e else ("yes" if met else "NO" if met is False
+                                                    else "n/a")))
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for i, r in enumerate(rows):
+        out.append("  ".join(c.rjust(w[j]) if j in (1, 3, 5) else c.ljust(w[j])
+                             for j, c in enumerate(r)).rstrip())
+        if i == 0:
+            out.append("  ".join("-" * x for x in w))
+    return "\n".join(out)
+
+
+def markdown_table():
+    """The table as Markdown, for docs/performance.md."""
+    out = ["| metric | value | unit | peer | peer | ratio | target | met |",
+           "|---|--:|---|--:|---|--:|---|---|"]
+    for m, e in RESULTS.items():
+        met = e.get("met")
+        out.append("| `%s` | %s | %s | %s | %s | %s | %s | %s |" % (
+            m, fmt(e["value"]), e["unit"], fmt(e["peer"]), e["peer_name"] or "-",
+            fmt(e["ratio"]), e.get("target", "-"),
+            "-" if "target" not in e else ("yes" if met else "no" if met is False else "n/a")))
+    return "\n".join(out) + "\n"
+
+
+def etcd_version():
+    try:
+        r = subprocess.run([ETCD, "--version"], stdout=subprocess.PIPE, timeout=10)
+        for line in r.stdout.decode().splitlines():
+            if line.startswith("etcd Version:"):
+                return line.split()[-1]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return "?"
+
+
+def machine():
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cpus": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+# -------------------------------------------------------------------- main
+
+
+def clean_stale_runs(out_dir):
+    """Removes run-* data dirs left by a run that was SIGKILLed (its
+    servers died with it through PR_SET_PDEATHSIG, its files did not).
+    A dir whose owner.pid names a live process is another run's: kept."""
+    for name in os.listdir(out_dir):
+        d = os.path.join(out_dir, name)
+        if not name.startswith("run-") or not os.path.isdir(d):
+            continue
+        try:
+            with open(os.path.join(d, "owner.pid")) as f:
+                os.kill(int(f.read().strip()), 0)
+            continue  # alive
+        except PermissionError:
+            continue  # alive, another user's
+        except (OSError, ValueError):
+            pass
+        print("run.py: removing stale %s" % d)
+        shutil.rmtree(d, ignore_errors=True)
+
+STATE = {}
+ARGS = None
+N = 10000
+DUR, REPEAT, TIMEOUT = {}, {}, {}
+
+
+def main():
+    global ARGS, N
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build", help="build dir with ckube and bench_load")
+    ap.add_argument("--full", action="store_true", help="100k objects, longer runs")
+    ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,"
+                    "populated,restart,workqueue (default: all)")
+    ap.add_argument("--keep", action="store_true", help="keep the data dirs")
+    ARGS = ap.parse_args()
+    ARGS.build = os.path.abspath(ARGS.build)
+    ARGS.ckube = os.path.join(ARGS.build, "ckube")
+    ARGS.bench_load = os.path.join(ARGS.build, "bench_load")
+    for exe in (ARGS.ckube, ARGS.bench_load):
+        if not os.access(exe, os.X_OK):
+            print("run.py: %s is not built (cmake --build %s)" % (exe, ARGS.build),
+                  file=sys.stderr)
+            return 2
+    N = 100000 if ARGS.full else 10000
+    DUR.update(create=15 if ARGS.full else 5, get=8 if ARGS.full else 4,
+               watch=30 if ARGS.full else 10)
+    REPEAT.update(list=5, create=3, get=3)
+    TIMEOUT.update(populate=600 if ARGS.full else 120, list=300 if ARGS.full else 60,
+                   informer=600 if ARGS.full else 120, startup=60 if ARGS.full else 30)
+    only = set(x for x in ARGS.only.split(",") if x)
+
+    # 1000 watchers + the server's own descriptors: raise the soft limit
+    # for us and every child (they inherit it).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    atexit.register(stop_all)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+
+    out_dir = os.path.join(ARGS.build, "bench")
+    os.makedirs(out_dir, exist_ok=True)
+    clean_stale_runs(out_dir)
+    tmp = tempfile.mkdtemp(prefix="run-", dir=out_dir)
+    with open(os.path.join(tmp, "owner.pid"), "w") as f:
+        f.write("%d\n" % os.getpid())
+    META.update(mode="full" if ARGS.full else "quick", objects=N, machine=machine(),
+                loadavg_start=loadavg(), started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                tmp=tmp)
+    print("ckube bench (%s): %d objects, %s, %d CPUs, load %s; data under %s"
+          % (META["mode"], N, META["machine"]["cpu"], META["machine"]["cpus"],
+             META["loadavg_start"], tmp), flush=True)
+    t_all = time.monotonic()
+
+    def want(p):
+        return not only or p in only
+
+    try:
+        if want("idle"):
+            with Phase("idle servers, empty start-up"):
+                phase_idle(tmp)
+        if want("create"):
+            with Phase("create, ckube and etcd"):
+                phase_create(tmp)
+        if want("populated"):
+            with Phase("populated server"):
+                phase_populated(tmp)
+        if want("restart"):
+            with Phase("restart with %d objects" % N):
+                phase_restart(tmp)
+        if want("workqueue"):
+            with Phase("workqueue"):
+                phase_workqueue()
+    except KeyboardInterrupt as e:
+        print("run.py: interrupted (%s); stopping servers" % e, file=sys.stderr)
+        stop_all()
+        if not ARGS.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 130
+    finally:
+        stop_all()
+
+    if not ARGS.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    build_results()
+    judge()
+    META["loadavg_end"] = loadavg()
+    META["total_s"] = round(time.monotonic() - t_all, 1)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(RESULTS, f, indent=1)
+        f.write("\n")
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(markdown_table())
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(META, f, indent=1)
+        f.write("\n")
+    print()
+    print(table())
+    print()
+    print("phases (s): " + ", ".join("%s %s" % (k, v) for k, v in META["phases"].items()))
+    print("load average: start %s, end %s; total %.0f s; results in %s"
+          % (META["loadavg_start"], META["loadavg_end"], META["total_s"],
+             os.path.join(out_dir, "results.json")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
