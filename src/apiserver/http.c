@@ -8,6 +8,7 @@
 #include <event2/buffer.h>
 #include <event2/thread.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,10 @@ static int listen_socket(const char *host, int port, char *err, size_t errlen)
      * socket (dup'd), each accepting from the same queue. */
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    /* No Nagle: a response written in pieces (headers, then a body
+     * assembled from cached objects) must not wait for the client's
+     * delayed ACK (~40 ms). Accepted sockets inherit it on Linux. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1024) < 0) {
         snprintf(err, errlen, "listen on %s:%d: %s", host, port, strerror(errno));
         close(fd);
