@@ -85,6 +85,13 @@ expect_contains() {
     case "$1" in *"$2"*) ;; *) fail "$3: [$2] not in [$1]" ;; esac
 }
 
+# first_line_matches TEXT ERE: whether TEXT's first line matches. (Not
+# `echo | head -1 | grep -q`: with pipefail, a writer killed by SIGPIPE
+# when its reader exits early fails the check although it matched.)
+first_line_matches() {
+    [[ ${1%%$'\n'*} =~ $2 ]]
+}
+
 # wait_for CMD...: retries a command for up to 10 s.
 wait_for() {
     for _ in $(seq 1 100); do

@@ -126,7 +126,7 @@ s_discovery() {
     echo "$out" | grep -qx 'samplecrd.k8s.io/v1' || fail "api-versions lacks samplecrd.k8s.io/v1: $out"
     echo "$out" | grep -qx 'apiextensions.k8s.io/v1' || fail "api-versions lacks apiextensions.k8s.io/v1: $out"
     out=$(ko get crd)
-    echo "$out" | head -1 | grep -Eq '^NAME +CREATED AT *$' || fail "get crd header: $out"
+    first_line_matches "$out" '^NAME +CREATED AT *$' || fail "get crd header: $out"
     echo "$out" | grep -Eq "^$CRD_NAME +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z *\$" ||
         fail "get crd row: $out"
     # raw discovery document of the new group-version
@@ -149,7 +149,7 @@ s_create() {
     expect_eq "$out" "network.samplecrd.k8s.io/example-network created" "apply the Network file"
     wait_line "$TMP/watch-table.out" '^ADDED +example-network ' "table watch saw the create"
     out=$(ko get networks)
-    echo "$out" | head -1 | grep -Eq '^NAME +AGE *$' || fail "get networks header: $out"
+    first_line_matches "$out" '^NAME +AGE *$' || fail "get networks header: $out"
     echo "$out" | sed -n 2p | grep -Eq '^example-network +[0-9]+s *$' || fail "get networks row: $out"
     expect_eq "$(echo "$out" | wc -l)" 2 "get networks: one row"
     out=$(ko get network example-network -o jsonpath='{.kind} {.apiVersion} {.metadata.namespace} {.spec.cidr} {.spec.gateway} {.metadata.generation}')
@@ -253,7 +253,7 @@ s_two_networks() {
     expect_eq "$out" "network.samplecrd.k8s.io/example-network network.samplecrd.k8s.io/example-network " \
         "two networks before deleting the CRD"
     out=$(ko get networks -A)
-    echo "$out" | head -1 | grep -Eq '^NAMESPACE +NAME +AGE *$' || fail "get networks -A header: $out"
+    first_line_matches "$out" '^NAMESPACE +NAME +AGE *$' || fail "get networks -A header: $out"
 }
 
 s_delete_crd() {

@@ -361,10 +361,10 @@ EOF
 s_printer_columns() {
     local out
     out=$(ko get foos)
-    echo "$out" | head -1 | grep -Eq '^NAME +REPLICAS +MODE +AGE *$' || fail "get foos header: $out"
+    first_line_matches "$out" '^NAME +REPLICAS +MODE +AGE *$' || fail "get foos header: $out"
     echo "$out" | sed -n 2p | grep -Eq '^good +1 +slow +[0-9]+s *$' || fail "get foos row: $out"
     out=$(ko get foos -o wide)
-    echo "$out" | head -1 | grep -Eq '^NAME +REPLICAS +MODE +IMAGE +AGE *$' || fail "get foos -o wide header: $out"
+    first_line_matches "$out" '^NAME +REPLICAS +MODE +IMAGE +AGE *$' || fail "get foos -o wide header: $out"
     echo "$out" | sed -n 2p | grep -Eq '^good +1 +slow +nginx +[0-9]+s *$' || fail "get foos -o wide row: $out"
     # the Table on the wire
     out=$(curl -s -H 'Accept: application/json;as=Table;v=v1;g=meta.k8s.io' "$SERVER_URL$FOOS")
@@ -377,7 +377,7 @@ s_printer_columns() {
         "Table row"
     # a CRD without printer columns: Name and Age
     out=$(ko get bars)
-    echo "$out" | head -1 | grep -Eq '^NAME +AGE *$' || fail "get bars header: $out"
+    first_line_matches "$out" '^NAME +AGE *$' || fail "get bars header: $out"
     echo "$out" | sed -n 2p | grep -Eq '^b1 +[0-9]+s *$' || fail "get bars row: $out"
 }
 
@@ -710,7 +710,7 @@ s_crd_update() {
     expect_eq "$(jp foo good -o jsonpath='{.spec.color}')" "blue" "a new default applies to a stored object on read"
     expect_eq "$(jp fooz good -o name)" "foo.e2e.ckube.io/good" "a new short name"
     out=$(ko get foos)
-    echo "$out" | head -1 | grep -Eq '^NAME +REPLICAS +COLOR +MODE +AGE *$' || fail "new printer column: $out"
+    first_line_matches "$out" '^NAME +REPLICAS +COLOR +MODE +AGE *$' || fail "new printer column: $out"
     out=$(kfail scale foo good --replicas=21)
     expect_contains "$out" 'should be less than or equal to 20' "the new maximum"
 }

@@ -191,16 +191,16 @@ s_workloads() {
     expect_eq "$(jp deploy d -o jsonpath='{.spec.replicas}')" "3" "replicas after scale"
     expect_eq "$(jp deploy d -o jsonpath='{.metadata.generation}')" "2" "generation after scale"
     out=$(k get deploy)
-    echo "$out" | head -1 | grep -Eq '^NAME +READY +UP-TO-DATE +AVAILABLE +AGE$' ||
+    first_line_matches "$out" '^NAME +READY +UP-TO-DATE +AVAILABLE +AGE$' ||
         fail "deploy table header: $out"
     echo "$out" | grep -Eq '^d +0/3 ' || fail "deploy table row: $out"
     out=$(k get deploy -o wide)
-    echo "$out" | head -1 | grep -Eq 'CONTAINERS +IMAGES +SELECTOR' || fail "deploy -o wide: $out"
+    first_line_matches "$out" 'CONTAINERS +IMAGES +SELECTOR' || fail "deploy -o wide: $out"
     echo "$out" | grep -q 'nginx' || fail "deploy -o wide row: $out"
     out=$(k get all)
     expect_contains "$out" "deployment.apps/d" "get all"
     out=$(k get cm -o wide)
-    echo "$out" | head -1 | grep -Eq '^NAME +DATA +AGE' || fail "cm -o wide: $out"
+    first_line_matches "$out" '^NAME +DATA +AGE' || fail "cm -o wide: $out"
     out=$(k create secret generic s --from-literal=k=v)
     expect_eq "$out" "secret/s created" "create secret"
     expect_eq "$(jp secret s -o jsonpath='{.data.k}')" "dg==" "secret data (base64 of v)"
@@ -253,7 +253,7 @@ s_paging() {
     out=$(k get cm -n paging --chunk-size=2)
     expect_eq "$(echo "$out" | grep -c '^p[1-5] ')" "5" "paged table list"
     out=$(k get cm -A)
-    echo "$out" | head -1 | grep -Eq '^NAMESPACE +NAME +DATA +AGE' || fail "get -A header: $out"
+    first_line_matches "$out" '^NAMESPACE +NAME +DATA +AGE' || fail "get -A header: $out"
     echo "$out" | grep -Eq '^paging +p3 +1 ' || fail "get -A row: $out"
     echo "$out" | grep -Eq '^default +capply +1 ' || fail "get -A row: $out"
     out=$(k get cm -A -o name --field-selector metadata.name=p2)
