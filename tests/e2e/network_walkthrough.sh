@@ -91,7 +91,7 @@ actual() {
         local dev
         # `ip -o` keeps each link on one line, its alias last.
         dev=$(ip -n "$NETNS" -o link show | awk -v a="ckube-network:$key" '$NF == a {print $2}' |
-            sed 's/:$//; s/@.*//' | head -n1)
+            sed 's/:$//; s/@.*//')
         [ -n "$dev" ] || return 0
         ip -n "$NETNS" -o addr show dev "$dev" scope global | awk '{print $4}' | tr '\n' ' ' | sed 's/ $//'
     else
@@ -128,7 +128,7 @@ events_of() { # NAME REASON -> messages
 wait_event() { # NAME REASON TEXT
     local i
     for i in $(seq 1 100); do
-        events_of "$1" "$2" | grep -qF -- "$3" && return 0
+        [[ $(events_of "$1" "$2") == *"$3"* ]] && return 0
         sleep 0.1
     done
     fail "no $2 event with [$3] on $1; events: $(kubectl get events 2>&1 | tail -n 20)"
@@ -165,7 +165,10 @@ expect_eq "$(jpath example-network '{.status.conditions[0].type}={.status.condit
 expect_contains "$(jpath example-network '{.metadata.finalizers}')" "samplecrd.k8s.io/network-cleanup" "finalizer"
 wait_event example-network Created "with 192.168.0.1/16"
 if [ "$BACKEND" = linux-bridge ]; then
-    ip -n "$NETNS" addr | grep -q "inet 192.168.0.1/16" || fail "ip -n $NETNS addr does not show 192.168.0.1/16"
+    # (captured first: `ip | grep -q` under pipefail fails when grep exits
+    # early and ip gets SIGPIPE)
+    addrs=$(ip -n "$NETNS" addr)
+    expect_contains "$addrs" "inet 192.168.0.1/16" "ip -n $NETNS addr"
 fi
 
 echo "--- 4. changed to 192.169.0.0/16 via 192.169.0.1: the bridge follows"
