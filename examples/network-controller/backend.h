@@ -42,9 +42,9 @@ typedef struct netctl_want {
 /* What exists for a key. */
 typedef struct netctl_actual {
     bool exists;
-    char device[32];   /* the interface's name, e.g. "ckn-1a2b3c4d" */
-    bool up;           /* administratively up */
-    size_t naddrs;     /* global addresses on it (link-local ones are not listed) */
+    char device[32]; /* the interface's name, e.g. "ckn-1a2b3c4d" */
+    bool up;         /* administratively up */
+    size_t naddrs;   /* global addresses on it (link-local ones are not listed) */
     struct {
         netaddr addr;
         int len;

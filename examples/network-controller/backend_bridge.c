@@ -49,25 +49,12 @@ typedef struct bridge_backend {
     char *netns;
 } bridge_backend;
 
-static int set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int set_err(char **err, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vasprintf(err, fmt, ap) < 0)
-            *err = NULL;
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* ---- the network namespace ---- */
 
 struct ns_job {
-    const char *path; /* /run/netns/NAME */
-    bool create;      /* unshare a new namespace and bind it to path */
-    int ns_fd;        /* enter this one (when !create) */
+    const char *path;      /* /run/netns/NAME */
+    bool create;           /* unshare a new namespace and bind it to path */
+    int ns_fd;             /* enter this one (when !create) */
     struct mnl_socket *nl; /* out: a NETLINK_ROUTE socket in the namespace */
     int err_no;
     const char *what;
@@ -109,11 +96,11 @@ static int run_ns_job(struct ns_job *j, char **err)
     pthread_t t;
     int rc = pthread_create(&t, NULL, ns_thread, j);
     if (rc != 0)
-        return set_err(err, "cannot start a thread: %s", strerror(rc));
+        return netctl_set_err(err, "cannot start a thread: %s", strerror(rc));
     pthread_join(t, NULL);
     if (j->err_no)
-        return set_err(err, "network namespace %s: %s failed: %s", j->path, j->what,
-                       strerror(j->err_no));
+        return netctl_set_err(err, "network namespace %s: %s failed: %s", j->path, j->what,
+                              strerror(j->err_no));
     return 0;
 }
 
@@ -122,7 +109,7 @@ static int run_ns_job(struct ns_job *j, char **err)
 static struct mnl_socket *open_in_netns(const char *name, char **err)
 {
     if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
-        set_err(err, "invalid network namespace name \"%s\"", name);
+        netctl_set_err(err, "invalid network namespace name \"%s\"", name);
         return NULL;
     }
     char path[256];
@@ -136,16 +123,16 @@ static struct mnl_socket *open_in_netns(const char *name, char **err)
         return rc == 0 ? j.nl : NULL;
     }
     if (errno != ENOENT) {
-        set_err(err, "cannot open %s: %s", path, strerror(errno));
+        netctl_set_err(err, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
     if (mkdir(NETNS_DIR, 0755) != 0 && errno != EEXIST) {
-        set_err(err, "cannot create " NETNS_DIR ": %s", strerror(errno));
+        netctl_set_err(err, "cannot create " NETNS_DIR ": %s", strerror(errno));
         return NULL;
     }
     fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
     if (fd < 0) {
-        set_err(err, "cannot create %s: %s", path, strerror(errno));
+        netctl_set_err(err, "cannot create %s: %s", path, strerror(errno));
         return NULL;
     }
     close(fd);
@@ -340,7 +327,7 @@ static int observe_locked(bridge_backend *b, const char *key, netctl_actual *out
     int rc = dump_links(b, &l);
     if (rc < 0) {
         free(l.v);
-        return set_err(err, "listing links in %s: %s", b->netns, strerror(-rc));
+        return netctl_set_err(err, "listing links in %s: %s", b->netns, strerror(-rc));
     }
     const link_info *li = find_link(&l, key);
     if (li) {
@@ -352,7 +339,7 @@ static int observe_locked(bridge_backend *b, const char *key, netctl_actual *out
             *is_bridge = strcmp(li->kind, "bridge") == 0;
         rc = dump_addrs(b, li->index, out);
         if (rc < 0)
-            set_err(err, "listing addresses of %s: %s", li->name, strerror(-rc));
+            netctl_set_err(err, "listing addresses of %s: %s", li->name, strerror(-rc));
     }
     bool not_bridge = li && strcmp(li->kind, "bridge") != 0;
     free(l.v);
@@ -390,7 +377,7 @@ static int del_link(bridge_backend *b, int index)
     return rc == -ENODEV ? 0 : rc;
 }
 
-static int new_bridge(bridge_backend *b, const char *dev, const char *key)
+static int new_bridge(bridge_backend *b, const char *dev)
 {
     char buf[MNL_SOCKET_BUFFER_SIZE];
     struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
@@ -402,7 +389,6 @@ static int new_bridge(bridge_backend *b, const char *dev, const char *key)
     struct nlattr *info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
     mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
     mnl_attr_nest_end(nlh, info);
-    (void)key;
     return exchange(b, nlh, NULL, NULL);
 }
 
@@ -455,7 +441,7 @@ static int apply_locked(bridge_backend *b, const char *key, const netctl_want *w
         CKUBE_WARN("%s in %s is a %s, not a bridge; replacing it", cur.device, b->netns,
                    "link of another kind");
         if ((rc = del_link(b, index)) < 0)
-            return set_err(err, "deleting %s: %s", cur.device, strerror(-rc));
+            return netctl_set_err(err, "deleting %s: %s", cur.device, strerror(-rc));
         cur.exists = false;
     }
     if (cur.exists && strcmp(cur.device, dev) != 0) {
@@ -464,35 +450,37 @@ static int apply_locked(bridge_backend *b, const char *key, const netctl_want *w
         snprintf(dev, sizeof(dev), "%.15s", cur.device);
     }
     if (!cur.exists) {
-        if ((rc = new_bridge(b, dev, key)) < 0)
-            return set_err(err, "creating bridge %s: %s", dev, strerror(-rc));
+        if ((rc = new_bridge(b, dev)) < 0)
+            return netctl_set_err(err, "creating bridge %s: %s", dev, strerror(-rc));
         if ((rc = observe_locked(b, key, &cur, &index, &is_bridge, err)) != 0)
             return -1;
         if (!cur.exists)
-            return set_err(err, "bridge %s vanished right after it was created", dev);
+            return netctl_set_err(err, "bridge %s vanished right after it was created", dev);
     }
     if ((rc = set_link(b, index, key)) < 0)
-        return set_err(err, "setting up bridge %s: %s", dev, strerror(-rc));
+        return netctl_set_err(err, "setting up bridge %s: %s", dev, strerror(-rc));
     /* Remove every global address but the wanted one, then add it. */
     bool have = false;
     for (size_t i = 0; i < cur.naddrs; i++) {
-        if (cur.addrs[i].len == want->cidr.len && netaddr_equal(&cur.addrs[i].addr, &want->gateway)) {
+        if (cur.addrs[i].len == want->cidr.len &&
+            netaddr_equal(&cur.addrs[i].addr, &want->gateway)) {
             have = true;
             continue;
         }
         rc = change_addr(b, RTM_DELADDR, index, &cur.addrs[i].addr, cur.addrs[i].len);
         if (rc < 0 && rc != -EADDRNOTAVAIL) {
             char a[NETADDR_STRLEN];
-            return set_err(err, "removing %s from %s: %s",
-                           netaddr_format_prefix(&cur.addrs[i].addr, cur.addrs[i].len, a, sizeof(a)),
-                           dev, strerror(-rc));
+            return netctl_set_err(
+                err, "removing %s from %s: %s",
+                netaddr_format_prefix(&cur.addrs[i].addr, cur.addrs[i].len, a, sizeof(a)), dev,
+                strerror(-rc));
         }
     }
     if (!have && (rc = change_addr(b, RTM_NEWADDR, index, &want->gateway, want->cidr.len)) < 0) {
         char a[NETADDR_STRLEN];
-        return set_err(err, "adding %s to %s: %s",
-                       netaddr_format_prefix(&want->gateway, want->cidr.len, a, sizeof(a)), dev,
-                       strerror(-rc));
+        return netctl_set_err(err, "adding %s to %s: %s",
+                              netaddr_format_prefix(&want->gateway, want->cidr.len, a, sizeof(a)),
+                              dev, strerror(-rc));
     }
     return 0;
 }
@@ -517,7 +505,7 @@ static int br_remove(netctl_backend *base, const char *key, char **err)
     } else if (cur.exists) {
         int e = del_link(b, index);
         if (e < 0)
-            rc = set_err(err, "deleting bridge %s: %s", cur.device, strerror(-e));
+            rc = netctl_set_err(err, "deleting bridge %s: %s", cur.device, strerror(-e));
     }
     pthread_mutex_unlock(&b->mu);
     return rc;
@@ -532,7 +520,7 @@ static int br_list(netctl_backend *base, char ***keys, size_t *n, char **err)
     pthread_mutex_unlock(&b->mu);
     if (rc < 0) {
         free(l.v);
-        return set_err(err, "listing links in %s: %s", b->netns, strerror(-rc));
+        return netctl_set_err(err, "listing links in %s: %s", b->netns, strerror(-rc));
     }
     char **out = calloc(l.n ? l.n : 1, sizeof(*out));
     size_t cnt = 0;
@@ -541,7 +529,7 @@ static int br_list(netctl_backend *base, char ***keys, size_t *n, char **err)
             out[cnt++] = strdup(l.v[i].alias + strlen(ALIAS_PREFIX));
     free(l.v);
     if (!out)
-        return set_err(err, "out of memory");
+        return netctl_set_err(err, "out of memory");
     *keys = out;
     *n = cnt;
     return 0;
@@ -573,7 +561,7 @@ netctl_backend *netctl_backend_bridge_new(const char *netns, char **err)
     bridge_backend *b = calloc(1, sizeof(*b));
     if (!b) {
         mnl_socket_close(nl);
-        set_err(err, "out of memory");
+        netctl_set_err(err, "out of memory");
         return NULL;
     }
     b->base.ops = &bridge_ops;

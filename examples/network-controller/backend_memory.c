@@ -32,19 +32,6 @@ typedef struct memory_backend {
     char *state_file;
 } memory_backend;
 
-static int set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int set_err(char **err, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vasprintf(err, fmt, ap) < 0)
-            *err = NULL;
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* Writes the table to the state file. Called with mu held. */
 static int save(memory_backend *m, char **err)
 {
@@ -52,17 +39,17 @@ static int save(memory_backend *m, char **err)
         return 0;
     char *tmp = NULL;
     if (asprintf(&tmp, "%s.tmp", m->state_file) < 0)
-        return set_err(err, "out of memory");
+        return netctl_set_err(err, "out of memory");
     json_t *doc = json_pack("{s:O}", "networks", m->nets);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int rc = -1;
     if (fd < 0) {
-        set_err(err, "cannot write %s: %s", tmp, strerror(errno));
+        netctl_set_err(err, "cannot write %s: %s", tmp, strerror(errno));
     } else if (json_dumpfd(doc, fd, JSON_INDENT(2) | JSON_SORT_KEYS) != 0 || fsync(fd) != 0) {
-        set_err(err, "cannot write %s: %s", tmp, strerror(errno));
+        netctl_set_err(err, "cannot write %s: %s", tmp, strerror(errno));
         close(fd);
     } else if (close(fd) != 0 || rename(tmp, m->state_file) != 0) {
-        set_err(err, "cannot replace %s: %s", m->state_file, strerror(errno));
+        netctl_set_err(err, "cannot replace %s: %s", m->state_file, strerror(errno));
     } else {
         rc = 0;
     }
@@ -101,7 +88,9 @@ static int mem_observe(netctl_backend *b, const char *key, netctl_actual *out, c
     if (n) {
         out->exists = true;
         snprintf(out->device, sizeof(out->device), "%s",
-                 json_is_string(json_object_get(n, "device")) ? json_string_value(json_object_get(n, "device")) : "");
+                 json_is_string(json_object_get(n, "device"))
+                     ? json_string_value(json_object_get(n, "device"))
+                     : "");
         out->up = json_is_true(json_object_get(n, "up"));
         size_t i;
         json_t *a;
@@ -212,14 +201,14 @@ netctl_backend *netctl_backend_memory_new(const char *state_file, char **err)
         json_error_t je;
         json_t *doc = json_load_file(state_file, 0, &je);
         if (!doc && access(state_file, F_OK) == 0) {
-            set_err(err, "cannot load memory backend state %s: %s (line %d)", state_file, je.text,
-                    je.line);
+            netctl_set_err(err, "cannot load memory backend state %s: %s (line %d)", state_file,
+                           je.text, je.line);
             return NULL;
         }
         json_t *n = json_object_get(doc, "networks");
         if (doc && !json_is_object(n)) {
             json_decref(doc);
-            set_err(err, "memory backend state %s has no \"networks\" object", state_file);
+            netctl_set_err(err, "memory backend state %s has no \"networks\" object", state_file);
             return NULL;
         }
         nets = json_incref(n);
@@ -228,7 +217,7 @@ netctl_backend *netctl_backend_memory_new(const char *state_file, char **err)
     memory_backend *m = calloc(1, sizeof(*m));
     if (!m) {
         json_decref(nets);
-        set_err(err, "out of memory");
+        netctl_set_err(err, "out of memory");
         return NULL;
     }
     m->base.ops = &memory_ops;

@@ -49,18 +49,6 @@ struct netctl {
     size_t nrecent;
 };
 
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
-}
-
 static const char *errtext(const ckube_status *st)
 {
     return st && st->message ? st->message : "unknown error";
@@ -125,11 +113,14 @@ static int write_status(netctl *n, ckube_reconcile_ctx *rc, const json_t *net, j
     pthread_mutex_lock(&n->mu);
     bool main_resource = n->no_status_subresource;
     pthread_mutex_unlock(&n->mu);
-    json_t *cur = json_deep_copy(json_object_get(net, "status"));
+    /* The cache's status (borrowed, never modified: a copy is made only
+     * when fields must be dropped from it). */
+    json_t *cur = json_object_get(net, "status"), *cur_copy = NULL;
     if (main_resource) {
         /* Without a status subresource every write bumps the generation,
          * so observedGeneration could never catch up: leave it out of
          * what is written and of the comparison. */
+        cur = cur_copy = json_deep_copy(cur);
         json_t *both[2] = {cur, want};
         for (int i = 0; i < 2; i++) {
             json_object_del(both[i], "observedGeneration");
@@ -138,7 +129,7 @@ static int write_status(netctl *n, ckube_reconcile_ctx *rc, const json_t *net, j
         }
     }
     bool same = json_equal(cur, want);
-    json_decref(cur);
+    json_decref(cur_copy);
     if (same) {
         json_decref(want);
         return 0;
@@ -155,8 +146,8 @@ static int write_status(netctl *n, ckube_reconcile_ctx *rc, const json_t *net, j
                            .subresource = main_resource ? NULL : "status"};
     json_t *out = NULL;
     ckube_status *err = NULL;
-    int r = ckube_patch(n->o.client, &NETCTL_NETWORKS, ns, name, CKUBE_PATCH_MERGE, body, len,
-                        &wo, &out, &err);
+    int r = ckube_patch(n->o.client, &NETCTL_NETWORKS, ns, name, CKUBE_PATCH_MERGE, body, len, &wo,
+                        &out, &err);
     if (r != 0 && !main_resource && err && err->code == 404 &&
         (!err->name || strcmp(err->name, name) != 0)) {
         /* 404 naming no object: the resource has no /status. */
@@ -168,8 +159,8 @@ static int write_status(netctl *n, ckube_reconcile_ctx *rc, const json_t *net, j
         ckube_status_free(err);
         err = NULL;
         wo.subresource = NULL;
-        r = ckube_patch(n->o.client, &NETCTL_NETWORKS, ns, name, CKUBE_PATCH_MERGE, body, len,
-                        &wo, &out, &err);
+        r = ckube_patch(n->o.client, &NETCTL_NETWORKS, ns, name, CKUBE_PATCH_MERGE, body, len, &wo,
+                        &out, &err);
     }
     free(body);
     if (r != 0) {
@@ -341,9 +332,10 @@ static ckube_result sync_network(void *ctx, ckube_reconcile_ctx *rc, const char 
     }
     json_t *winner = find_conflict(n, net, &want.cidr);
     if (winner) {
-        char *msg = xasprintf("spec.cidr %s overlaps %s of Network %s/%s", cidr_s,
-                              json_string_value(ckube_json_get_path(winner, "spec.cidr")),
-                              ckube_obj_namespace(winner), ckube_obj_name(winner));
+        char *msg = NULL;
+        netctl_set_err(&msg, "spec.cidr %s overlaps %s of Network %s/%s", cidr_s,
+                       json_string_value(ckube_json_get_path(winner, "spec.cidr")),
+                       ckube_obj_namespace(winner), ckube_obj_name(winner));
         ckube_obj_unref(winner);
         res = fail_network(n, rc, net, REASON_CONFLICT, msg ? msg : "CIDR conflict", false);
         free(msg);
@@ -357,7 +349,8 @@ static ckube_result sync_network(void *ctx, ckube_reconcile_ctx *rc, const char 
     if (netctl_backend_observe(n->o.backend, key, &act, &e) != 0 ||
         (!netctl_actual_matches(&act, &want) &&
          netctl_backend_apply(n->o.backend, key, &want, &e) != 0)) {
-        char *msg = xasprintf("%s backend: %s", backend, e ? e : "unknown error");
+        char *msg = NULL;
+        netctl_set_err(&msg, "%s backend: %s", backend, e ? e : "unknown error");
         free(e);
         res = fail_network(n, rc, net, REASON_BACKEND, msg ? msg : "backend error", false);
         free(msg);
@@ -380,9 +373,10 @@ static ckube_result sync_network(void *ctx, ckube_reconcile_ctx *rc, const char 
         CKUBE_INFO("[%s] Updated network %s: bridge %s now carries %s", backend, key, dev, addr);
         record(n, net, CKUBE_EVENT_NORMAL, "Updated", "Updated bridge %s to %s", dev, addr);
     }
-    char *msg = xasprintf("bridge %s carries %s", dev, addr);
-    if (write_status(n, rc, net, desired_status(net, true, REASON_SYNCED, msg ? msg : "", dev,
-                                                true)) != 0) {
+    char *msg = NULL;
+    netctl_set_err(&msg, "bridge %s carries %s", dev, addr);
+    if (write_status(n, rc, net,
+                     desired_status(net, true, REASON_SYNCED, msg ? msg : "", dev, true)) != 0) {
         free(msg);
         res = ckube_result_error();
         goto out;
@@ -406,10 +400,8 @@ static void map_network(void *ctx, const json_t *obj, ckube_key_sink *out)
     if (ckube_lister_list(&n->networks, NULL, NULL, &all) != 0)
         return;
     for (size_t i = 0; i < all.n; i++) {
-        const char *r = json_string_value(
-            json_object_get(json_array_get(ckube_json_get_path(all.items[i], "status.conditions"),
-                                           0),
-                            "reason"));
+        const char *r = json_string_value(json_object_get(
+            json_array_get(ckube_json_get_path(all.items[i], "status.conditions"), 0), "reason"));
         if (r && strcmp(r, REASON_CONFLICT) == 0)
             ckube_enqueue(out, ckube_obj_namespace(all.items[i]), ckube_obj_name(all.items[i]));
     }
@@ -527,11 +519,11 @@ static ckube_result create_network_for(netctl *n, ckube_reconcile_ctx *rc, const
             gw = "";
         }
     }
-    json_t *net = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}, s:[o]}, s:{s:s, s:s}}",
-                            "apiVersion", NETCTL_GROUP "/v1", "kind", "Network", "metadata",
-                            "name", netname, "namespace", ns, "annotations",
-                            NETCTL_CREATED_BY_ANNOTATION, NETCTL_COMPONENT, "ownerReferences",
-                            owner_ref(dep), "spec", "cidr", cidr, "gateway", gw);
+    json_t *net =
+        json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}, s:[o]}, s:{s:s, s:s}}", "apiVersion",
+                  NETCTL_GROUP "/v1", "kind", "Network", "metadata", "name", netname, "namespace",
+                  ns, "annotations", NETCTL_CREATED_BY_ANNOTATION, NETCTL_COMPONENT,
+                  "ownerReferences", owner_ref(dep), "spec", "cidr", cidr, "gateway", gw);
     json_t *out = NULL;
     ckube_status *err = NULL;
     ckube_write_opts wo = {.field_manager = NETCTL_COMPONENT};
@@ -542,8 +534,8 @@ static ckube_result create_network_for(netctl *n, ckube_reconcile_ctx *rc, const
         if (!exists) {
             CKUBE_ERROR("error creating Network %s/%s for Deployment %s: %s", ns, netname,
                         ckube_obj_name(dep), errtext(err));
-            record(n, dep, CKUBE_EVENT_WARNING, "NetworkFailed",
-                   "Failed to create Network %s: %s", netname, errtext(err));
+            record(n, dep, CKUBE_EVENT_WARNING, "NetworkFailed", "Failed to create Network %s: %s",
+                   netname, errtext(err));
         }
         ckube_status_free(err);
         /* 409: it appeared meanwhile; the next run adopts it. 422 and
@@ -677,10 +669,9 @@ netctl *netctl_new(const netctl_options *o, char **err)
     if (netaddr_parse_prefix(n->o.auto_cidr_pool, &n->pool, &e) != 0 ||
         n->pool.net.family != AF_INET || n->o.auto_prefix_len < n->pool.len ||
         n->o.auto_prefix_len > 30) {
-        if (err)
-            *err = xasprintf("bad Deployment network pool %s /%d: %s", n->o.auto_cidr_pool,
-                             n->o.auto_prefix_len,
-                             e ? e : "must be IPv4, with a prefix length from the pool's to 30");
+        netctl_set_err(err, "bad Deployment network pool %s /%d: %s", n->o.auto_cidr_pool,
+                       n->o.auto_prefix_len,
+                       e ? e : "must be IPv4, with a prefix length from the pool's to 30");
         free(e);
         free(n);
         return NULL;

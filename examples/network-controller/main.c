@@ -40,13 +40,13 @@ static void usage(FILE *f)
             "  --backend auto|linux-bridge|memory  where networks live (default auto: "
             "linux-bridge\n"
             "                                      with CAP_NET_ADMIN, else memory)\n"
-            "  --netns NAME                        linux-bridge: the network namespace (default "
-            DEFAULT_NETNS ")\n"
+            "  --netns NAME                        linux-bridge: the network namespace "
+            "(default " DEFAULT_NETNS ")\n"
             "  --memory-state-file PATH            memory: keep the state in this file\n"
             "  --threadiness N                     Network workers (default 2)\n"
             "  --resync-period DURATION            re-check of actual state (default 30s)\n"
-            "  --deployment-networks=BOOL          create Networks named by Deployments' "
-            NETCTL_DEPLOYMENT_LABEL " label (default true)\n"
+            "  --deployment-networks=BOOL          create Networks named by "
+            "Deployments' " NETCTL_DEPLOYMENT_LABEL " label (default true)\n"
             "  --auto-cidr-pool CIDR               where those get a /24 (default 10.200.0.0/16)\n"
             "  --leader-elect=BOOL                 (default true)\n"
             "  --leader-elect-namespace NS         the Lease's namespace (default kube-system)\n"
@@ -92,8 +92,23 @@ struct flags {
 static int parse_flags(int argc, char **argv, struct flags *f)
 {
     enum {
-        F_KUBECONFIG = 256, F_MASTER, F_BACKEND, F_NETNS, F_STATE, F_THREADS, F_RESYNC, F_DEPS,
-        F_POOL, F_LE, F_LE_NS, F_LE_ID, F_LEASE, F_RENEW, F_RETRY, F_METRICS, F_HEALTH,
+        F_KUBECONFIG = 256,
+        F_MASTER,
+        F_BACKEND,
+        F_NETNS,
+        F_STATE,
+        F_THREADS,
+        F_RESYNC,
+        F_DEPS,
+        F_POOL,
+        F_LE,
+        F_LE_NS,
+        F_LE_ID,
+        F_LEASE,
+        F_RENEW,
+        F_RETRY,
+        F_METRICS,
+        F_HEALTH,
     };
     static const struct option opts[] = {
         {"kubeconfig", required_argument, NULL, F_KUBECONFIG},
@@ -120,11 +135,21 @@ static int parse_flags(int argc, char **argv, struct flags *f)
     while ((ch = getopt_long(argc, argv, "v:h", opts, NULL)) != -1) {
         uint64_t *dur = NULL;
         switch (ch) {
-        case F_KUBECONFIG: f->ov.kubeconfig = optarg; break;
-        case F_MASTER: f->ov.master = optarg; break;
-        case F_BACKEND: f->backend = optarg; break;
-        case F_NETNS: f->netns = optarg; break;
-        case F_STATE: f->state_file = optarg; break;
+        case F_KUBECONFIG:
+            f->ov.kubeconfig = optarg;
+            break;
+        case F_MASTER:
+            f->ov.master = optarg;
+            break;
+        case F_BACKEND:
+            f->backend = optarg;
+            break;
+        case F_NETNS:
+            f->netns = optarg;
+            break;
+        case F_STATE:
+            f->state_file = optarg;
+            break;
         case F_THREADS:
             f->threadiness = atoi(optarg);
             if (f->threadiness < 1 || f->threadiness > 64) {
@@ -132,10 +157,18 @@ static int parse_flags(int argc, char **argv, struct flags *f)
                 return -1;
             }
             break;
-        case F_RESYNC: dur = &f->resync; break;
-        case F_LEASE: dur = &f->lease; break;
-        case F_RENEW: dur = &f->renew; break;
-        case F_RETRY: dur = &f->retry; break;
+        case F_RESYNC:
+            dur = &f->resync;
+            break;
+        case F_LEASE:
+            dur = &f->lease;
+            break;
+        case F_RENEW:
+            dur = &f->renew;
+            break;
+        case F_RETRY:
+            dur = &f->retry;
+            break;
         case F_DEPS:
         case F_LE:
             if (parse_bool(optarg, ch == F_DEPS ? &f->deployments : &f->leader_elect) != 0) {
@@ -143,14 +176,30 @@ static int parse_flags(int argc, char **argv, struct flags *f)
                 return -1;
             }
             break;
-        case F_POOL: f->pool = optarg; break;
-        case F_LE_NS: f->le_ns = optarg; break;
-        case F_LE_ID: f->le_id = optarg; break;
-        case F_METRICS: f->metrics = optarg; break;
-        case F_HEALTH: f->health = optarg; break;
-        case 'v': ckube_log_set_verbosity(atoi(optarg)); break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
+        case F_POOL:
+            f->pool = optarg;
+            break;
+        case F_LE_NS:
+            f->le_ns = optarg;
+            break;
+        case F_LE_ID:
+            f->le_id = optarg;
+            break;
+        case F_METRICS:
+            f->metrics = optarg;
+            break;
+        case F_HEALTH:
+            f->health = optarg;
+            break;
+        case 'v':
+            ckube_log_set_verbosity(atoi(optarg));
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -1;
         }
         if (dur && (*dur = ckube_parse_duration(optarg)) == 0) {
             fprintf(stderr, "invalid duration \"%s\" (e.g. 30s, 1m)\n", optarg);

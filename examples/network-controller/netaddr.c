@@ -8,8 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-static int fail(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(char **err, const char *fmt, ...)
+int netctl_set_err(char **err, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
@@ -30,17 +29,17 @@ int netaddr_parse_ip(const char *s, netaddr *out, char **err)
 {
     memset(out, 0, sizeof(*out));
     if (!s || !*s)
-        return fail(err, "empty IP address");
+        return netctl_set_err(err, "empty IP address");
     if (strchr(s, ':')) {
         if (inet_pton(AF_INET6, s, out->addr) != 1)
-            return fail(err, "%s is not a valid IPv6 address", s);
+            return netctl_set_err(err, "%s is not a valid IPv6 address", s);
         out->family = AF_INET6;
         return 0;
     }
     /* inet_pton refuses the odd forms inet_aton takes ("10.1", octal),
      * which is what a Kubernetes user expects (netip.ParseAddr). */
     if (inet_pton(AF_INET, s, out->addr) != 1)
-        return fail(err, "%s is not a valid IPv4 address", s);
+        return netctl_set_err(err, "%s is not a valid IPv4 address", s);
     out->family = AF_INET;
     return 0;
 }
@@ -65,16 +64,16 @@ int netaddr_parse_prefix(const char *s, netaddr_prefix *out, char **err)
     memset(out, 0, sizeof(*out));
     const char *slash = s ? strchr(s, '/') : NULL;
     if (!slash)
-        return fail(err, "%s is not in CIDR notation (address/length)", s ? s : "(null)");
+        return netctl_set_err(err, "%s is not in CIDR notation (address/length)", s ? s : "(null)");
     char ip[NETADDR_STRLEN];
     size_t n = (size_t)(slash - s);
     if (n == 0 || n >= sizeof(ip))
-        return fail(err, "%s is not a valid CIDR", s);
+        return netctl_set_err(err, "%s is not a valid CIDR", s);
     memcpy(ip, s, n);
     ip[n] = '\0';
     char *perr = NULL;
     if (netaddr_parse_ip(ip, &out->net, &perr) != 0) {
-        int rc = fail(err, "%s is not a valid CIDR: %s", s, perr ? perr : "bad address");
+        int rc = netctl_set_err(err, "%s is not a valid CIDR: %s", s, perr ? perr : "bad address");
         free(perr);
         return rc;
     }
@@ -83,14 +82,14 @@ int netaddr_parse_prefix(const char *s, netaddr_prefix *out, char **err)
     long len = strtol(lp, &end, 10);
     if (!*lp || *end || lp[0] == '+' || lp[0] == '-' || (lp[0] == '0' && lp[1]) || len < 0 ||
         len > max_len(out->net.family))
-        return fail(err, "%s is not a valid CIDR: the prefix length must be 0 to %d", s,
-                    max_len(out->net.family));
+        return netctl_set_err(err, "%s is not a valid CIDR: the prefix length must be 0 to %d", s,
+                              max_len(out->net.family));
     out->len = (int)len;
     netaddr masked = out->net;
     if (mask_host_bits(&masked, out->len)) {
         char buf[NETADDR_STRLEN];
-        return fail(err, "%s has host bits set; did you mean %s?", s,
-                    netaddr_format_prefix(&masked, out->len, buf, sizeof(buf)));
+        return netctl_set_err(err, "%s has host bits set; did you mean %s?", s,
+                              netaddr_format_prefix(&masked, out->len, buf, sizeof(buf)));
     }
     return 0;
 }
@@ -147,29 +146,29 @@ int netaddr_check_spec(const char *cidr, const char *gateway, netaddr_prefix *ci
                        netaddr *gw_out, char **err)
 {
     if (!cidr || !*cidr)
-        return fail(err, "spec.cidr is required");
+        return netctl_set_err(err, "spec.cidr is required");
     if (!gateway || !*gateway)
-        return fail(err, "spec.gateway is required");
+        return netctl_set_err(err, "spec.gateway is required");
     char *e = NULL;
     if (netaddr_parse_prefix(cidr, cidr_out, &e) != 0) {
-        int rc = fail(err, "spec.cidr: %s", e ? e : "invalid");
+        int rc = netctl_set_err(err, "spec.cidr: %s", e ? e : "invalid");
         free(e);
         return rc;
     }
     if (netaddr_parse_ip(gateway, gw_out, &e) != 0) {
-        int rc = fail(err, "spec.gateway: %s", e ? e : "invalid");
+        int rc = netctl_set_err(err, "spec.gateway: %s", e ? e : "invalid");
         free(e);
         return rc;
     }
     if (gw_out->family != cidr_out->net.family)
-        return fail(err, "spec.gateway %s and spec.cidr %s are of different IP families", gateway,
-                    cidr);
+        return netctl_set_err(err, "spec.gateway %s and spec.cidr %s are of different IP families",
+                              gateway, cidr);
     if (!netaddr_prefix_contains(cidr_out, gw_out))
-        return fail(err, "spec.gateway %s is outside spec.cidr %s", gateway, cidr);
+        return netctl_set_err(err, "spec.gateway %s is outside spec.cidr %s", gateway, cidr);
     int ml = max_len(gw_out->family);
     if (cidr_out->len < ml - 1 && netaddr_equal(gw_out, &cidr_out->net))
-        return fail(err, "spec.gateway %s is the network address of %s", gateway, cidr);
+        return netctl_set_err(err, "spec.gateway %s is the network address of %s", gateway, cidr);
     if (is_v4_broadcast(cidr_out, gw_out))
-        return fail(err, "spec.gateway %s is the broadcast address of %s", gateway, cidr);
+        return netctl_set_err(err, "spec.gateway %s is the broadcast address of %s", gateway, cidr);
     return 0;
 }

@@ -25,6 +25,10 @@ typedef struct netaddr_prefix {
     int len; /* prefix length: 0..32 or 0..128 */
 } netaddr_prefix;
 
+/* Sets *err (when err is not NULL) to a malloc'd formatted message and
+ * returns -1: the one error helper of this program's modules. */
+int netctl_set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Parses a literal IPv4 or IPv6 address. Returns 0, or -1 with *err
  * (malloc'd) saying why. */
 int netaddr_parse_ip(const char *s, netaddr *out, char **err);
