@@ -1707,7 +1707,7 @@ static void do_list(req_ctx *rc)
         snprintf(prefix + bucket_len, sizeof prefix - bucket_len, "%s/", ns);
     /* Continue token: resume after the key it names. */
     char *after = NULL;
-    const char *cont = req_query(rc, "continue");
+    const char *cont = cont_q;
     int64_t snap_rev = 0;
     if (cont && *cont) {
         char *start = NULL, *err = NULL;
