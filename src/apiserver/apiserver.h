@@ -40,6 +40,7 @@ typedef struct apiserver_config {
 typedef struct apiserver apiserver;
 typedef struct loop loop;
 typedef struct http_watch http_watch;
+typedef struct list_stream list_stream;
 
 /* Work posted to a loop from another thread. */
 typedef struct loop_task {
@@ -58,6 +59,7 @@ struct loop {
     pthread_mutex_t mu;
     loop_task *tasks, *tasks_tail;   /* guarded by mu */
     LIST_HEAD(, http_watch) watches; /* loop thread only */
+    LIST_HEAD(, list_stream) lists;  /* streaming list replies; loop thread only */
 };
 
 struct apiserver {
@@ -128,6 +130,16 @@ bool handle_openapi(req_ctx *rc, const char *path);
 void handle_watch(req_ctx *rc);
 void watch_loop_flush(loop *lp); /* deliver new events to the loop's watchers */
 void watch_loop_close_all(loop *lp);
+
+/* Large lists (list_stream.c). list_stream_wanted: whether a list of these
+ * objects (borrowed) is big enough to stream. list_stream_start replies
+ * with the list, streamed: head is the JSON up to and including
+ * "\"items\":[" (owned, freed), objs and its references are taken; rc is
+ * freed when the stream ends. list_stream_close_all drops the loop's
+ * streams at shutdown. */
+bool list_stream_wanted(req_ctx *rc, cobj *const *objs, size_t n);
+void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, size_t n);
+void list_stream_close_all(loop *lp);
 
 /* Parses labelSelector and fieldSelector, checking field selector keys
  * against the type's selectable fields. On error returns a 400 Status. */

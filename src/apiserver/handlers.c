@@ -1592,6 +1592,14 @@ ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector
     return NULL;
 }
 
+/* evbuffer cleanup for a malloc'd head. */
+static void free_ref_cb(const void *data, size_t len, void *arg)
+{
+    (void)len;
+    (void)arg;
+    free((void *)data);
+}
+
 static void unref_cobj_cb(const void *data, size_t len, void *arg)
 {
     cobj_unref(arg);
@@ -1751,15 +1759,33 @@ static void do_list(req_ctx *rc)
         reply_json(rc, 200, table);
         return;
     }
-    /* The list is written as references to the cached objects' bytes. */
-    struct evbuffer *buf = evbuffer_new();
-    evbuffer_add_printf(buf,
-                        "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{\"resourceVersion\":"
-                        "\"%" PRId64 "\"",
-                        t->list_kind, t->api_version, rev);
+    /* The head, up to the items: the same for both ways of sending. */
+    char *head = NULL;
+    int head_len;
     if (next)
-        evbuffer_add_printf(buf, ",\"continue\":\"%s\",\"remainingItemCount\":%zu", next, more);
-    evbuffer_add(buf, "},\"items\":[", 11);
+        head_len = asprintf(&head,
+                            "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
+                            "\"resourceVersion\":\"%" PRId64
+                            "\",\"continue\":\"%s\",\"remainingItemCount\":%zu},\"items\":[",
+                            t->list_kind, t->api_version, rev, next, more);
+    else
+        head_len = asprintf(&head,
+                            "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
+                            "\"resourceVersion\":\"%" PRId64 "\"},\"items\":[",
+                            t->list_kind, t->api_version, rev);
+    free(next);
+    if (head_len < 0) {
+        cacher_objs_free(objs, n);
+        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
+        return;
+    }
+    if (list_stream_wanted(rc, objs, n)) {
+        list_stream_start(rc, head, (size_t)head_len, objs, n);
+        return;
+    }
+    /* A small list is written whole, as references to the cached bytes. */
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add_reference(buf, head, (size_t)head_len, free_ref_cb, NULL);
     for (size_t i = 0; i < n; i++) {
         if (i)
             evbuffer_add(buf, ",", 1);
@@ -1780,7 +1806,6 @@ static void do_list(req_ctx *rc)
     }
     evbuffer_add(buf, "]}", 2);
     free(objs); /* references now belong to the buffer */
-    free(next);
     reply_evbuffer(rc, 200, buf);
     evbuffer_free(buf);
 }

@@ -60,6 +60,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     watch_loop_flush(lp);
     if (atomic_load(&lp->srv->stopping)) {
         watch_loop_close_all(lp);
+        list_stream_close_all(lp);
         event_base_loopexit(lp->base, NULL);
     }
 }
@@ -480,6 +481,7 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
         lp->index = i;
         pthread_mutex_init(&lp->mu, NULL);
         LIST_INIT(&lp->watches);
+        LIST_INIT(&lp->lists);
         lp->base = event_base_new();
         lp->http = evhttp_new(lp->base);
         lp->wake = event_new(lp->base, -1, 0, on_wake, lp);
@@ -548,6 +550,7 @@ void apiserver_free(apiserver *s)
             t = next;
         }
         watch_loop_close_all(lp);
+        list_stream_close_all(lp);
         event_base_loop(lp->base, EVLOOP_NONBLOCK);
         evhttp_free(lp->http);
         event_free(lp->wake);

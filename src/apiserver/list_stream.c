@@ -1,0 +1,185 @@
+/* list_stream.c - large list responses written in bounded pieces.
+ *
+ * A full list of 100,000 objects is about 150 MB of JSON. Assembling it
+ * before sending would cost that much memory per list in flight (and more:
+ * one evbuffer chain per item and per separator). Instead the list is
+ * sent with chunked transfer encoding from its cache snapshot (an array of
+ * object references taken under the cacher's lock, 8 bytes per object),
+ * one chunk of about LIST_CHUNK bytes at a time: the next chunk is built
+ * only when the connection's output buffer has drained into the kernel.
+ * Each object's reference is dropped as soon as its bytes are copied, so
+ * objects deleted meanwhile are freed as the stream passes them.
+ *
+ * The snapshot fixes the list's content and resourceVersion when the
+ * request arrives, as the buffered path does; only the transfer is spread
+ * out. A client that goes away mid-list stops the stream (nothing more is
+ * encoded), and server shutdown drops the streams still running.
+ *
+ * Everything here runs on the request's loop thread.
+ */
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apiserver/apiserver.h"
+#include "ckube/json.h"
+#include "ckube/log.h"
+
+#define LIST_CHUNK (256u * 1024)
+
+struct list_stream {
+    LIST_ENTRY(list_stream) link;
+    req_ctx *rc;
+    struct evhttp_connection *conn;
+    cobj **objs; /* owned array; entries owned until sent (then NULL) */
+    size_t n, next;
+    char *head; /* owned: everything up to and including "\"items\":[" */
+    size_t head_len;
+};
+
+bool list_stream_wanted(req_ctx *rc, cobj *const *objs, size_t n)
+{
+    if (evhttp_request_get_command(rc->req) != EVHTTP_REQ_GET)
+        return false;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += objs[i]->len + 1;
+        if (total > LIST_CHUNK)
+            return true;
+    }
+    return false;
+}
+
+static void stream_free(list_stream *ls)
+{
+    for (size_t i = ls->next; i < ls->n; i++)
+        if (ls->objs[i])
+            cobj_unref(ls->objs[i]);
+    free(ls->objs);
+    free(ls->head);
+    req_ctx_free(ls->rc);
+    free(ls);
+}
+
+/* Appends one item, as served: the cached bytes, or re-encoded when the
+ * type is presented in another shape than it is stored. */
+static void add_item(list_stream *ls, struct evbuffer *out, const cobj *o)
+{
+    const resource_type *t = ls->rc->type;
+    if (!t->present) {
+        evbuffer_add(out, o->json, o->len);
+        return;
+    }
+    json_t *obj = cobj_decode(o);
+    if (!obj)
+        return;
+    t->present(t, obj);
+    size_t len;
+    char *s = ckube_json_dumps(obj, &len);
+    json_decref(obj);
+    if (s)
+        evbuffer_add(out, s, len);
+    free(s);
+}
+
+static void on_drained(struct evhttp_connection *conn, void *arg);
+
+/* Writes the next chunk, or the end. */
+static void pump(list_stream *ls)
+{
+    struct evhttp_request *req = ls->rc->req;
+    struct evbuffer *out = evbuffer_new();
+    if (ls->head) {
+        evbuffer_add(out, ls->head, ls->head_len);
+        free(ls->head);
+        ls->head = NULL;
+    }
+    while (ls->next < ls->n && evbuffer_get_length(out) < LIST_CHUNK) {
+        cobj *o = ls->objs[ls->next];
+        if (ls->next)
+            evbuffer_add(out, ",", 1);
+        add_item(ls, out, o);
+        cobj_unref(o);
+        ls->objs[ls->next++] = NULL;
+    }
+    if (ls->next < ls->n) {
+        evhttp_send_reply_chunk_with_cb(req, out, on_drained, ls);
+        evbuffer_free(out);
+        return;
+    }
+    evbuffer_add(out, "]}", 2);
+    CKUBE_V(5, "list of %s: all %zu items written", ls->rc->type->resource, ls->n);
+    evhttp_send_reply_chunk(req, out);
+    evbuffer_free(out);
+    LIST_REMOVE(ls, link);
+    evhttp_connection_set_closecb(ls->conn, NULL, NULL);
+    stream_free(ls);
+    evhttp_send_reply_end(req);
+}
+
+/* The previous chunk is in the kernel: write the next one. */
+static void on_drained(struct evhttp_connection *conn, void *arg)
+{
+    (void)conn;
+    pump(arg);
+}
+
+/* The connection is going away. After a write error or EOF libevent has
+ * detached the request (it then belongs to us: ending the reply frees
+ * it); when the connection itself is being freed, the request is still
+ * attached and goes with it. */
+static void on_conn_closed(struct evhttp_connection *conn, void *arg)
+{
+    (void)conn;
+    list_stream *ls = arg;
+    struct evhttp_request *req = ls->rc->req;
+    bool detached = evhttp_request_get_connection(req) == NULL;
+    CKUBE_V(4, "list of %s: client went away after %zu of %zu items", ls->rc->type->resource,
+            ls->next, ls->n);
+    LIST_REMOVE(ls, link);
+    stream_free(ls);
+    if (detached)
+        evhttp_send_reply_end(req);
+}
+
+void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, size_t n)
+{
+    list_stream *ls = calloc(1, sizeof *ls);
+    if (!ls) {
+        free(head);
+        cacher_objs_free(objs, n);
+        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
+        return;
+    }
+    ls->rc = rc;
+    ls->objs = objs;
+    ls->n = n;
+    ls->head = head;
+    ls->head_len = head_len;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "Cache-Control", "no-cache, private");
+    if (rc->warning)
+        evhttp_add_header(h, "Warning", rc->warning);
+    evhttp_send_reply_start(rc->req, 200, "OK");
+    ls->conn = evhttp_request_get_connection(rc->req);
+    LIST_INSERT_HEAD(&rc->lp->lists, ls, link);
+    evhttp_connection_set_closecb(ls->conn, on_conn_closed, ls);
+    CKUBE_V(4, "list of %s: streaming %zu items", rc->type->resource, n);
+    pump(ls);
+}
+
+void list_stream_close_all(loop *lp)
+{
+    list_stream *ls;
+    while ((ls = LIST_FIRST(&lp->lists))) {
+        struct evhttp_connection *conn = ls->conn;
+        LIST_REMOVE(ls, link);
+        CKUBE_V(4, "list of %s: dropped at shutdown after %zu of %zu items",
+                ls->rc->type->resource, ls->next, ls->n);
+        evhttp_connection_set_closecb(conn, NULL, NULL);
+        stream_free(ls);
+        evhttp_connection_free(conn); /* frees the request with it */
+    }
+}
