@@ -176,8 +176,8 @@ void list_stream_close_all(loop *lp)
     while ((ls = LIST_FIRST(&lp->lists))) {
         struct evhttp_connection *conn = ls->conn;
         LIST_REMOVE(ls, link);
-        CKUBE_V(4, "list of %s: dropped at shutdown after %zu of %zu items",
-                ls->rc->type->resource, ls->next, ls->n);
+        CKUBE_V(4, "list of %s: dropped at shutdown after %zu of %zu items", ls->rc->type->resource,
+                ls->next, ls->n);
         evhttp_connection_set_closecb(conn, NULL, NULL);
         stream_free(ls);
         evhttp_connection_free(conn); /* frees the request with it */
