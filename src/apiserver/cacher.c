@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
+#include "apiserver/jscan.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 
@@ -34,7 +36,7 @@ typedef struct bucket {
     size_t bytes;
     cevent *ring;
     size_t ring_cap, ring_head, ring_len;
-    size_t ring_max; /* ring_cap grows (doubling) up to this */
+    size_t ring_max;   /* ring_cap grows (doubling) up to this */
     int64_t start_rev; /* watches from a revision >= this can be served */
     const cacher_field *fields;
     struct bucket *next;
@@ -62,6 +64,13 @@ struct cacher {
 
 /* ---- objects ---------------------------------------------------------- */
 
+/* Memory layout. A cobj is one allocation: the struct, its label pointer
+ * array, then the bytes of json, key, nsname and the label strings, so a
+ * cached object costs one malloc (start-up with 100k objects is dominated
+ * by per-object work) and one chunk header. Selectable fields, which only
+ * some resources have, are a second block (pointer array and strings) in
+ * o->fields. cobj_unref frees both blocks and nothing else. */
+
 cobj *cobj_ref(cobj *o)
 {
     if (o)
@@ -69,22 +78,11 @@ cobj *cobj_ref(cobj *o)
     return o;
 }
 
-static void free_pairs(char **v, size_t npairs)
-{
-    for (size_t i = 0; i < npairs * 2; i++)
-        free(v[i]);
-    free(v);
-}
-
 void cobj_unref(cobj *o)
 {
     if (!o || atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
         return;
-    free(o->key);
-    free(o->nsname);
-    free(o->json);
-    free_pairs(o->labels, o->nlabels);
-    free_pairs(o->fields, o->nfields);
+    free(o->fields);
     free(o);
 }
 
@@ -138,8 +136,79 @@ static void sort_pairs(char **v, size_t npairs)
     struct pr {
         char *k, *v;
     };
-    qsort(v, npairs, sizeof(struct pr), pair_cmp);
+    if (npairs > 1)
+        qsort(v, npairs, sizeof(struct pr), pair_cmp);
 }
+
+static void free_pairs(char **v, size_t npairs)
+{
+    for (size_t i = 0; v && i < npairs * 2; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* One block holding `npairs` pairs: the pointer array, then the strings
+ * (copied from v). NULL if npairs is 0 or on allocation failure. */
+static char **pack_pairs(char **v, size_t npairs)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < npairs * 2; i++)
+        bytes += strlen(v[i]) + 1;
+    char **out = npairs ? malloc(npairs * 2 * sizeof *out + bytes) : NULL;
+    if (!out)
+        return NULL;
+    char *s = (char *)(out + npairs * 2);
+    for (size_t i = 0; i < npairs * 2; i++) {
+        size_t n = strlen(v[i]) + 1;
+        out[i] = memcpy(s, v[i], n);
+        s += n;
+    }
+    return out;
+}
+
+/* Allocates a cobj with room for `json_len` bytes of JSON plus a NUL at
+ * o->json (left unwritten; o->len is set), `nlabels` label pairs (o->labels
+ * points at that many NULL pairs, o->nlabels is 0) and `label_bytes` bytes
+ * of label strings, NULs included, starting at *strings. Sets key, ns,
+ * name, rev and create_rev. NULL on allocation failure. */
+static cobj *cobj_alloc(const char *key, size_t prefix_len, int64_t rev, int64_t create_rev,
+                        size_t json_len, size_t nlabels, size_t label_bytes, char **strings)
+{
+    size_t keylen = strlen(key), nslen = keylen - prefix_len;
+    size_t size = sizeof(cobj) + nlabels * 2 * sizeof(char *) + json_len + 1 + keylen + 1 + nslen +
+                  1 + label_bytes;
+    cobj *o = malloc(size);
+    if (!o)
+        return NULL;
+    memset(o, 0, sizeof *o);
+    atomic_init(&o->refs, 1);
+    o->rev = rev;
+    o->create_rev = create_rev;
+    o->labels = nlabels ? (char **)(o + 1) : NULL;
+    for (size_t i = 0; i < nlabels * 2; i++)
+        o->labels[i] = NULL;
+    char *p = (char *)(o + 1) + nlabels * 2 * sizeof(char *);
+    o->json = p;
+    o->len = json_len;
+    p += json_len + 1;
+    o->key = memcpy(p, key, keylen + 1);
+    p += keylen + 1;
+    o->nsname = memcpy(p, key + prefix_len, nslen + 1);
+    p += nslen + 1;
+    *strings = p;
+    char *slash = strchr(o->nsname, '/');
+    if (slash) {
+        *slash = 0;
+        o->ns = o->nsname;
+        o->name = slash + 1;
+    } else {
+        o->ns = "";
+        o->name = o->nsname;
+    }
+    return o;
+}
+
+/* ---- the slow path: a jansson tree ---------------------------------- */
 
 static char **extract_labels(const json_t *obj, size_t *n)
 {
@@ -148,6 +217,8 @@ static char **extract_labels(const json_t *obj, size_t *n)
     if (!json_is_object(labels) || !json_object_size(labels))
         return NULL;
     char **v = calloc(json_object_size(labels) * 2, sizeof *v);
+    if (!v)
+        return NULL;
     const char *k;
     json_t *val;
     json_object_foreach(labels, k, val)
@@ -157,6 +228,11 @@ static char **extract_labels(const json_t *obj, size_t *n)
         v[*n * 2] = strdup(k);
         v[*n * 2 + 1] = strdup(json_string_value(val));
         (*n)++;
+        if (!v[*n * 2 - 2] || !v[*n * 2 - 1]) {
+            free_pairs(v, *n);
+            *n = 0;
+            return NULL;
+        }
     }
     sort_pairs(v, *n);
     return v;
@@ -176,60 +252,179 @@ static char *scalar_string(const json_t *v)
     return strdup("");
 }
 
-static char **extract_fields(const json_t *obj, const cacher_field *fields, size_t *n)
+static size_t count_fields(const cacher_field *fields)
 {
-    *n = 0;
-    if (!fields)
-        return NULL;
     size_t cnt = 0;
-    while (fields[cnt].field)
+    while (fields && fields[cnt].field)
         cnt++;
+    return cnt;
+}
+
+/* Sets o->fields from a tree. Returns 0, or -1 on allocation failure. */
+static int tree_fields(cobj *o, const json_t *obj, const cacher_field *fields)
+{
+    size_t cnt = count_fields(fields);
     if (!cnt)
-        return NULL;
+        return 0;
     char **v = calloc(cnt * 2, sizeof *v);
+    if (!v)
+        return -1;
+    bool ok = true;
     for (size_t i = 0; i < cnt; i++) {
         v[i * 2] = strdup(fields[i].field);
         v[i * 2 + 1] = scalar_string(ckube_json_get_path(obj, fields[i].path));
+        ok = ok && v[i * 2] && v[i * 2 + 1];
     }
-    *n = cnt;
-    sort_pairs(v, cnt);
-    return v;
+    if (ok) {
+        sort_pairs(v, cnt);
+        o->fields = pack_pairs(v, cnt);
+        o->nfields = o->fields ? cnt : 0;
+    }
+    free_pairs(v, cnt);
+    return o->fields ? 0 : -1;
 }
 
-/* Builds a cobj from a decoded object: sets resourceVersion and encodes.
- * Takes no ownership of obj (modifies its resourceVersion). */
-static cobj *cobj_build(const char *key, size_t prefix_len, json_t *obj, int64_t rev,
-                        int64_t create_rev, const cacher_field *fields)
+/* Decodes, sets metadata.resourceVersion, encodes again. Returns the
+ * object, or NULL with *err = 0 if the bytes are not a JSON object, -1 on
+ * allocation failure. */
+static cobj *cobj_decoded(const char *key, size_t prefix_len, const char *value, size_t len,
+                          int64_t rev, int64_t create_rev, const char *rv,
+                          const cacher_field *fields, int *err)
 {
-    char rv[32];
-    snprintf(rv, sizeof rv, "%" PRId64, rev);
+    *err = 0;
+    json_t *obj = json_loadb(value, len, 0, NULL);
+    if (!json_is_object(obj)) {
+        json_decref(obj);
+        return NULL;
+    }
+    *err = -1;
     json_t *meta = ckube_json_object_ensure(obj, "metadata");
     json_object_set_new(meta, "resourceVersion", json_string(rv));
-    cobj *o = calloc(1, sizeof *o);
+    size_t jlen = 0, nlabels = 0, lbytes = 0;
+    char *json = ckube_json_dumps(obj, &jlen);
+    char **labels = extract_labels(obj, &nlabels);
+    for (size_t i = 0; i < nlabels * 2; i++)
+        lbytes += strlen(labels[i]) + 1;
+    char *s;
+    cobj *o = json ? cobj_alloc(key, prefix_len, rev, create_rev, jlen, nlabels, lbytes, &s) : NULL;
+    if (o) {
+        memcpy(o->json, json, jlen + 1);
+        for (size_t i = 0; i < nlabels * 2; i++) {
+            size_t n = strlen(labels[i]) + 1;
+            o->labels[i] = memcpy(s, labels[i], n);
+            s += n;
+        }
+        o->nlabels = nlabels; /* already sorted */
+        if (tree_fields(o, obj, fields)) {
+            cobj_unref(o);
+            o = NULL;
+        }
+    }
+    free(json);
+    free_pairs(labels, nlabels);
+    json_decref(obj);
+    return o;
+}
+
+/* ---- the fast path: canonical bytes --------------------------------- */
+
+/* Sets o->fields by reading o->json (canonical) as tree_fields reads a
+ * tree. Returns 0, or -1 on allocation failure. */
+static int scan_fields(cobj *o, const cacher_field *fields)
+{
+    size_t cnt = count_fields(fields);
+    if (!cnt)
+        return 0;
+    char **v = calloc(cnt * 2, sizeof *v);
+    if (!v)
+        return -1;
+    bool ok = true;
+    for (size_t i = 0; i < cnt; i++) {
+        jspan val;
+        v[i * 2] = strdup(fields[i].field);
+        v[i * 2 + 1] = jscan_path(o->json, o->len, 0, fields[i].path, &val)
+                           ? jscan_scalar_dup(o->json, val)
+                           : strdup("");
+        ok = ok && v[i * 2] && v[i * 2 + 1];
+    }
+    if (ok) {
+        sort_pairs(v, cnt);
+        o->fields = pack_pairs(v, cnt);
+        o->nfields = o->fields ? cnt : 0;
+    }
+    free_pairs(v, cnt);
+    return o->fields ? 0 : -1;
+}
+
+/* For bytes in the canonical form ckube stores (see jscan.h): splices
+ * metadata.resourceVersion in and reads labels and fields without building
+ * a tree; the result is byte for byte what cobj_decoded gives. Returns the
+ * object, or NULL with *err = 0 if the bytes do not qualify (a top-level
+ * object with an object metadata), -1 on allocation failure. */
+static cobj *cobj_scanned(const char *key, size_t prefix_len, const char *value, size_t len,
+                          int64_t rev, int64_t create_rev, const char *rv,
+                          const cacher_field *fields, int *err)
+{
+    jscan_meta m;
+    *err = 0;
+    if (!len || value[0] != '{' || !jscan_canonical(value, len, &m) || !m.metadata)
+        return NULL;
+    *err = -1;
+    /* Labels: string values of metadata.labels, read from `value` (their
+     * bytes are the same in the result). */
+    size_t nlabels = 0, lbytes = 0, pos = m.labels;
+    jspan k, v;
+    bool lobj = m.labels && value[m.labels] == '{';
+    while (lobj && jscan_next_member(value, len, &pos, &k, &v)) {
+        if (jscan_kind(value, v) == '"') {
+            nlabels++;
+            lbytes += k.len + 1 + v.len - 1; /* unescaped sizes are at most these */
+        }
+    }
+    size_t jlen = jscan_set_rv(value, len, &m, rv, NULL);
+    char *s;
+    cobj *o = cobj_alloc(key, prefix_len, rev, create_rev, jlen, nlabels, lbytes, &s);
     if (!o)
         return NULL;
-    atomic_init(&o->refs, 1);
-    o->key = strdup(key);
-    o->nsname = strdup(key + prefix_len);
-    char *slash = strchr(o->nsname, '/');
-    if (slash) {
-        *slash = 0;
-        o->ns = o->nsname;
-        o->name = slash + 1;
-    } else {
-        o->ns = "";
-        o->name = o->nsname;
+    jscan_set_rv(value, len, &m, rv, o->json);
+    pos = m.labels;
+    while (lobj && o->nlabels < nlabels && jscan_next_member(value, len, &pos, &k, &v)) {
+        if (jscan_kind(value, v) != '"')
+            continue;
+        o->labels[o->nlabels * 2] = s;
+        s += jscan_str_copy(value, k, s) + 1;
+        o->labels[o->nlabels * 2 + 1] = s;
+        s += jscan_str_copy(value, (jspan){v.off + 1, v.len - 2}, s) + 1;
+        o->nlabels++;
     }
-    o->json = ckube_json_dumps(obj, &o->len);
-    o->rev = rev;
-    o->create_rev = create_rev;
-    o->labels = extract_labels(obj, &o->nlabels);
-    o->fields = extract_fields(obj, fields, &o->nfields);
-    if (!o->key || !o->nsname || !o->json) {
+    sort_pairs(o->labels, o->nlabels);
+    if (scan_fields(o, fields)) {
         cobj_unref(o);
         return NULL;
     }
+    *err = 0;
     return o;
+}
+
+/* Builds the cached form of a stored value: the served JSON with
+ * metadata.resourceVersion = rev, labels and selectable fields. NULL if
+ * the value is not a JSON object or on allocation failure (both logged). */
+static cobj *cobj_from_stored(const char *key, size_t prefix_len, const char *value, size_t len,
+                              int64_t rev, int64_t create_rev, const cacher_field *fields)
+{
+    char rv[32];
+    snprintf(rv, sizeof rv, "%" PRId64, rev);
+    int err;
+    cobj *o = cobj_scanned(key, prefix_len, value, len, rev, create_rev, rv, fields, &err);
+    if (!o && !err)
+        o = cobj_decoded(key, prefix_len, value, len, rev, create_rev, rv, fields, &err);
+    if (o)
+        return o;
+    if (err)
+        CKUBE_ERROR("cacher: out of memory at %s", key);
+    else
+        CKUBE_ERROR("cacher: undecodable value at %s rev %" PRId64 "; skipped", key, rev);
+    return NULL;
 }
 
 /* ---- buckets ---------------------------------------------------------- */
@@ -385,23 +580,13 @@ static void apply_batch(void *arg, const storage_event *evs, size_t n)
         p[i].ev.rev = e->rev;
         p[i].ev.prev = prev;
         if (e->type == STORAGE_EVENT_PUT) {
-            json_t *obj = json_loadb(e->value, e->value_len, 0, NULL);
-            if (!obj) {
-                CKUBE_ERROR("cacher: undecodable value at %s rev %" PRId64 "; skipped", e->key,
-                            e->rev);
-                cobj_unref(prev);
-                p[i].ev.prev = NULL;
-                continue;
-            }
-            p[i].ev.obj = cobj_build(e->key, plen, obj, e->rev, e->create_rev, fields);
-            json_decref(obj);
+            p[i].ev.obj = cobj_from_stored(e->key, plen, e->value, e->value_len, e->rev,
+                                           e->create_rev, fields);
             p[i].ev.type = prev ? CEV_MODIFIED : CEV_ADDED;
         } else if (prev) {
-            json_t *obj = cobj_decode(prev);
-            if (obj) {
-                p[i].ev.obj = cobj_build(e->key, plen, obj, e->rev, prev->create_rev, fields);
-                json_decref(obj);
-            }
+            /* The last state, at the deletion revision. */
+            p[i].ev.obj = cobj_from_stored(e->key, plen, prev->json, prev->len, e->rev,
+                                           prev->create_rev, fields);
             p[i].ev.type = CEV_DELETED;
         }
         if (!p[i].ev.obj) {
@@ -486,33 +671,229 @@ void cacher_add_listener(cacher *c, const char *prefix, cacher_event_fn fn, void
     c->listeners = l;
 }
 
-static int load_one(void *arg, const storage_kv *kv)
+/* Adds one stored object to its bucket. Caller holds the write lock. */
+static void load_one(cacher *c, const char *key, const char *value, size_t len, int64_t mod_rev,
+                     int64_t create_rev)
 {
-    cacher *c = arg;
-    size_t plen = key_prefix_len(kv->key);
+    size_t plen = key_prefix_len(key);
     if (!plen)
-        return 0;
-    bucket *b = get_bucket_locked(c, kv->key, plen);
-    json_t *obj = json_loadb(kv->value, kv->value_len, 0, NULL);
-    if (!obj) {
-        CKUBE_ERROR("cacher: undecodable value at %s; skipped", kv->key);
-        return 0;
-    }
-    cobj *o = cobj_build(kv->key, plen, obj, kv->mod_rev, kv->create_rev, b->fields);
-    json_decref(obj);
+        return;
+    bucket *b = get_bucket_locked(c, key, plen);
+    cobj *o = cobj_from_stored(key, plen, value, len, mod_rev, create_rev, b->fields);
     if (!o)
-        return 1;
+        return; /* logged; the rest of the store still loads */
     RB_INSERT(ctree, &b->tree, o);
     b->count++;
     b->bytes += o->len;
+}
+
+static int load_kv(void *arg, const storage_kv *kv)
+{
+    load_one(arg, kv->key, kv->value, kv->value_len, kv->mod_rev, kv->create_rev);
     return 0;
+}
+
+/* ---- the start-up list, pipelined ------------------------------------- *
+ *
+ * Reading 100k rows from storage and building their cobjs take about the
+ * same time, so they run on two threads: a reader thread runs
+ * storage_range and copies rows into batches; the calling thread builds
+ * the cobjs and links them in (so the objects come from its malloc arena
+ * and only it touches the buckets). At most LOAD_BATCHES batches exist;
+ * their buffers are mmap'd, so that memory goes back to the system when
+ * the load ends rather than staying in the heap. */
+
+#define LOAD_BATCHES 4
+#define LOAD_BATCH_ROWS 256
+#define LOAD_BATCH_BYTES (256 * 1024)
+
+typedef struct load_row {
+    size_t key, value; /* offsets into the batch buffer (NUL-terminated) */
+    size_t value_len;
+    int64_t mod_rev, create_rev;
+} load_row;
+
+typedef struct load_batch {
+    load_row rows[LOAD_BATCH_ROWS];
+    size_t n;
+    char *buf; /* mmap'd, cap bytes */
+    size_t used, cap;
+    struct load_batch *next;
+} load_batch;
+
+typedef struct loader {
+    storage *st;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    load_batch *full, *full_tail; /* filled, FIFO; guarded by mu */
+    load_batch *empty;            /* free batches; guarded by mu */
+    size_t nbatches;              /* allocated; guarded by mu */
+    bool done;                    /* the reader finished; guarded by mu */
+    int rc;                       /* its result, once done */
+    int64_t rev;
+    load_batch *cur; /* the reader's batch being filled (reader only) */
+} loader;
+
+static void batch_free(load_batch *b)
+{
+    if (b && b->buf)
+        munmap(b->buf, b->cap);
+    free(b);
+}
+
+/* Makes room for `need` bytes in b's buffer (only when b is empty or the
+ * buffer is too small for one row). False on allocation failure. */
+static bool batch_reserve(load_batch *b, size_t need)
+{
+    if (b->buf && need <= b->cap)
+        return true;
+    size_t cap = need > LOAD_BATCH_BYTES ? need : LOAD_BATCH_BYTES;
+    char *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    if (b->buf)
+        munmap(b->buf, b->cap);
+    b->buf = p;
+    b->cap = cap;
+    return true;
+}
+
+/* Reader: hands the current batch over (if it holds rows). */
+static void loader_flush(loader *L)
+{
+    load_batch *b = L->cur;
+    if (!b || !b->n)
+        return;
+    L->cur = NULL;
+    pthread_mutex_lock(&L->mu);
+    if (L->full_tail)
+        L->full_tail->next = b;
+    else
+        L->full = b;
+    L->full_tail = b;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* Reader: an empty batch, waiting while LOAD_BATCHES are in use. NULL on
+ * allocation failure. */
+static load_batch *loader_take(loader *L)
+{
+    pthread_mutex_lock(&L->mu);
+    while (!L->empty && L->nbatches == LOAD_BATCHES)
+        pthread_cond_wait(&L->cv, &L->mu);
+    load_batch *b = L->empty;
+    if (b)
+        L->empty = b->next;
+    else if ((b = calloc(1, sizeof *b)))
+        L->nbatches++;
+    pthread_mutex_unlock(&L->mu);
+    if (b) {
+        b->next = NULL;
+        b->n = b->used = 0;
+    }
+    return b;
+}
+
+/* Reader: storage_range callback copying one row into the batch. */
+static int loader_copy(void *arg, const storage_kv *kv)
+{
+    loader *L = arg;
+    size_t klen = strlen(kv->key), need = klen + 1 + kv->value_len + 1;
+    load_batch *b = L->cur;
+    if (b && (b->n == LOAD_BATCH_ROWS || b->used + need > b->cap)) {
+        loader_flush(L);
+        b = NULL;
+    }
+    if (!b)
+        b = L->cur = loader_take(L);
+    if (!b || !batch_reserve(b, need)) {
+        L->rc = STORAGE_ERR_NOMEM;
+        return 1;
+    }
+    load_row *r = &b->rows[b->n++];
+    r->key = b->used;
+    memcpy(b->buf + b->used, kv->key, klen + 1);
+    r->value = b->used + klen + 1;
+    memcpy(b->buf + r->value, kv->value, kv->value_len);
+    b->buf[r->value + kv->value_len] = 0;
+    r->value_len = kv->value_len;
+    r->mod_rev = kv->mod_rev;
+    r->create_rev = kv->create_rev;
+    b->used += need;
+    return 0;
+}
+
+static void *loader_main(void *arg)
+{
+    loader *L = arg;
+    int64_t rev = 0;
+    int rc = storage_range(L->st, "/registry/", loader_copy, L, &rev);
+    loader_flush(L);
+    batch_free(L->cur); /* only if allocation failed midway */
+    L->cur = NULL;
+    pthread_mutex_lock(&L->mu);
+    L->rc = L->rc ? L->rc : rc;
+    L->rev = rev;
+    L->done = true;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+/* Lists the store into the trees; caller holds the write lock. Returns 0
+ * or a STORAGE_ERR_*, and the list's revision in *rev. */
+static int load_all(cacher *c, int64_t *rev)
+{
+    loader L = {.st = c->st};
+    pthread_mutex_init(&L.mu, NULL);
+    pthread_cond_init(&L.cv, NULL);
+    pthread_t th;
+    if (pthread_create(&th, NULL, loader_main, &L) != 0) {
+        CKUBE_WARN("cacher: no loader thread; listing on one thread");
+        pthread_mutex_destroy(&L.mu);
+        pthread_cond_destroy(&L.cv);
+        return storage_range(c->st, "/registry/", load_kv, c, rev);
+    }
+    pthread_mutex_lock(&L.mu);
+    for (;;) {
+        while (!L.full && !L.done)
+            pthread_cond_wait(&L.cv, &L.mu);
+        load_batch *b = L.full;
+        if (!b)
+            break; /* done and drained */
+        L.full = b->next;
+        if (!L.full)
+            L.full_tail = NULL;
+        pthread_mutex_unlock(&L.mu);
+        for (size_t i = 0; i < b->n; i++) {
+            const load_row *r = &b->rows[i];
+            load_one(c, b->buf + r->key, b->buf + r->value, r->value_len, r->mod_rev,
+                     r->create_rev);
+        }
+        pthread_mutex_lock(&L.mu);
+        b->next = L.empty;
+        L.empty = b;
+        pthread_cond_broadcast(&L.cv);
+    }
+    pthread_mutex_unlock(&L.mu);
+    pthread_join(th, NULL);
+    while (L.empty) {
+        load_batch *b = L.empty;
+        L.empty = b->next;
+        batch_free(b);
+    }
+    pthread_mutex_destroy(&L.mu);
+    pthread_cond_destroy(&L.cv);
+    *rev = L.rev;
+    return L.rc;
 }
 
 int cacher_start(cacher *c)
 {
     int64_t rev = 0;
     pthread_rwlock_wrlock(&c->lock);
-    int rc = storage_range(c->st, "/registry/", load_one, c, &rev);
+    int rc = load_all(c, &rev);
     c->rev = c->start_rev = rev;
     for (bucket *b = c->buckets; b; b = b->next)
         b->start_rev = rev;

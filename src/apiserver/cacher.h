@@ -11,7 +11,14 @@
  * to clients, with metadata.resourceVersion set, plus the few parsed fields
  * selectors need (namespace, name, labels, selectable fields). They are
  * immutable and reference counted, so a list response or a watch event can
- * point at the bytes without copying (each object is encoded once).
+ * point at the bytes without copying (each object is encoded once). The
+ * strings and arrays a cobj points at live inside its own allocation(s):
+ * read them, never free or modify them; cobj_unref releases everything.
+ *
+ * Stored values in the canonical compact form ckube writes (see jscan.h)
+ * become cobjs without a JSON tree: resourceVersion is spliced into the
+ * bytes and labels/fields are read by a scanner. Anything else is decoded
+ * and re-encoded with jansson; both give the same bytes.
  *
  * Locking: one rwlock. Readers (get, list, watch collection) take it
  * shared; the storage watch thread takes it exclusively only to link

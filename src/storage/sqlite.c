@@ -41,6 +41,8 @@
 #define SQ_MAX_IDLE_READERS 8
 #define SQ_BUSY_TIMEOUT_MS 5000
 #define SQ_SCHEMA_VERSION 1
+/* Address space mapped while a range runs (SQLite maps at most the file). */
+#define SQ_RANGE_MMAP "4294967296"
 
 static const char SQ_SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS kv ("
@@ -58,7 +60,7 @@ static const char SQ_SCHEMA[] =
 /* Statements of a read connection. */
 struct sq_reader {
     sqlite3 *db;
-    sqlite3_stmt *begin, *end, *get, *meta, *range_keys, *by_id, *hist;
+    sqlite3_stmt *begin, *end, *get, *meta, *range, *hist;
     struct sq_reader *next; /* idle pool link */
 };
 
@@ -154,8 +156,7 @@ static void reader_close(struct sq_reader *r)
     sqlite3_finalize(r->end);
     sqlite3_finalize(r->get);
     sqlite3_finalize(r->meta);
-    sqlite3_finalize(r->range_keys);
-    sqlite3_finalize(r->by_id);
+    sqlite3_finalize(r->range);
     sqlite3_finalize(r->hist);
     sqlite3_close(r->db);
     free(r);
@@ -180,13 +181,16 @@ static struct sq_reader *reader_open(struct sq_storage *s)
                      &r->get);
     if (rc == SQLITE_OK)
         rc = prepare(r->db, "SELECT value FROM meta WHERE name = ?1", &r->meta);
-    /* Latest revision of each key from ?1 on, in key order, from the
-     * covering index alone; the caller stops at the end of the prefix. */
+    /* The latest row of each key from ?1 on, in key order (the caller
+     * stops at the end of the prefix and skips tombstones). One statement
+     * rather than a lookup per key: the (key, id) index answers "is there
+     * a newer row" and the table row is read only for rows that pass. */
     if (rc == SQLITE_OK)
-        rc = prepare(r->db, "SELECT key, MAX(id) FROM kv WHERE key >= ?1 GROUP BY key ORDER BY key",
-                     &r->range_keys);
-    if (rc == SQLITE_OK)
-        rc = prepare(r->db, "SELECT value, create_rev, deleted FROM kv WHERE id = ?1", &r->by_id);
+        rc = prepare(r->db,
+                     "SELECT key, id, value, create_rev, deleted FROM kv AS a WHERE key >= ?1"
+                     " AND NOT EXISTS (SELECT 1 FROM kv AS b WHERE b.key = a.key AND b.id > a.id)"
+                     " ORDER BY key",
+                     &r->range);
     if (rc == SQLITE_OK)
         rc = prepare(r->db,
                      "SELECT id, key, value, create_rev, deleted FROM kv WHERE id > ?1"
@@ -525,38 +529,28 @@ static int sq_range_rows(struct sq_reader *r, const char *prefix, storage_range_
 {
     size_t plen = strlen(prefix);
     int rc = STORAGE_OK, src;
-    sqlite3_bind_text(r->range_keys, 1, prefix, -1, SQLITE_STATIC);
-    while ((src = sqlite3_step(r->range_keys)) == SQLITE_ROW) {
-        const char *key = (const char *)sqlite3_column_text(r->range_keys, 0);
+    sqlite3_bind_text(r->range, 1, prefix, -1, SQLITE_STATIC);
+    while ((src = sqlite3_step(r->range)) == SQLITE_ROW) {
+        const char *key = (const char *)sqlite3_column_text(r->range, 0);
         if (!key || strncmp(key, prefix, plen) != 0)
             break; /* past the prefix: keys come in byte order */
-        sqlite3_bind_int64(r->by_id, 1, sqlite3_column_int64(r->range_keys, 1));
-        int brc = sqlite3_step(r->by_id);
-        if (brc != SQLITE_ROW) {
-            sqlite3_reset(r->by_id);
-            src = brc;
-            break;
-        }
-        int stop = 0;
-        if (sqlite3_column_int(r->by_id, 2) == 0) {
-            size_t len;
-            const char *v = column_value(r->by_id, 0, &len);
-            storage_kv kv = {.key = (char *)key,
-                             .value = (char *)v,
-                             .value_len = len,
-                             .create_rev = sqlite3_column_int64(r->by_id, 1),
-                             .mod_rev = sqlite3_column_int64(r->range_keys, 1)};
-            stop = fn(arg, &kv);
-        }
-        sqlite3_reset(r->by_id);
-        if (stop) {
+        if (sqlite3_column_int(r->range, 4) != 0)
+            continue; /* deleted */
+        size_t len;
+        const char *v = column_value(r->range, 2, &len);
+        storage_kv kv = {.key = (char *)key,
+                         .value = (char *)v,
+                         .value_len = len,
+                         .create_rev = sqlite3_column_int64(r->range, 3),
+                         .mod_rev = sqlite3_column_int64(r->range, 1)};
+        if (fn(arg, &kv)) {
             src = SQLITE_DONE;
             break;
         }
     }
     if (src != SQLITE_ROW && src != SQLITE_DONE)
         rc = STORAGE_ERR_IO;
-    sqlite3_reset(r->range_keys);
+    sqlite3_reset(r->range);
     return rc;
 }
 
@@ -568,6 +562,11 @@ static int sq_range(storage *st, const char *prefix, storage_range_fn fn, void *
     if (!r)
         return STORAGE_ERR_IO;
     int rc = STORAGE_ERR_IO;
+    /* A range reads much of the database once (the cacher's start-up
+     * list): map the file for it rather than copying every page through
+     * pread into the page cache, and unmap it afterwards, so the mapping
+     * does not stay in the resident set of an idle server. */
+    sqlite3_exec(r->db, "PRAGMA mmap_size=" SQ_RANGE_MMAP, NULL, NULL, NULL);
     /* One read transaction: the revision and the rows are one snapshot. */
     if (step_done(r->begin) == SQLITE_OK) {
         int64_t rev = read_meta(r->meta, "rev");
@@ -580,6 +579,7 @@ static int sq_range(storage *st, const char *prefix, storage_range_fn fn, void *
     if (rc == STORAGE_ERR_IO)
         CKUBE_ERROR("storage: range %s: %s", prefix, sqlite3_errmsg(r->db));
     reader_end(r);
+    sqlite3_exec(r->db, "PRAGMA mmap_size=0", NULL, NULL, NULL);
     reader_put(s, r);
     return rc;
 }

@@ -13,6 +13,8 @@
 
 #include "apiserver/apiserver.h"
 #include "apiserver/cacher.h"
+#include "apiserver/jscan.h"
+#include "ckube/json.h"
 #include "ckube/selector.h"
 
 typedef struct {
@@ -248,6 +250,422 @@ static void test_human_duration(void **state)
     assert_string_equal(b, "<invalid>");
 }
 
+/* ---- objects loaded from storage: exactly what decode + encode served ---- */
+
+/* Stored values of every shape the cacher must handle. `canonical` says
+ * whether the fast path (no jansson tree) should take it. */
+typedef struct stored_case {
+    const char *key;
+    const char *value;
+    bool canonical;
+    bool decodable;
+} stored_case;
+
+#define CM "/registry/core/configmaps/"
+#define POD "/registry/core/pods/"
+
+static const stored_case stored_cases[] = {
+    /* As ckube writes objects: compact, no resourceVersion. */
+    {CM "ns/plain",
+     "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"plain\",\"namespace\":"
+     "\"ns\",\"labels\":{\"app\":\"bench\",\"bench-match\":\"false\"},\"uid\":\"u-1\"},\"data\":"
+     "{\"pad\":\"abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz\"}}",
+     true, true},
+    /* Escapes, control characters and non-ASCII in keys and values. */
+    {CM "ns/escapes",
+     "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"escapes\",\"labels\":{\"a\\\"b\":\"c\\\\d\","
+     "\"x\\u0001\":\"tab\\there\\n\",\"\xc3\xa9t\xc3\xa9\":\"\xe6\x97\xa5\xe6\x9c\xac "
+     "\xf0\x9f\x98\x80\",\"empty\":\"\"}},\"data\":{\"k\":\"line\\nbreak \\\"q\\\" \\/no\"}}",
+     false, true}, /* "\/" is not how jansson writes '/' */
+    {CM "ns/escapes2",
+     "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"escapes2\",\"labels\":{\"a\\\"b\":"
+     "\"c\\\\d\","
+     "\"x\\u0001\":\"tab\\there\\n\",\"\xc3\xa9t\xc3\xa9\":\"\xe6\x97\xa5\xe6\x9c\xac "
+     "\xf0\x9f\x98\x80\",\"empty\":\"\",\"odd/key.io_-~\":\"v:1,2}\"}},\"data\":{\"k\":"
+     "\"\\b\\f\\r\\u001F}\"}}",
+     true, true},
+    /* No labels; labels that are empty or hold non-strings. */
+    {CM "ns/nolabels", "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"nolabels\"},\"data\":{}}",
+     true, true},
+    {CM "ns/emptylabels", "{\"metadata\":{\"labels\":{},\"name\":\"emptylabels\"}}", true, true},
+    {CM "ns/oddlabels",
+     "{\"metadata\":{\"labels\":{\"n\":1,\"s\":\"v\",\"o\":{\"x\":\"y\"},\"z\":null}}}", true,
+     true},
+    /* A resourceVersion already stored: replaced where it is. */
+    {CM "ns/hasrv",
+     "{\"metadata\":{\"name\":\"hasrv\",\"resourceVersion\":\"3\",\"labels\":{\"a\":\"1\"}},\"x\":"
+     "1}",
+     true, true},
+    {CM "ns/rvnumber", "{\"metadata\":{\"resourceVersion\":7}}", true, true},
+    {CM "ns/emptymeta", "{\"a\":[],\"metadata\":{},\"b\":-9223372036854775808}", true, true},
+    /* Not canonical: decoded and encoded as before. */
+    {CM "ns/spaces",
+     "{ \"kind\" : \"ConfigMap\",\n \"metadata\": {\"name\": \"spaces\", "
+     "\"labels\": {\"a\": \"b\"}} }",
+     false, true},
+    {CM "ns/real", "{\"metadata\":{\"name\":\"real\"},\"r\":1.50,\"e\":1e3}", false, true},
+    {CM "ns/dup", "{\"metadata\":{\"name\":\"dup\",\"labels\":{\"a\":\"1\",\"a\":\"2\"}}}", false,
+     true},
+    {CM "ns/uescape", "{\"metadata\":{\"name\":\"\\u00e9\\u0041\"}}", false, true},
+    {CM "ns/nometa", "{\"kind\":\"ConfigMap\",\"data\":{\"a\":\"b\"}}", false, true},
+    {CM "ns/metastring", "{\"metadata\":\"x\",\"after\":true}", false, true},
+    /* Cluster-scoped. */
+    {"/registry/core/namespaces/cluster1",
+     "{\"kind\":\"Namespace\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"cluster1\","
+     "\"labels\":{\"kubernetes.io/metadata.name\":\"cluster1\"}},\"spec\":{\"finalizers\":["
+     "\"kubernetes\"]},\"status\":{\"phase\":\"Active\"}}",
+     true, true},
+    /* Selectable fields (the pods bucket is configured with some). */
+    {POD "ns/p1",
+     "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p1\",\"namespace\":\"ns\"},\"spec\":{\"nodeName\":"
+     "\"n\\\"1\",\"hostNetwork\":true,\"priority\":-12},\"status\":{\"phase\":{\"x\":1}}}",
+     true, true},
+    {POD "ns/p2", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p2\"},\"spec\":{\"nodeName\":null}}",
+     true, true},
+    {POD "ns/p3",
+     "{\"kind\": \"Pod\",\"metadata\":{\"name\":\"p3\"},\"spec\":{\"nodeName\":\"x\","
+     "\"hostNetwork\":false,\"priority\":2.5}}",
+     false, true},
+    /* Undecodable or not an object: skipped with an error, never served. */
+    {CM "ns/bad1", "{\"kind\":", false, false},
+    {CM "ns/bad2", "[1,2]", false, false},
+    {CM "ns/bad3", "\"str\"", false, false},
+    {CM "ns/bad4", "{\"metadata\":{\"name\":\"\xc0\xaf\"}}", false, false},
+    {CM "ns/bad5", "{\"metadata\":{},\"n\":99999999999999999999}", false, false},
+    {CM "ns/bad6", "", false, false},
+    /* After the bad ones: still loaded. */
+    {CM "ns/zlast", "{\"metadata\":{\"name\":\"zlast\",\"labels\":{\"l\":\"v\"}}}", true, true},
+};
+
+static const cacher_field pod_fields[] = {{"spec.nodeName", "spec.nodeName"},
+                                          {"spec.hostNetwork", "spec.hostNetwork"},
+                                          {"spec.priority", "spec.priority"},
+                                          {"status.phase", "status.phase"},
+                                          {"metadata.resourceVersion", "metadata.resourceVersion"},
+                                          {"missing", "spec.none.deeper"},
+                                          {NULL, NULL}};
+
+/* What the cacher served before the scanner: decode, set
+ * metadata.resourceVersion, encode compactly. NULL if undecodable. */
+static json_t *reference_tree(const char *value, int64_t rev)
+{
+    json_t *obj = json_loadb(value, strlen(value), 0, NULL);
+    if (!json_is_object(obj)) {
+        json_decref(obj);
+        return NULL;
+    }
+    json_t *meta = json_object_get(obj, "metadata");
+    if (!json_is_object(meta)) {
+        meta = json_object();
+        json_object_set_new(obj, "metadata", meta);
+    }
+    char rv[32];
+    snprintf(rv, sizeof rv, "%" PRId64, rev);
+    json_object_set_new(meta, "resourceVersion", json_string(rv));
+    return obj;
+}
+
+static char *field_text(const json_t *v)
+{
+    char b[64];
+    if (json_is_string(v))
+        return strdup(json_string_value(v));
+    if (json_is_integer(v)) {
+        snprintf(b, sizeof b, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return strdup(b);
+    }
+    if (json_is_boolean(v))
+        return strdup(json_is_true(v) ? "true" : "false");
+    return strdup("");
+}
+
+/* The cached object at `key` is exactly the reference for `value` at `rev`. */
+static void assert_served_as_before(const cobj *o, const char *value, int64_t rev)
+{
+    json_t *ref = reference_tree(value, rev);
+    assert_non_null(ref);
+    char *want = json_dumps(ref, JSON_COMPACT | JSON_ENCODE_ANY);
+    assert_non_null(o);
+    assert_string_equal(o->json, want);
+    assert_int_equal(o->len, strlen(want));
+    assert_int_equal(o->rev, rev);
+    /* Labels: every string label, nothing else. */
+    json_t *labels = json_object_get(json_object_get(ref, "metadata"), "labels");
+    size_t nstr = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(labels, k, v)
+    {
+        if (json_is_string(v)) {
+            nstr++;
+            assert_non_null(cobj_label((void *)o, k));
+            assert_string_equal(cobj_label((void *)o, k), json_string_value(v));
+        } else {
+            assert_null(cobj_label((void *)o, k));
+        }
+    }
+    assert_int_equal(o->nlabels, nstr);
+    for (size_t i = 1; i < o->nlabels; i++)
+        assert_true(strcmp(o->labels[(i - 1) * 2], o->labels[i * 2]) < 0);
+    if (!strncmp(o->key, POD, strlen(POD))) {
+        assert_int_equal(o->nfields, 6);
+        for (const cacher_field *f = pod_fields; f->field; f++) {
+            char *t = field_text(ckube_json_get_path(ref, f->path));
+            assert_string_equal(cobj_field((void *)o, f->field), t);
+            free(t);
+        }
+    } else {
+        assert_int_equal(o->nfields, 0);
+    }
+    free(want);
+    json_decref(ref);
+}
+
+static void test_load_serves_what_decoding_did(void **state)
+{
+    (void)state;
+    storage *st = storage_memory_open();
+    size_t n = sizeof stored_cases / sizeof *stored_cases;
+    int64_t *revs = calloc(n, sizeof *revs);
+    for (size_t i = 0; i < n; i++) {
+        const stored_case *sc = &stored_cases[i];
+        /* The fast path is taken where it should be (else this test would
+         * only exercise the fallback). */
+        jscan_meta m;
+        assert_int_equal(jscan_canonical(sc->value, strlen(sc->value), &m) && m.metadata,
+                         sc->canonical);
+        assert_int_equal(write_sync(st, STORAGE_OP_CREATE, sc->key, sc->value, &revs[i]),
+                         STORAGE_OK);
+    }
+    /* Loaded at start-up (the list), ... */
+    cacher *c = cacher_new(st, 64);
+    cacher_configure_bucket(c, POD, pod_fields);
+    assert_int_equal(cacher_start(c), 0);
+    for (size_t i = 0; i < n; i++) {
+        cobj *o = cacher_get(c, stored_cases[i].key);
+        if (!stored_cases[i].decodable) {
+            assert_null(o);
+            continue;
+        }
+        assert_served_as_before(o, stored_cases[i].value, revs[i]);
+        cobj_unref(o);
+    }
+    size_t ncm = 0;
+    for (size_t i = 0; i < n; i++)
+        ncm += stored_cases[i].decodable && !strncmp(stored_cases[i].key, CM, strlen(CM));
+    assert_int_equal(cacher_count(c, CM), ncm);
+    cobj *ns = cacher_get(c, "/registry/core/namespaces/cluster1");
+    assert_string_equal(ns->ns, "");
+    assert_string_equal(ns->name, "cluster1");
+    cobj_unref(ns);
+
+    /* ... then the same values written again arrive through the watch. */
+    for (size_t i = 0; i < n; i++) {
+        const stored_case *sc = &stored_cases[i];
+        assert_int_equal(write_sync(st, STORAGE_OP_UPDATE, sc->key, sc->value, &revs[i]),
+                         STORAGE_OK);
+        cobj *o = cacher_get(c, sc->key);
+        if (!sc->decodable) {
+            assert_null(o);
+            continue;
+        }
+        assert_served_as_before(o, sc->value, revs[i]);
+        cobj_unref(o);
+    }
+
+    /* A delete's event carries the last state at the deletion revision. */
+    cwatch w = {.bucket = CM, .filter = {.ns = ""}};
+    cevent_out *init;
+    size_t ninit;
+    int64_t oldest, rdel;
+    assert_int_equal(cacher_watch_begin(c, &w, cacher_rev(c), &init, &ninit, &oldest), 0);
+    assert_int_equal(write_sync(st, STORAGE_OP_DELETE, CM "ns/escapes2", NULL, &rdel), STORAGE_OK);
+    cevent_out *evs;
+    size_t nev;
+    assert_int_equal(cacher_watch_collect(c, &w, &evs, &nev), 0);
+    assert_int_equal(nev, 1);
+    assert_int_equal(evs[0].type, CEV_DELETED);
+    assert_served_as_before(evs[0].obj, stored_cases[2].value, rdel);
+    cacher_events_free(evs, nev);
+    assert_null(cacher_get(c, CM "ns/escapes2"));
+
+    cacher_free(c);
+    storage_close(st);
+    free(revs);
+}
+
+/* Enough objects for the start-up loader to cycle its batches (and wait
+ * for free ones), values larger than a batch buffer, and every object
+ * arrives exactly once. */
+static void test_load_many(void **state)
+{
+    (void)state;
+    storage *st = storage_memory_open();
+    enum { N = 3000 };
+    static int64_t revs[N];
+    size_t big = 300 * 1024;
+    char *pad = malloc(big + 1);
+    memset(pad, 'x', big);
+    pad[big] = 0;
+    char key[128];
+    for (int i = 0; i < N; i++) {
+        char *v;
+        snprintf(key, sizeof key, CM "many/o%05d", i);
+        assert_true(asprintf(&v,
+                             "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"o%05d\","
+                             "\"labels\":{\"i\":\"%d\",\"even\":\"%s\"}},\"data\":{\"p\":\"%s\"}}",
+                             i, i, i % 2 ? "no" : "yes", i % 1000 == 7 ? pad : "small") > 0);
+        assert_int_equal(write_sync(st, STORAGE_OP_CREATE, key, v, &revs[i]), STORAGE_OK);
+        free(v);
+    }
+    cacher *c = cacher_new(st, 16);
+    assert_int_equal(cacher_start(c), 0);
+    assert_int_equal(cacher_count(c, CM "many/"), N);
+    assert_int_equal(cacher_rev(c), revs[N - 1]);
+    size_t n, more;
+    int64_t rev;
+    cobj **objs = cacher_list(c, CM "many/", NULL, NULL, 0, &n, &rev, &more);
+    assert_int_equal(n, N);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "o%05zu", i);
+        assert_string_equal(objs[i]->name, key);
+        assert_int_equal(objs[i]->rev, revs[i]);
+        char want[32];
+        snprintf(want, sizeof want, "%zu", i);
+        assert_string_equal(cobj_label(objs[i], "i"), want);
+        if (i % 1000 == 7)
+            assert_true(objs[i]->len > big);
+    }
+    cacher_objs_free(objs, n);
+    ckube_selector *sel;
+    assert_int_equal(ckube_label_selector_parse("even=yes", &sel, NULL), 0);
+    cfilter f = {.labels = sel};
+    objs = cacher_list(c, CM, NULL, &f, 0, &n, &rev, &more);
+    assert_int_equal(n, N / 2);
+    cacher_objs_free(objs, n);
+    ckube_selector_free(sel);
+    cacher_stats stats;
+    cacher_get_stats(c, &stats);
+    assert_int_equal(stats.objects, N);
+    cacher_free(c);
+    storage_close(st);
+    free(pad);
+}
+
+/* The scanner itself, on the shapes the fast path relies on. */
+static void test_jscan_canonical_forms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        bool ok;
+    } cases[] = {
+        {"{}", true},
+        {"[]", true},
+        {"{\"a\":[1,-1,0,true,false,null,\"s\",{}]}", true},
+        {"{\"a\":9223372036854775807,\"b\":-9223372036854775808}", true},
+        {"{\"a\":9223372036854775808}", false},
+        {"{\"a\":-0}", false},
+        {"{\"a\":01}", false},
+        {"{\"a\":1.0}", false},
+        {"{\"a\":1e2}", false},
+        {"{\"a\":1,\"a\":2}", false},
+        {"{\"a\":{\"b\":1},\"b\":{\"b\":1}}", true}, /* same key, different objects */
+        {"{\"a\":\"\\u001F\\u0001\\\"\\\\\\b\\f\\n\\r\\t\"}", true},
+        {"{\"a\":\"\\u001f\"}", false}, /* jansson writes uppercase hex */
+        {"{\"a\":\"\\u000A\"}", false}, /* ... and \n for this */
+        {"{\"a\":\"\\u0000\"}", false},
+        {"{\"a\":\"\\u0041\"}", false},
+        {"{\"a\":\"\\/\"}", false},
+        {"{\"a\":\"\x7f\"}", true},
+        {"{\"a\":\"\x01\"}", false},
+        {"{\"a\":\"\xed\xa0\x80\"}", false},     /* a UTF-16 surrogate */
+        {"{\"a\":\"\xe0\x80\xaf\"}", false},     /* overlong */
+        {"{\"a\":\"\xf4\x90\x80\x80\"}", false}, /* above U+10FFFF */
+        {"{\"a\":\"\xf4\x8f\xbf\xbf\"}", true},
+        {"{\"a\":1} ", false},
+        {"{\"a\" :1}", false},
+        {"\"s\"", false},
+        {"1", false},
+        {"{\"a\":[1,]}", false},
+        {"{\"a\":1,}", false},
+        {"{\"a\"}", false},
+        {"{\"a\":tru}", false},
+        {"{\"a\":[}", false},
+        {"{\"a\":1]", false},
+        {"{\"a\":\"unterminated}", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bool got = jscan_canonical(cases[i].in, strlen(cases[i].in), NULL);
+        if (got != cases[i].ok)
+            fail_msg("jscan_canonical(%s) = %d", cases[i].in, got);
+        /* And jansson agrees whenever the scanner accepts. */
+        if (got) {
+            json_t *v = json_loadb(cases[i].in, strlen(cases[i].in), 0, NULL);
+            char *d = json_dumps(v, JSON_COMPACT);
+            assert_string_equal(d, cases[i].in);
+            free(d);
+            json_decref(v);
+        }
+    }
+    /* Many keys (the sorted duplicate check) and deep nesting. */
+    char big[4096] = "{";
+    for (int i = 0; i < 100; i++)
+        snprintf(big + strlen(big), sizeof big - strlen(big), "%s\"k%d\":%d", i ? "," : "", i, i);
+    strcat(big, "}");
+    assert_true(jscan_canonical(big, strlen(big), NULL));
+    memcpy(strrchr(big, '"') - 2, "10", 2); /* the last key becomes a second "k10" */
+    assert_false(jscan_canonical(big, strlen(big), NULL));
+    char deep[2 * JSCAN_MAX_DEPTH + 8];
+    size_t d = 0;
+    for (int i = 0; i < JSCAN_MAX_DEPTH; i++)
+        deep[d++] = '[';
+    for (int i = 0; i < JSCAN_MAX_DEPTH; i++)
+        deep[d++] = ']';
+    assert_true(jscan_canonical(deep, d, NULL));
+    memmove(deep + 1, deep, d);
+    deep[0] = '[';
+    deep[++d] = ']';
+    d++;
+    assert_false(jscan_canonical(deep, d, NULL)); /* one level too deep: jansson's job */
+}
+
+static void test_jscan_set_rv(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"{\"metadata\":{}}", "{\"metadata\":{\"resourceVersion\":\"42\"}}"},
+        {"{\"metadata\":{\"name\":\"a\"},\"x\":[]}",
+         "{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"42\"},\"x\":[]}"},
+        {"{\"metadata\":{\"resourceVersion\":\"1\",\"name\":\"a\"}}",
+         "{\"metadata\":{\"resourceVersion\":\"42\",\"name\":\"a\"}}"},
+        {"{\"metadata\":{\"resourceVersion\":{\"a\":[1]},\"b\":{}}}",
+         "{\"metadata\":{\"resourceVersion\":\"42\",\"b\":{}}}"},
+        {"{\"x\":{\"metadata\":{}},\"metadata\":{\"y\":{\"resourceVersion\":1}}}",
+         "{\"x\":{\"metadata\":{}},\"metadata\":{\"y\":{\"resourceVersion\":1},"
+         "\"resourceVersion\":\"42\"}}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        jscan_meta m;
+        size_t len = strlen(cases[i].in);
+        assert_true(jscan_canonical(cases[i].in, len, &m));
+        assert_true(m.metadata != 0);
+        size_t n = jscan_set_rv(cases[i].in, len, &m, "42", NULL);
+        char *out = malloc(n + 1);
+        assert_int_equal(jscan_set_rv(cases[i].in, len, &m, "42", out), n);
+        assert_string_equal(out, cases[i].out);
+        free(out);
+    }
+    jscan_meta m;
+    assert_true(jscan_canonical("{\"metadata\":[]}", 15, &m));
+    assert_int_equal(m.metadata, 0); /* not an object: the caller decodes */
+    char s[16];
+    assert_int_equal(jscan_str_copy("a\\\"b\\u0001\\\\", (jspan){0, 12}, s), 5);
+    assert_memory_equal(s, "a\"b\x01\\", 6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +674,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_watch_translation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_and_expiry, setup, teardown),
         cmocka_unit_test(test_human_duration),
+        cmocka_unit_test(test_load_serves_what_decoding_did),
+        cmocka_unit_test(test_load_many),
+        cmocka_unit_test(test_jscan_canonical_forms),
+        cmocka_unit_test(test_jscan_set_rv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

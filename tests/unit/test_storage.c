@@ -734,6 +734,88 @@ static void test_range_prefix(void **state)
     assert_int_equal(c.n, 2);
 }
 
+/* A range returns each live key's newest row only, whatever history is
+ * behind it (updates, a delete and a re-create, a tombstone as the newest
+ * row), with that row's revisions; values may hold NULs and are followed
+ * by a NUL. The reader connection works normally afterwards. */
+struct full_kv {
+    size_t n;
+    char keys[8][32];
+    char values[8][64];
+    size_t value_len[8];
+    int64_t create_rev[8], mod_rev[8];
+    bool nul_after;
+};
+
+static int full_fn(void *arg, const storage_kv *kv)
+{
+    struct full_kv *c = arg;
+    if (c->n < 8) {
+        snprintf(c->keys[c->n], sizeof c->keys[0], "%s", kv->key);
+        assert_true(kv->value_len < sizeof c->values[0]);
+        memcpy(c->values[c->n], kv->value, kv->value_len);
+        c->value_len[c->n] = kv->value_len;
+        c->create_rev[c->n] = kv->create_rev;
+        c->mod_rev[c->n] = kv->mod_rev;
+        c->nul_after &= kv->value[kv->value_len] == '\0';
+    }
+    c->n++;
+    return 0;
+}
+
+static void test_range_history(void **state)
+{
+    struct fixture *f = *state;
+    storage *st = f->st;
+    storage_op op;
+    assert_int_equal(do_create(st, "/h/a", "a1", NULL), STORAGE_OK);
+    for (int i = 2; i <= 20; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "a%d", i);
+        assert_int_equal(do_update(st, "/h/a", v, 0, NULL), STORAGE_OK);
+    }
+    assert_int_equal(do_create(st, "/h/b", "b1", NULL), STORAGE_OK);
+    assert_int_equal(do_delete(st, "/h/b", 0, NULL), STORAGE_OK); /* tombstone newest */
+    assert_int_equal(do_create(st, "/h/c", "c1", NULL), STORAGE_OK);
+    assert_int_equal(do_delete(st, "/h/c", 0, NULL), STORAGE_OK);
+    assert_int_equal(do_create(st, "/h/c", "c2", &op), STORAGE_OK); /* re-created */
+    int64_t c_rev = op.rev;
+    assert_int_equal(do_write(st, STORAGE_OP_CREATE, "/h/d", "x\0y", 3, 0, &op), STORAGE_OK);
+    int64_t d_rev = op.rev;
+    assert_int_equal(do_create(st, "/i/after", "z", NULL), STORAGE_OK);
+
+    for (int round = 0; round < 2; round++) {
+        struct full_kv c = {.nul_after = true};
+        int64_t rev = 0;
+        assert_int_equal(storage_range(st, "/h/", full_fn, &c, &rev), STORAGE_OK);
+        assert_int_equal(rev, storage_current_rev(st));
+        assert_int_equal(c.n, 3);
+        assert_string_equal(c.keys[0], "/h/a");
+        assert_int_equal(c.value_len[0], 3);
+        assert_memory_equal(c.values[0], "a20", 3);
+        assert_int_equal(c.create_rev[0], 1);
+        assert_int_equal(c.mod_rev[0], 20);
+        assert_string_equal(c.keys[1], "/h/c");
+        assert_memory_equal(c.values[1], "c2", 2);
+        assert_int_equal(c.create_rev[1], c_rev);
+        assert_int_equal(c.mod_rev[1], c_rev);
+        assert_string_equal(c.keys[2], "/h/d");
+        assert_int_equal(c.value_len[2], 3);
+        assert_memory_equal(c.values[2], "x\0y", 3);
+        assert_int_equal(c.mod_rev[2], d_rev);
+        assert_true(c.nul_after);
+        /* Reads on the (pooled) reader still work between ranges. */
+        assert_kv(st, "/h/a", "a20", 1, 20);
+    }
+    if (f->be == BE_SQLITE) { /* and from the file after a restart */
+        reopen(f);
+        struct full_kv c = {.nul_after = true};
+        assert_int_equal(storage_range(f->st, "/h/", full_fn, &c, NULL), STORAGE_OK);
+        assert_int_equal(c.n, 3);
+        assert_int_equal(c.mod_rev[0], 20);
+    }
+}
+
 /* A writer creates /c/00001, /c/00002, ... one at a time, so key i has
  * revision base + i; a consistent range at revision R therefore returns
  * exactly keys 1..R-base. */
@@ -1523,9 +1605,9 @@ static void test_open_errors(void **state)
 
 #define SUITE(X, be)                                                                               \
     X(test_create_get, be), X(test_invalid_ops, be), X(test_update, be), X(test_delete, be),       \
-        X(test_revisions_global, be), X(test_range_prefix, be), X(test_range_consistent, be),      \
-        X(test_watch_from_zero, be), X(test_watch_from_middle, be), X(test_watch_before_done, be), \
-        X(test_watch_register_race, be), X(test_compaction, be),                                   \
+        X(test_revisions_global, be), X(test_range_prefix, be), X(test_range_history, be),         \
+        X(test_range_consistent, be), X(test_watch_from_zero, be), X(test_watch_from_middle, be),  \
+        X(test_watch_before_done, be), X(test_watch_register_race, be), X(test_compaction, be),    \
         X(test_compaction_keeps_counter, be), X(test_group_commit, be), X(test_throughput, be),    \
         X(test_reentrant_callbacks, be), X(test_close, be), X(test_restart, be),                   \
         X(test_commit_failure, be), X(test_open_errors, be)
