@@ -17,6 +17,7 @@
 #include "apiserver/apiserver.h"
 #include "apiserver/continue_token.h"
 #include "apiserver/fieldmanager.h"
+#include "apiserver/jscan.h"
 #include "apiserver/k8s_protobuf.h"
 #include "apiserver/schema.h"
 #include "ckube/json.h"
@@ -415,10 +416,18 @@ static ckube_status *check_namespace_open(req_ctx *rc, const char *name)
     cobj *ns = cacher_get(rc->srv->cache, key);
     if (!ns)
         return ckube_status_not_found("", "namespaces", rc->ri.ns);
-    json_t *o = cobj_decode(ns);
+    /* Read from the cached bytes: this runs on every create. */
+    bool terminating;
+    jscan_meta m;
+    jspan v;
+    if (jscan_canonical(ns->json, ns->len, &m) && m.metadata) {
+        terminating = jscan_member(ns->json, ns->len, m.metadata, "deletionTimestamp", &v);
+    } else {
+        json_t *o = cobj_decode(ns);
+        terminating = ckube_json_get_path(o, "metadata.deletionTimestamp") != NULL;
+        json_decref(o);
+    }
     cobj_unref(ns);
-    bool terminating = ckube_json_get_path(o, "metadata.deletionTimestamp") != NULL;
-    json_decref(o);
     if (terminating) {
         char qr[256];
         ckube_qualified_resource(qr, sizeof qr, rc->type->group, rc->type->resource);
@@ -536,6 +545,45 @@ static json_t *delete_success_body(const resource_type *t, const json_t *obj)
 
 static json_t *scale_of(const resource_type *t, const json_t *obj);
 
+/* evbuffer cleanup for malloc'd bytes. */
+static void free_ref_cb(const void *data, size_t len, void *arg)
+{
+    (void)len;
+    (void)arg;
+    free((void *)data);
+}
+
+/* The reply to a stored create or update, without encoding the object
+ * again: the bytes just stored (w->value: w->obj without resourceVersion,
+ * as ckube_json_dumps writes it) with resourceVersion set as set_rv sets
+ * it in w->obj, byte for byte what encoding w->obj would give. Returns
+ * false (nothing sent) when that does not apply: another shape to
+ * present, a collection child, bytes the scanner does not vouch for. */
+static bool reply_stored(write_req *w, int code)
+{
+    const resource_type *t = w->rc->type;
+    if (t->present || w->parent || w->dry_run || !w->value || !w->op.value_len)
+        return false;
+    jscan_meta meta;
+    if (!jscan_canonical(w->value, w->op.value_len, &meta) || !meta.metadata)
+        return false;
+    char rv[32];
+    snprintf(rv, sizeof rv, "%" PRId64, w->op.rev);
+    size_t n = jscan_set_rv(w->value, w->op.value_len, &meta, rv, NULL);
+    char *out = malloc(n + 1);
+    if (!out)
+        return false;
+    jscan_set_rv(w->value, w->op.value_len, &meta, rv, out);
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add_reference(buf, out, n, free_ref_cb, NULL);
+    req_ctx *rc = w->rc;
+    w->rc = NULL;
+    write_free(w);
+    reply_evbuffer(rc, code, buf);
+    evbuffer_free(buf);
+    return true;
+}
+
 static void op_done_on_loop(void *arg)
 {
     write_req *w = arg;
@@ -555,13 +603,16 @@ static void op_done_on_loop(void *arg)
             }
             return;
         }
-        set_rv(w->obj, w->op.rev);
         if (w->scale_reply) {
+            set_rv(w->obj, w->op.rev);
             write_finish(w, 200, scale_of(t, w->obj), NULL);
             return;
         }
-        write_finish(w, w->kind == W_CREATE || w->apply_create ? 201 : 200, json_incref(w->obj),
-                     NULL);
+        int code = w->kind == W_CREATE || w->apply_create ? 201 : 200;
+        if (reply_stored(w, code))
+            return;
+        set_rv(w->obj, w->op.rev);
+        write_finish(w, code, json_incref(w->obj), NULL);
         return;
     case STORAGE_ERR_EXISTS:
         if (w->gen_base && ++w->attempts < 8) {
@@ -679,6 +730,15 @@ static void create_object(write_req *w, json_t *obj);
 
 static void run_create(write_req *w)
 {
+    /* A create starts again from the body only when a generated name
+     * collides; with a name given, the body is used up (no copy). */
+    const char *name = ckube_obj_name(w->body);
+    if (name && *name) {
+        json_t *body = w->body;
+        w->body = NULL;
+        create_object(w, body);
+        return;
+    }
     create_object(w, json_deep_copy(w->body));
 }
 
@@ -1590,14 +1650,6 @@ ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector
         }
     }
     return NULL;
-}
-
-/* evbuffer cleanup for a malloc'd head. */
-static void free_ref_cb(const void *data, size_t len, void *arg)
-{
-    (void)len;
-    (void)arg;
-    free((void *)data);
 }
 
 static void unref_cobj_cb(const void *data, size_t len, void *arg)
