@@ -398,14 +398,7 @@ static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old
         return inv;
     }
     ckube_status_free(inv);
-    size_t len;
-    char *s = ckube_json_dumps(obj, &len);
-    free(s);
-    if (len > APISERVER_MAX_OBJECT)
-        return ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
-                                "Request entity too large: object exceeds the limit of %u bytes",
-                                APISERVER_MAX_OBJECT);
-    return NULL;
+    return NULL; /* the size limit is checked where the object is encoded */
 }
 
 /* Namespace checks for creating a namespaced object. */
@@ -659,6 +652,8 @@ static void op_done(storage_op *op, void *arg)
     loop_post(w->rc->lp, op_done_on_loop, w);
 }
 
+/* Encodes w->obj and submits the storage op. The write may finish (and
+ * w be freed) before this returns: callers must not touch w after it. */
 static void submit(write_req *w, storage_op_type type, int64_t expect)
 {
     free(w->value);
@@ -679,6 +674,14 @@ static void submit(write_req *w, storage_op_type type, int64_t expect)
         if (rv)
             json_object_set_new(meta, "resourceVersion", rv);
         w->op.value = w->value;
+        if (w->op.value_len > APISERVER_MAX_OBJECT) {
+            write_finish(w, 0, NULL,
+                         ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                                          "Request entity too large: object exceeds the limit of "
+                                          "%u bytes",
+                                          APISERVER_MAX_OBJECT));
+            return;
+        }
     }
     if (w->dry_run) {
         /* Validated and admitted, never stored. */
@@ -1222,7 +1225,6 @@ static void run_delete(write_req *w)
              * (its finalizer) is written; otherwise nothing changes. */
             if (gc_changed) {
                 submit(w, STORAGE_OP_UPDATE, cur_rev);
-                w->deleting = false;
                 return;
             }
             write_finish(w, 200, json_incref(obj), NULL);
@@ -1235,7 +1237,6 @@ static void run_delete(write_req *w)
         if (t->prepare_delete)
             t->prepare_delete(obj);
         submit(w, STORAGE_OP_UPDATE, cur_rev);
-        w->deleting = false;
         return;
     }
     submit(w, STORAGE_OP_DELETE, cur_rev);

@@ -93,6 +93,36 @@ class WriteReplyTest(unittest.TestCase):
         self.assertEqual(json.loads(body)["metadata"]["name"], "dry")
         self.assertEqual(call("GET", CM + "/dry")[0], 404)
 
+    def test_dry_run_delete_of_an_object_with_finalizers(self):
+        # A dry-run delete of an object with finalizers is a dry-run
+        # update (deletionTimestamp): it answers and changes nothing.
+        st, body = call("POST", CM, {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": "fin", "finalizers": ["e2e/keep"]}})
+        self.assertEqual(st, 201, body)
+        before = call("GET", CM + "/fin")[1]
+        for _ in range(3):
+            st, body = call("DELETE", CM + "/fin?dryRun=All")
+            self.assertEqual(st, 200, body)
+            self.assertIn("deletionTimestamp", json.loads(body)["metadata"])
+        self.assertEqual(call("GET", CM + "/fin")[1], before)
+        st, body = call("PATCH", CM + "/fin", {"metadata": {"finalizers": None}},
+                        "application/merge-patch+json")
+        self.assertEqual(st, 200, body)
+        self.assertEqual(call("DELETE", CM + "/fin")[0], 200)
+        self.assertEqual(call("GET", CM + "/fin")[0], 404)
+
+    def test_update_past_the_object_limit(self):
+        # Each value fits the request limit; the object stops fitting the
+        # 1.5 MiB object limit after the second patch: 413, nothing stored.
+        st, body = call("POST", CM, {"apiVersion": "v1", "kind": "ConfigMap",
+                                     "metadata": {"name": "big"}, "data": {"a": "x" * 900000}})
+        self.assertEqual(st, 201)
+        st, body = call("PATCH", CM + "/big", {"data": {"b": "y" * 900000}},
+                        "application/merge-patch+json")
+        self.assertEqual(st, 413, body[:300])
+        self.assertEqual(json.loads(body)["reason"], "RequestEntityTooLarge")
+        self.assertNotIn("b", json.loads(call("GET", CM + "/big")[1])["data"])
+
     def test_custom_resource_with_a_real_number(self):
         # Reals are outside the scanner's canonical form: the reply is
         # encoded from the object instead, and still equals the GET.
