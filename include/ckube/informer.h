@@ -26,7 +26,22 @@
  * READ-ONLY: whoever receives one (a handler argument, a lister result)
  * may json_incref it to keep it, and must never modify it (copy with
  * json_deep_copy first). Set CKUBE_CACHE_MUTATION_DETECTOR=true to have
- * every store check this and abort on a violation.
+ * every store check this (and every informer check what it hands to
+ * handlers) and abort on a violation.
+ *
+ * Memory: an informer's cache does not keep jansson trees. It keeps each
+ * object as its JSON text in one block (about the size of the JSON; the
+ * REST client's lists and watch events are decoded straight into it) and
+ * builds a tree when one is asked for: each handler notification gets
+ * one (shared by all handlers of that notification), and a lister or
+ * store read gets the tree cached for that object, which every reader
+ * shares while anyone uses it; cached trees nobody holds and nobody read
+ * for a while (10 s to 20 s) are dropped again. So the same object read
+ * twice is the same pointer while it is cached, but not necessarily after
+ * that; compare objects by content (or resourceVersion), not by pointer.
+ * Objects put into a store through the json_t calls (ckube_store_put,
+ * ckube_store_replace) are kept as given. Decoding accepts duplicate
+ * object keys (the last wins, as Go's decoder does).
  *
  * Time: everything that waits (backoff, resync, cache-sync timeouts) uses
  * a ckube_clock (ckube/clock.h), so tests can drive it with a fake clock.
@@ -241,9 +256,9 @@ int ckube_store_index_keys(ckube_store *s, const char *index, const char *value,
 int ckube_store_index_values(ckube_store *s, const char *index, ckube_key_list *out);
 
 /* Memory accounting: the number of objects, and the approximate heap
- * bytes the store holds for them (each object's JSON tree as jansson
- * allocates it, measured at insert, plus the store's own key and index
- * entries). Cheap (kept up to date on every change). */
+ * bytes the store holds for them (each object's compact block, each tree
+ * it holds, cached or put, as jansson allocates it, plus the store's own
+ * key and index entries). Cheap (kept up to date on every change). */
 size_t ckube_store_len(ckube_store *s);
 size_t ckube_store_bytes(ckube_store *s);
 /* The estimate ckube_store_bytes uses for one JSON value (for callers

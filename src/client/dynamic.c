@@ -1,5 +1,6 @@
 /* The dynamic client: paths, query strings and the verbs on any resource. */
 #include "client/client_internal.h"
+#include "informer/informer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +182,28 @@ int ckube_list(ckube_client *c, const ckube_gvr *r, const char *ns, const ckube_
         return -1;
     ckube__req rq = {.method = "GET", .path = path, .group = r->group, .resource = r->resource};
     int rc = call(c, &rq, out, err);
+    free(path);
+    return rc;
+}
+
+/* The informer's list (see informer_internal.h): ckube_list's request,
+ * its body streamed into the sink. */
+int ckube__list_stream(ckube_client *c, const ckube_gvr *r, const char *ns,
+                       const ckube_list_opts *opts, const ckube__body_sink *sink, char **what,
+                       ckube_status **err)
+{
+    ckube__strbuf b = {0};
+    char *path;
+    *what = NULL;
+    if (start_path(&b, r, ns, NULL, NULL, err))
+        return -1;
+    q_add_list_opts(&b, opts);
+    if (take_path(&b, &path, err))
+        return -1;
+    ckube__req rq = {.method = "GET", .path = path, .group = r->group, .resource = r->resource};
+    int rc = ckube__do_stream(c, &rq, sink, err);
+    if (rc != -1 && asprintf(what, "GET %s%s", c->base_url, path) < 0)
+        *what = NULL;
     free(path);
     return rc;
 }

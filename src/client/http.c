@@ -12,6 +12,7 @@
 
 #include "ckube/json.h"
 #include "ckube/log.h"
+#include "informer/informer_internal.h"
 
 /* ---- global init ---- */
 
@@ -596,4 +597,149 @@ void ckube__emit_warnings(ckube_client *c, const ckube__resp_headers *h)
         else
             CKUBE_WARN("Warning: %s", h->warnings[i]);
     }
+}
+
+/* ---- streamed responses (the informer's lists) ---- */
+
+/* The largest body accepted, as ckube__do's. */
+#define STREAM_MAX_BODY ((size_t)1 << 30)
+/* Bigger reads than libcurl's 16 KiB default: fewer calls and syscalls
+ * for multi-megabyte lists, still cache-sized. */
+#define STREAM_BUFFER_SIZE (128L * 1024)
+
+typedef struct stream_ctx {
+    const ckube__body_sink *sink;
+    ckube__resp_headers *h;
+    ckube__strbuf errbody; /* a non-2xx answer's body */
+    size_t total;
+    bool sink_stopped;
+} stream_ctx;
+
+static size_t stream_write(char *p, size_t size, size_t n, void *ud)
+{
+    stream_ctx *x = ud;
+    size_t len = size * n;
+    if (x->total + len > STREAM_MAX_BODY)
+        return 0; /* CURLE_WRITE_ERROR */
+    x->total += len;
+    if (x->h->code >= 200 && x->h->code < 300) {
+        if (!x->sink->feed(x->sink->ud, p, len)) {
+            x->sink_stopped = true;
+            return 0;
+        }
+        return len;
+    }
+    ckube__sb_addn(&x->errbody, p, len);
+    return x->errbody.oom ? 0 : len;
+}
+
+int ckube__do_stream(ckube_client *c, const ckube__req *rq, const ckube__body_sink *sink,
+                     ckube_status **err)
+{
+    ckube_status *dummy = NULL;
+    if (!err)
+        err = &dummy;
+    *err = NULL;
+    int retries = 0;
+    bool auth_retried = false;
+    for (;;) {
+        ckube__throttle(c, rq);
+        ckube__creds cr;
+        if (ckube__auth_get(c->auth, &cr, err) != 0)
+            goto out_err;
+        CURL *e = ckube__http_get_handle(c->http);
+        if (!e) {
+            ckube__creds_clear(&cr);
+            *err = ckube__local_error("out of memory");
+            goto out_err;
+        }
+        ckube__resp_headers h = {0};
+        struct curl_slist *sl = NULL;
+        if (ckube__easy_setup(c, e, rq, &cr, &h, &sl, err) != 0) {
+            ckube__creds_clear(&cr);
+            ckube__http_put_handle(c->http, e);
+            goto out_err;
+        }
+        /* Every attempt starts the decoding over. */
+        sink->begin(sink->ud);
+        stream_ctx x = {.sink = sink, .h = &h};
+        char errbuf[CURL_ERROR_SIZE] = "";
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, stream_write);
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, &x);
+        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+        curl_easy_setopt(e, CURLOPT_BUFFERSIZE, STREAM_BUFFER_SIZE);
+        uint64_t t0 = ckube_monotonic_ns();
+        CURLcode cc = curl_easy_perform(e);
+        uint64_t dt = ckube_monotonic_ns() - t0;
+        long code = 0;
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+        /* Detach pointers to this stack frame before the handle is pooled
+         * (curl_easy_reset on reuse restores the buffer size). */
+        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+        ckube__http_put_handle(c->http, e);
+        curl_slist_free_all(sl);
+        if (cc != CURLE_OK && x.sink_stopped) {
+            /* The sink refused the body (it is not what it expects): its
+             * own error says why. */
+            ckube__log_request(c, rq, code, dt, NULL, 0, NULL);
+            free(x.errbody.s);
+            ckube__resp_headers_clear(&h);
+            ckube__creds_clear(&cr);
+            ckube_status_free(dummy);
+            return -2;
+        }
+        if (cc != CURLE_OK) {
+            ckube__log_request(c, rq, 0, dt, NULL, 0, *errbuf ? errbuf : curl_easy_strerror(cc));
+            bool retry = ckube__retryable_transport(rq, cc) && retries < c->max_retries;
+            if (!retry)
+                *err = ckube__transport_error(c, rq, cc, errbuf);
+            free(x.errbody.s);
+            ckube__resp_headers_clear(&h);
+            ckube__creds_clear(&cr);
+            if (!retry)
+                goto out_err;
+            retries++;
+            CKUBE_V(4, "Got a Retry-After 1s response for attempt %d to %s%s", retries, c->base_url,
+                    rq->path);
+            ckube__sleep_ns(1000000000u);
+            continue;
+        }
+        bool ok = code >= 200 && code < 300;
+        ckube__log_request(c, rq, code, dt, ok ? NULL : x.errbody.s, ok ? 0 : x.errbody.len, NULL);
+        ckube__emit_warnings(c, &h);
+        if (code == 401 && !auth_retried && ckube__auth_unauthorized(c->auth, &cr)) {
+            auth_retried = true;
+            CKUBE_V(4, "401 Unauthorized from %s%s: retrying once with refreshed credentials",
+                    c->base_url, rq->path);
+            free(x.errbody.s);
+            ckube__resp_headers_clear(&h);
+            ckube__creds_clear(&cr);
+            continue;
+        }
+        ckube__creds_clear(&cr);
+        int secs = 0;
+        if (ckube__should_retry(code, &h, &secs) && retries < c->max_retries) {
+            retries++;
+            CKUBE_V(4, "Got a Retry-After %ds response for attempt %d to %s%s", secs, retries,
+                    c->base_url, rq->path);
+            free(x.errbody.s);
+            ckube__resp_headers_clear(&h);
+            ckube__sleep_ns((uint64_t)secs * 1000000000u);
+            continue;
+        }
+        if (ok) {
+            free(x.errbody.s);
+            ckube__resp_headers_clear(&h);
+            return 0;
+        }
+        *err = ckube__status_from_response(rq, code, x.errbody.s ? x.errbody.s : "", x.errbody.len,
+                                           &h);
+        free(x.errbody.s);
+        ckube__resp_headers_clear(&h);
+        goto out_err;
+    }
+out_err:
+    ckube_status_free(dummy);
+    return -1;
 }

@@ -17,6 +17,7 @@
  * over any number of chunks, several events in one chunk, and pretty
  * printed or newline-free streams all decode the same. */
 #include "client/client_internal.h"
+#include "informer/informer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ struct ckube_watch {
     struct curl_slist *slist;
     ckube__resp_headers h;
     char *path;
+    char *url; /* base url + path, for messages */
     ckube__req rq;
     char errbuf[CURL_ERROR_SIZE];
     /* received, undecoded bytes: buf[start, len) */
@@ -193,6 +195,7 @@ void ckube_watch_close(ckube_watch *w)
     ckube__resp_headers_clear(&w->h);
     free(w->buf);
     free(w->path);
+    free(w->url);
     free(w);
 }
 
@@ -268,6 +271,11 @@ int ckube_watch_open(ckube_client *c, const ckube_gvr *r, const char *ns,
     w->path = ckube__watch_path(r, ns, opts);
     if (!w->path) {
         *err = ckube__local_error("resource needs a version and a resource name");
+        goto fail;
+    }
+    if (asprintf(&w->url, "%s%s", c->base_url, w->path) < 0) {
+        w->url = NULL;
+        *err = ckube__local_error("out of memory");
         goto fail;
     }
     w->rq = (ckube__req){.method = "GET",
@@ -362,9 +370,11 @@ static int decode_event(ckube_watch *w, size_t a, size_t b, ckube_watch_event_ty
     return 1;
 }
 
-int ckube_watch_next(ckube_watch *w, ckube_watch_event_type *type, json_t **obj, ckube_status **err)
+/* The next complete event's bounds in w->buf: 1 with [*a, *b), 0 when
+ * the stream ended cleanly or was stopped, -1 with *err. After 0 or -1
+ * the watch is finished. */
+static int next_frame(ckube_watch *w, size_t *a, size_t *b, ckube_status **err)
 {
-    *obj = NULL;
     if (w->finished)
         return 0;
     for (;;) {
@@ -372,14 +382,9 @@ int ckube_watch_next(ckube_watch *w, ckube_watch_event_type *type, json_t **obj,
             w->finished = true;
             return 0;
         }
-        size_t a, b;
-        int fr = frame(w, &a, &b);
-        if (fr > 0) {
-            int rc = decode_event(w, a, b, type, obj, err);
-            if (rc < 0)
-                w->finished = true;
-            return rc;
-        }
+        int fr = frame(w, a, b);
+        if (fr > 0)
+            return 1;
         if (fr < 0) {
             w->finished = true;
             if (err)
@@ -415,4 +420,37 @@ int ckube_watch_next(ckube_watch *w, ckube_watch_event_type *type, json_t **obj,
             continue;
         curl_multi_poll(w->multi, NULL, 0, 60000, NULL);
     }
+}
+
+int ckube_watch_next(ckube_watch *w, ckube_watch_event_type *type, json_t **obj, ckube_status **err)
+{
+    *obj = NULL;
+    size_t a, b;
+    int rc = next_frame(w, &a, &b, err);
+    if (rc <= 0)
+        return rc;
+    rc = decode_event(w, a, b, type, obj, err);
+    if (rc < 0)
+        w->finished = true;
+    return rc;
+}
+
+int ckube__watch_next_raw(ckube_watch *w, const char **text, size_t *len, ckube_status **err)
+{
+    *text = NULL;
+    *len = 0;
+    size_t a, b;
+    int rc = next_frame(w, &a, &b, err);
+    if (rc > 0) {
+        /* The bytes stay put until the next call: watch_write only moves
+         * or reallocates the buffer from inside next_frame. */
+        *text = w->buf + a;
+        *len = b - a;
+    }
+    return rc;
+}
+
+const char *ckube__watch_url(ckube_watch *w)
+{
+    return w->url;
 }

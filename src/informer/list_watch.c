@@ -1,5 +1,6 @@
 /* list_watch.c - the list-watch vtable wrapper (see ckube/informer.h). */
 #include "ckube/informer.h"
+#include "informer/informer_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@ struct ckube_list_watch {
     const ckube_list_watch_ops *ops; /* borrowed */
     void *ctx;                       /* owned via ops->free */
     char *description;
+    const ckube__lw_compact_ops *cops; /* borrowed; NULL = none */
 };
 
 ckube_list_watch *ckube_list_watch_new(const ckube_list_watch_ops *ops, void *ctx,
@@ -25,6 +27,21 @@ ckube_list_watch *ckube_list_watch_new(const ckube_list_watch_ops *ops, void *ct
     lw->ops = ops;
     lw->ctx = ctx;
     return lw;
+}
+
+void ckube__list_watch_set_compact(ckube_list_watch *lw, const ckube__lw_compact_ops *ops)
+{
+    lw->cops = ops;
+}
+
+const ckube__lw_compact_ops *ckube__list_watch_compact(const ckube_list_watch *lw)
+{
+    return lw->cops;
+}
+
+void *ckube__list_watch_ctx(const ckube_list_watch *lw)
+{
+    return lw->ctx;
 }
 
 const char *ckube_list_watch_description(const ckube_list_watch *lw)

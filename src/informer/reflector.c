@@ -9,8 +9,16 @@
  *     5xx, very short watch  -> backoff, watch again from the last RV
  *     410 / other errors     -> backoff, relist (from "" after a 410)
  *
- * Every wait is on the reflector's clock and ends early on stop. */
+ * Every wait is on the reflector's clock and ends early on stop.
+ *
+ * Objects travel as compact objects (informer_internal.h): a list-watch
+ * with compact operations (the REST client's) decodes responses straight
+ * into them; objects from any other list-watch are serialized once. What
+ * the options drop (managedFields, all but the metadata) is left out on
+ * the way. A reflector made with the public constructor hands its sink
+ * jansson trees built from them. */
 #include "ckube/informer.h"
+#include "informer/informer_internal.h"
 
 #include "ckube/json.h"
 #include "ckube/log.h"
@@ -33,14 +41,15 @@
 #define SHORT_WATCH CKUBE_SEC(1)
 
 struct ckube_reflector {
-    ckube_list_watch *lw; /* borrowed */
-    ckube_reflector_sink sink;
+    ckube_list_watch *lw;              /* borrowed */
+    const ckube__lw_compact_ops *cops; /* lw's compact operations, or NULL */
+    ckube__csink sink;
+    ckube_reflector_sink jsink; /* the public constructor's (trees) */
     char *name;
     char *prefix;     /* "name: " for log lines, or "" when name == what */
     const char *what; /* the lw description (borrowed) */
     ckube_clock *clock;
-    bool keep_managed_fields;
-    bool metadata_only;
+    ckube__cobj_opts co; /* what to keep of each object */
     int64_t page_size;
     int64_t min_timeout_s, max_timeout_s;
 
@@ -190,47 +199,133 @@ static uint64_t retry_after_ns(const ckube_status *st)
     return 0;
 }
 
-/* apiVersion, kind and metadata of obj (the rest is released with obj,
- * which is stolen): what client-go's metadata informers keep. */
-static json_t *metadata_of(json_t *obj)
-{
-    json_t *m = json_object();
-    static const char *const keep[] = {"apiVersion", "kind", "metadata"};
-    for (size_t i = 0; m && i < 3; i++) {
-        json_t *v = json_object_get(obj, keep[i]);
-        if (v)
-            json_object_set(m, keep[i], v);
-    }
-    ckube_obj_unref(obj);
-    return m;
-}
-
-/* Keeps only the metadata when asked; drops metadata.managedFields
- * (copying first if the object is shared). */
-static json_t *prepare(ckube_reflector *r, json_t *obj)
-{
-    if (r->metadata_only && json_is_object(obj))
-        obj = metadata_of(obj);
-    if (r->keep_managed_fields || !json_is_object(obj))
-        return obj;
-    json_t *meta = json_object_get(obj, "metadata");
-    if (!json_object_get(meta, "managedFields"))
-        return obj;
-    if (__atomic_load_n(&obj->refcount, __ATOMIC_RELAXED) > 1) {
-        json_t *copy = json_deep_copy(obj);
-        ckube_obj_unref(obj);
-        obj = copy;
-        meta = json_object_get(obj, "metadata");
-    }
-    json_object_del(meta, "managedFields");
-    return obj;
-}
-
 /* ------------------------------------------------------------------------ */
 /* List.                                                                    */
 
-/* Lists every page. Returns 0 after sink.replace, else -1 with *delay set
- * to a server-requested wait (0 = use the backoff). */
+/* One list call through a list-watch without compact operations: the
+ * page's objects become compact objects appended to out (as the compact
+ * list operation does). 0, -1 with *st, or -2 when the answer is not a
+ * list. */
+static int list_generic(ckube_reflector *r, const ckube_list_opts *o, ckube__clist *out,
+                        ckube_status **st)
+{
+    json_t *page = NULL;
+    if (ckube_list_watch_list(r->lw, o, &page, st) != 0)
+        return -1;
+    json_t *items = json_object_get(page, "items");
+    if (!json_is_object(page) || (items && !json_is_array(items) && !json_is_null(items))) {
+        json_decref(page);
+        return -2;
+    }
+    size_t i;
+    json_t *item;
+    int rc = 0;
+    json_array_foreach(items, i, item)
+    {
+        if (!json_is_object(item)) {
+            out->skipped++;
+            continue;
+        }
+        ckube__cobj *c = ckube__cobj_from_json(item, &r->co);
+        if (!c || ckube__clist_push(out, c) != 0) {
+            ckube__cobj_unref(c);
+            *st = ckube_status_internal("out of memory");
+            rc = -1;
+            break;
+        }
+    }
+    json_t *meta = json_object_get(page, "metadata");
+    const char *prv = json_string_value(json_object_get(meta, "resourceVersion"));
+    const char *next = json_string_value(json_object_get(meta, "continue"));
+    free(out->resource_version);
+    free(out->continue_token);
+    out->resource_version = prv && *prv ? strdup(prv) : NULL;
+    out->continue_token = next && *next ? strdup(next) : NULL;
+    json_decref(page);
+    return rc;
+}
+
+/* A list on its way to an incremental sink: objects go over in batches
+ * as they are decoded (one FIFO lock per batch). */
+#define FEED_BATCH 64
+/* Lists smaller than this do not bother with arena_reserve. */
+#define RESERVE_FROM ((size_t)1 << 20)
+
+typedef struct feed {
+    ckube_reflector *r;
+    ckube__cobj *batch[FEED_BATCH];
+    size_t n, total;
+    bool failed;
+    size_t bytes, reserved; /* of the objects so far / see arena_reserve */
+} feed;
+
+/* glibc grows the heap of a thread's arena one page (and one mprotect
+ * call, which splits and merges mappings) at a time, so decoding a
+ * large list into fresh memory on the reflector's thread costs thousands
+ * of mprotect calls. Allocating `bytes` in blocks below the mmap
+ * threshold and freeing them again raises the heap's high-water mark in
+ * a few calls: the freed memory is returned (madvise), the mapping stays
+ * writable and later growth up to it needs no mprotect. Done in doubling
+ * steps as a list grows, so it costs O(log n) calls, and never more than
+ * the list itself needs. Harmless (merely useless) with other mallocs. */
+static void arena_reserve(size_t bytes)
+{
+#if defined(__GLIBC__)
+    enum { BLOCK = 64 * 1024 };
+    size_t n = bytes / BLOCK;
+    void **v = n ? malloc(n * sizeof(*v)) : NULL;
+    if (!v)
+        return;
+    size_t got = 0;
+    while (got < n && (v[got] = malloc(BLOCK)))
+        got++;
+    while (got > 0)
+        free(v[--got]);
+    free(v);
+#else
+    (void)bytes;
+#endif
+}
+
+static void feed_flush(feed *fd)
+{
+    if (!fd->n)
+        return;
+    if (fd->r->sink.replace_add(fd->r->sink.ctx, fd->batch, fd->n) != 0)
+        fd->failed = true;
+    for (size_t i = 0; i < fd->n; i++)
+        ckube__cobj_unref(fd->batch[i]);
+    fd->n = 0;
+}
+
+static int feed_item(void *ud, ckube__cobj *c)
+{
+    feed *fd = ud;
+    fd->bytes += ckube__cobj_bytes(c);
+    if (fd->bytes >= RESERVE_FROM && fd->bytes > fd->reserved) {
+        size_t step = fd->reserved ? fd->reserved : RESERVE_FROM;
+        arena_reserve(step);
+        fd->reserved += step;
+    }
+    fd->batch[fd->n++] = ckube__cobj_ref(c);
+    fd->total++;
+    if (fd->n == FEED_BATCH)
+        feed_flush(fd);
+    return 0;
+}
+
+/* Drops what was not handed over yet. */
+static void feed_drop(feed *fd)
+{
+    for (size_t i = 0; i < fd->n; i++)
+        ckube__cobj_unref(fd->batch[i]);
+    fd->n = 0;
+}
+
+/* Lists every page. Returns 0 after the sink has the list, else -1 with
+ * *delay set to a server-requested wait (0 = use the backoff). A sink
+ * with replace_begin gets the objects while they are decoded; a failed
+ * list is then aborted (what was handed over stays, nothing is deleted). */
 static int do_list(ckube_reflector *r, uint64_t *delay)
 {
     *delay = 0;
@@ -246,18 +341,39 @@ again:;
      * (unless this server has shown it pages anyway). */
     if (*rv && strcmp(rv, "0") != 0 && !r->paginated_result)
         o.limit = 0;
-    json_t *all = json_array();
+    ckube__clist all = {0};
+    uint64_t list_start = ckube_monotonic_ns();
     char *list_rv = NULL;
     char *cont = NULL;
     bool paged = false;
     int rc = -1;
+    bool inc = r->sink.replace_begin != NULL;
+    feed fd = {.r = r};
+    if (inc)
+        r->sink.replace_begin(r->sink.ctx);
     for (;;) {
-        json_t *page = NULL;
         ckube_status *st = NULL;
         CKUBE_V(4, "%slisting %s (resourceVersion=\"%s\"%s)", r->prefix, r->what,
                 o.resource_version ? o.resource_version : "",
                 o.continue_token ? ", continued" : "");
-        if (ckube_list_watch_list(r->lw, &o, &page, &st) != 0) {
+        int lrc = r->cops ? r->cops->list(ckube__list_watch_ctx(r->lw), &o, &r->co, &all,
+                                          inc ? feed_item : NULL, &fd, &st)
+                          : list_generic(r, &o, &all, &st);
+        if (inc && lrc == 0) {
+            /* A generic page arrives whole: hand it over the same way. */
+            for (size_t i = 0; i < all.n; i++)
+                feed_item(&fd, all.items[i]);
+            ckube__clist_clear_items(&all);
+            feed_flush(&fd);
+        }
+        if (lrc == -2) {
+            /* Never mistake garbage for an empty list: that would delete
+             * every cached object. */
+            CKUBE_ERROR("%sfailed to list %s: the answer is not a list", r->prefix, r->what);
+            ckube_status_free(st);
+            break;
+        }
+        if (lrc != 0) {
             if (is_expired(st) && !retried_expired) {
                 /* The RV (or continue token) is too old: a consistent list. */
                 CKUBE_V(2, "%slist of %s expired (%s); listing from the latest version", r->prefix,
@@ -265,7 +381,11 @@ again:;
                 ckube_status_free(st);
                 retried_expired = true;
                 r->rv_unavailable = true;
-                json_decref(all);
+                ckube__clist_clear(&all);
+                if (inc) {
+                    feed_drop(&fd);
+                    r->sink.replace_abort(r->sink.ctx);
+                }
                 free(cont);
                 free(list_rv);
                 free(rv);
@@ -283,26 +403,14 @@ again:;
             ckube_status_free(st);
             break;
         }
-        json_t *items = json_object_get(page, "items");
-        if (!json_is_object(page) || (items && !json_is_array(items) && !json_is_null(items))) {
-            /* Never mistake garbage for an empty list: that would delete
-             * every cached object. */
-            CKUBE_ERROR("%sfailed to list %s: the answer is not a list", r->prefix, r->what);
-            json_decref(page);
-            break;
-        }
-        if (json_is_array(items))
-            json_array_extend(all, items);
-        json_t *meta = json_object_get(page, "metadata");
-        const char *prv = json_string_value(json_object_get(meta, "resourceVersion"));
-        if (prv && *prv) {
+        if (all.resource_version) {
             free(list_rv);
-            list_rv = strdup(prv);
+            list_rv = all.resource_version;
+            all.resource_version = NULL;
         }
-        const char *next = json_string_value(json_object_get(meta, "continue"));
         free(cont);
-        cont = next && *next ? strdup(next) : NULL;
-        json_decref(page);
+        cont = all.continue_token;
+        all.continue_token = NULL;
         if (!cont) {
             rc = 0;
             break;
@@ -318,24 +426,31 @@ again:;
     if (rc == 0) {
         if (strcmp(rv, "0") == 0 && paged)
             r->paginated_result = true;
-        size_t n = json_array_size(all);
-        for (size_t i = 0; i < n; i++) {
-            /* Take the item out of the array first, so it is not shared
-             * and prepare() strips it in place instead of deep-copying
-             * every object of the list. */
-            json_t *obj = json_incref(json_array_get(all, i));
-            json_array_set_new(all, i, json_null());
-            obj = prepare(r, obj);
-            json_array_set_new(all, i, obj);
-        }
-        if (r->sink.replace(r->sink.ctx, all, list_rv) != 0)
+        if (all.skipped)
+            CKUBE_WARN("%sskipping %zu listed %s that are not objects", r->prefix, all.skipped,
+                       r->what);
+        uint64_t t0 = ckube_monotonic_ns();
+        size_t n = all.n;
+        if (inc) {
+            feed_flush(&fd);
+            n = fd.total;
+            if (r->sink.replace_end(r->sink.ctx, list_rv) != 0 || fd.failed)
+                CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);
+        } else if (r->sink.replace(r->sink.ctx, all.items, all.n, list_rv) != 0) {
             CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);
+        }
+        CKUBE_V(4, "%slist of %s: %.1f ms to receive and decode, %.1f ms to queue", r->prefix,
+                r->what, (double)(t0 - list_start) / 1e6,
+                (double)(ckube_monotonic_ns() - t0) / 1e6);
         set_last_rv(r, list_rv);
         r->rv_unavailable = false;
         CKUBE_V(2, "%slisted %zu %s at resourceVersion %s", r->prefix, n, r->what,
                 list_rv ? list_rv : "(none)");
+    } else if (inc) {
+        feed_drop(&fd);
+        r->sink.replace_abort(r->sink.ctx);
     }
-    json_decref(all);
+    ckube__clist_clear(&all);
     free(cont);
     free(list_rv);
     free(rv);
@@ -352,9 +467,9 @@ enum next_step {
     STOP,
 };
 
-static void deliver(ckube_reflector *r, ckube_watch_event_type type, json_t *obj)
+static void deliver(ckube_reflector *r, ckube_watch_event_type type, ckube__cobj *obj)
 {
-    const char *rv = ckube_obj_resource_version(obj);
+    const char *rv = ckube__cobj_rv(obj);
     int rc = 0;
     switch (type) {
     case CKUBE_WATCH_ADDED:
@@ -397,16 +512,41 @@ static enum next_step on_error_event(ckube_reflector *r, json_t *obj, uint64_t *
     return next;
 }
 
+/* One event through a list-watch without compact operations (the
+ * contract of the compact watch_next). */
+static int watch_next_generic(ckube_reflector *r, void *stream, ckube__cevent *ev,
+                              ckube_status **st)
+{
+    json_t *obj = NULL;
+    ckube_watch_event_type type = 0;
+    *ev = (ckube__cevent){0};
+    int rc = ckube_list_watch_watch_next(r->lw, stream, &type, &obj, st);
+    if (rc <= 0) {
+        ckube_obj_unref(obj);
+        return rc;
+    }
+    ev->type = type;
+    if (type == CKUBE_WATCH_ERROR)
+        ev->status = obj; /* the reference moves */
+    else if (json_is_object(obj) && !(ev->obj = ckube__cobj_from_json(obj, &r->co)))
+        CKUBE_ERROR("%sout of memory: dropping a %s event of %s", r->prefix, event_name(type),
+                    r->what);
+    if (type != CKUBE_WATCH_ERROR)
+        ckube_obj_unref(obj);
+    return 1;
+}
+
 /* Reads events until the stream ends; says what to do next. */
 static enum next_step read_events(ckube_reflector *r, void *stream, uint64_t *delay)
 {
     uint64_t start = ckube_clock_now(r->clock);
     size_t events = 0;
     for (;;) {
-        ckube_watch_event_type type = 0;
-        json_t *obj = NULL;
+        ckube__cevent ev = {0};
         ckube_status *st = NULL;
-        int rc = ckube_list_watch_watch_next(r->lw, stream, &type, &obj, &st);
+        int rc = r->cops
+                     ? r->cops->watch_next(ckube__list_watch_ctx(r->lw), stream, &r->co, &ev, &st)
+                     : watch_next_generic(r, stream, &ev, &st);
         if (rc == 0) {
             if (is_stopping(r))
                 return STOP;
@@ -431,31 +571,32 @@ static enum next_step read_events(ckube_reflector *r, void *stream, uint64_t *de
         events++;
         enum next_step next = REWATCH;
         bool done = false;
-        switch (type) {
+        switch (ev.type) {
         case CKUBE_WATCH_ADDED:
         case CKUBE_WATCH_MODIFIED:
         case CKUBE_WATCH_DELETED:
-            if (!json_is_object(obj) || !ckube_obj_name(obj)) {
+            if (!ev.obj || !ev.obj->key_len) {
                 CKUBE_WARN("%signoring a %s event of %s without an object name", r->prefix,
-                           event_name(type), r->what);
+                           event_name(ev.type), r->what);
                 break;
             }
-            obj = prepare(r, obj);
-            deliver(r, type, obj);
+            deliver(r, ev.type, ev.obj);
             break;
         case CKUBE_WATCH_BOOKMARK:
-            set_last_rv(r, ckube_obj_resource_version(obj));
+            if (ev.obj)
+                set_last_rv(r, ckube__cobj_rv(ev.obj));
             break;
         case CKUBE_WATCH_ERROR:
-            next = on_error_event(r, obj, delay);
+            next = on_error_event(r, ev.status, delay);
             done = true;
             break;
         default:
-            CKUBE_WARN("%signoring a watch event of unknown type %d for %s", r->prefix, (int)type,
-                       r->what);
+            CKUBE_WARN("%signoring a watch event of unknown type %d for %s", r->prefix,
+                       (int)ev.type, r->what);
             break;
         }
-        ckube_obj_unref(obj);
+        ckube__cobj_unref(ev.obj);
+        ckube_obj_unref(ev.status);
         if (done)
             return next;
     }
@@ -554,8 +695,67 @@ static void *reflector_main(void *arg)
 /* ------------------------------------------------------------------------ */
 /* Lifecycle.                                                               */
 
+/* ---- the public constructor's sink adapter: trees for a json_t sink ---- */
+
+static int jsink_replace(void *ctx, ckube__cobj *const *items, size_t n, const char *rv)
+{
+    ckube_reflector *r = ctx;
+    json_t *arr = json_array();
+    int rc = arr ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        json_t *t = ckube__cobj_tree(items[i]);
+        if (!t || json_array_append_new(arr, t) != 0)
+            rc = -1;
+    }
+    if (rc == 0)
+        rc = r->jsink.replace(r->jsink.ctx, arr, rv);
+    json_decref(arr);
+    return rc;
+}
+
+static int jsink_call(ckube_reflector *r, int (*fn)(void *, json_t *), ckube__cobj *obj)
+{
+    json_t *t = ckube__cobj_tree(obj);
+    int rc = t ? fn(r->jsink.ctx, t) : -1;
+    json_decref(t);
+    return rc;
+}
+
+static int jsink_add(void *ctx, ckube__cobj *obj)
+{
+    ckube_reflector *r = ctx;
+    return jsink_call(r, r->jsink.add, obj);
+}
+
+static int jsink_update(void *ctx, ckube__cobj *obj)
+{
+    ckube_reflector *r = ctx;
+    return jsink_call(r, r->jsink.update, obj);
+}
+
+static int jsink_remove(void *ctx, ckube__cobj *obj)
+{
+    ckube_reflector *r = ctx;
+    return jsink_call(r, r->jsink.remove, obj);
+}
+
 ckube_reflector *ckube_reflector_new(ckube_list_watch *lw, ckube_reflector_sink sink,
                                      const ckube_reflector_opts *opts)
+{
+    if (!lw || !sink.replace || !sink.add || !sink.update || !sink.remove)
+        return NULL;
+    ckube__csink adapter = {
+        .replace = jsink_replace, .add = jsink_add, .update = jsink_update, .remove = jsink_remove};
+    ckube_reflector *r = ckube__reflector_new_compact(lw, adapter, opts);
+    if (r) {
+        r->jsink = sink;
+        r->sink.ctx = r;
+    }
+    return r;
+}
+
+ckube_reflector *ckube__reflector_new_compact(ckube_list_watch *lw, ckube__csink sink,
+                                              const ckube_reflector_opts *opts)
 {
     if (!lw || !sink.replace || !sink.add || !sink.update || !sink.remove)
         return NULL;
@@ -564,6 +764,7 @@ ckube_reflector *ckube_reflector_new(ckube_list_watch *lw, ckube_reflector_sink 
         return NULL;
     ckube_reflector_opts o = opts ? *opts : (ckube_reflector_opts){0};
     r->lw = lw;
+    r->cops = ckube__list_watch_compact(lw);
     r->sink = sink;
     r->what = ckube_list_watch_description(lw);
     r->name = strdup(o.name ? o.name : r->what);
@@ -580,8 +781,8 @@ ckube_reflector *ckube_reflector_new(ckube_list_watch *lw, ckube_reflector_sink 
         return NULL;
     }
     r->clock = ckube_clock_or_real(o.clock);
-    r->keep_managed_fields = o.keep_managed_fields;
-    r->metadata_only = o.metadata_only;
+    r->co = (ckube__cobj_opts){.keep_managed_fields = o.keep_managed_fields,
+                               .metadata_only = o.metadata_only};
     r->page_size = o.page_size > 0 ? o.page_size : DEFAULT_PAGE_SIZE;
     r->min_timeout_s =
         o.min_watch_timeout_s > 0 ? o.min_watch_timeout_s : DEFAULT_MIN_WATCH_TIMEOUT;

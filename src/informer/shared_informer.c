@@ -6,11 +6,21 @@
  * handler that calls its callbacks in order, so a slow handler delays
  * only itself (its queue is unbounded, as client-go's).
  *
- * Locks, always taken in this order: the FIFO's (held by pop while a key
- * is processed) -> inf->mu (handlers, resync state; held while a key's
- * deltas reach the store and the handler queues, so a handler added
- * meanwhile sees a consistent snapshot) -> a handler's queue lock. The
- * store's lock is a leaf. */
+ * Locks, always taken in this order: the FIFO's (held by pop while a
+ * batch of keys is processed) -> inf->mu (handlers, resync state; held
+ * while a batch's deltas reach the store and the handler queues, so a
+ * handler added meanwhile sees a consistent snapshot) -> a handler's
+ * queue lock. The store's lock is a leaf. Notes reach a handler's queue
+ * once per batch (up to POP_BATCH keys), so a handler thread that keeps
+ * up is woken once per batch, not once per object.
+ *
+ * Objects reach the handlers lazily: a notification holds the objects in
+ * the form the cache has them (compact, informer_internal.h), and the
+ * first handler thread that needs a jansson tree builds it; the other
+ * handlers of that notification share it. Building trees is thus spread
+ * over the handler threads and never delays the cache. The cache keeps
+ * trees it built for readers (listers) while they are in use; the
+ * controller thread trims the unused ones every TRIM_PERIOD. */
 #include "ckube/informer.h"
 #include "informer/informer_internal.h"
 
@@ -23,13 +33,30 @@
 #include <string.h>
 #include <time.h>
 
+/* How often cached trees nobody uses are dropped. */
+#define TRIM_PERIOD CKUBE_SEC(10)
+/* Keys processed per FIFO lock hold (and handed to handlers at once). */
+#define POP_BATCH 64
+
 enum note_kind { NOTE_ADD, NOTE_UPDATE, NOTE_DELETE };
+
+/* An object of a notification, shared by the notes of every handler:
+ * the tree is built by the first that needs it. */
+struct lazy {
+    size_t refcount; /* atomic */
+    ckube__obj obj;  /* references */
+    json_t *tree;    /* atomic: obj.j's reference, or a built one */
+    /* With the mutation detector on: the informer's name (borrowed; the
+     * informer outlives every note), and a built tree is checked against
+     * its block when the last handler is done with it. */
+    const char *detect;
+};
 
 struct note {
     struct note *next;
     enum note_kind kind;
-    json_t *a; /* add: obj; update: old; delete: obj (references) */
-    json_t *b; /* update: new */
+    struct lazy *a; /* add: obj; update: old; delete: obj (references) */
+    struct lazy *b; /* update: new */
     char *tombstone_key;
     bool initial;
 };
@@ -41,6 +68,11 @@ struct ckube_handler_reg {
     uint64_t resync_ns;   /* 0 = none */
     uint64_t next_resync; /* clock time (inf->mu) */
     bool syncing;         /* receives sync updates now (inf->mu) */
+
+    /* Notes of the batch being processed, handed over at its end (one
+     * lock and one wakeup per batch instead of per object). inf->mu. */
+    struct note *pend_head, *pend_tail;
+    uint64_t npend;
 
     pthread_mutex_t mu; /* the queue and what follows */
     pthread_cond_t cond;
@@ -67,32 +99,145 @@ struct ckube_shared_informer {
     bool started, stopping, stopped;
     pthread_t controller;
     struct ckube_handler_reg *handlers;
+    uint64_t next_trim; /* controller thread only */
 };
+
+/* ------------------------------------------------------------------------ */
+/* Lazy trees.                                                              */
+
+static struct lazy *lazy_new(ckube__obj o, const char *detect)
+{
+    struct lazy *l = malloc(sizeof(*l));
+    if (!l)
+        return NULL;
+    l->refcount = 1;
+    l->obj = ckube__obj_ref(o);
+    l->tree = o.j;
+    l->detect = detect;
+    return l;
+}
+
+/* The mutation detector's check of a tree handed to handlers. */
+static void lazy_check(const struct lazy *l, const json_t *t)
+{
+    json_t *was = ckube__cobj_tree(l->obj.c);
+    if (was && !json_equal(t, was)) {
+        char *now_s = json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS);
+        char *was_s = json_dumps(was, JSON_COMPACT | JSON_SORT_KEYS);
+        CKUBE_ERROR("cache mutation detected: object %s in cache %s was modified by an event "
+                    "handler (objects handed to handlers are shared and read-only; "
+                    "json_deep_copy before changing one). cached: %.2000s now: %.2000s",
+                    ckube__cobj_key(l->obj.c), l->detect, was_s ? was_s : "?", now_s ? now_s : "?");
+        abort();
+    }
+    json_decref(was);
+}
+
+static struct lazy *lazy_ref(struct lazy *l)
+{
+    if (l)
+        __atomic_add_fetch(&l->refcount, 1, __ATOMIC_RELAXED);
+    return l;
+}
+
+static void lazy_unref(struct lazy *l)
+{
+    if (!l || __atomic_sub_fetch(&l->refcount, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    json_t *t = __atomic_load_n(&l->tree, __ATOMIC_ACQUIRE);
+    if (t && t != l->obj.j) {
+        if (l->detect)
+            lazy_check(l, t);
+        ckube_obj_unref(t);
+    }
+    ckube__obj_unref(l->obj);
+    free(l);
+}
+
+/* The tree (borrowed from the lazy), built on first use; NULL when out
+ * of memory. Any thread. */
+static json_t *lazy_tree(struct lazy *l)
+{
+    json_t *t = __atomic_load_n(&l->tree, __ATOMIC_ACQUIRE);
+    if (t)
+        return t;
+    json_t *built = ckube__cobj_tree(l->obj.c);
+    if (!built)
+        return NULL;
+    json_t *expected = NULL;
+    if (__atomic_compare_exchange_n(&l->tree, &expected, built, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return built;
+    json_decref(built);
+    return expected;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Handler queues and threads.                                              */
 
 static void note_free(struct note *n)
 {
-    ckube_obj_unref(n->a);
-    ckube_obj_unref(n->b);
+    lazy_unref(n->a);
+    lazy_unref(n->b);
     free(n->tombstone_key);
     free(n);
 }
 
-static void enqueue(struct ckube_handler_reg *reg, enum note_kind kind, json_t *a, json_t *b,
-                    const char *tombstone_key, bool initial)
+static struct note *note_new(struct ckube_handler_reg *reg, enum note_kind kind, struct lazy *a,
+                             struct lazy *b, const char *tombstone_key, bool initial)
 {
     struct note *n = calloc(1, sizeof(*n));
     if (!n || (tombstone_key && !(n->tombstone_key = strdup(tombstone_key)))) {
         free(n);
         CKUBE_ERROR("%s: out of memory: dropping an event", reg->inf->name);
-        return;
+        return NULL;
     }
     n->kind = kind;
-    n->a = a ? ckube_obj_ref(a) : NULL;
-    n->b = b ? ckube_obj_ref(b) : NULL;
+    n->a = lazy_ref(a);
+    n->b = lazy_ref(b);
     n->initial = initial;
+    return n;
+}
+
+/* Adds a note to the handler's pending list (inf->mu held). */
+static void enqueue_pending(struct ckube_handler_reg *reg, enum note_kind kind, struct lazy *a,
+                            struct lazy *b, const char *tombstone_key, bool initial)
+{
+    struct note *n = note_new(reg, kind, a, b, tombstone_key, initial);
+    if (!n)
+        return;
+    if (reg->pend_tail)
+        reg->pend_tail->next = n;
+    else
+        reg->pend_head = n;
+    reg->pend_tail = n;
+    reg->npend++;
+}
+
+/* Hands the pending notes to the handler's thread (inf->mu held). */
+static void flush_pending(struct ckube_handler_reg *reg)
+{
+    if (!reg->pend_head)
+        return;
+    pthread_mutex_lock(&reg->mu);
+    if (reg->tail)
+        reg->tail->next = reg->pend_head;
+    else
+        reg->head = reg->pend_head;
+    reg->tail = reg->pend_tail;
+    reg->enqueued += reg->npend;
+    pthread_cond_signal(&reg->cond);
+    pthread_mutex_unlock(&reg->mu);
+    reg->pend_head = reg->pend_tail = NULL;
+    reg->npend = 0;
+}
+
+static void enqueue(struct ckube_handler_reg *reg, enum note_kind kind, struct lazy *a,
+                    struct lazy *b, const char *tombstone_key, bool initial)
+{
+    struct note *n = note_new(reg, kind, a, b, tombstone_key, initial);
+    if (!n)
+        return;
     pthread_mutex_lock(&reg->mu);
     if (reg->tail)
         reg->tail->next = n;
@@ -107,18 +252,24 @@ static void enqueue(struct ckube_handler_reg *reg, enum note_kind kind, json_t *
 static void call_handler(struct ckube_handler_reg *reg, const struct note *n)
 {
     const ckube_event_handler *h = &reg->h;
+    json_t *a = NULL, *b = NULL;
+    bool want = (n->kind == NOTE_ADD && h->on_add) || (n->kind == NOTE_UPDATE && h->on_update) ||
+                (n->kind == NOTE_DELETE && h->on_delete);
+    if (!want)
+        return;
+    if (!(a = lazy_tree(n->a)) || (n->b && !(b = lazy_tree(n->b)))) {
+        CKUBE_ERROR("%s: out of memory: dropping an event", reg->inf->name);
+        return;
+    }
     switch (n->kind) {
     case NOTE_ADD:
-        if (h->on_add)
-            h->on_add(h->ud, n->a, n->initial);
+        h->on_add(h->ud, a, n->initial);
         break;
     case NOTE_UPDATE:
-        if (h->on_update)
-            h->on_update(h->ud, n->a, n->b);
+        h->on_update(h->ud, a, b);
         break;
     case NOTE_DELETE:
-        if (h->on_delete)
-            h->on_delete(h->ud, n->a, n->tombstone_key);
+        h->on_delete(h->ud, a, n->tombstone_key);
         break;
     }
 }
@@ -169,14 +320,19 @@ static void handler_stop(struct ckube_handler_reg *reg)
         pthread_join(reg->thread, NULL);
 }
 
-static void handler_free(struct ckube_handler_reg *reg)
+static void notes_free(struct note *n)
 {
-    struct note *n = reg->head;
     while (n) {
         struct note *next = n->next;
         note_free(n);
         n = next;
     }
+}
+
+static void handler_free(struct ckube_handler_reg *reg)
+{
+    notes_free(reg->head);
+    notes_free(reg->pend_head);
     pthread_cond_destroy(&reg->cond);
     pthread_mutex_destroy(&reg->mu);
     free(reg);
@@ -185,61 +341,90 @@ static void handler_free(struct ckube_handler_reg *reg)
 /* ------------------------------------------------------------------------ */
 /* Delta processing (the controller thread).                                */
 
-static bool same_rv(const json_t *a, const json_t *b)
+static bool same_rv(ckube__obj a, ckube__obj b)
 {
-    const char *ra = ckube_obj_resource_version(a), *rb = ckube_obj_resource_version(b);
+    const char *ra = ckube__obj_rv(a), *rb = ckube__obj_rv(b);
     return ra && rb && strcmp(ra, rb) == 0;
 }
 
 /* Hands one notification to every handler (inf->mu held). Updates that
  * did not change the resourceVersion (resyncs, unchanged objects in a
- * relist) go only to handlers whose resync is due. */
-static void distribute(ckube_shared_informer *inf, enum note_kind kind, json_t *a, json_t *b,
+ * relist) go only to handlers whose resync is due. `a` and `b` are
+ * borrowed; the same object for both gives both arguments one tree. */
+static void distribute(ckube_shared_informer *inf, enum note_kind kind, ckube__obj a, ckube__obj b,
                        const char *tombstone_key, bool initial, bool is_sync)
 {
+    struct lazy *la = NULL, *lb = NULL;
+    const char *detect = ckube_store_detects_mutations(inf->store) ? inf->name : NULL;
     for (struct ckube_handler_reg *reg = inf->handlers; reg; reg = reg->next) {
         if (is_sync && !reg->syncing)
             continue;
-        enqueue(reg, kind, a, b, tombstone_key, initial);
+        if (!la) {
+            bool same = kind == NOTE_UPDATE && (a.c ? a.c == b.c : a.j == b.j);
+            la = lazy_new(same && !a.j ? b : a, detect);
+            lb = kind != NOTE_UPDATE ? NULL : same ? lazy_ref(la) : lazy_new(b, detect);
+            if (!la || (kind == NOTE_UPDATE && !lb)) {
+                CKUBE_ERROR("%s: out of memory: dropping an event", inf->name);
+                break;
+            }
+        }
+        enqueue_pending(reg, kind, la, lb, tombstone_key, initial);
     }
+    lazy_unref(la);
+    lazy_unref(lb);
 }
 
-static void process_deltas(void *ud, const char *key, const ckube_delta *d, size_t n, bool initial)
+/* A batch of keys from the FIFO: inf->mu is held from begin to end, so
+ * the handler list stays put while notes wait in the pending lists. */
+static void batch_begin(void *ud)
 {
     ckube_shared_informer *inf = ud;
     pthread_mutex_lock(&inf->mu);
+}
+
+static void batch_end(void *ud)
+{
+    ckube_shared_informer *inf = ud;
+    for (struct ckube_handler_reg *reg = inf->handlers; reg; reg = reg->next)
+        flush_pending(reg);
+    pthread_mutex_unlock(&inf->mu);
+}
+
+/* One key's deltas into the store and the pending notes (inf->mu held). */
+static void process_deltas(void *ud, const char *key, const ckube__delta *d, size_t n, bool initial)
+{
+    ckube_shared_informer *inf = ud;
     for (size_t i = 0; i < n; i++) {
         switch (d[i].type) {
         case CKUBE_DELTA_SYNC:
         case CKUBE_DELTA_REPLACED:
         case CKUBE_DELTA_ADDED:
         case CKUBE_DELTA_UPDATED: {
-            json_t *old = NULL;
-            if (ckube_store_put(inf->store, d[i].obj, &old) != 0) {
+            ckube__obj old = {0};
+            if (ckube__store_put_obj(inf->store, d[i].obj, &old) != 0) {
                 CKUBE_ERROR("%s: could not cache %s", inf->name, key);
                 break;
             }
-            if (old)
+            if (!ckube__obj_none(old))
                 distribute(inf, NOTE_UPDATE, old, d[i].obj, NULL, false,
                            d[i].type == CKUBE_DELTA_SYNC || same_rv(old, d[i].obj));
             else
-                distribute(inf, NOTE_ADD, d[i].obj, NULL, NULL, initial, false);
-            ckube_obj_unref(old);
+                distribute(inf, NOTE_ADD, d[i].obj, (ckube__obj){0}, NULL, initial, false);
+            ckube__obj_unref(old);
             break;
         }
         case CKUBE_DELTA_DELETED: {
-            json_t *old = NULL;
-            ckube_store_delete_key(inf->store, key, &old);
-            json_t *last = d[i].obj ? d[i].obj : old;
-            if (last)
-                distribute(inf, NOTE_DELETE, last, NULL, d[i].final_state_unknown ? key : NULL,
-                           false, false);
-            ckube_obj_unref(old);
+            ckube__obj old = {0};
+            ckube__store_delete_obj(inf->store, key, &old);
+            ckube__obj last = ckube__obj_none(d[i].obj) ? old : d[i].obj;
+            if (!ckube__obj_none(last))
+                distribute(inf, NOTE_DELETE, last, (ckube__obj){0},
+                           d[i].final_state_unknown ? key : NULL, false, false);
+            ckube__obj_unref(old);
             break;
         }
         }
     }
-    pthread_mutex_unlock(&inf->mu);
 }
 
 /* The earliest resync due (0 = none). inf->mu held. */
@@ -275,6 +460,18 @@ static void maybe_resync(ckube_shared_informer *inf)
     }
 }
 
+/* Trims the cache's unused trees when due; the next trim is due one
+ * period later, or never while no tree is cached. */
+static void maybe_trim(ckube_shared_informer *inf)
+{
+    uint64_t now = ckube_clock_now(inf->clock);
+    if (inf->next_trim && now < inf->next_trim)
+        return;
+    bool due = inf->next_trim != 0;
+    size_t left = due ? ckube__store_trim(inf->store) : ckube__store_cached_trees(inf->store);
+    inf->next_trim = left ? now + TRIM_PERIOD : 0;
+}
+
 static void *controller_main(void *arg)
 {
     ckube_shared_informer *inf = arg;
@@ -282,10 +479,17 @@ static void *controller_main(void *arg)
         pthread_mutex_lock(&inf->mu);
         uint64_t deadline = next_resync_locked(inf);
         pthread_mutex_unlock(&inf->mu);
-        int rc = ckube_delta_fifo_pop(inf->fifo, deadline, process_deltas, inf);
+        if (inf->next_trim && (!deadline || inf->next_trim < deadline))
+            deadline = inf->next_trim;
+        else if (!inf->next_trim && ckube__store_cached_trees(inf->store))
+            deadline = ckube_clock_now(inf->clock) + TRIM_PERIOD; /* a poll, to notice them */
+        ckube__delta_batch b = {
+            .begin = batch_begin, .process = process_deltas, .end = batch_end, .ud = inf};
+        int rc = ckube__delta_fifo_pop_objs(inf->fifo, deadline, POP_BATCH, &b);
         if (rc < 0)
             break;
         maybe_resync(inf);
+        maybe_trim(inf);
     }
     return NULL;
 }
@@ -333,7 +537,8 @@ ckube_shared_informer *ckube_shared_informer_new(ckube_list_watch *lw,
                                .backoff = o.backoff,
                                .min_watch_timeout_s = o.min_watch_timeout_s,
                                .max_watch_timeout_s = o.max_watch_timeout_s};
-    if (!(inf->reflector = ckube_reflector_new(lw, ckube_delta_fifo_sink(inf->fifo), &ro)))
+    if (!(inf->reflector =
+              ckube__reflector_new_compact(lw, ckube__delta_fifo_csink(inf->fifo), &ro)))
         goto fail;
     return inf;
 fail:
@@ -369,16 +574,27 @@ ckube_handler_reg *ckube_shared_informer_add_handler_with_resync(ckube_shared_in
     if (inf->started) {
         /* Late: replay the cache as adds (inf->mu keeps deltas out). */
         reg->next_resync = ckube_clock_now(inf->clock) + reg->resync_ns;
-        ckube_obj_list cur;
-        if (ckube_store_list(inf->store, &cur) != 0 || handler_start(reg) != 0) {
-            ckube_obj_list_free(&cur);
+        ckube__obj *cur = NULL;
+        size_t ncur = 0;
+        if (ckube__store_snapshot(inf->store, &cur, &ncur) != 0 || handler_start(reg) != 0) {
+            for (size_t i = 0; i < ncur; i++)
+                ckube__obj_unref(cur[i]);
+            free(cur);
             pthread_mutex_unlock(&inf->mu);
             handler_free(reg);
             return NULL;
         }
-        for (size_t i = 0; i < cur.n; i++)
-            enqueue(reg, NOTE_ADD, cur.items[i], NULL, NULL, true);
-        ckube_obj_list_free(&cur);
+        for (size_t i = 0; i < ncur; i++) {
+            struct lazy *l =
+                lazy_new(cur[i], ckube_store_detects_mutations(inf->store) ? inf->name : NULL);
+            if (l)
+                enqueue(reg, NOTE_ADD, l, NULL, NULL, true);
+            else
+                CKUBE_ERROR("%s: out of memory: dropping an event", inf->name);
+            lazy_unref(l);
+            ckube__obj_unref(cur[i]);
+        }
+        free(cur);
     }
     bool kick = inf->started && reg->resync_ns;
     /* Append: handlers are served in registration order. */

@@ -2,17 +2,31 @@
  * ckube/informer.h).
  *
  * Objects live in a red-black tree keyed by "ns/name" (so listings come
- * out sorted). Each index maps a value to the set of keys having it: a
- * tree of values, each holding a tree of keys. A readers-writer lock
+ * out sorted). Each index maps a value to the set of items having it: a
+ * tree of values, each holding a tree of items. A readers-writer lock
  * guards everything; readers get new references to the shared objects.
  *
- * Memory accounting walks each object's JSON tree once, at insert, with
- * the allocation sizes jansson 2.x uses on 64-bit glibc, and adds the
- * store's own nodes; the total is kept current on every change.
+ * An object is kept in one of two forms (informer_internal.h):
+ *  - compact (what informers store): its JSON text in one block; a
+ *    jansson tree is built the first time a reader asks for it and cached
+ *    (installed with a compare-and-swap, readers hold only the read
+ *    lock), so every reader shares one tree while it is in use; trim
+ *    drops the cached trees nobody holds and nobody asked for since the
+ *    previous trim. The built-in namespace index reads the namespace from
+ *    the block, so only custom indexers ever need a tree at insert;
+ *  - a tree (objects put through the public json_t API): kept as given.
  *
- * The mutation detector keeps a deep copy of every cached object and
- * compares it with the shared one on every change (and on demand). */
+ * Memory accounting: each block's size, each cached or kept tree as
+ * jansson allocates it (ckube_json_heap_bytes, with the allocation sizes
+ * jansson 2.x uses on 64-bit glibc), plus the store's own nodes; the
+ * total is kept current on every change (atomically: trees are cached
+ * under the read lock).
+ *
+ * The mutation detector compares every cached tree with its block (and
+ * every kept tree with a deep copy taken at insert) on every change and
+ * on demand. */
 #include "ckube/informer.h"
+#include "informer/informer_internal.h"
 
 #include "ckube/json.h"
 #include "ckube/log.h"
@@ -156,10 +170,17 @@ static void index_values_clear(ckube_index_values *iv)
 
 struct item {
     RB_ENTRY(item) link;
-    char *key;
-    json_t *obj;      /* the store's reference */
-    json_t *pristine; /* mutation detector: deep copy, else NULL */
-    size_t bytes;     /* accounted for this item */
+    /* Compact form, or NULL for an object put as a tree. */
+    ckube__cobj *c;
+    /* With c: the cached tree or NULL (read and installed atomically
+     * under the read lock; dropped under the write lock). Without c: the
+     * object itself. Either way one reference is the store's. */
+    json_t *tree;
+    json_t *pristine;  /* mutation detector, for objects put as trees */
+    size_t bytes;      /* accounted for the item, its block, index entries */
+    size_t tree_bytes; /* accounted for tree (0 when none) */
+    bool used;         /* (atomic) handed out since the last trim */
+    char key[];
 };
 
 static int item_cmp(const struct item *a, const struct item *b)
@@ -169,13 +190,14 @@ static int item_cmp(const struct item *a, const struct item *b)
 RB_HEAD(item_tree, item);
 RB_GENERATE_STATIC(item_tree, item, link, item_cmp)
 
+/* An index entry: one item having a value. */
 struct key_node {
     RB_ENTRY(key_node) link;
-    char *key;
+    struct item *it; /* borrowed: entries go before their item */
 };
 static int key_cmp(const struct key_node *a, const struct key_node *b)
 {
-    return strcmp(a->key, b->key);
+    return strcmp(a->it->key, b->it->key);
 }
 RB_HEAD(key_tree, key_node);
 RB_GENERATE_STATIC(key_tree, key_node, link, key_cmp)
@@ -183,6 +205,7 @@ RB_GENERATE_STATIC(key_tree, key_node, link, key_cmp)
 struct value_node {
     RB_ENTRY(value_node) link;
     char *value;
+    size_t n; /* entries in keys */
     struct key_tree keys;
 };
 static int value_cmp(const struct value_node *a, const struct value_node *b)
@@ -198,7 +221,7 @@ RB_GENERATE_STATIC(value_tree, value_node, link, value_cmp)
 
 struct index {
     char *name;
-    ckube_index_fn fn;
+    ckube_index_fn fn; /* NULL for the built-in namespace index */
     void *ud;
     struct value_tree values;
 };
@@ -208,7 +231,8 @@ struct ckube_store {
     char *name;
     struct item_tree items;
     size_t count;
-    size_t bytes;
+    size_t bytes;  /* atomic */
+    size_t cached; /* atomic: compact items with a cached tree */
     struct index *indexes;
     size_t nindexes;
     bool detect;
@@ -216,10 +240,17 @@ struct ckube_store {
 
 /* Rough per-allocation overhead of glibc malloc on 64-bit. */
 #define MALLOC_OVERHEAD 16
-/* What one index entry (a key in a value's key set) costs. */
-static size_t index_entry_bytes(const char *key)
+/* What one index entry costs. */
+#define INDEX_ENTRY_BYTES (sizeof(struct key_node) + MALLOC_OVERHEAD)
+
+static void bytes_add(ckube_store *s, size_t n)
 {
-    return sizeof(struct key_node) + MALLOC_OVERHEAD + strlen(key) + 1 + MALLOC_OVERHEAD;
+    __atomic_add_fetch(&s->bytes, n, __ATOMIC_RELAXED);
+}
+
+static void bytes_sub(ckube_store *s, size_t n)
+{
+    __atomic_sub_fetch(&s->bytes, n, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -273,21 +304,99 @@ size_t ckube_json_heap_bytes(const json_t *v)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Index maintenance (callers hold the write lock).                         */
+/* Items.                                                                   */
 
-static void index_compute(struct index *ix, const json_t *obj, ckube_index_values *out)
+static json_t *tree_load(struct item *it)
 {
-    memset(out, 0, sizeof(*out));
-    ix->fn(ix->ud, obj, out);
+    return __atomic_load_n(&it->tree, __ATOMIC_ACQUIRE);
 }
 
-/* Adds `key` under `value`; returns bytes added (0 if already there or on
+/* The item's object, borrowed (the cached tree may be absent). */
+static ckube__obj item_obj(struct item *it)
+{
+    return (ckube__obj){.j = tree_load(it), .c = it->c};
+}
+
+/* A new reference to the item's tree, building and caching it for a
+ * compact item. Read lock held. NULL when out of memory. */
+static json_t *item_tree_ref(ckube_store *s, struct item *it)
+{
+    json_t *t = tree_load(it);
+    if (!t && it->c) {
+        json_t *built = ckube__cobj_tree(it->c);
+        if (!built)
+            return NULL;
+        size_t tb = ckube_json_heap_bytes(built);
+        json_t *expected = NULL;
+        if (__atomic_compare_exchange_n(&it->tree, &expected, built, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            /* Only the winner writes tree_bytes; writers read it under
+             * the write lock, after this read lock is released. */
+            it->tree_bytes = tb;
+            bytes_add(s, tb);
+            __atomic_add_fetch(&s->cached, 1, __ATOMIC_RELAXED);
+            t = built;
+        } else {
+            json_decref(built);
+            t = expected;
+        }
+    }
+    if (it->c)
+        __atomic_store_n(&it->used, true, __ATOMIC_RELAXED);
+    return ckube_obj_ref(t);
+}
+
+/* Drops the cached tree of a compact item (write lock held). */
+static void item_drop_tree(ckube_store *s, struct item *it)
+{
+    if (!it->c || !it->tree)
+        return;
+    ckube_obj_unref(it->tree);
+    it->tree = NULL;
+    bytes_sub(s, it->tree_bytes);
+    it->tree_bytes = 0;
+    __atomic_sub_fetch(&s->cached, 1, __ATOMIC_RELAXED);
+}
+
+/* The bytes an item accounts for besides its index entries and tree
+ * (which tree_bytes holds). */
+static size_t item_base_bytes(const struct item *it)
+{
+    size_t b = sizeof(*it) + strlen(it->key) + 1 + MALLOC_OVERHEAD;
+    return b + (it->c ? ckube__cobj_bytes(it->c) : 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Index maintenance (callers hold the write lock).                         */
+
+/* The namespace of an object, for the built-in index ("" when none). */
+static const char *obj_namespace(ckube__obj o)
+{
+    const char *ns = o.c ? ckube__cobj_namespace(o.c) : ckube_obj_namespace(o.j);
+    return ns ? ns : "";
+}
+
+/* The values of custom index ix for o: from the tree if there is one,
+ * else from a tree built for the call. */
+static void index_compute(struct index *ix, ckube__obj o, ckube_index_values *out)
+{
+    memset(out, 0, sizeof(*out));
+    json_t *t = o.j ? o.j : ckube__cobj_tree(o.c);
+    if (!t) {
+        out->oom = true;
+        return;
+    }
+    ix->fn(ix->ud, t, out);
+    if (!o.j)
+        json_decref(t);
+}
+
+/* Adds it under `value`; returns bytes added (0 if already there or on
  * allocation failure). */
-static size_t index_insert(struct index *ix, const char *value, const char *key)
+static size_t index_insert(struct index *ix, const char *value, struct item *it)
 {
     struct value_node find = {.value = (char *)value};
     struct value_node *vn = RB_FIND(value_tree, &ix->values, &find);
-    size_t added = 0;
     if (!vn) {
         vn = calloc(1, sizeof(*vn));
         if (!vn || !(vn->value = strdup(value))) {
@@ -297,63 +406,71 @@ static size_t index_insert(struct index *ix, const char *value, const char *key)
         RB_INIT(&vn->keys);
         RB_INSERT(value_tree, &ix->values, vn);
     }
-    struct key_node kfind = {.key = (char *)key};
-    if (RB_FIND(key_tree, &vn->keys, &kfind))
-        return 0;
     struct key_node *kn = calloc(1, sizeof(*kn));
-    if (!kn || !(kn->key = strdup(key))) {
-        free(kn);
+    if (!kn)
+        return 0;
+    kn->it = it;
+    if (RB_INSERT(key_tree, &vn->keys, kn)) {
+        free(kn); /* there already */
         return 0;
     }
-    RB_INSERT(key_tree, &vn->keys, kn);
-    added += index_entry_bytes(key);
-    return added;
+    vn->n++;
+    return INDEX_ENTRY_BYTES;
 }
 
-static size_t index_remove(struct index *ix, const char *value, const char *key)
+static size_t index_remove(struct index *ix, const char *value, struct item *it)
 {
     struct value_node find = {.value = (char *)value};
     struct value_node *vn = RB_FIND(value_tree, &ix->values, &find);
     if (!vn)
         return 0;
-    struct key_node kfind = {.key = (char *)key};
+    struct key_node kfind = {.it = it};
     struct key_node *kn = RB_FIND(key_tree, &vn->keys, &kfind);
     if (!kn)
         return 0;
     RB_REMOVE(key_tree, &vn->keys, kn);
-    size_t removed = index_entry_bytes(kn->key);
-    free(kn->key);
+    vn->n--;
     free(kn);
     if (RB_EMPTY(&vn->keys)) {
         RB_REMOVE(value_tree, &ix->values, vn);
         free(vn->value);
         free(vn);
     }
-    return removed;
+    return INDEX_ENTRY_BYTES;
 }
 
-/* Removes `key`'s entries for old_obj and adds them for new_obj (either
- * may be NULL) in every index; adjusts item->bytes. */
-static void indexes_update(ckube_store *s, struct item *it, const json_t *old_obj,
-                           const json_t *new_obj)
+/* Removes the item's entries for old_obj and adds them for new_obj
+ * (either may be none) in every index; adjusts it->bytes. */
+static void indexes_update(ckube_store *s, struct item *it, ckube__obj old_obj, ckube__obj new_obj)
 {
     for (size_t i = 0; i < s->nindexes; i++) {
         struct index *ix = &s->indexes[i];
-        if (old_obj) {
+        if (!ix->fn) {
+            const char *ov = ckube__obj_none(old_obj) ? NULL : obj_namespace(old_obj);
+            const char *nv = ckube__obj_none(new_obj) ? NULL : obj_namespace(new_obj);
+            if (ov && nv && strcmp(ov, nv) == 0)
+                continue; /* unchanged */
+            if (ov)
+                it->bytes -= index_remove(ix, ov, it);
+            if (nv)
+                it->bytes += index_insert(ix, nv, it);
+            continue;
+        }
+        if (!ckube__obj_none(old_obj)) {
             ckube_index_values ov;
             index_compute(ix, old_obj, &ov);
             for (size_t j = 0; j < ov.n; j++)
-                it->bytes -= index_remove(ix, ov.v[j], it->key);
+                it->bytes -= index_remove(ix, ov.v[j], it);
             index_values_clear(&ov);
         }
-        if (new_obj) {
+        if (!ckube__obj_none(new_obj)) {
             ckube_index_values nv;
             index_compute(ix, new_obj, &nv);
             if (nv.oom)
                 CKUBE_ERROR("%s: out of memory computing index %s of %s", s->name, ix->name,
                             it->key);
             for (size_t j = 0; j < nv.n; j++)
-                it->bytes += index_insert(ix, nv.v[j], it->key);
+                it->bytes += index_insert(ix, nv.v[j], it);
             index_values_clear(&nv);
         }
     }
@@ -368,7 +485,6 @@ static void index_free_values(struct index *ix)
         RB_FOREACH_SAFE(kn, key_tree, &vn->keys, knext)
         {
             RB_REMOVE(key_tree, &vn->keys, kn);
-            free(kn->key);
             free(kn);
         }
         RB_REMOVE(value_tree, &ix->values, vn);
@@ -386,16 +502,6 @@ static struct index *find_index(ckube_store *s, const char *name)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The namespace index.                                                     */
-
-static void namespace_index_fn(void *ud, const json_t *obj, ckube_index_values *out)
-{
-    (void)ud;
-    const char *ns = ckube_obj_namespace(obj);
-    ckube_index_values_add(out, ns ? ns : "");
-}
-
-/* ------------------------------------------------------------------------ */
 /* Mutation detector.                                                       */
 
 static bool env_detect(void)
@@ -404,23 +510,35 @@ static bool env_detect(void)
     return e && strcmp(e, "true") == 0;
 }
 
-static void mutation_abort(ckube_store *s, const struct item *it)
+static void mutation_abort(ckube_store *s, const struct item *it, const json_t *now,
+                           const json_t *was)
 {
-    char *now = json_dumps(it->obj, JSON_COMPACT | JSON_SORT_KEYS);
-    char *was = json_dumps(it->pristine, JSON_COMPACT | JSON_SORT_KEYS);
+    char *now_s = json_dumps(now, JSON_COMPACT | JSON_SORT_KEYS);
+    char *was_s = json_dumps(was, JSON_COMPACT | JSON_SORT_KEYS);
     CKUBE_ERROR("cache mutation detected: object %s in cache %s was modified after it was "
                 "cached (cached objects are shared and read-only; json_deep_copy before "
                 "changing one). cached: %.2000s now: %.2000s",
-                it->key, s->name, was ? was : "?", now ? now : "?");
-    free(now);
-    free(was);
+                it->key, s->name, was_s ? was_s : "?", now_s ? now_s : "?");
+    free(now_s);
+    free(was_s);
     abort();
 }
 
-static void check_item(ckube_store *s, const struct item *it)
+static void check_item(ckube_store *s, struct item *it)
 {
-    if (it->pristine && !json_equal(it->obj, it->pristine))
-        mutation_abort(s, it);
+    if (!s->detect)
+        return;
+    json_t *t = tree_load(it);
+    if (it->c) {
+        if (!t)
+            return; /* the block itself is immutable */
+        json_t *was = ckube__cobj_tree(it->c);
+        if (was && !json_equal(t, was))
+            mutation_abort(s, it, t, was);
+        json_decref(was);
+    } else if (it->pristine && !json_equal(t, it->pristine)) {
+        mutation_abort(s, it, t, it->pristine);
+    }
 }
 
 static void check_all_locked(ckube_store *s)
@@ -451,9 +569,9 @@ void ckube_store_check_mutations(ckube_store *s)
 /* ------------------------------------------------------------------------ */
 /* Store lifecycle.                                                         */
 
-static int add_index_locked(ckube_store *s, const ckube_indexer *ix, char **err)
+static int add_index_locked(ckube_store *s, const ckube_indexer *ix, bool builtin, char **err)
 {
-    if (!ix || !ix->name || !*ix->name || !ix->fn) {
+    if (!ix || !ix->name || !*ix->name || (!ix->fn && !builtin)) {
         if (err)
             *err = strdup("an indexer needs a name and an index function");
         return -1;
@@ -472,7 +590,7 @@ static int add_index_locked(ckube_store *s, const ckube_indexer *ix, char **err)
     x->name = strdup(ix->name);
     if (!x->name)
         return -1;
-    x->fn = ix->fn;
+    x->fn = builtin ? NULL : ix->fn;
     x->ud = ix->ud;
     RB_INIT(&x->values);
     s->nindexes++;
@@ -480,12 +598,18 @@ static int add_index_locked(ckube_store *s, const ckube_indexer *ix, char **err)
     struct item *it;
     RB_FOREACH(it, item_tree, &s->items)
     {
-        ckube_index_values vals;
-        index_compute(x, it->obj, &vals);
-        for (size_t j = 0; j < vals.n; j++) {
-            size_t b = index_insert(x, vals.v[j], it->key);
+        if (!x->fn) {
+            size_t b = index_insert(x, obj_namespace(item_obj(it)), it);
             it->bytes += b;
-            s->bytes += b;
+            bytes_add(s, b);
+            continue;
+        }
+        ckube_index_values vals;
+        index_compute(x, item_obj(it), &vals);
+        for (size_t j = 0; j < vals.n; j++) {
+            size_t b = index_insert(x, vals.v[j], it);
+            it->bytes += b;
+            bytes_add(s, b);
         }
         index_values_clear(&vals);
     }
@@ -512,8 +636,9 @@ ckube_store *ckube_store_new(const ckube_store_opts *opts)
     pthread_rwlockattr_destroy(&attr);
     RB_INIT(&s->items);
     s->detect = (opts && opts->detect_mutations) || env_detect();
-    ckube_indexer ns = {.name = CKUBE_INDEX_NAMESPACE, .fn = namespace_index_fn};
-    if (add_index_locked(s, &ns, NULL) != 0) {
+    /* The namespace index reads blocks directly (no index function). */
+    ckube_indexer ns = {.name = CKUBE_INDEX_NAMESPACE};
+    if (add_index_locked(s, &ns, true, NULL) != 0) {
         ckube_store_free(s);
         return NULL;
     }
@@ -524,9 +649,9 @@ ckube_store *ckube_store_new(const ckube_store_opts *opts)
 
 static void item_free(struct item *it)
 {
-    ckube_obj_unref(it->obj);
+    ckube_obj_unref(it->tree);
+    ckube__cobj_unref(it->c);
     ckube_obj_unref(it->pristine);
-    free(it->key);
     free(it);
 }
 
@@ -534,15 +659,15 @@ void ckube_store_free(ckube_store *s)
 {
     if (!s)
         return;
+    for (size_t i = 0; i < s->nindexes; i++) {
+        index_free_values(&s->indexes[i]);
+        free(s->indexes[i].name);
+    }
     struct item *it, *next;
     RB_FOREACH_SAFE(it, item_tree, &s->items, next)
     {
         RB_REMOVE(item_tree, &s->items, it);
         item_free(it);
-    }
-    for (size_t i = 0; i < s->nindexes; i++) {
-        index_free_values(&s->indexes[i]);
-        free(s->indexes[i].name);
     }
     free(s->indexes);
     pthread_rwlock_destroy(&s->lock);
@@ -555,7 +680,7 @@ int ckube_store_add_indexer(ckube_store *s, const ckube_indexer *ix, char **err)
     if (err)
         *err = NULL;
     pthread_rwlock_wrlock(&s->lock);
-    int rc = add_index_locked(s, ix, err);
+    int rc = add_index_locked(s, ix, false, err);
     pthread_rwlock_unlock(&s->lock);
     return rc;
 }
@@ -563,82 +688,160 @@ int ckube_store_add_indexer(ckube_store *s, const ckube_indexer *ix, char **err)
 /* ------------------------------------------------------------------------ */
 /* Writes.                                                                  */
 
-/* The bytes an item accounts for besides its index entries. */
-static size_t item_base_bytes(const struct item *it)
+static struct item *find_locked(ckube_store *s, const char *key)
 {
-    size_t b = sizeof(*it) + MALLOC_OVERHEAD + strlen(it->key) + 1 + MALLOC_OVERHEAD;
-    return b + ckube_json_heap_bytes(it->obj);
+    /* RB_FIND needs an item; the key is all item_cmp reads. */
+    size_t n = strlen(key);
+    _Alignas(struct item) char stackbuf[sizeof(struct item) + 256];
+    struct item *find = n < 256 ? (struct item *)stackbuf : malloc(sizeof(struct item) + n + 1);
+    if (!find)
+        return NULL;
+    memcpy(find->key, key, n + 1);
+    struct item *it = RB_FIND(item_tree, &s->items, find);
+    if (find != (struct item *)stackbuf)
+        free(find);
+    return it;
 }
 
-/* Inserts/replaces under `key` (which the store copies). */
-static int put_locked(ckube_store *s, const char *key, json_t *obj, json_t **old)
+/* Takes the object out of an item for handing to a caller: the store's
+ * references move to the returned value. */
+static ckube__obj item_take(ckube_store *s, struct item *it)
 {
-    struct item find = {.key = (char *)key};
-    struct item *it = RB_FIND(item_tree, &s->items, &find);
+    ckube__obj o = {.j = it->tree, .c = it->c};
+    bytes_sub(s, it->tree_bytes);
+    it->tree_bytes = 0;
+    if (it->c && it->tree)
+        __atomic_sub_fetch(&s->cached, 1, __ATOMIC_RELAXED);
+    it->tree = NULL;
+    it->c = NULL;
+    ckube_obj_unref(it->pristine);
+    it->pristine = NULL;
+    return o;
+}
+
+/* Sets the item's object (new references to the parts of o; `pristine`
+ * is taken over). Cannot fail. */
+static void item_set(ckube_store *s, struct item *it, ckube__obj o, json_t *pristine)
+{
+    it->c = ckube__cobj_ref(o.c);
+    it->tree = ckube_obj_ref(o.j);
+    it->pristine = pristine;
+    it->tree_bytes = o.j ? ckube_json_heap_bytes(o.j) : 0;
+    bytes_add(s, it->tree_bytes);
+    /* A tree that came with its block is cached like a built one. */
+    if (o.c && o.j)
+        __atomic_add_fetch(&s->cached, 1, __ATOMIC_RELAXED);
+}
+
+/* Inserts/replaces under `key`. *old (may be NULL) gets the replaced
+ * object (references), none when new. */
+static int put_locked(ckube_store *s, const char *key, ckube__obj o, ckube__obj *old)
+{
     json_t *pristine = NULL;
-    if (s->detect && !(pristine = json_deep_copy(obj)))
+    if (s->detect && !o.c && !(pristine = json_deep_copy(o.j)))
         return -1;
-    if (it) {
-        check_item(s, it);
-        s->bytes -= it->bytes;
-        size_t idx_bytes = it->bytes - item_base_bytes(it);
-        json_t *prev = it->obj;
-        ckube_obj_unref(it->pristine);
-        it->pristine = pristine;
-        it->obj = ckube_obj_ref(obj);
-        it->bytes = item_base_bytes(it) + idx_bytes;
-        indexes_update(s, it, prev, obj);
-        s->bytes += it->bytes;
-        if (old)
-            *old = prev;
-        else
-            ckube_obj_unref(prev);
-        return 0;
-    }
-    it = calloc(1, sizeof(*it));
-    if (!it || !(it->key = strdup(key))) {
-        free(it);
+    /* One descent: insert a new item, or find the one there. */
+    size_t n = strlen(key);
+    struct item *fresh = calloc(1, sizeof(*fresh) + n + 1);
+    if (!fresh) {
         ckube_obj_unref(pristine);
         return -1;
     }
-    it->obj = ckube_obj_ref(obj);
-    it->pristine = pristine;
+    memcpy(fresh->key, key, n + 1);
+    struct item *it = RB_INSERT(item_tree, &s->items, fresh);
+    if (it) {
+        free(fresh);
+        check_item(s, it);
+        size_t idx_bytes = it->bytes - item_base_bytes(it);
+        bytes_sub(s, it->bytes);
+        ckube__obj prev = item_take(s, it);
+        item_set(s, it, o, pristine);
+        it->bytes = item_base_bytes(it) + idx_bytes;
+        indexes_update(s, it, prev, o);
+        bytes_add(s, it->bytes);
+        if (old)
+            *old = prev;
+        else
+            ckube__obj_unref(prev);
+        return 0;
+    }
+    it = fresh;
+    item_set(s, it, o, pristine);
     it->bytes = item_base_bytes(it);
-    RB_INSERT(item_tree, &s->items, it);
-    indexes_update(s, it, NULL, obj);
+    indexes_update(s, it, (ckube__obj){0}, o);
     s->count++;
-    s->bytes += it->bytes;
+    bytes_add(s, it->bytes);
     if (old)
-        *old = NULL;
+        *old = (ckube__obj){0};
     return 0;
 }
 
-static void remove_locked(ckube_store *s, struct item *it, json_t **old)
+static void remove_locked(ckube_store *s, struct item *it, ckube__obj *old)
 {
     check_item(s, it);
     RB_REMOVE(item_tree, &s->items, it);
-    s->bytes -= it->bytes;
-    indexes_update(s, it, it->obj, NULL);
+    bytes_sub(s, it->bytes);
+    indexes_update(s, it, item_obj(it), (ckube__obj){0});
     s->count--;
-    if (old) {
-        *old = it->obj;
-        it->obj = NULL;
-    }
+    ckube__obj o = item_take(s, it);
+    if (old)
+        *old = o;
+    else
+        ckube__obj_unref(o);
     item_free(it);
+}
+
+int ckube__store_put_obj(ckube_store *s, ckube__obj o, ckube__obj *old)
+{
+    if (old)
+        *old = (ckube__obj){0};
+    char *tofree;
+    const char *key = ckube__obj_key(o, &tofree);
+    if (!key)
+        return -1;
+    pthread_rwlock_wrlock(&s->lock);
+    int rc = put_locked(s, key, o, old);
+    check_all_locked(s);
+    pthread_rwlock_unlock(&s->lock);
+    free(tofree);
+    return rc;
+}
+
+int ckube__store_delete_obj(ckube_store *s, const char *key, ckube__obj *old)
+{
+    if (old)
+        *old = (ckube__obj){0};
+    if (!key)
+        return 0;
+    pthread_rwlock_wrlock(&s->lock);
+    struct item *it = find_locked(s, key);
+    if (it)
+        remove_locked(s, it, old);
+    check_all_locked(s);
+    pthread_rwlock_unlock(&s->lock);
+    return it ? 1 : 0;
+}
+
+/* A tree for a caller of the json_t API (consumes o's references). */
+static json_t *obj_to_tree(ckube__obj o)
+{
+    json_t *t = ckube__obj_tree(o);
+    ckube__obj_unref(o);
+    return t;
 }
 
 int ckube_store_put(ckube_store *s, json_t *obj, json_t **old)
 {
     if (old)
         *old = NULL;
-    char *key = ckube_meta_namespace_key(obj);
-    if (!key)
-        return -1;
-    pthread_rwlock_wrlock(&s->lock);
-    int rc = put_locked(s, key, obj, old);
-    check_all_locked(s);
-    pthread_rwlock_unlock(&s->lock);
-    free(key);
+    ckube__obj prev;
+    int rc = ckube__store_put_obj(s, (ckube__obj){.j = obj}, &prev);
+    if (rc == 0) {
+        if (old)
+            *old = obj_to_tree(prev);
+        else
+            ckube__obj_unref(prev);
+    }
     return rc;
 }
 
@@ -646,16 +849,13 @@ int ckube_store_delete_key(ckube_store *s, const char *key, json_t **old)
 {
     if (old)
         *old = NULL;
-    if (!key)
-        return 0;
-    pthread_rwlock_wrlock(&s->lock);
-    struct item find = {.key = (char *)key};
-    struct item *it = RB_FIND(item_tree, &s->items, &find);
-    if (it)
-        remove_locked(s, it, old);
-    check_all_locked(s);
-    pthread_rwlock_unlock(&s->lock);
-    return it ? 1 : 0;
+    ckube__obj prev;
+    int rc = ckube__store_delete_obj(s, key, &prev);
+    if (old)
+        *old = obj_to_tree(prev);
+    else
+        ckube__obj_unref(prev);
+    return rc;
 }
 
 int ckube_store_replace(ckube_store *s, json_t *items)
@@ -676,13 +876,42 @@ int ckube_store_replace(ckube_store *s, json_t *items)
         char *key = ckube_meta_namespace_key(obj);
         if (!key)
             continue;
-        if (put_locked(s, key, obj, NULL) != 0)
+        if (put_locked(s, key, (ckube__obj){.j = obj}, NULL) != 0)
             rc = -1;
         free(key);
     }
     check_all_locked(s);
     pthread_rwlock_unlock(&s->lock);
     return rc;
+}
+
+size_t ckube__store_trim(ckube_store *s)
+{
+    if (!__atomic_load_n(&s->cached, __ATOMIC_RELAXED))
+        return 0;
+    pthread_rwlock_wrlock(&s->lock);
+    struct item *it;
+    RB_FOREACH(it, item_tree, &s->items)
+    {
+        if (!it->c || !it->tree)
+            continue;
+        /* Under the write lock nobody can take a new reference through
+         * the store, so a count of 1 is the store's own. */
+        if (!it->used && __atomic_load_n(&it->tree->refcount, __ATOMIC_ACQUIRE) == 1) {
+            check_item(s, it);
+            item_drop_tree(s, it);
+        } else {
+            it->used = false;
+        }
+    }
+    size_t left = s->cached;
+    pthread_rwlock_unlock(&s->lock);
+    return left;
+}
+
+size_t ckube__store_cached_trees(ckube_store *s)
+{
+    return __atomic_load_n(&s->cached, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -693,9 +922,8 @@ json_t *ckube_store_get(ckube_store *s, const char *key)
     if (!key)
         return NULL;
     pthread_rwlock_rdlock(&s->lock);
-    struct item find = {.key = (char *)key};
-    struct item *it = RB_FIND(item_tree, &s->items, &find);
-    json_t *o = it ? ckube_obj_ref(it->obj) : NULL;
+    struct item *it = find_locked(s, key);
+    json_t *o = it ? item_tree_ref(s, it) : NULL;
     pthread_rwlock_unlock(&s->lock);
     return o;
 }
@@ -705,10 +933,51 @@ bool ckube_store_has(ckube_store *s, const char *key)
     if (!key)
         return false;
     pthread_rwlock_rdlock(&s->lock);
-    struct item find = {.key = (char *)key};
-    bool has = RB_FIND(item_tree, &s->items, &find) != NULL;
+    bool has = find_locked(s, key) != NULL;
     pthread_rwlock_unlock(&s->lock);
     return has;
+}
+
+void ckube__store_foreach(ckube_store *s, void (*fn)(void *ud, const char *key, ckube__obj o),
+                          void *ud)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    struct item *it;
+    RB_FOREACH(it, item_tree, &s->items)
+    {
+        fn(ud, it->key, item_obj(it));
+    }
+    pthread_rwlock_unlock(&s->lock);
+}
+
+int ckube__store_snapshot(ckube_store *s, ckube__obj **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = 0;
+    pthread_rwlock_rdlock(&s->lock);
+    if (s->count && !(*out = malloc(s->count * sizeof(**out)))) {
+        rc = -1;
+    } else {
+        struct item *it;
+        RB_FOREACH(it, item_tree, &s->items)
+        {
+            (*out)[(*n)++] = ckube__obj_ref(item_obj(it));
+        }
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return rc;
+}
+
+/* Appends trees of items to out (room for them is there). Read lock
+ * held. -1 when a tree cannot be built. */
+static int push_tree(ckube_store *s, struct item *it, ckube_obj_list *out)
+{
+    json_t *t = item_tree_ref(s, it);
+    if (!t)
+        return -1;
+    out->items[out->n++] = t;
+    return 0;
 }
 
 int ckube_store_list(ckube_store *s, ckube_obj_list *out)
@@ -725,11 +994,14 @@ int ckube_store_list(ckube_store *s, ckube_obj_list *out)
             struct item *it;
             RB_FOREACH(it, item_tree, &s->items)
             {
-                out->items[out->n++] = ckube_obj_ref(it->obj);
+                if ((rc = push_tree(s, it, out)) != 0)
+                    break;
             }
         }
     }
     pthread_rwlock_unlock(&s->lock);
+    if (rc != 0)
+        ckube_obj_list_free(out);
     return rc;
 }
 
@@ -760,15 +1032,14 @@ int ckube_store_list_keys(ckube_store *s, ckube_key_list *out)
     return rc;
 }
 
-static size_t key_tree_count(struct key_tree *t)
+/* The value node of index/value (read lock held); *rc -1 when there is
+ * no such index. */
+static struct value_node *find_value(ckube_store *s, const char *index, const char *value, int *rc)
 {
-    size_t n = 0;
-    struct key_node *kn;
-    RB_FOREACH(kn, key_tree, t)
-    {
-        n++;
-    }
-    return n;
+    struct index *ix = find_index(s, index);
+    *rc = ix ? 0 : -1;
+    struct value_node find = {.value = (char *)value};
+    return ix ? RB_FIND(value_tree, &ix->values, &find) : NULL;
 }
 
 int ckube_store_by_index(ckube_store *s, const char *index, const char *value, ckube_obj_list *out)
@@ -778,46 +1049,25 @@ int ckube_store_by_index(ckube_store *s, const char *index, const char *value, c
     if (!index || !value)
         return -1;
     pthread_rwlock_rdlock(&s->lock);
-    struct index *ix = find_index(s, index);
-    int rc = ix ? 0 : -1;
-    struct value_node find = {.value = (char *)value};
-    struct value_node *vn = ix ? RB_FIND(value_tree, &ix->values, &find) : NULL;
-    if (vn) {
-        size_t n = key_tree_count(&vn->keys);
-        out->items = malloc(n * sizeof(json_t *));
+    int rc;
+    struct value_node *vn = find_value(s, index, value, &rc);
+    if (vn && vn->n) {
+        out->items = malloc(vn->n * sizeof(json_t *));
         if (!out->items) {
             rc = -1;
         } else {
             struct key_node *kn;
             RB_FOREACH(kn, key_tree, &vn->keys)
             {
-                struct item ifind = {.key = kn->key};
-                struct item *it = RB_FIND(item_tree, &s->items, &ifind);
-                if (it)
-                    out->items[out->n++] = ckube_obj_ref(it->obj);
+                if ((rc = push_tree(s, kn->it, out)) != 0)
+                    break;
             }
         }
     }
     pthread_rwlock_unlock(&s->lock);
+    if (rc != 0)
+        ckube_obj_list_free(out);
     return rc;
-}
-
-static int copy_keys(struct key_tree *t, ckube_key_list *out)
-{
-    size_t n = key_tree_count(t);
-    if (!n)
-        return 0;
-    out->keys = calloc(n, sizeof(char *));
-    if (!out->keys)
-        return -1;
-    struct key_node *kn;
-    RB_FOREACH(kn, key_tree, t)
-    {
-        if (!(out->keys[out->n] = strdup(kn->key)))
-            return -1;
-        out->n++;
-    }
-    return 0;
 }
 
 int ckube_store_index_keys(ckube_store *s, const char *index, const char *value,
@@ -828,12 +1078,23 @@ int ckube_store_index_keys(ckube_store *s, const char *index, const char *value,
     if (!index || !value)
         return -1;
     pthread_rwlock_rdlock(&s->lock);
-    struct index *ix = find_index(s, index);
-    int rc = ix ? 0 : -1;
-    struct value_node find = {.value = (char *)value};
-    struct value_node *vn = ix ? RB_FIND(value_tree, &ix->values, &find) : NULL;
-    if (vn)
-        rc = copy_keys(&vn->keys, out);
+    int rc;
+    struct value_node *vn = find_value(s, index, value, &rc);
+    if (vn && vn->n) {
+        if (!(out->keys = calloc(vn->n, sizeof(char *)))) {
+            rc = -1;
+        } else {
+            struct key_node *kn;
+            RB_FOREACH(kn, key_tree, &vn->keys)
+            {
+                if (!(out->keys[out->n] = strdup(kn->it->key))) {
+                    rc = -1;
+                    break;
+                }
+                out->n++;
+            }
+        }
+    }
     pthread_rwlock_unlock(&s->lock);
     if (rc != 0)
         ckube_key_list_free(out);
@@ -884,10 +1145,7 @@ size_t ckube_store_len(ckube_store *s)
 
 size_t ckube_store_bytes(ckube_store *s)
 {
-    pthread_rwlock_rdlock(&s->lock);
-    size_t n = s->bytes;
-    pthread_rwlock_unlock(&s->lock);
-    return n;
+    return __atomic_load_n(&s->bytes, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -915,6 +1173,58 @@ static const char *label_lookup(void *ctx, const char *key)
     return json_string_value(json_object_get(labels, key));
 }
 
+/* Whether the item's labels match sel: read from its tree when it has
+ * one, else from its block (without building the whole tree). */
+static bool item_matches(struct item *it, const ckube_selector *sel)
+{
+    json_t *t = tree_load(it);
+    if (t) {
+        json_t *labels = json_object_get(json_object_get(t, "metadata"), "labels");
+        return ckube_selector_matches(sel, label_lookup, labels);
+    }
+    json_t *labels = ckube__cobj_labels(it->c);
+    bool m = ckube_selector_matches(sel, label_lookup, labels);
+    json_decref(labels);
+    return m;
+}
+
+/* Objects of namespace ns (NULL = all) matching sel, as trees. */
+static int select_items(ckube_store *s, const char *ns, const ckube_selector *sel,
+                        ckube_obj_list *out)
+{
+    pthread_rwlock_rdlock(&s->lock);
+    int rc = 0;
+    struct value_node *vn = NULL;
+    size_t cap = s->count;
+    if (ns) {
+        vn = find_value(s, CKUBE_INDEX_NAMESPACE, ns, &rc);
+        cap = vn ? vn->n : 0;
+    }
+    if (rc == 0 && cap && !(out->items = malloc(cap * sizeof(json_t *))))
+        rc = -1;
+    if (rc == 0 && cap) {
+        if (ns) {
+            struct key_node *kn;
+            RB_FOREACH(kn, key_tree, &vn->keys)
+            {
+                if (item_matches(kn->it, sel) && (rc = push_tree(s, kn->it, out)) != 0)
+                    break;
+            }
+        } else {
+            struct item *it;
+            RB_FOREACH(it, item_tree, &s->items)
+            {
+                if (item_matches(it, sel) && (rc = push_tree(s, it, out)) != 0)
+                    break;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (rc != 0)
+        ckube_obj_list_free(out);
+    return rc;
+}
+
 int ckube_lister_list(const ckube_lister *l, const char *ns, const ckube_selector *sel,
                       ckube_obj_list *out)
 {
@@ -922,20 +1232,10 @@ int ckube_lister_list(const ckube_lister *l, const char *ns, const ckube_selecto
     out->n = 0;
     if (!l || !l->store)
         return -1;
-    int rc = ns ? ckube_store_by_index(l->store, CKUBE_INDEX_NAMESPACE, ns, out)
-                : ckube_store_list(l->store, out);
-    if (rc != 0 || !sel || ckube_selector_empty(sel))
-        return rc;
-    size_t kept = 0;
-    for (size_t i = 0; i < out->n; i++) {
-        json_t *labels = json_object_get(json_object_get(out->items[i], "metadata"), "labels");
-        if (ckube_selector_matches(sel, label_lookup, labels))
-            out->items[kept++] = out->items[i];
-        else
-            ckube_obj_unref(out->items[i]);
-    }
-    out->n = kept;
-    return 0;
+    if (sel && !ckube_selector_empty(sel))
+        return select_items(l->store, ns, sel, out);
+    return ns ? ckube_store_by_index(l->store, CKUBE_INDEX_NAMESPACE, ns, out)
+              : ckube_store_list(l->store, out);
 }
 
 int ckube_lister_by_index(const ckube_lister *l, const char *index, const char *value,

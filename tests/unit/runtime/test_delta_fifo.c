@@ -12,6 +12,7 @@
 #include "ckube/clock.h"
 #include "ckube/informer.h"
 #include "ckube/json.h"
+#include "informer/informer_internal.h"
 #include "runtime/informer_test_util.h"
 
 /* What one pop delivered. */
@@ -369,9 +370,169 @@ static void test_sink(void **state)
     ckube_store_free(known);
 }
 
+/* ---- the incremental replace (a list fed while it is decoded) ---- */
+
+static ckube__cobj *cobj(const char *ns, const char *name, int value)
+{
+    json_t *o = tu_obj(ns, name, NULL, NULL, value);
+    ckube__cobj *c = ckube__cobj_from_json(o, NULL);
+    json_decref(o);
+    assert_non_null(c);
+    return c;
+}
+
+/* What the informer-side pop delivered (compact objects). */
+struct cpopped {
+    char key[64];
+    size_t n;
+    ckube_delta_type types[8];
+    bool unknown[8];
+    int values[8]; /* spec.value, -1 without an object */
+    bool initial;
+    size_t calls;
+};
+
+static void crecord(void *ud, const char *key, const ckube__delta *d, size_t n, bool initial)
+{
+    struct cpopped *p = ud;
+    size_t calls = p->calls;
+    memset(p, 0, sizeof(*p));
+    p->calls = calls;
+    snprintf(p->key, sizeof(p->key), "%s", key);
+    p->n = n;
+    for (size_t i = 0; i < n && i < 8; i++) {
+        p->types[i] = d[i].type;
+        p->unknown[i] = d[i].final_state_unknown;
+        json_t *t = ckube__obj_none(d[i].obj) ? NULL : ckube__obj_tree(d[i].obj);
+        p->values[i] = t ? value_of(t) : -1;
+        json_decref(t);
+    }
+    p->initial = initial;
+    p->calls++;
+}
+
+static void cpop1(ckube_delta_fifo *f, struct cpopped *p)
+{
+    ckube__delta_batch b = {.process = crecord, .ud = p};
+    size_t before = p->calls;
+    assert_int_equal(ckube__delta_fifo_pop_objs(f, 0, 1, &b), 1);
+    assert_int_equal(p->calls, before + 1);
+}
+
+static void test_incremental_replace(void **state)
+{
+    (void)state;
+    ckube_store *known = ckube_store_new(NULL);
+    ckube_delta_fifo *f = ckube_delta_fifo_new(known, NULL);
+    struct cpopped p = {0};
+
+    /* First list: a, b, c arrive in two batches; a is popped (and
+     * stored) before the list ends. */
+    ckube__cobj *a = cobj("ns", "a", 1), *b = cobj("ns", "b", 2), *c = cobj("ns", "c", 3);
+    json_t *empty = json_object();
+    ckube__cobj *noname = ckube__cobj_from_json(empty, NULL);
+    json_decref(empty);
+    assert_non_null(noname);
+    assert_int_equal(ckube__delta_fifo_replace_begin(f), 0);
+    ckube__cobj *batch1[] = {a, noname};
+    assert_int_equal(ckube__delta_fifo_replace_add(f, batch1, 2), 0);
+    assert_false(ckube_delta_fifo_has_synced(f));
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/a");
+    assert_int_equal(p.types[0], CKUBE_DELTA_REPLACED);
+    assert_true(p.initial); /* part of the initial list */
+    assert_int_equal(ckube__store_put_obj(known, (ckube__obj){.c = a}, NULL), 0);
+    ckube__cobj *batch2[] = {b, c, b}; /* listed twice: queued once */
+    assert_int_equal(ckube__delta_fifo_replace_add(f, batch2, 3), 0);
+    assert_false(ckube_delta_fifo_has_synced(f));
+    assert_int_equal(ckube__delta_fifo_replace_end(f), 0);
+    /* a is known and listed: not a deletion; b and c remain. */
+    assert_int_equal(ckube_delta_fifo_len(f), 2);
+    assert_false(ckube_delta_fifo_has_synced(f));
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/b");
+    assert_int_equal(p.n, 2);
+    assert_true(p.initial);
+    ckube__store_put_obj(known, (ckube__obj){.c = b}, NULL);
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/c");
+    assert_true(p.initial);
+    ckube__store_put_obj(known, (ckube__obj){.c = c}, NULL);
+    assert_true(ckube_delta_fifo_has_synced(f));
+
+    /* A relist without b and c, while an update of d is queued (d is
+     * neither listed nor known) and c was popped mid-way: b and c (known)
+     * and d (queued) become final-state-unknown deletions; a stays. */
+    ckube__cobj *d = cobj("ns", "d", 4), *a2 = cobj("ns", "a", 10);
+    assert_int_equal(ckube__delta_fifo_add_obj(f, CKUBE_DELTA_UPDATED, (ckube__obj){.c = d}), 0);
+    assert_int_equal(ckube__delta_fifo_replace_begin(f), 0);
+    ckube__cobj *batch3[] = {a2};
+    assert_int_equal(ckube__delta_fifo_replace_add(f, batch3, 1), 0);
+    assert_int_equal(ckube__delta_fifo_replace_end(f), 0);
+    assert_int_equal(ckube_delta_fifo_len(f), 4);
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/d");
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.types[1], CKUBE_DELTA_DELETED);
+    assert_true(p.unknown[1]);
+    assert_int_equal(p.values[1], 4); /* its last state */
+    assert_false(p.initial);
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/a");
+    assert_int_equal(p.types[0], CKUBE_DELTA_REPLACED);
+    assert_int_equal(p.values[0], 10);
+    for (int i = 0; i < 2; i++) {
+        cpop1(f, &p);
+        assert_true(strcmp(p.key, "ns/b") == 0 || strcmp(p.key, "ns/c") == 0);
+        assert_int_equal(p.types[0], CKUBE_DELTA_DELETED);
+        assert_true(p.unknown[0]);
+        assert_int_equal(p.values[0], strcmp(p.key, "ns/b") == 0 ? 2 : 3);
+        ckube__store_delete_obj(known, p.key, NULL);
+    }
+    assert_int_equal(ckube_delta_fifo_len(f), 0);
+
+    /* An aborted list keeps what it queued and deletes nothing. */
+    assert_int_equal(ckube__delta_fifo_replace_begin(f), 0);
+    ckube__cobj *batch4[] = {d};
+    assert_int_equal(ckube__delta_fifo_replace_add(f, batch4, 1), 0);
+    ckube__delta_fifo_replace_abort(f);
+    assert_int_equal(ckube_delta_fifo_len(f), 1);
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/d");
+    assert_int_equal(p.n, 1);
+    assert_true(ckube_delta_fifo_has_synced(f));
+
+    /* Popping in batches: up to `max` keys per call. */
+    ckube__cobj *many[5];
+    for (int i = 0; i < 5; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "m%d", i);
+        many[i] = cobj("ns", name, i);
+        ckube__delta_fifo_add_obj(f, CKUBE_DELTA_ADDED, (ckube__obj){.c = many[i]});
+    }
+    ckube__delta_batch bt = {.process = crecord, .ud = &p};
+    size_t before = p.calls;
+    assert_int_equal(ckube__delta_fifo_pop_objs(f, 0, 3, &bt), 3);
+    assert_int_equal(p.calls, before + 3);
+    assert_int_equal(ckube__delta_fifo_pop_objs(f, 0, 64, &bt), 2);
+    assert_string_equal(p.key, "ns/m4"); /* in order */
+    for (int i = 0; i < 5; i++)
+        ckube__cobj_unref(many[i]);
+
+    ckube__cobj_unref(a);
+    ckube__cobj_unref(a2);
+    ckube__cobj_unref(b);
+    ckube__cobj_unref(c);
+    ckube__cobj_unref(d);
+    ckube__cobj_unref(noname);
+    ckube_delta_fifo_free(f);
+    ckube_store_free(known);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_incremental_replace),
         cmocka_unit_test(test_order_and_coalescing),
         cmocka_unit_test(test_delete_dedup),
         cmocka_unit_test(test_replace_tombstones_and_sync),

@@ -12,6 +12,8 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include "ckube/clock.h"
 #include "ckube/fake.h"
@@ -860,6 +862,113 @@ static void test_factory(void **state)
         ckube_fake_lw_unref(b.fakes[i]);
 }
 
+/* ---- the compact cache: trees built on demand, shared, trimmed ---- */
+
+static void test_compact_cache(void **state)
+{
+    (void)state;
+    ckube_clock *clk = ckube_fake_clock_new(CKUBE_SEC(1000));
+    ckube_fake_lw *fake = new_fake(clk, 4);
+    ckube_informer_opts o = {.clock = clk};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    struct hrec h;
+    hrec_init(&h, "h");
+    ckube_event_handler eh = {.on_add = h_add, .on_update = h_update, .ud = &h};
+    ckube_handler_reg *reg = ckube_shared_informer_add_handler(inf, &eh);
+    assert_int_equal(ckube_shared_informer_start(inf), 0);
+    assert_true(TU_WAIT(ckube_handler_reg_has_synced(reg), 5000));
+    /* The handler holds its objects; the cache keeps only blocks. */
+    size_t compact = ckube_shared_informer_bytes(inf);
+    ckube_store *s = ckube_shared_informer_store(inf);
+    json_t *g1 = ckube_store_get(s, "ns1/w01");
+    json_t *g2 = ckube_lister_get(&(ckube_lister){.store = s}, "ns1", "w01");
+    assert_ptr_equal(g1, g2);
+    assert_int_equal(json_integer_value(ckube_json_get_path(g1, "spec.value")), 1);
+    assert_true(ckube_shared_informer_bytes(inf) > compact);
+    /* The handler got an equal object (its own tree). */
+    pthread_mutex_lock(&h.mu);
+    assert_true(json_equal(hrec_find(&h, "ns1/w01")->obj, g1));
+    pthread_mutex_unlock(&h.mu);
+    ckube_obj_unref(g1);
+    ckube_obj_unref(g2);
+    /* A change wakes the informer, which schedules a trim; two periods
+     * later (the first trim only clears the "used" mark) the tree that
+     * nobody holds is gone. */
+    json_t *n = tu_obj("ns1", "new", NULL, NULL, 9);
+    ckube_fake_lw_add(fake, n);
+    json_decref(n);
+    assert_true(TU_WAIT(hget(&h, &h.adds) == 5, 5000));
+    size_t with_new = ckube_shared_informer_bytes(inf);
+    for (int i = 0; i < 2; i++) {
+        tu_sleep_ms(20);
+        ckube_fake_clock_advance(clk, CKUBE_SEC(11));
+    }
+    bool trimmed = TU_WAIT(ckube_shared_informer_bytes(inf) < with_new, 5000);
+    if (!trimmed) {
+        ckube_fake_clock_advance(clk, CKUBE_SEC(11));
+        trimmed = TU_WAIT(ckube_shared_informer_bytes(inf) < with_new, 5000);
+    }
+    assert_true(trimmed);
+    json_t *g3 = ckube_store_get(s, "ns1/w01");
+    assert_int_equal(json_integer_value(ckube_json_get_path(g3, "spec.value")), 1);
+    ckube_obj_unref(g3);
+    assert_string_equal(h.err, "");
+    ckube_shared_informer_free(inf);
+    hrec_free(&h);
+    ckube_fake_lw_unref(fake);
+    ckube_fake_clock_free(clk);
+}
+
+static void mutating_add(void *ud, const json_t *obj, bool initial)
+{
+    (void)ud;
+    (void)initial;
+    json_object_set_new(json_object_get((json_t *)obj, "spec"), "value", json_integer(-1));
+}
+
+static void handler_mutates(void)
+{
+    ckube_fake_lw *fake = new_fake(NULL, 1);
+    ckube_informer_opts o = {.detect_mutations = true, .name = "widgets"};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    ckube_event_handler eh = {.on_add = mutating_add};
+    ckube_shared_informer_add_handler(inf, &eh);
+    ckube_shared_informer_start(inf);
+    tu_sleep_ms(5000);
+    _exit(3); /* not reached: the check aborts */
+}
+
+/* The mutation detector also catches a handler changing its argument. */
+static void test_handler_mutation_detected(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        dup2(p[1], 2);
+        handler_mutates();
+    }
+    close(p[1]);
+    char buf[65536];
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof buf - 1 && (r = read(p[0], buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)r;
+    buf[len] = '\0';
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGABRT);
+    if (!strstr(buf, "cache mutation detected: object ns2/w00 in cache widgets was modified by "
+                     "an event handler"))
+        fail_msg("unexpected log: %s", buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -872,6 +981,8 @@ int main(void)
         cmocka_unit_test(test_metadata_only),
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_factory),
+        cmocka_unit_test(test_compact_cache),
+        cmocka_unit_test(test_handler_mutation_detected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

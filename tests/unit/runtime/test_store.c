@@ -13,6 +13,9 @@
 
 #include "ckube/informer.h"
 #include "ckube/json.h"
+#include "ckube/selector.h"
+#include "common/text.h"
+#include "informer/informer_internal.h"
 #include "runtime/informer_test_util.h"
 
 /* ---- keys ---- */
@@ -647,6 +650,641 @@ static void test_mutation_detector(void **state)
     ckube_store_free(s);
 }
 
+/* ---- compact objects: the scanner, trees, the serializer ---- */
+
+/* A Kubernetes-looking object with everything the scanner must get
+ * right: whitespace, escapes, non-ASCII text, numbers of every shape,
+ * nesting, managedFields. */
+static const char *const RICH =
+    "{ \"apiVersion\" : \"v1\",\n \"kind\":\"ConfigMap\",\n"
+    "  \"metadata\": {\"name\": \"caf\\u00e9-1\", \"namespace\":\"ns1\",\n"
+    "    \"resourceVersion\": \"42\", \"labels\": {\"app\": \"web\", \"tier\": \"a\\\"b\"},\n"
+    "    \"managedFields\": [{\"manager\": \"kubectl\", \"fieldsV1\": {\"f:data\": {}}}]},\n"
+    "  \"data\": {\"s\": \"tab\\there \\ud83d\\ude00 \\u2603 \xc3\xa9\xe2\x82\xac\\/\\\\\",\n"
+    "    \"i\": -9223372036854775808, \"j\": 9223372036854775807, \"z\": 0, \"n\": -0,\n"
+    "    \"r\": 1.5e-3, \"e\": 2E+10, \"f\": -0.25, \"t\": true, \"F\": false, \"u\": null,\n"
+    "    \"a\": [1, [2, [3, {}]], [], \"x\"], \"o\": {}}\n}\n";
+
+static json_t *jansson(const char *text)
+{
+    json_error_t e;
+    json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
+    if (!v)
+        fail_msg("jansson rejects test input: %s: %s", e.text, text);
+    return v;
+}
+
+static void expect_same_tree(const json_t *got, const json_t *want)
+{
+    if (!json_equal(got, want)) {
+        char *a = json_dumps(got, JSON_SORT_KEYS), *b = json_dumps(want, JSON_SORT_KEYS);
+        fail_msg("trees differ:\n got  %s\n want %s", a, b);
+    }
+}
+
+static void test_cobj_parse(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    ckube__cobj *c = ckube__cobj_parse(RICH, strlen(RICH), NULL, &err);
+    if (!c)
+        fail_msg("parse: %s", err);
+    assert_null(err);
+    assert_string_equal(ckube__cobj_key(c), "ns1/caf\xc3\xa9-1");
+    assert_string_equal(ckube__cobj_namespace(c), "ns1");
+    assert_string_equal(ckube__cobj_rv(c), "42");
+    /* Compact, and without managedFields. */
+    assert_null(strchr(ckube__cobj_json(c), '\n'));
+    assert_null(strstr(ckube__cobj_json(c), "managedFields"));
+    assert_int_equal(strlen(ckube__cobj_json(c)), c->json_len);
+    json_t *want = jansson(RICH);
+    json_object_del(json_object_get(want, "metadata"), "managedFields");
+    json_t *t = ckube__cobj_tree(c);
+    expect_same_tree(t, want);
+    /* Every build is a new tree, equal to the others. */
+    json_t *t2 = ckube__cobj_tree(c);
+    assert_ptr_not_equal(t, t2);
+    expect_same_tree(t2, want);
+    json_decref(t2);
+    /* Labels without the rest. */
+    json_t *labels = ckube__cobj_labels(c);
+    expect_same_tree(labels, json_object_get(json_object_get(want, "metadata"), "labels"));
+    json_decref(labels);
+    /* Serializing the tree gives text that builds the same tree, and
+     * serializing is stable from there. */
+    ckube__cobj *again = ckube__cobj_from_json(t, NULL);
+    assert_non_null(again);
+    json_t *t3 = ckube__cobj_tree(again);
+    expect_same_tree(t3, want);
+    ckube__cobj *third = ckube__cobj_from_json(t3, NULL);
+    assert_string_equal(ckube__cobj_json(third), ckube__cobj_json(again));
+    ckube__cobj_unref(third);
+    json_decref(t3);
+    assert_string_equal(ckube__cobj_key(again), ckube__cobj_key(c));
+    assert_string_equal(ckube__cobj_rv(again), "42");
+    assert_true(ckube__cobj_bytes(again) > again->json_len);
+    ckube__cobj_unref(again);
+    json_decref(t);
+
+    /* Options: keep managedFields; metadata only. */
+    ckube__cobj_opts keep = {.keep_managed_fields = true}, meta = {.metadata_only = true};
+    ckube__cobj *k = ckube__cobj_parse(RICH, strlen(RICH), &keep, NULL);
+    t = ckube__cobj_tree(k);
+    json_t *full = jansson(RICH);
+    expect_same_tree(t, full);
+    json_decref(t);
+    ckube__cobj_unref(k);
+    ckube__cobj *m = ckube__cobj_parse(RICH, strlen(RICH), &meta, NULL);
+    t = ckube__cobj_tree(m);
+    json_object_del(want, "data");
+    expect_same_tree(t, want);
+    assert_string_equal(ckube__cobj_key(m), "ns1/caf\xc3\xa9-1");
+    /* The serializer applies the same options. */
+    ckube__cobj *m2 = ckube__cobj_from_json(full, &meta);
+    json_t *t2m = ckube__cobj_tree(m2);
+    expect_same_tree(t2m, t);
+    json_decref(t2m);
+    ckube__cobj_unref(m2);
+    json_decref(t);
+    ckube__cobj_unref(m);
+    json_decref(full);
+    json_decref(want);
+
+    /* No name: no key; cluster-scoped: the name alone; no resourceVersion. */
+    const char *nn = "{\"metadata\":{\"namespace\":\"a\"}}";
+    ckube__cobj *x = ckube__cobj_parse(nn, strlen(nn), NULL, NULL);
+    assert_non_null(x);
+    assert_int_equal(x->key_len, 0);
+    assert_string_equal(ckube__cobj_key(x), "");
+    assert_null(ckube__cobj_rv(x));
+    ckube__cobj_unref(x);
+    const char *cl = "{\"metadata\":{\"name\":\"n1\",\"name\":\"n2\"}}"; /* last wins */
+    x = ckube__cobj_parse(cl, strlen(cl), NULL, NULL);
+    assert_string_equal(ckube__cobj_key(x), "n2");
+    assert_string_equal(ckube__cobj_namespace(x), "");
+    t = ckube__cobj_tree(x);
+    assert_string_equal(ckube_obj_name(t), "n2");
+    json_decref(t);
+    ckube__cobj_unref(x);
+    ckube__cobj_unref(c);
+}
+
+/* The scanner accepts what jansson accepts and refuses what it refuses. */
+static void test_cobj_validation(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "{}",
+        " {\"a\":[]}\n",
+        "{\"a\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u0041\\ud800\\udc00\"}",
+        "{\"a\":1e308,\"b\":-1E-400,\"c\":0.0,\"d\":123456789012345678}",
+        "{\"\xf0\x9f\x98\x80\":\"\xe2\x82\xac\xdf\xbf\xc2\x80\"}",
+        "{\"a\":{\"b\":{\"c\":[[[[null]]]]}}}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        char *err = NULL;
+        ckube__cobj *c = ckube__cobj_parse(good[i], strlen(good[i]), NULL, &err);
+        if (!c)
+            fail_msg("rejected %s: %s", good[i], err);
+        json_t *want = jansson(good[i]), *t = ckube__cobj_tree(c);
+        expect_same_tree(t, want);
+        json_decref(t);
+        json_decref(want);
+        ckube__cobj_unref(c);
+    }
+    static const char *const bad[] = {
+        "",
+        "   ",
+        "[]",
+        "\"s\"",
+        "{",
+        "{\"a\"}",
+        "{\"a\":}",
+        "{\"a\":1,}",
+        "{,}",
+        "{\"a\":[1,]}",
+        "{\"a\":01}",
+        "{\"a\":1.}",
+        "{\"a\":.5}",
+        "{\"a\":1e}",
+        "{\"a\":-}",
+        "{\"a\":+1}",
+        "{\"a\":9223372036854775808}",
+        "{\"a\":-9223372036854775809}",
+        "{\"a\":1e400}",
+        "{\"a\":tru}",
+        "{\"a\":nul}",
+        "{\"a\":NaN}",
+        "{\"a\":\"x}",
+        "{\"a\":\"\\x\"}",
+        "{\"a\":\"\\u12\"}",
+        "{\"a\":\"\\u0000\"}",
+        "{\"a\":\"\\udc00\"}",
+        "{\"a\":\"\\ud800\"}",
+        "{\"a\":\"\\ud800\\u0041\"}",
+        "{\"a\":\"tab\there\"}",
+        "{\"a\":\"\xc0\xaf\"}",         /* overlong */
+        "{\"a\":\"\xed\xa0\x80\"}",     /* an encoded surrogate */
+        "{\"a\":\"\xf4\x90\x80\x80\"}", /* above U+10FFFF */
+        "{\"a\":\"\xe2\x82\"}",         /* truncated */
+        "{\"a\":\"\x80\"}",             /* a lone continuation byte */
+        "{\"a\":1} x",
+        "{\"a\":1}{}",
+        "{'a':1}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *err = NULL;
+        ckube__cobj *c = ckube__cobj_parse(bad[i], strlen(bad[i]), NULL, &err);
+        if (c)
+            fail_msg("accepted %s", bad[i]);
+        assert_non_null(err);
+        assert_non_null(strstr(err, "line "));
+        free(err);
+        /* Jansson agrees (the scanner must never be stricter or looser). */
+        json_error_t e;
+        json_t *j = json_loadb(bad[i], strlen(bad[i]), JSON_REJECT_DUPLICATES, &e);
+        if (j && json_is_object(j))
+            fail_msg("jansson accepts %s", bad[i]);
+        json_decref(j);
+    }
+    /* Nesting: jansson's limit. */
+    size_t depth = 3000;
+    char *deep = malloc(2 * depth + 16);
+    size_t n = 0;
+    deep[n++] = '{';
+    memcpy(deep + n, "\"a\":", 4);
+    n += 4;
+    for (size_t i = 0; i < depth; i++)
+        deep[n++] = '[';
+    for (size_t i = 0; i < depth; i++)
+        deep[n++] = ']';
+    deep[n++] = '}';
+    char *err = NULL;
+    assert_null(ckube__cobj_parse(deep, n, NULL, &err));
+    assert_non_null(strstr(err, "depth"));
+    free(err);
+    free(deep);
+}
+
+static void test_cobj_serializer(void **state)
+{
+    (void)state;
+    json_t *o = tu_obj("ns1", "a", "app", "web", 7);
+    json_t *spec = json_object_get(o, "spec");
+    json_object_set_new(spec, "ctl", json_string("a\x01\x1f\"\\\n\r\t\b\f/\xc3\xa9"));
+    json_object_set_new(spec, "real", json_real(0.1));
+    json_object_set_new(spec, "whole", json_real(3.0));
+    json_object_set_new(spec, "big", json_real(1e300));
+    json_object_set_new(spec, "neg", json_integer(-5));
+    json_object_set_new(spec, "arr", json_pack("[i,s,b,n,{}]", 1, "x", 1));
+    json_t *mf = json_pack("[{s:s}]", "manager", "m");
+    json_object_set_new(json_object_get(o, "metadata"), "managedFields", mf);
+    json_object_set_new(json_object_get(o, "metadata"), "resourceVersion", json_string("9"));
+    ckube__cobj *c = ckube__cobj_from_json(o, NULL);
+    assert_non_null(c);
+    assert_string_equal(ckube__cobj_key(c), "ns1/a");
+    assert_string_equal(ckube__cobj_rv(c), "9");
+    /* The text is valid JSON for jansson and for the scanner. */
+    json_t *back = jansson(ckube__cobj_json(c));
+    json_t *want = json_deep_copy(o);
+    json_object_del(json_object_get(want, "metadata"), "managedFields");
+    expect_same_tree(back, want);
+    json_t *t = ckube__cobj_tree(c);
+    expect_same_tree(t, want);
+    ckube__cobj *re = ckube__cobj_parse(ckube__cobj_json(c), c->json_len, NULL, NULL);
+    assert_non_null(re);
+    assert_string_equal(ckube__cobj_json(re), ckube__cobj_json(c));
+    ckube__cobj_unref(re);
+    json_decref(t);
+    json_decref(back);
+    json_decref(want);
+    /* A NUL inside a string (jansson allows it in trees) survives too. */
+    json_t *nul = json_pack("{s:{s:s}, s:s%}", "metadata", "name", "n", "v", "a\0b", (size_t)3);
+    ckube__cobj *cn = ckube__cobj_from_json(nul, NULL);
+    t = ckube__cobj_tree(cn);
+    expect_same_tree(t, nul);
+    json_decref(t);
+    ckube__cobj_unref(cn);
+    json_decref(nul);
+    /* The tree was not touched. */
+    assert_non_null(json_object_get(json_object_get(o, "metadata"), "managedFields"));
+    json_t *notobj = json_integer(1);
+    assert_null(ckube__cobj_from_json(notobj, NULL));
+    json_decref(notobj);
+    ckube__cobj_unref(c);
+    json_decref(o);
+}
+
+static void test_cobj_list_and_events(void **state)
+{
+    (void)state;
+    const char *page1 =
+        "{\"kind\":\"ConfigMapList\",\"apiVersion\":\"v1\",\n"
+        " \"metadata\":{\"resourceVersion\":\"100\",\"continue\":\"tok\\u0031\"},\n"
+        " \"items\":[{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\",\"resourceVersion\":\"5\","
+        "\"managedFields\":[]}},\n"
+        "  7, {\"metadata\":{\"name\":\"b\",\"namespace\":\"n\"}}, {\"kind\":\"NoName\"}]}";
+    ckube__clist l = {0};
+    char *err = NULL;
+    assert_int_equal(ckube__cobj_parse_list(page1, strlen(page1), NULL, &l, &err), 0);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.skipped, 1);
+    assert_string_equal(ckube__cobj_key(l.items[0]), "n/a");
+    assert_string_equal(ckube__cobj_json(l.items[0]),
+                        "{\"metadata\":{\"name\":\"a\",\"namespace\":\"n\","
+                        "\"resourceVersion\":\"5\"}}");
+    assert_string_equal(ckube__cobj_key(l.items[1]), "n/b");
+    assert_int_equal(l.items[2]->key_len, 0);
+    assert_string_equal(l.resource_version, "100");
+    assert_string_equal(l.continue_token, "tok1");
+    /* A second page appends; its metadata replaces the first's. */
+    const char *page2 = "{\"items\":[{\"metadata\":{\"name\":\"c\"}}],\"metadata\":{}}";
+    assert_int_equal(ckube__cobj_parse_list(page2, strlen(page2), NULL, &l, &err), 0);
+    assert_int_equal(l.n, 4);
+    assert_string_equal(ckube__cobj_key(l.items[3]), "c");
+    assert_null(l.resource_version);
+    assert_null(l.continue_token);
+    /* Garbage leaves the list alone: invalid JSON is -1, a non-list -2. */
+    static const char *const invalid[] = {"{\"items\":[{\"a\":}]}", "{\"items\":[", "nope", ""};
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
+        assert_int_equal(ckube__cobj_parse_list(invalid[i], strlen(invalid[i]), NULL, &l, &err),
+                         -1);
+        assert_non_null(err);
+        free(err);
+        err = NULL;
+    }
+    static const char *const not_list[] = {"[]", "{\"items\":\"x\"}", "{\"items\":{}}", "42"};
+    for (size_t i = 0; i < sizeof not_list / sizeof *not_list; i++)
+        assert_int_equal(ckube__cobj_parse_list(not_list[i], strlen(not_list[i]), NULL, &l, &err),
+                         -2);
+    assert_int_equal(l.n, 4);
+    /* Empty lists. */
+    ckube__clist e = {0};
+    assert_int_equal(ckube__cobj_parse_list("{\"items\":null}", 14, NULL, &e, &err), 0);
+    assert_int_equal(ckube__cobj_parse_list("{}", 2, NULL, &e, &err), 0);
+    assert_int_equal(e.n, 0);
+    ckube__clist_clear(&e);
+    ckube__clist_clear(&l);
+    assert_null(l.items);
+
+    /* Watch events. */
+    ckube__cevent ev;
+    const char *add = "{\"object\":{\"metadata\":{\"name\":\"x\",\"resourceVersion\":\"7\","
+                      "\"managedFields\":[1]},\"data\":{}},\"type\":\"ADDED\"}";
+    ckube__cobj_opts meta = {.metadata_only = true};
+    assert_int_equal(ckube__cobj_parse_event(add, strlen(add), &meta, &ev, &err), 0);
+    assert_int_equal(ev.type, CKUBE_WATCH_ADDED);
+    assert_string_equal(ckube__cobj_json(ev.obj),
+                        "{\"metadata\":{\"name\":\"x\",\"resourceVersion\":\"7\"}}");
+    assert_null(ev.status);
+    ckube__cobj_unref(ev.obj);
+    /* ERROR keeps the whole Status, whatever the options. */
+    const char *er = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,"
+                     "\"reason\":\"Expired\"}}";
+    assert_int_equal(ckube__cobj_parse_event(er, strlen(er), &meta, &ev, &err), 0);
+    assert_int_equal(ev.type, CKUBE_WATCH_ERROR);
+    assert_null(ev.obj);
+    assert_int_equal(json_integer_value(json_object_get(ev.status, "code")), 410);
+    json_decref(ev.status);
+    const char *bm =
+        "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"9\"}}}";
+    assert_int_equal(ckube__cobj_parse_event(bm, strlen(bm), NULL, &ev, &err), 0);
+    assert_string_equal(ckube__cobj_rv(ev.obj), "9");
+    ckube__cobj_unref(ev.obj);
+    assert_int_equal(ckube__cobj_parse_event("{\"type\":\"ADDED\",", 16, NULL, &ev, &err), -1);
+    free(err);
+    const char *badtype = "{\"type\":\"NOPE\",\"object\":{}}";
+    assert_int_equal(ckube__cobj_parse_event(badtype, strlen(badtype), NULL, &ev, &err), -2);
+    assert_string_equal(err, "got invalid watch event type: NOPE");
+    free(err);
+    const char *noobj = "{\"type\":\"MODIFIED\",\"object\":[]}";
+    assert_int_equal(ckube__cobj_parse_event(noobj, strlen(noobj), NULL, &ev, &err), -2);
+    assert_string_equal(err, "watch event MODIFIED without an object");
+    free(err);
+    assert_null(ev.obj);
+    assert_null(ev.status);
+}
+
+/* ---- the store over compact objects ---- */
+
+static ckube__cobj *cobj_of(const char *ns, const char *name, const char *lk, const char *lv,
+                            int value)
+{
+    json_t *o = tu_obj(ns, name, lk, lv, value);
+    ckube__cobj *c = ckube__cobj_from_json(o, NULL);
+    json_decref(o);
+    assert_non_null(c);
+    return c;
+}
+
+static void test_store_compact(void **state)
+{
+    (void)state;
+    ckube_store *s = ckube_store_new(NULL);
+    int calls = 0;
+    ckube_indexer ix = {.name = "app", .fn = app_index, .ud = &calls};
+    assert_int_equal(ckube_store_add_indexer(s, &ix, NULL), 0);
+    ckube__cobj *a = cobj_of("ns1", "a", "app", "web", 1);
+    ckube__cobj *b = cobj_of("ns2", "b", "app", "db", 2);
+    ckube__obj old;
+    assert_int_equal(ckube__store_put_obj(s, (ckube__obj){.c = a}, &old), 0);
+    assert_true(ckube__obj_none(old));
+    assert_int_equal(ckube__store_put_obj(s, (ckube__obj){.c = b}, NULL), 0);
+    assert_int_equal(calls, 2); /* a custom index needs a tree (built for the call) */
+    assert_int_equal(ckube__store_cached_trees(s), 0);
+    size_t compact_bytes = ckube_store_bytes(s);
+    assert_true(compact_bytes > a->json_len + b->json_len);
+
+    /* Readers share one cached tree. */
+    json_t *g1 = ckube_store_get(s, "ns1/a");
+    json_t *g2 = ckube_store_get(s, "ns1/a");
+    assert_non_null(g1);
+    assert_ptr_equal(g1, g2);
+    assert_int_equal(json_integer_value(ckube_json_get_path(g1, "spec.value")), 1);
+    assert_int_equal(ckube__store_cached_trees(s), 1);
+    assert_true(ckube_store_bytes(s) > compact_bytes + 200);
+    ckube_lister l = {.store = s};
+    json_t *g3 = ckube_lister_get(&l, "ns1", "a");
+    assert_ptr_equal(g3, g1);
+    ckube_obj_unref(g3);
+    ckube_obj_unref(g2);
+
+    /* Indexes work without trees (namespace) and with them (app). */
+    const char *want_ns1[] = {"ns1/a"}, *want_db[] = {"ns2/b"};
+    expect_index_keys(s, CKUBE_INDEX_NAMESPACE, "ns1", want_ns1, 1);
+    expect_index_keys(s, "app", "db", want_db, 1);
+
+    /* A selector reads labels without caching non-matching trees. */
+    ckube_selector *sel;
+    assert_int_equal(ckube_label_selector_parse("app=db", &sel, NULL), 0);
+    ckube_obj_list out;
+    assert_int_equal(ckube_lister_list(&l, NULL, sel, &out), 0);
+    assert_int_equal(out.n, 1);
+    assert_string_equal(ckube_obj_name(out.items[0]), "b");
+    ckube_obj_list_free(&out);
+    assert_int_equal(ckube_lister_list(&l, "ns1", sel, &out), 0);
+    assert_int_equal(out.n, 0);
+    ckube_obj_list_free(&out);
+    ckube_selector_free(sel);
+    assert_int_equal(ckube__store_cached_trees(s), 2); /* a (held) and b (listed) */
+
+    /* Trim: a tree somebody holds stays; one nobody used since the last
+     * trim goes. */
+    assert_int_equal(ckube__store_trim(s), 2); /* both used since: marks cleared */
+    assert_int_equal(ckube__store_trim(s), 1); /* b dropped; a is held */
+    ckube_obj_unref(g1);
+    assert_int_equal(ckube__store_trim(s), 0);
+    assert_int_equal(ckube_store_bytes(s), compact_bytes);
+    json_t *g4 = ckube_store_get(s, "ns1/a"); /* built again, equal */
+    assert_int_equal(json_integer_value(ckube_json_get_path(g4, "spec.value")), 1);
+    ckube_obj_unref(g4);
+
+    /* Replacing hands back the old object with its cached tree. */
+    ckube__cobj *a2 = cobj_of("ns1", "a", "app", "db", 3);
+    assert_int_equal(ckube__store_put_obj(s, (ckube__obj){.c = a2}, &old), 0);
+    assert_ptr_equal(old.c, a);
+    assert_non_null(old.j);
+    assert_int_equal(json_integer_value(ckube_json_get_path(old.j, "spec.value")), 1);
+    ckube__obj_unref(old);
+    const char *want_both[] = {"ns1/a", "ns2/b"};
+    expect_index_keys(s, "app", "db", want_both, 2);
+    expect_index_keys(s, "app", "web", NULL, 0);
+    /* The public calls see trees. */
+    json_t *pub = NULL;
+    assert_int_equal(ckube_store_delete_key(s, "ns2/b", &pub), 1);
+    assert_int_equal(json_integer_value(ckube_json_get_path(pub, "spec.value")), 2);
+    json_decref(pub);
+    assert_int_equal(ckube__store_delete_obj(s, "ns1/a", &old), 1);
+    assert_ptr_equal(old.c, a2);
+    ckube__obj_unref(old);
+    assert_int_equal(ckube_store_len(s), 0);
+    assert_int_equal(ckube_store_bytes(s), 0);
+    assert_int_equal(ckube__store_cached_trees(s), 0);
+    ckube__cobj_unref(a);
+    ckube__cobj_unref(a2);
+    ckube__cobj_unref(b);
+    ckube_store_free(s);
+}
+
+static void mutate_compact(void)
+{
+    ckube_store_opts o = {.name = "cms", .detect_mutations = true};
+    ckube_store *s = ckube_store_new(&o);
+    ckube__cobj *c = cobj_of("ns1", "victim", NULL, NULL, 1);
+    ckube__store_put_obj(s, (ckube__obj){.c = c}, NULL);
+    json_t *got = ckube_store_get(s, "ns1/victim");
+    json_object_set_new(json_object_get(got, "spec"), "value", json_integer(2));
+    ckube_store_check_mutations(s);
+    _exit(3); /* not reached */
+}
+
+static void test_mutation_detector_compact(void **state)
+{
+    (void)state;
+    char *log = NULL;
+    int st = run_child(mutate_compact, &log);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGABRT);
+    if (!strstr(log, "cache mutation detected: object ns1/victim in cache cms"))
+        fail_msg("unexpected log: %s", log);
+    free(log);
+}
+
+/* ---- the streaming list decoder ---- */
+
+static int count_items(void *ud, ckube__cobj *c)
+{
+    ckube__clist *l = ud;
+    return ckube__clist_push(l, ckube__cobj_ref(c));
+}
+
+/* Feeds text in chunks of `chunk` bytes (0: pseudo-random sizes). */
+static int stream_parse(const char *text, size_t len, size_t chunk, ckube__clist *out,
+                        ckube__clist *items_cb, char **err)
+{
+    ckube__clist_stream *st = ckube__clist_stream_new(NULL);
+    assert_non_null(st);
+    if (items_cb)
+        ckube__clist_stream_on_item(st, count_items, items_cb);
+    unsigned seed = 12345;
+    size_t off = 0;
+    int frc = 0;
+    while (off < len && frc == 0) {
+        size_t n = chunk;
+        if (!n) {
+            seed = seed * 1103515245u + 12345u;
+            n = 1 + (seed >> 16) % 97;
+        }
+        if (n > len - off)
+            n = len - off;
+        /* A fresh copy per chunk: the decoder must not keep pointers into
+         * what it was fed. */
+        char *copy = malloc(n);
+        memcpy(copy, text + off, n);
+        frc = ckube__clist_stream_feed(st, copy, n);
+        memset(copy, 'X', n);
+        free(copy);
+        off += n;
+    }
+    int rc = ckube__clist_stream_finish(st, out, err);
+    if (frc != 0)
+        assert_int_equal(rc, -1);
+    ckube__clist_stream_free(st);
+    return rc;
+}
+
+static void expect_same_list(const ckube__clist *a, const ckube__clist *b)
+{
+    assert_int_equal(a->n, b->n);
+    assert_int_equal(a->skipped, b->skipped);
+    for (size_t i = 0; i < a->n; i++) {
+        assert_string_equal(ckube__cobj_json(a->items[i]), ckube__cobj_json(b->items[i]));
+        assert_string_equal(ckube__cobj_key(a->items[i]), ckube__cobj_key(b->items[i]));
+    }
+    if (a->resource_version || b->resource_version)
+        assert_string_equal(a->resource_version, b->resource_version);
+    if (a->continue_token || b->continue_token)
+        assert_string_equal(a->continue_token, b->continue_token);
+}
+
+static void test_cobj_stream(void **state)
+{
+    (void)state;
+    /* A list with every kind of value, split everywhere. */
+    ckube__strbuf b = {0};
+    ckube__sb_add(&b, "{ \"kind\" : \"ConfigMapList\", \"metadata\": {\"resourceVersion\":\"77\","
+                      " \"continue\": \"c\\u0031\", \"x\": [1, {\"y\": null}]},\n\"items\" : [\n");
+    for (int i = 0; i < 40; i++) {
+        if (i)
+            ckube__sb_add(&b, " ,\n");
+        if (i == 7)
+            ckube__sb_add(&b, "\"not an object\"");
+        else if (i == 13)
+            ckube__sb_add(&b, "-12.5e+3");
+        else
+            ckube__sb_printf(&b, "%s", RICH);
+    }
+    ckube__sb_add(&b, "], \"tail\": [true, false, null, 123456789] }  \n");
+    char *text = b.s;
+    size_t len = b.len;
+    ckube__clist want = {0};
+    char *err = NULL;
+    assert_int_equal(ckube__cobj_parse_list(text, len, NULL, &want, &err), 0);
+    assert_int_equal(want.n, 38);
+    assert_int_equal(want.skipped, 2);
+    const size_t chunks[] = {1, 2, 3, 7, 64, 1000, 4096, 1 << 20, 0};
+    for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
+        ckube__clist got = {0};
+        if (stream_parse(text, len, chunks[i], &got, NULL, &err) != 0)
+            fail_msg("chunk %zu: %s", chunks[i], err);
+        expect_same_list(&got, &want);
+        ckube__clist_clear(&got);
+    }
+    /* Items handed out as they come (only rv/continue at the end). */
+    ckube__clist cb = {0}, meta = {0};
+    assert_int_equal(stream_parse(text, len, 0, &meta, &cb, &err), 0);
+    assert_int_equal(meta.n, 0);
+    assert_string_equal(meta.resource_version, "77");
+    cb.skipped = want.skipped;
+    cb.resource_version = meta.resource_version;
+    cb.continue_token = meta.continue_token;
+    meta.resource_version = meta.continue_token = NULL;
+    expect_same_list(&cb, &want);
+    ckube__clist_clear(&cb);
+    ckube__clist_clear(&meta);
+
+    /* Any prefix of the text is incomplete; the results never differ
+     * from the one-shot parser's verdict. */
+    for (size_t cut = 0; cut < len; cut += 97) {
+        ckube__clist got = {0};
+        assert_int_equal(stream_parse(text, cut, 0, &got, NULL, &err), -1);
+        assert_int_equal(got.n, 0);
+        assert_non_null(strstr(err, "byte "));
+        free(err);
+        err = NULL;
+    }
+    /* Invalid and not-a-list bodies, streamed byte by byte. */
+    static const char *const invalid[] = {"{\"items\":[{\"a\":}]}",    "{\"items\":[{}],}",
+                                          "{\"items\":[1 2]}",         "{} {}",
+                                          "{\"items\":[\"\\ud800\"]}", "{\"items\":[\"\xc3\x28\"]}",
+                                          "{\"items\":[tru]}",         "{\"items\":[0123]}"};
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
+        ckube__clist got = {0};
+        if (stream_parse(invalid[i], strlen(invalid[i]), 1, &got, NULL, &err) != -1)
+            fail_msg("accepted %s", invalid[i]);
+        free(err);
+        err = NULL;
+        ckube__clist one = {0};
+        assert_int_equal(ckube__cobj_parse_list(invalid[i], strlen(invalid[i]), NULL, &one, &err),
+                         -1);
+        free(err);
+        err = NULL;
+    }
+    static const char *const not_list[] = {"[1,2]", "{\"items\":\"x\"}", "\"s\"", "{\"items\":7}"};
+    for (size_t i = 0; i < sizeof not_list / sizeof *not_list; i++) {
+        ckube__clist got = {0};
+        assert_int_equal(stream_parse(not_list[i], strlen(not_list[i]), 1, &got, NULL, &err), -2);
+    }
+    ckube__clist e = {0};
+    assert_int_equal(stream_parse("{\"items\":null}", 14, 1, &e, NULL, &err), 0);
+    assert_int_equal(stream_parse(" {} ", 4, 1, &e, NULL, &err), 0);
+    assert_int_equal(e.n, 0);
+    ckube__clist_clear(&e);
+
+    /* Reset forgets a half-fed body (a retried request). */
+    ckube__clist_stream *st = ckube__clist_stream_new(NULL);
+    assert_int_equal(ckube__clist_stream_feed(st, text, len / 2), 0);
+    ckube__clist_stream_reset(st);
+    assert_int_equal(ckube__clist_stream_feed(st, text, len), 0);
+    ckube__clist got = {0};
+    assert_int_equal(ckube__clist_stream_finish(st, &got, &err), 0);
+    expect_same_list(&got, &want);
+    ckube__clist_clear(&got);
+    ckube__clist_stream_free(st);
+    ckube__clist_clear(&want);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -658,6 +1296,13 @@ int main(void)
         cmocka_unit_test(test_memory_accounting),
         cmocka_unit_test(test_concurrency),
         cmocka_unit_test(test_mutation_detector),
+        cmocka_unit_test(test_cobj_parse),
+        cmocka_unit_test(test_cobj_validation),
+        cmocka_unit_test(test_cobj_serializer),
+        cmocka_unit_test(test_cobj_list_and_events),
+        cmocka_unit_test(test_cobj_stream),
+        cmocka_unit_test(test_store_compact),
+        cmocka_unit_test(test_mutation_detector_compact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
