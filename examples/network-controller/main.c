@@ -353,11 +353,14 @@ int main(int argc, char **argv)
     code = ckube_manager_run(m);
     CKUBE_INFO("Shutting down (exit code %d)", code);
 out:
-    /* Stop order: the manager (controllers, caches) before what their
-     * reconciles use. */
+    /* Stop order: the controllers before what their reconciles use; the
+     * recorder flushes through the manager's client, so it goes after
+     * the controllers stop but before the manager frees that client. */
+    ckube_manager_stop(m);
+    ckube_manager_wait(m);
+    ckube_event_recorder_free(rec);
     ckube_manager_free(m);
     netctl_free(nc);
-    ckube_event_recorder_free(rec);
     netctl_backend_free(backend);
     return code;
 }

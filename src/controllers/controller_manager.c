@@ -197,12 +197,17 @@ void cm_free(cm *c)
 {
     if (!c)
         return;
-    /* The manager stops the runnables (controllers) and its cache; only
-     * then may the controllers and the recorder go. */
+    /* Order matters. The manager stops the runnables (controllers); the
+     * recorder then flushes what they recorded through the manager's
+     * client, which must still exist (freeing the manager frees it: the
+     * recorder's sender thread used to post through a freed client on
+     * SIGTERM); then the manager and its cache, then the controllers. */
+    ckube_manager_stop(c->mgr);
+    ckube_manager_wait(c->mgr);
+    ckube_event_recorder_free(c->rec);
     ckube_manager_free(c->mgr);
     podcounter_free(c->pc);
     nsctl_free(c->ns);
     gc_free(c->gc);
-    ckube_event_recorder_free(c->rec);
     free(c);
 }
