@@ -295,6 +295,45 @@ static size_t write_cb(char *p, size_t size, size_t n, void *ud)
     return s->b.oom ? 0 : len;
 }
 
+ckube__attempt ckube__after_attempt(ckube_client *c, const ckube__req *rq, CURLcode cc, long code,
+                                    uint64_t ns, const char *errbuf, const char *log_body,
+                                    size_t log_len, const ckube__resp_headers *h, ckube__creds *cr,
+                                    int *retries, bool *auth_retried, ckube_status **err)
+{
+    if (cc != CURLE_OK) {
+        ckube__log_request(c, rq, 0, ns, NULL, 0, *errbuf ? errbuf : curl_easy_strerror(cc));
+        ckube__creds_clear(cr);
+        if (!ckube__retryable_transport(rq, cc) || *retries >= c->max_retries) {
+            *err = ckube__transport_error(c, rq, cc, errbuf);
+            return CKUBE__ATTEMPT_FAILED;
+        }
+        (*retries)++;
+        CKUBE_V(4, "Got a Retry-After 1s response for attempt %d to %s%s", *retries, c->base_url,
+                rq->path);
+        ckube__sleep_ns(1000000000u);
+        return CKUBE__ATTEMPT_AGAIN;
+    }
+    ckube__log_request(c, rq, code, ns, log_body, log_len, NULL);
+    ckube__emit_warnings(c, h);
+    if (code == 401 && !*auth_retried && ckube__auth_unauthorized(c->auth, cr)) {
+        *auth_retried = true;
+        CKUBE_V(4, "401 Unauthorized from %s%s: retrying once with refreshed credentials",
+                c->base_url, rq->path);
+        ckube__creds_clear(cr);
+        return CKUBE__ATTEMPT_AGAIN;
+    }
+    ckube__creds_clear(cr);
+    int secs = 0;
+    if (ckube__should_retry(code, h, &secs) && *retries < c->max_retries) {
+        (*retries)++;
+        CKUBE_V(4, "Got a Retry-After %ds response for attempt %d to %s%s", secs, *retries,
+                c->base_url, rq->path);
+        ckube__sleep_ns((uint64_t)secs * 1000000000u);
+        return CKUBE__ATTEMPT_AGAIN;
+    }
+    return CKUBE__ATTEMPT_DONE;
+}
+
 int ckube__do(ckube_client *c, const ckube__req *rq, ckube_response *resp, ckube_status **err)
 {
     ckube_status *dummy = NULL;
@@ -342,42 +381,13 @@ int ckube__do(ckube_client *c, const ckube__req *rq, ckube_response *resp, ckube
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
         ckube__http_put_handle(c->http, e);
         curl_slist_free_all(sl);
-        if (cc != CURLE_OK) {
-            ckube__log_request(c, rq, 0, dt, NULL, 0, *errbuf ? errbuf : curl_easy_strerror(cc));
-            bool retry = ckube__retryable_transport(rq, cc) && retries < c->max_retries;
-            if (!retry)
-                *err = ckube__transport_error(c, rq, cc, errbuf);
+        ckube__attempt next = ckube__after_attempt(c, rq, cc, code, dt, errbuf, s.b.s, s.b.len, &h,
+                                                   &cr, &retries, &auth_retried, err);
+        if (next != CKUBE__ATTEMPT_DONE) {
             free(s.b.s);
             ckube__resp_headers_clear(&h);
-            ckube__creds_clear(&cr);
-            if (!retry)
+            if (next == CKUBE__ATTEMPT_FAILED)
                 goto out_err;
-            retries++;
-            CKUBE_V(4, "Got a Retry-After 1s response for attempt %d to %s%s", retries, c->base_url,
-                    rq->path);
-            ckube__sleep_ns(1000000000u);
-            continue;
-        }
-        ckube__log_request(c, rq, code, dt, s.b.s, s.b.len, NULL);
-        ckube__emit_warnings(c, &h);
-        if (code == 401 && !auth_retried && ckube__auth_unauthorized(c->auth, &cr)) {
-            auth_retried = true;
-            CKUBE_V(4, "401 Unauthorized from %s%s: retrying once with refreshed credentials",
-                    c->base_url, rq->path);
-            free(s.b.s);
-            ckube__resp_headers_clear(&h);
-            ckube__creds_clear(&cr);
-            continue;
-        }
-        ckube__creds_clear(&cr);
-        int secs = 0;
-        if (ckube__should_retry(code, &h, &secs) && retries < c->max_retries) {
-            retries++;
-            CKUBE_V(4, "Got a Retry-After %ds response for attempt %d to %s%s", secs, retries,
-                    c->base_url, rq->path);
-            free(s.b.s);
-            ckube__resp_headers_clear(&h);
-            ckube__sleep_ns((uint64_t)secs * 1000000000u);
             continue;
         }
         resp->code = (int)code;

@@ -209,4 +209,24 @@ void ckube__throttle(ckube_client *c, const ckube__req *rq);
 /* ckube_client_do with the resource context for error messages. */
 int ckube__do(ckube_client *c, const ckube__req *rq, ckube_response *resp, ckube_status **err);
 
+/* What a request loop does after one attempt (ckube__do, ckube__do_stream). */
+typedef enum {
+    CKUBE__ATTEMPT_DONE,   /* a final HTTP answer: the caller handles `code` */
+    CKUBE__ATTEMPT_AGAIN,  /* try again (already waited as required) */
+    CKUBE__ATTEMPT_FAILED, /* a transport error not retried: *err is set */
+} ckube__attempt;
+
+/* The retry rules shared by the request loops, applied to an attempt that
+ * ended with curl code `cc` and HTTP status `code` after `ns`: logs it
+ * (log_body/log_len: the body to show at -v 8, may be NULL), emits its
+ * warnings, and decides: a retryable transport error (1 s), a 401 once
+ * with refreshed credentials, a 429/5xx with Retry-After, each within
+ * c->max_retries (counted in *retries; *auth_retried for the 401). Clears
+ * *cr in every case; the caller still owns its body and `h` (and frees
+ * them before trying again). */
+ckube__attempt ckube__after_attempt(ckube_client *c, const ckube__req *rq, CURLcode cc, long code,
+                                    uint64_t ns, const char *errbuf, const char *log_body,
+                                    size_t log_len, const ckube__resp_headers *h, ckube__creds *cr,
+                                    int *retries, bool *auth_retried, ckube_status **err);
+
 #endif

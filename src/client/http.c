@@ -689,43 +689,15 @@ int ckube__do_stream(ckube_client *c, const ckube__req *rq, const ckube__body_si
             ckube_status_free(dummy);
             return -2;
         }
-        if (cc != CURLE_OK) {
-            ckube__log_request(c, rq, 0, dt, NULL, 0, *errbuf ? errbuf : curl_easy_strerror(cc));
-            bool retry = ckube__retryable_transport(rq, cc) && retries < c->max_retries;
-            if (!retry)
-                *err = ckube__transport_error(c, rq, cc, errbuf);
-            free(x.errbody.s);
-            ckube__resp_headers_clear(&h);
-            ckube__creds_clear(&cr);
-            if (!retry)
-                goto out_err;
-            retries++;
-            CKUBE_V(4, "Got a Retry-After 1s response for attempt %d to %s%s", retries, c->base_url,
-                    rq->path);
-            ckube__sleep_ns(1000000000u);
-            continue;
-        }
         bool ok = code >= 200 && code < 300;
-        ckube__log_request(c, rq, code, dt, ok ? NULL : x.errbody.s, ok ? 0 : x.errbody.len, NULL);
-        ckube__emit_warnings(c, &h);
-        if (code == 401 && !auth_retried && ckube__auth_unauthorized(c->auth, &cr)) {
-            auth_retried = true;
-            CKUBE_V(4, "401 Unauthorized from %s%s: retrying once with refreshed credentials",
-                    c->base_url, rq->path);
+        ckube__attempt next =
+            ckube__after_attempt(c, rq, cc, code, dt, errbuf, ok ? NULL : x.errbody.s,
+                                 ok ? 0 : x.errbody.len, &h, &cr, &retries, &auth_retried, err);
+        if (next != CKUBE__ATTEMPT_DONE) {
             free(x.errbody.s);
             ckube__resp_headers_clear(&h);
-            ckube__creds_clear(&cr);
-            continue;
-        }
-        ckube__creds_clear(&cr);
-        int secs = 0;
-        if (ckube__should_retry(code, &h, &secs) && retries < c->max_retries) {
-            retries++;
-            CKUBE_V(4, "Got a Retry-After %ds response for attempt %d to %s%s", secs, retries,
-                    c->base_url, rq->path);
-            free(x.errbody.s);
-            ckube__resp_headers_clear(&h);
-            ckube__sleep_ns((uint64_t)secs * 1000000000u);
+            if (next == CKUBE__ATTEMPT_FAILED)
+                goto out_err;
             continue;
         }
         if (ok) {
