@@ -2,7 +2,7 @@
  * columns and selectable fields. Everything type-specific about built-ins
  * lives here; the REST handler is generic. */
 #include <inttypes.h>
-#include <openssl/evp.h>
+#include <resolv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -646,11 +646,12 @@ static void secret_fold_string_data(json_t *obj)
             if (!s)
                 continue;
             size_t len = strlen(s);
-            unsigned char *out = malloc(4 * ((len + 2) / 3) + 1);
+            size_t cap = 4 * ((len + 2) / 3) + 1;
+            char *out = malloc(cap);
             if (!out)
                 continue;
-            EVP_EncodeBlock(out, (const unsigned char *)s, (int)len);
-            json_object_set_new(data, k, json_string((char *)out));
+            if (b64_ntop((const unsigned char *)s, len, out, cap) >= 0)
+                json_object_set_new(data, k, json_string(out));
             free(out);
         }
     }

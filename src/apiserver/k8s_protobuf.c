@@ -23,6 +23,7 @@
 #include "apiserver/k8s_protobuf.h"
 
 #include <inttypes.h>
+#include <resolv.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,26 +350,16 @@ static json_t *json_str(const char *s)
     return j;
 }
 
-/* Standard base64 with padding, as Go encodes []byte. */
+/* Standard base64 with padding, as Go encodes []byte (glibc's b64_ntop
+ * writes exactly that, NUL-terminated). */
 static json_t *json_base64(const uint8_t *data, size_t len)
 {
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc((len + 2) / 3 * 4 + 1);
+    size_t cap = (len + 2) / 3 * 4 + 1;
+    char *out = malloc(cap);
     if (!out)
         return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)data[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)data[i + 1] << 8;
-        if (i + 2 < len)
-            v |= data[i + 2];
-        out[o++] = tab[(v >> 18) & 63];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? tab[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < len ? tab[v & 63] : '=';
-    }
-    json_t *j = json_stringn(out, o);
+    int n = b64_ntop(data, len, out, cap);
+    json_t *j = n < 0 ? NULL : json_stringn(out, (size_t)n);
     free(out);
     return j;
 }

@@ -10,7 +10,7 @@
 #include "apiserver/openapi.h"
 
 #include <ctype.h>
-#include <openssl/evp.h>
+#include <sha512.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -754,17 +754,12 @@ char *openapi_hash(const json_t *doc)
     char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     if (!text)
         return NULL;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    int ok = EVP_Digest(text, strlen(text), md, &mdlen, EVP_sha512(), NULL);
+    /* libmd writes lowercase hex; kube-apiserver's hashes are uppercase. */
+    char *hex = malloc(SHA512_DIGEST_STRING_LENGTH);
+    if (hex && SHA512Data((const uint8_t *)text, strlen(text), hex))
+        for (char *p = hex; *p; p++)
+            *p = (char)toupper((unsigned char)*p);
     free(text);
-    if (!ok)
-        return NULL;
-    char *hex = malloc(mdlen * 2 + 1);
-    if (!hex)
-        return NULL;
-    for (unsigned int i = 0; i < mdlen; i++)
-        snprintf(hex + 2 * i, 3, "%02X", md[i]);
     return hex;
 }
 

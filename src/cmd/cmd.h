@@ -4,6 +4,5 @@
 #define CKUBE_CMD_H
 
 int cmd_server(int argc, char **argv);
-int cmd_controller_manager(int argc, char **argv);
 
 #endif

@@ -1,4 +1,5 @@
-/* `ckube controller-manager`: the built-in controllers (namespace
+/* ckube-controller-manager (run as `ckube controller-manager`, and by
+ * `ckube server` as its child): the built-in controllers (namespace
  * lifecycle, garbage collector, pod counter) against any API server, with
  * kube-controller-manager's flags where they apply. */
 #include <ckube/clock.h>
@@ -10,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/cmd.h"
 #include "controllers/controller_manager.h"
 
 static void cm_usage(FILE *f)
@@ -49,7 +49,7 @@ static bool parse_bool(const char *s, bool *out)
     return false;
 }
 
-int cmd_controller_manager(int argc, char **argv)
+int main(int argc, char **argv)
 {
     ckube_config_overrides ov = {0};
     cm_opts o = {.leader_elect = true, .handle_signals = true};

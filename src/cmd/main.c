@@ -1,16 +1,38 @@
-/* ckube: one multi-call binary: `ckube server` (the API server) and
- * `ckube controller-manager` (the built-in controllers). */
+/* ckube: the API server (`ckube server`) and the command front end.
+ * `ckube controller-manager` runs the ckube-controller-manager program
+ * installed beside this one, as git runs its git-* programs: the server
+ * binary links no network client, the controllers' binary does. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cmd/cm_child.h"
 #include "cmd/cmd.h"
+
+/* Replaces this process with ckube-controller-manager (same pid, so
+ * signals and exit status reach it directly). Returns only on failure. */
+static int exec_controller_manager(char **argv)
+{
+    char *bin = cm_child_find_binary();
+    if (!bin) {
+        fprintf(stderr, "ckube: ckube-controller-manager is not installed beside this binary\n");
+        return 1;
+    }
+    argv[0] = bin;
+    execv(bin, argv);
+    fprintf(stderr, "ckube: cannot execute %s: %s\n", bin, strerror(errno));
+    free(bin);
+    return 1;
+}
 
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: ckube COMMAND [FLAGS]\n\n"
                "Commands:\n"
-               "  server              Run the Kubernetes-compatible API server (with the\n"
-               "                      controller-manager in-process unless disabled)\n"
+               "  server              Run the Kubernetes-compatible API server (and the\n"
+               "                      controller-manager as its child unless disabled)\n"
                "  controller-manager  Run the built-in controllers against an API server\n"
                "  version      Print the version\n\n"
                "Run 'ckube COMMAND --help' for a command's flags.\n");
@@ -26,7 +48,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "server"))
         return cmd_server(argc - 1, argv + 1);
     if (!strcmp(cmd, "controller-manager"))
-        return cmd_controller_manager(argc - 1, argv + 1);
+        return exec_controller_manager(argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("ckube %s (Kubernetes API v1.31 compatible)\n", CKUBE_VERSION);
         return 0;

@@ -12,8 +12,9 @@
 
 #include "apiserver/apiserver.h"
 #include "ckube/log.h"
+#include "ckube/json.h"
+#include "cmd/cm_child.h"
 #include "cmd/cmd.h"
-#include "controllers/controller_manager.h"
 
 static void server_usage(FILE *f)
 {
@@ -27,8 +28,9 @@ static void server_usage(FILE *f)
                "                            (default DATA_DIR/kubeconfig)\n"
                "  --storage sqlite|memory   storage backend (default sqlite)\n"
                "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
-               "  --controller-manager=BOOL run the built-in controllers in-process (default\n"
-               "                            true; the same Lease as ckube controller-manager)\n"
+               "  --controller-manager=BOOL run the built-in controllers (default true): the\n"
+               "                            ckube-controller-manager beside this binary, as a\n"
+               "                            supervised child process on the same Lease\n"
                "  -v, --v N                 log verbosity (klog levels)\n"
                "  -h, --help                this help\n");
 }
@@ -119,29 +121,55 @@ static int write_kubeconfig(const char *path, const char *host, int port)
     return 0;
 }
 
-/* The controller-manager in-process: the same controllers and Lease as
- * `ckube controller-manager`, talking to this server over loopback HTTP
- * like any client, without metrics/health listeners of its own. */
-static cm *start_controller_manager(const char *host, int port)
+/* The built-in controllers: ckube-controller-manager as a child process,
+ * with the same controllers and Lease as `ckube controller-manager`,
+ * talking to this server over loopback like any client, without metrics
+ * or health listeners of its own. NULL when it cannot run (logged); the
+ * API is served either way. */
+static cm_child *start_controller_manager(const char *url, const char *kubeconfig)
 {
-    char url[300];
-    bool v6 = strchr(host, ':') != NULL;
-    snprintf(url, sizeof url, "http://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
-    ckube_config cfg = {.host = url, .qps = -1, .user_agent = "ckube-controller-manager"};
-    cm_opts o = {.config = &cfg,
-                 .leader_elect = true,
-                 .metrics_bind_address = "0",
-                 .health_bind_address = "0"};
-    char *err = NULL;
-    cm *c = cm_new(&o, &err);
-    if (!c || cm_start(c) != 0) {
-        CKUBE_ERROR("in-process controller-manager did not start: %s", err ? err : "see above");
-        free(err);
-        cm_free(c);
+    char *bin = cm_child_find_binary();
+    if (!bin) {
+        CKUBE_ERROR("ckube-controller-manager is not beside this executable; serving without "
+                    "the built-in controllers (--controller-manager=false silences this)");
         return NULL;
     }
-    CKUBE_INFO("controller-manager running in-process (" CM_CONTROLLERS ")");
+    char v[16];
+    snprintf(v, sizeof v, "%d", ckube_log_verbosity());
+    /* No client rate limit: it shares the machine with its server, as the
+     * controllers did when they ran in-process. */
+    const char *args[] = {"--master", url, "--port", "0", "--healthz-port", "0",
+                          "--kube-api-qps", "-1", "-v", v,
+                          /* NULL when the kubeconfig could not be written */
+                          kubeconfig ? "--kubeconfig" : NULL, kubeconfig, NULL};
+    cm_child *c = cm_child_new(bin, args);
+    free(bin);
+    if (!c || cm_child_start(c) != 0) {
+        CKUBE_ERROR("the built-in controllers did not start");
+        cm_child_free(c);
+        return NULL;
+    }
     return c;
+}
+
+/* Serves until SIGTERM or SIGINT, restarting the controller-manager child
+ * (when there is one) on SIGCHLD. Returns the signal that ended it. */
+static int wait_for_shutdown(const sigset_t *set, cm_child *ctl)
+{
+    for (;;) {
+        long ms = ctl ? cm_child_timeout_ms(ctl, ckube_monotonic_ns()) : -1;
+        int sig;
+        if (ms < 0) {
+            sig = sigwaitinfo(set, NULL);
+        } else {
+            struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+            sig = sigtimedwait(set, NULL, &ts);
+        }
+        if (sig == SIGTERM || sig == SIGINT)
+            return sig;
+        if (ctl && (sig == SIGCHLD || (sig < 0 && errno == EAGAIN)))
+            cm_child_poll(ctl, ckube_monotonic_ns());
+    }
 }
 
 int cmd_server(int argc, char **argv)
@@ -241,6 +269,7 @@ int cmd_server(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     apiserver_config cfg = {
@@ -262,29 +291,34 @@ int cmd_server(int argc, char **argv)
         apiserver_free(s);
         return 1;
     }
-    if (write_kubeconfig(kubeconfig, host, s->port) != 0)
+    bool kc_written = write_kubeconfig(kubeconfig, host, s->port) == 0;
+    if (!kc_written)
         CKUBE_WARN("could not write kubeconfig %s: %s", kubeconfig, strerror(errno));
     CKUBE_INFO("ckube server ready: serving http://%s%s%s:%d, %s storage in %s, kubeconfig %s",
                strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", s->port, backend,
                data_dir, kubeconfig);
 
-    cm *ctl = run_cm ? start_controller_manager(host, s->port) : NULL;
+    char url[300];
+    snprintf(url, sizeof url, "http://%s%s%s:%d", strchr(host, ':') ? "[" : "", host,
+             strchr(host, ':') ? "]" : "", s->port);
+    cm_child *ctl = run_cm ? start_controller_manager(url, kc_written ? kubeconfig : NULL) : NULL;
     /* Start-up builds large transient trees (schemas, the first list of
      * every resource); give their freed pages back so an idle server's
      * RSS is its real working set. */
     malloc_trim(0);
 
-    int sig = 0;
-    sigwait(&set, &sig);
+    int sig = wait_for_shutdown(&set, ctl);
+    int rc = 0;
     CKUBE_INFO("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     if (ctl) {
-        /* Controllers first (releasing their Lease) while the API is up. */
-        cm_stop(ctl);
-        cm_wait(ctl);
-        cm_free(ctl);
+        /* Controllers first (releasing their Lease) while the API is up;
+         * their own graceful shutdown takes up to 30 s. */
+        if (cm_child_stop(ctl, 25000) != 0)
+            rc = 1;
+        cm_child_free(ctl);
     }
     apiserver_stop(s);
     apiserver_free(s);
     CKUBE_INFO("stopped");
-    return 0;
+    return rc;
 }

@@ -59,13 +59,19 @@ class Server:
         raise RuntimeError("server not ready:\n" + self.logtail())
 
     def stop(self):
-        """SIGTERM; the server must exit 0 (sanitizer findings fail it)."""
+        """SIGTERM; the server must exit 0 (sanitizer findings fail it,
+        its controller-manager child's too), and that child must not have
+        ended (and been restarted) during the run."""
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             rc = self.proc.wait(timeout=30)
             self.proc = None
             if rc != 0:
                 raise RuntimeError("server exited %d:\n%s" % (rc, self.logtail()))
+            if re.search(r"controller-manager \(process \d+\) ended with",
+                         self.logtail(100000)):
+                raise RuntimeError("the controller-manager child ended during the run:\n"
+                                   + self.logtail())
 
     def kill9(self):
         if self.proc and self.proc.poll() is None:

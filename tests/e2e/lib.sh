@@ -50,7 +50,9 @@ start_server() {
     return 1
 }
 
-# stop_server: SIGTERM, and the server must exit 0 (sanitizers included).
+# stop_server: SIGTERM, and the server must exit 0 (sanitizers included,
+# its controller-manager child's too). A child that ended during the run
+# (and was restarted) fails it as well, unless ALLOW_CM_RESTARTS is set.
 stop_server() {
     kill -TERM "$SERVER_PID"
     local rc=0
@@ -58,6 +60,11 @@ stop_server() {
     SERVER_PID=
     if [ $rc -ne 0 ]; then
         echo "server exited with $rc" >&2
+        return 1
+    fi
+    if [ -z "${ALLOW_CM_RESTARTS:-}" ] &&
+        grep -q "controller-manager (process [0-9]*) ended with" "$TMP/server.log"; then
+        echo "the controller-manager child ended during the run" >&2
         return 1
     fi
 }
