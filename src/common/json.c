@@ -78,14 +78,6 @@ json_t *ckube_json_object_ensure(json_t *obj, const char *key)
     return v;
 }
 
-char *ckube_json_dumps(const json_t *v, size_t *len)
-{
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (s && len)
-        *len = strlen(s);
-    return s;
-}
-
 json_t *ckube_json_loads(const char *buf, size_t len, char **err)
 {
     json_error_t e;

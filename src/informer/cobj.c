@@ -153,6 +153,9 @@ static ckube__cobj *cobj_build(const char *json, size_t json_len, field ns, fiel
 /* ------------------------------------------------------------------------ */
 /* Strings: word-at-a-time scanning and escape decoding.                    */
 
+#ifndef __SSE2__
+/* Word-at-a-time fallback where SSE2 is missing (only used there: clang
+ * warns about unused static functions). */
 #define ONES 0x0101010101010101ull
 #define HIGHS 0x8080808080808080ull
 
@@ -184,6 +187,7 @@ static inline uint64_t needs_escape(uint64_t x)
 {
     return has_quote_or_backslash(x) | ((x - ONES * 0x20) & ~x & HIGHS);
 }
+#endif
 
 /* Skips string bytes that need no closer look: returns the first of
  * [q, end) that is '"', '\\', a control character or (with `ascii`) a
