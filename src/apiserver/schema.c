@@ -1099,12 +1099,14 @@ static void validate_string(walk *w, const json_t *s, const json_t *v)
 {
     const char *str = json_string_value(v);
     size_t bytes = json_string_length(v);
-    /* Characters, as Go's utf8.RuneCountInString. */
-    size_t chars = 0;
-    for (size_t i = 0; i < bytes; i += utf8_len(str + i, bytes - i))
-        chars++;
     const json_t *maxl = json_object_get(s, "maxLength");
     const json_t *minl = json_object_get(s, "minLength");
+    /* Characters, as Go's utf8.RuneCountInString; counted only when a
+     * length is checked (data values are kilobytes long). */
+    size_t chars = 0;
+    if (maxl || minl)
+        for (size_t i = 0; i < bytes; i += utf8_len(str + i, bytes - i))
+            chars++;
     const json_t *pat = json_object_get(s, "pattern");
     /* kube-openapi's string validator stops at its first failure. */
     if (json_is_integer(maxl) && (json_int_t)chars > json_integer_value(maxl)) {

@@ -162,9 +162,23 @@ void ckube_uuid4(char *buf, size_t n)
     random_bytes(b, sizeof b);
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(buf, n, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
+    /* 8-4-4-4-12 lowercase hex (one per object created: no printf). */
+    static const char hex[] = "0123456789abcdef";
+    char out[37];
+    size_t o = 0;
+    for (size_t i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[b[i] >> 4];
+        out[o++] = hex[b[i] & 15];
+    }
+    out[o] = 0;
+    if (n >= sizeof out) {
+        memcpy(buf, out, sizeof out);
+    } else if (n) {
+        memcpy(buf, out, n - 1);
+        buf[n - 1] = 0;
+    }
 }
 
 void ckube_random_suffix(char *buf, size_t n)

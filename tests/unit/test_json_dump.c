@@ -1,6 +1,7 @@
-/* ckube_json_dumps against jansson's json_dumps(JSON_COMPACT |
- * JSON_ENCODE_ANY), the reference it must match byte for byte, on the
- * values API objects hold and on the edges of the encoding. */
+/* ckube/json.h's writers: ckube_json_dumps against jansson's
+ * json_dumps(JSON_COMPACT | JSON_ENCODE_ANY), the reference it must match
+ * byte for byte, on the values API objects hold and on the edges of the
+ * encoding; and the uid generator's RFC 4122 version-4 form. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -204,6 +205,27 @@ static void test_null_input(void **state)
     assert_int_equal(n, 7);
 }
 
+static void test_uuid4(void **state)
+{
+    (void)state;
+    char a[37], b[37];
+    ckube_uuid4(a, sizeof a);
+    ckube_uuid4(b, sizeof b);
+    assert_int_equal(strlen(a), 36);
+    assert_string_not_equal(a, b);
+    for (size_t i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23)
+            assert_int_equal(a[i], '-');
+        else
+            assert_non_null(strchr("0123456789abcdef", a[i]));
+    }
+    assert_int_equal(a[14], '4');                  /* version 4 */
+    assert_non_null(strchr("89ab", a[19]));        /* RFC 4122 variant */
+    char small[9];
+    ckube_uuid4(small, sizeof small); /* truncated, still terminated */
+    assert_int_equal(strlen(small), 8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_depth_and_cycles),
         cmocka_unit_test(test_large_strings),
         cmocka_unit_test(test_null_input),
+        cmocka_unit_test(test_uuid4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
