@@ -848,9 +848,15 @@ static long lindex_find(const lindex *ix, const char *pe)
  * 3. walks
  * ====================================================================== */
 
+/* "f:" + key (on every field of every write: no printf). */
 static char *key_pe(const char *key)
 {
-    return xasprintf("f:%s", key);
+    size_t n = strlen(key);
+    char *pe = xcalloc(1, n + 3);
+    pe[0] = 'f';
+    pe[1] = ':';
+    memcpy(pe + 2, key, n);
+    return pe;
 }
 
 /* ---- the field set of a configuration (upstream's ToFieldSet) ---- */
@@ -1700,7 +1706,7 @@ static json_t *skeleton(const fm_type *t)
     };
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
         char buf[64];
-        snprintf(buf, sizeof buf, "%s", parts[i].path);
+        strcpy(buf, parts[i].path); /* all shorter than buf */
         const json_t *s = t->schema;
         json_t *cur = o;
         char *save = NULL;
@@ -1888,7 +1894,10 @@ void fm_update(const fm_type *t, const fm_op *op, const json_t *old, json_t *obj
         return;
     }
     json_t *live = old ? without_mf(old) : skeleton(t);
-    json_t *nobj = without_mf(obj);
+    /* On create obj has no managedFields any more (deleted above) and its
+     * resourceVersion, if any, is stripped from the result like every
+     * server-owned field: no copy needed then. */
+    json_t *nobj = old ? without_mf(obj) : json_incref(obj);
     record_update(t, op_manager(op), sub, now, m, live, nobj);
     managed_cap(m);
     fm_managed_store(m, obj);
