@@ -12,6 +12,7 @@
 #include "apiserver/jscan.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
+#include "common/json_parse.h"
 
 static int cobj_cmp(const cobj *a, const cobj *b)
 {
@@ -121,7 +122,7 @@ const char *cobj_field(void *ctx, const char *key)
 
 json_t *cobj_decode(const cobj *o)
 {
-    return json_loadb(o->json, o->len, 0, NULL);
+    return ckube__json_loadb(o->json, o->len, 0, NULL);
 }
 
 static int pair_cmp(const void *a, const void *b)
@@ -292,7 +293,7 @@ static cobj *cobj_decoded(const char *key, size_t prefix_len, const char *value,
                           const cacher_field *fields, int *err)
 {
     *err = 0;
-    json_t *obj = json_loadb(value, len, 0, NULL);
+    json_t *obj = ckube__json_loadb(value, len, 0, NULL);
     if (!json_is_object(obj)) {
         json_decref(obj);
         return NULL;

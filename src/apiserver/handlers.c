@@ -25,6 +25,7 @@
 #include "ckube/patch.h"
 #include "ckube/validation.h"
 #include "ckube/yaml.h"
+#include "common/json_parse.h"
 
 /* Retries of a write that lost a race (PATCH, PUT without a
  * resourceVersion). Every round one competing write wins, so progress is
@@ -126,7 +127,7 @@ static json_t *read_body(req_ctx *rc, body_type bt, int validation, ckube_status
         v = k8s_protobuf_decode(data, len, &err);
     } else {
         json_error_t je;
-        v = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
+        v = ckube__json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
         if (!v && strstr(je.text, "duplicate")) {
             if (validation == 2) {
                 *st = ckube_status_bad_request("strict decoding error: json: %s", je.text);

@@ -13,6 +13,7 @@
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "informer/informer_internal.h"
+#include "common/json_parse.h"
 
 /* ---- global init ---- */
 
@@ -512,7 +513,7 @@ static ckube_status *generic_error(const ckube__req *rq, long code, const char *
 ckube_status *ckube__status_from_response(const ckube__req *rq, long code, const char *body,
                                           size_t len, const ckube__resp_headers *h)
 {
-    json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+    json_t *j = body && len ? ckube__json_loadb(body, len, 0, NULL) : NULL;
     ckube_status *st = j ? ckube_status_from_json(j, (int)code) : NULL;
     json_decref(j);
     if (st) {

@@ -1,5 +1,6 @@
 /* JSON, time and identifier helpers; see ckube/json.h. */
 #include "ckube/json.h"
+#include "common/json_parse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -81,7 +82,7 @@ json_t *ckube_json_object_ensure(json_t *obj, const char *key)
 json_t *ckube_json_loads(const char *buf, size_t len, char **err)
 {
     json_error_t e;
-    json_t *v = json_loadb(buf, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
+    json_t *v = ckube__json_loadb(buf, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
     if (!v && err) {
         if (asprintf(err, "line %d, column %d: %s", e.line, e.column, e.text) < 0)
             *err = NULL;
