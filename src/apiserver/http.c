@@ -446,6 +446,26 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     return s;
 }
 
+
+/* An event base whose epoll registrations are batched: evhttp disables
+ * and re-enables a connection's read and write events around every
+ * request, and without the changelist each toggle is an epoll_ctl call
+ * (16% of the server's CPU under a GET load). With it, changes are
+ * applied once per loop iteration, and a disable followed by an enable
+ * costs nothing. Safe here because no descriptor registered in a base
+ * shares its file description with another one in the same base (each
+ * loop has its own duplicate of the listening socket). */
+static struct event_base *new_base(void)
+{
+    struct event_config *cfg = event_config_new();
+    if (!cfg)
+        return NULL;
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    struct event_base *b = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return b ? b : event_base_new();
+}
+
 int apiserver_start(apiserver *s, char *err, size_t errlen)
 {
     int rc = cacher_start(s->cache);
@@ -482,7 +502,7 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
         pthread_mutex_init(&lp->mu, NULL);
         LIST_INIT(&lp->watches);
         LIST_INIT(&lp->lists);
-        lp->base = event_base_new();
+        lp->base = new_base();
         lp->http = evhttp_new(lp->base);
         lp->wake = event_new(lp->base, -1, 0, on_wake, lp);
         evhttp_set_allowed_methods(lp->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
