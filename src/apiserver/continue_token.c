@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include "common/text.h"
+#include "common/utf8.h"
 
 #define ERR_GENERIC "continue key is not valid"
 #define ERR_INVALID_RV                                                                             \
@@ -22,34 +23,6 @@
 
 /* ------------------------------------------------------------------------ */
 /* Go-compatible JSON string encoding.                                      */
-
-/* Length of a valid UTF-8 sequence at s and its rune, or 0 if invalid. */
-static size_t utf8_decode(const unsigned char *s, uint32_t *r)
-{
-    unsigned char c = s[0];
-    size_t n;
-    uint32_t min;
-    if (c < 0x80) {
-        *r = c;
-        return 1;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-        n = 2, *r = c & 0x1f, min = 0x80;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3, *r = c & 0x0f, min = 0x800;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4, *r = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        *r = (*r << 6) | (s[i] & 0x3f);
-    }
-    if (*r < min || *r > 0x10ffff || (*r >= 0xd800 && *r <= 0xdfff))
-        return 0;
-    return n;
-}
 
 /* As encoding/json with HTML escaping: <, >, & and controls as \u00XX,
  * invalid UTF-8 as \ufffd, U+2028/U+2029 escaped. */
@@ -99,7 +72,9 @@ static void put_json_string(ckube__strbuf *b, const char *s)
             continue;
         }
         uint32_t r;
-        size_t n = utf8_decode(p, &r);
+        /* NUL-terminated: the terminator is never a continuation byte, so
+         * the decoder stops there whatever length it is told. */
+        size_t n = ckube__utf8_decode(p, 4, &r);
         if (n == 0) {
             ckube__sb_add(b, "\\ufffd");
             p++;

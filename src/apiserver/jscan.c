@@ -1,5 +1,6 @@
 /* The canonical-JSON scanner; see jscan.h for what "canonical" means. */
 #include "apiserver/jscan.h"
+#include "common/utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,39 +60,6 @@ static int hexval(unsigned char c)
     return -1; /* lowercase is valid JSON but not what jansson writes */
 }
 
-/* Length of the valid UTF-8 sequence (under jansson's rules: no overlong
- * forms, no surrogates, at most U+10FFFF) starting with a byte >= 0x80 at
- * p, or 0. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
-{
-    unsigned char c = p[0];
-    size_t n;
-    uint32_t v;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        v = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        v = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        v = c & 0x07;
-    } else {
-        return 0;
-    }
-    if ((size_t)(end - p) < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        v = (v << 6) | (p[i] & 0x3F);
-    }
-    if ((n == 3 && v < 0x800) || (n == 4 && v < 0x10000) || v > 0x10FFFF ||
-        (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 /* Validates canonical string contents from p (just after the opening
  * quote). Returns the position just past the closing quote, or NULL. */
 static const unsigned char *scan_string(const unsigned char *p, const unsigned char *end)
@@ -146,7 +114,7 @@ static const unsigned char *scan_string(const unsigned char *p, const unsigned c
             p++;
             continue;
         }
-        size_t n = utf8_len(p, end);
+        size_t n = ckube__utf8_decode(p, (size_t)(end - p), NULL);
         if (!n)
             return NULL;
         p += n;

@@ -40,6 +40,7 @@
 #include "proto/k8s_events.pb-c.h"
 #include "proto/k8s_meta.pb-c.h"
 #include "common/text.h"
+#include "common/utf8.h"
 
 static const unsigned char k8s_magic[4] = {'k', '8', 's', 0};
 
@@ -280,40 +281,6 @@ static bool omits_empty(const ProtobufCMessageDescriptor *d, const ProtobufCFiel
 
 /* ---- leaf encodings ---- */
 
-/* Decodes one UTF-8 sequence at s (n > 0 bytes left); returns its length,
- * or 0 when it is not valid UTF-8 (overlong, surrogate, > U+10FFFF). */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    unsigned cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* A JSON string for `s`; invalid UTF-8 bytes become U+FFFD as Go's JSON
  * encoder does (protobuf-c does not validate proto2 strings). */
 static json_t *json_str(const char *s)
@@ -322,7 +289,7 @@ static json_t *json_str(const char *s)
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
     while (i < n) {
-        size_t l = utf8_seq_len(u + i, n - i);
+        size_t l = ckube__utf8_decode(u + i, n - i, NULL);
         if (!l)
             break;
         i += l;
@@ -334,7 +301,7 @@ static json_t *json_str(const char *s)
         return NULL;
     size_t o = 0;
     for (i = 0; i < n;) {
-        size_t l = utf8_seq_len(u + i, n - i);
+        size_t l = ckube__utf8_decode(u + i, n - i, NULL);
         if (l) {
             memcpy(buf + o, s + i, l);
             o += l;

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ckube/json.h"
+#include "common/utf8.h"
 
 /* Deeper trees than any parser builds (jansson stops at 2048), so only a
  * cycle reaches it. */
@@ -75,39 +76,6 @@ static inline void putc1(dbuf *b, char c)
         b->p[b->len++] = c;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (s[0] >= 0x80), or 0:
- * the rules of jansson's utf8_check_* (no overlong forms, no surrogates,
- * nothing above U+10FFFF). */
-static size_t utf8_seq(const unsigned char *s, size_t left)
-{
-    unsigned c = s[0];
-    size_t n;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (left < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 /* Bytes a string needs no escape for: printable ASCII but '"' and '\\'. */
 static inline bool plain(unsigned char c)
 {
@@ -130,7 +98,7 @@ static void dump_string(dbuf *b, const char *str, size_t len)
             break;
         unsigned char c = *s;
         if (c >= 0x80) {
-            size_t n = utf8_seq(s, (size_t)(end - s));
+            size_t n = ckube__utf8_decode(s, (size_t)(end - s), NULL);
             if (!n) {
                 b->bad = true;
                 return;

@@ -23,6 +23,7 @@
  *    "[1\0]" loads as [1]. We accept the same inputs on purpose.
  */
 #include "common/json_parse.h"
+#include "common/utf8.h"
 
 #include <limits.h>
 #include <locale.h>
@@ -113,40 +114,6 @@ static inline const unsigned char *jp_scan_plain(const unsigned char *q, const u
     while (q < end && jp_plain(*q))
         q++;
     return q;
-}
-
-/* The length of the well-formed UTF-8 sequence at q (whose first byte is
- * >= 0x80), or 0 if it is malformed or cut short by end. Well-formed is
- * jansson's utf8_check_full: shortest form, no surrogates, <= U+10FFFF. */
-static size_t jp_utf8_len(const unsigned char *q, const unsigned char *end)
-{
-    unsigned c = q[0], lo = 0x80, hi = 0xBF;
-    size_t n, avail = (size_t)(end - q);
-
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0)
-            lo = 0xA0; /* overlong below U+0800 */
-        else if (c == 0xED)
-            hi = 0x9F; /* U+D800..U+DFFF */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0)
-            lo = 0x90; /* overlong below U+10000 */
-        else if (c == 0xF4)
-            hi = 0x8F; /* above U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (avail < n || q[1] < lo || q[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++) {
-        if ((q[i] & 0xC0) != 0x80)
-            return 0;
-    }
-    return n;
 }
 
 /* Makes room for `need` bytes in b, keeping its contents. */
@@ -297,7 +264,7 @@ static int jp_string_escaped(struct jp *jp, struct jp_buf *b, const unsigned cha
         if (c < 0x20)
             return -1;
         if (c >= 0x80) {
-            size_t k = jp_utf8_len(q, end);
+            size_t k = ckube__utf8_decode(q, (size_t)(end - q), NULL);
             if (!k)
                 return -1;
             q += k;
@@ -337,7 +304,7 @@ static int jp_string(struct jp *jp, struct jp_buf *b, const char **out, size_t *
             return jp_string_escaped(jp, b, start, q, out, out_len);
         if (c < 0x20)
             return -1;
-        size_t k = jp_utf8_len(q, end);
+        size_t k = ckube__utf8_decode(q, (size_t)(end - q), NULL);
         if (!k)
             return -1;
         q += k;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/text.h"
+#include "common/utf8.h"
 
 /* ------------------------------------------------------------------------ */
 /* Message lists: one check reports at most a handful of problems.           */
@@ -357,42 +358,6 @@ char *ckube_validate_name(int kind, const char *name, bool prefix)
 /* ------------------------------------------------------------------------ */
 /* Go's strconv.Quote.                                                      */
 
-/* Decodes one UTF-8 sequence as Go does; returns its length, or 0 for an
- * invalid byte (Go's RuneError of width 1). */
-static size_t utf8_decode(const unsigned char *s, uint32_t *r)
-{
-    unsigned char c = s[0];
-    if (c < 0x80) {
-        *r = c;
-        return 1;
-    }
-    size_t n;
-    uint32_t min;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        *r = c & 0x1f;
-        min = 0x80;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        *r = c & 0x0f;
-        min = 0x800;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        *r = c & 0x07;
-        min = 0x10000;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        *r = (*r << 6) | (s[i] & 0x3f);
-    }
-    if (*r < min || *r > 0x10ffff || (*r >= 0xd800 && *r <= 0xdfff))
-        return 0;
-    return n;
-}
-
 /* An approximation of Go's unicode.IsPrint for non-ASCII runes: the
  * control, format, separator and private-use ranges are not printable. */
 static bool rune_is_print(uint32_t r)
@@ -415,7 +380,9 @@ char *ckube_go_quote(const char *s)
     ckube__sb_addn(&b, "\"", 1);
     while (*p) {
         uint32_t r;
-        size_t n = utf8_decode(p, &r);
+        /* NUL-terminated: the terminator is never a continuation byte, so
+         * the decoder stops there whatever length it is told. */
+        size_t n = ckube__utf8_decode(p, 4, &r);
         if (n == 0) {
             snprintf(tmp, sizeof tmp, "\\x%02x", *p);
             ckube__sb_add(&b, tmp);

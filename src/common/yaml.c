@@ -7,6 +7,7 @@
  * our own, written from the documented behaviour.
  */
 #include "ckube/yaml.h"
+#include "common/utf8.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -511,39 +512,6 @@ bad:
     return NULL;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), 0 if invalid (same rules
- * as Go's utf8.DecodeRune: no overlongs, surrogates or > U+10FFFF). */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 0;
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t k = 2; k < len; k++)
-        if (s[k] < 0x80 || s[k] > 0xBF)
-            return 0;
-    return len;
-}
-
 /* Copies bytes replacing each invalid UTF-8 byte with U+FFFD, as Go's JSON
  * encoder does for strings. Returns malloc'd text or NULL (no memory). */
 static char *utf8_sanitize(const char *s, size_t n, size_t *out_len)
@@ -554,7 +522,7 @@ static char *utf8_sanitize(const char *s, size_t n, size_t *out_len)
     size_t o = 0;
     const unsigned char *p = (const unsigned char *)s;
     for (size_t k = 0; k < n;) {
-        size_t l = utf8_seq_len(p + k, n - k);
+        size_t l = ckube__utf8_decode(p + k, n - k, NULL);
         if (l == 0) {
             memcpy(out + o, "\xEF\xBF\xBD", 3);
             o += 3;

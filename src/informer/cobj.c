@@ -24,6 +24,7 @@
 
 #include "ckube/json.h"
 #include "common/text.h"
+#include "common/utf8.h"
 
 #include <locale.h>
 #include <math.h>
@@ -320,40 +321,6 @@ static size_t decode_string(const char *raw, size_t n, char *out)
     return (size_t)(o - out);
 }
 
-/* Length of the valid UTF-8 sequence at p (non-ASCII lead byte), or 0. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
-{
-    unsigned c = p[0];
-    size_t n;
-    unsigned long cp;
-    if (c < 0xC2)
-        return 0; /* a continuation byte, or an overlong 2-byte form */
-    if (c < 0xE0) {
-        n = 2;
-        cp = c & 0x1F;
-    } else if (c < 0xF0) {
-        n = 3;
-        cp = c & 0x0F;
-    } else if (c < 0xF5) {
-        n = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if ((size_t)(end - p) < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if (n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)))
-        return 0;
-    if (n == 4 && (cp < 0x10000 || cp > 0x10FFFF))
-        return 0;
-    return n;
-}
-
 /* Whether the non-ASCII sequence at p is cut short by end (and valid as
  * far as it goes): more input may complete it. */
 static bool utf8_truncated(const unsigned char *p, const unsigned char *end)
@@ -532,7 +499,7 @@ static bool scan_string(scan *s, bool emit, const char **raw, size_t *rawlen, bo
             q++;
             continue;
         }
-        size_t n = utf8_len((const unsigned char *)q, (const unsigned char *)end);
+        size_t n = ckube__utf8_decode((const unsigned char *)q, (size_t)(end - q), NULL);
         if (!n && utf8_truncated((const unsigned char *)q, (const unsigned char *)end))
             return fail(s, end, "premature end of input");
         if (!n)
