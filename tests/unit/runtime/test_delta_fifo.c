@@ -529,10 +529,71 @@ static void test_incremental_replace(void **state)
     ckube_store_free(known);
 }
 
+/* A replace that begins with nothing queued and nothing known (the first
+ * list) takes a shortcut at its end: nothing can have vanished. One that
+ * begins with something queued but nothing known must still find the
+ * queued key missing from the list. */
+static void test_incremental_replace_from_empty(void **state)
+{
+    (void)state;
+    ckube_store *known = ckube_store_new(NULL);
+    ckube_delta_fifo *f = ckube_delta_fifo_new(known, NULL);
+    struct cpopped p = {0};
+    ckube__cobj *a = cobj("ns", "a", 1), *b = cobj("ns", "b", 2), *x = cobj("ns", "x", 9);
+
+    /* Empty start; a is popped, stored and resynced while b is listed. */
+    assert_int_equal(ckube__delta_fifo_replace_begin(f), 0);
+    ckube__cobj *first[] = {a};
+    assert_int_equal(ckube__delta_fifo_replace_add(f, first, 1), 0);
+    cpop1(f, &p);
+    assert_int_equal(ckube__store_put_obj(known, (ckube__obj){.c = a}, NULL), 0);
+    assert_int_equal(ckube_delta_fifo_resync(f), 0); /* a: SYNC queued */
+    ckube__cobj *second[] = {b};
+    assert_int_equal(ckube__delta_fifo_replace_add(f, second, 1), 0);
+    assert_int_equal(ckube__delta_fifo_replace_end(f), 0);
+    /* No deletion: a's SYNC and b's REPLACED (b alone counts toward the
+     * initial population, which, as upstream's, any pop counts down). */
+    assert_int_equal(ckube_delta_fifo_len(f), 2);
+    assert_false(ckube_delta_fifo_has_synced(f));
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/a");
+    assert_int_equal(p.types[0], CKUBE_DELTA_SYNC);
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/b");
+    assert_int_equal(p.types[0], CKUBE_DELTA_REPLACED);
+    assert_true(ckube_delta_fifo_has_synced(f));
+    ckube_delta_fifo_free(f);
+    ckube_store_free(known);
+
+    /* Nothing known, but x queued before the list began: the list (a
+     * only) makes x a final-state-unknown deletion. */
+    known = ckube_store_new(NULL);
+    f = ckube_delta_fifo_new(known, NULL);
+    assert_int_equal(ckube__delta_fifo_add_obj(f, CKUBE_DELTA_ADDED, (ckube__obj){.c = x}), 0);
+    assert_int_equal(ckube__delta_fifo_replace_begin(f), 0);
+    assert_int_equal(ckube__delta_fifo_replace_add(f, first, 1), 0);
+    assert_int_equal(ckube__delta_fifo_replace_end(f), 0);
+    assert_int_equal(ckube_delta_fifo_len(f), 2);
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/x");
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.types[1], CKUBE_DELTA_DELETED);
+    assert_true(p.unknown[1]);
+    cpop1(f, &p);
+    assert_string_equal(p.key, "ns/a");
+    ckube_delta_fifo_free(f);
+    ckube_store_free(known);
+
+    ckube__cobj_unref(a);
+    ckube__cobj_unref(b);
+    ckube__cobj_unref(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incremental_replace),
+        cmocka_unit_test(test_incremental_replace_from_empty),
         cmocka_unit_test(test_order_and_coalescing),
         cmocka_unit_test(test_delete_dedup),
         cmocka_unit_test(test_replace_tombstones_and_sync),
