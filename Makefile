@@ -39,7 +39,7 @@ test-tsan: deps
 	cd $(TSANBUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	    ctest --output-on-failure -j $(JOBS) -L runtime $(if $(T),-R $(T))
 
-# Installs the ckube binary, libckube.so, the headers and ckube.pc.
+# Installs ckube, ckube-controller-manager, libckube.so, the headers and ckube.pc.
 install: build
 	@cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
