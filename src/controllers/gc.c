@@ -175,12 +175,19 @@ static void deps_remove(struct node *owner, struct node *dep)
  * identity instead. Every field owned. */
 enum gev_type { GEV_ADD, GEV_UPDATE, GEV_DELETE, GEV_VIRTUAL_DELETE };
 
+/* What the graph needs of an observed object, taken from it in the
+ * handler: the event queue holds these rather than the objects, so an
+ * initial list of 100k objects that the graph thread works through after
+ * the handler does not keep 100k object trees alive meanwhile. */
 struct gevent {
     struct gevent *next;
     enum gev_type type;
-    json_t *obj;
     char *api_version, *kind;
-    char *uid; /* virtual delete */
+    char *uid;
+    char *ns, *name; /* observed events */
+    struct owner_ref *owners;
+    size_t nowners;
+    bool being_deleted, fin_orphan, fin_foreground;
 };
 
 struct monitor {
@@ -279,16 +286,23 @@ static void absent_add(gc *g, const char *key)
 
 /* ---- graph queue ---- */
 
+static void gevent_free(struct gevent *ev)
+{
+    free(ev->api_version);
+    free(ev->kind);
+    free(ev->uid);
+    free(ev->ns);
+    free(ev->name);
+    owners_free(ev->owners, ev->nowners);
+    free(ev);
+}
+
 static void gq_push(gc *g, struct gevent *ev)
 {
     pthread_mutex_lock(&g->qmu);
     if (g->qclosed) {
         pthread_mutex_unlock(&g->qmu);
-        ckube_obj_unref(ev->obj);
-        free(ev->api_version);
-        free(ev->kind);
-        free(ev->uid);
-        free(ev);
+        gevent_free(ev);
         return;
     }
     if (g->qtail)
@@ -301,26 +315,26 @@ static void gq_push(gc *g, struct gevent *ev)
     pthread_mutex_unlock(&g->qmu);
 }
 
-static void gevent_free(struct gevent *ev)
-{
-    ckube_obj_unref(ev->obj);
-    free(ev->api_version);
-    free(ev->kind);
-    free(ev->uid);
-    free(ev);
-}
-
 static void push_observed(struct monitor *m, enum gev_type type, const json_t *obj)
 {
-    if (!obj)
-        return; /* a tombstone with no known state: nothing to apply */
+    const char *uid = obj ? ckube_obj_uid(obj) : NULL;
+    if (!uid)
+        return; /* a tombstone with no known state, or no uid: nothing to apply */
     struct gevent *ev = calloc(1, sizeof(*ev));
     if (!ev)
         return;
     ev->type = type;
-    ev->obj = ckube_obj_ref((json_t *)obj);
+    ev->uid = strdup(uid);
     ev->api_version = strdup(m->api_version);
     ev->kind = strdup(m->kind);
+    if (type != GEV_DELETE) {
+        ev->ns = dup_or_null(ckube_obj_namespace(obj));
+        ev->name = dup_or_null(ckube_obj_name(obj));
+        ev->owners = parse_owners(obj, &ev->nowners);
+        ev->being_deleted = ckube_json_get_path(obj, "metadata.deletionTimestamp") != NULL;
+        ev->fin_orphan = ckube_has_finalizer(obj, GC_FINALIZER_ORPHAN);
+        ev->fin_foreground = ckube_has_finalizer(obj, GC_FINALIZER_FOREGROUND);
+    }
     gq_push(m->g, ev);
 }
 
@@ -427,34 +441,30 @@ static void update_owners(gc *g, struct node *n, struct owner_ref *owners, size_
 
 static void apply_observed(gc *g, struct gevent *ev)
 {
-    const char *uid = ckube_obj_uid(ev->obj);
-    if (!uid)
+    if (!ev->uid)
         return;
-    struct node *n = find_node(g, uid);
+    struct node *n = find_node(g, ev->uid);
     if (ev->type == GEV_DELETE) {
         if (n)
             remove_node(g, n);
         return;
     }
-    size_t nowners = 0;
-    struct owner_ref *owners = parse_owners(ev->obj, &nowners);
-    bool fresh = !n;
-    if (fresh && !(n = insert_node(g, uid))) {
-        owners_free(owners, nowners);
+    if (!n && !(n = insert_node(g, ev->uid)))
         return;
-    }
     n->observed = true;
     set_str(&n->api_version, ev->api_version);
     set_str(&n->kind, ev->kind);
-    set_str(&n->ns, ckube_obj_namespace(ev->obj));
-    set_str(&n->name, ckube_obj_name(ev->obj));
-    update_owners(g, n, owners, nowners);
-    n->being_deleted = ckube_json_get_path(ev->obj, "metadata.deletionTimestamp") != NULL;
+    set_str(&n->ns, ev->ns);
+    set_str(&n->name, ev->name);
+    update_owners(g, n, ev->owners, ev->nowners); /* takes them */
+    ev->owners = NULL;
+    ev->nowners = 0;
+    n->being_deleted = ev->being_deleted;
     if (!n->being_deleted)
         return;
-    if (ckube_has_finalizer(ev->obj, GC_FINALIZER_ORPHAN))
+    if (ev->fin_orphan)
         ckube_workqueue_add(g->to_orphan, n->uid);
-    if (ckube_has_finalizer(ev->obj, GC_FINALIZER_FOREGROUND) && !n->deleting_dependents) {
+    if (ev->fin_foreground && !n->deleting_dependents) {
         n->deleting_dependents = true;
         for (size_t i = 0; i < n->ndeps; i++)
             ckube_workqueue_add(g->to_delete, n->deps[i]->uid);
