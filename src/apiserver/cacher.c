@@ -262,7 +262,13 @@ static size_t count_fields(const cacher_field *fields)
 }
 
 /* Sets o->fields from a tree. Returns 0, or -1 on allocation failure. */
-static int tree_fields(cobj *o, const json_t *obj, const cacher_field *fields)
+/* A field's value as text (malloc'd; "" when absent), or NULL on OOM. */
+typedef char *(*field_value_fn)(const void *src, const char *path);
+
+/* Sets o->fields from `src`, each value as value_of reads it there.
+ * Returns 0, or -1 on allocation failure. */
+static int set_fields(cobj *o, const cacher_field *fields, field_value_fn value_of,
+                      const void *src)
 {
     size_t cnt = count_fields(fields);
     if (!cnt)
@@ -273,7 +279,7 @@ static int tree_fields(cobj *o, const json_t *obj, const cacher_field *fields)
     bool ok = true;
     for (size_t i = 0; i < cnt; i++) {
         v[i * 2] = strdup(fields[i].field);
-        v[i * 2 + 1] = scalar_string(ckube_json_get_path(obj, fields[i].path));
+        v[i * 2 + 1] = value_of(src, fields[i].path);
         ok = ok && v[i * 2] && v[i * 2 + 1];
     }
     if (ok) {
@@ -283,6 +289,11 @@ static int tree_fields(cobj *o, const json_t *obj, const cacher_field *fields)
     }
     free_pairs(v, cnt);
     return o->fields ? 0 : -1;
+}
+
+static char *tree_value(const void *obj, const char *path)
+{
+    return scalar_string(ckube_json_get_path(obj, path));
 }
 
 /* Decodes, sets metadata.resourceVersion, encodes again. Returns the
@@ -316,7 +327,7 @@ static cobj *cobj_decoded(const char *key, size_t prefix_len, const char *value,
             s += n;
         }
         o->nlabels = nlabels; /* already sorted */
-        if (tree_fields(o, obj, fields)) {
+        if (set_fields(o, fields, tree_value, obj)) {
             cobj_unref(o);
             o = NULL;
         }
@@ -329,32 +340,14 @@ static cobj *cobj_decoded(const char *key, size_t prefix_len, const char *value,
 
 /* ---- the fast path: canonical bytes --------------------------------- */
 
-/* Sets o->fields by reading o->json (canonical) as tree_fields reads a
- * tree. Returns 0, or -1 on allocation failure. */
-static int scan_fields(cobj *o, const cacher_field *fields)
+/* The field at `path` of a cobj's canonical bytes, as tree_value reads
+ * it from a tree. */
+static char *scan_value(const void *src, const char *path)
 {
-    size_t cnt = count_fields(fields);
-    if (!cnt)
-        return 0;
-    char **v = calloc(cnt * 2, sizeof *v);
-    if (!v)
-        return -1;
-    bool ok = true;
-    for (size_t i = 0; i < cnt; i++) {
-        jspan val;
-        v[i * 2] = strdup(fields[i].field);
-        v[i * 2 + 1] = jscan_path(o->json, o->len, 0, fields[i].path, &val)
-                           ? jscan_scalar_dup(o->json, val)
-                           : strdup("");
-        ok = ok && v[i * 2] && v[i * 2 + 1];
-    }
-    if (ok) {
-        sort_pairs(v, cnt);
-        o->fields = pack_pairs(v, cnt);
-        o->nfields = o->fields ? cnt : 0;
-    }
-    free_pairs(v, cnt);
-    return o->fields ? 0 : -1;
+    const cobj *o = src;
+    jspan val;
+    return jscan_path(o->json, o->len, 0, path, &val) ? jscan_scalar_dup(o->json, val)
+                                                       : strdup("");
 }
 
 /* For bytes in the canonical form ckube stores (see jscan.h): splices
@@ -399,7 +392,7 @@ static cobj *cobj_scanned(const char *key, size_t prefix_len, const char *value,
         o->nlabels++;
     }
     sort_pairs(o->labels, o->nlabels);
-    if (scan_fields(o, fields)) {
+    if (set_fields(o, fields, scan_value, o)) {
         cobj_unref(o);
         return NULL;
     }

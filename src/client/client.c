@@ -349,38 +349,20 @@ int ckube__do(ckube_client *c, const ckube__req *rq, ckube_response *resp, ckube
     int retries = 0;
     bool auth_retried = false;
     for (;;) {
-        ckube__throttle(c, rq);
         ckube__creds cr;
-        if (ckube__auth_get(c->auth, &cr, err) != 0)
+        ckube__resp_headers h;
+        struct curl_slist *sl;
+        CURL *e = ckube__attempt_begin(c, rq, &cr, &h, &sl, err);
+        if (!e)
             goto out_err;
-        CURL *e = ckube__http_get_handle(c->http);
-        if (!e) {
-            ckube__creds_clear(&cr);
-            *err = ckube__local_error("out of memory");
-            goto out_err;
-        }
-        ckube__resp_headers h = {0};
-        struct curl_slist *sl = NULL;
-        if (ckube__easy_setup(c, e, rq, &cr, &h, &sl, err) != 0) {
-            ckube__creds_clear(&cr);
-            ckube__http_put_handle(c->http, e);
-            goto out_err;
-        }
         sink s = {{0}};
         char errbuf[CURL_ERROR_SIZE] = "";
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
         curl_easy_setopt(e, CURLOPT_WRITEDATA, &s);
         curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
-        uint64_t t0 = ckube_monotonic_ns();
-        CURLcode cc = curl_easy_perform(e);
-        uint64_t dt = ckube_monotonic_ns() - t0;
-        long code = 0;
-        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
-        /* Detach pointers to this stack frame before the handle is pooled. */
-        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
-        ckube__http_put_handle(c->http, e);
-        curl_slist_free_all(sl);
+        long code;
+        uint64_t dt;
+        CURLcode cc = ckube__attempt_perform(c, e, sl, &code, &dt);
         ckube__attempt next = ckube__after_attempt(c, rq, cc, code, dt, errbuf, s.b.s, s.b.len, &h,
                                                    &cr, &retries, &auth_retried, err);
         if (next != CKUBE__ATTEMPT_DONE) {

@@ -162,6 +162,19 @@ typedef struct ckube__req {
  * caller must curl_slist_free_all after the transfer. */
 int ckube__easy_setup(ckube_client *c, CURL *e, const ckube__req *rq, const ckube__creds *cr,
                       ckube__resp_headers *hdrs, struct curl_slist **slist, ckube_status **err);
+/* The start of one attempt of rq, shared by the buffered and the
+ * streaming request loops: waits for the client-side rate limiter, gets
+ * credentials into *cr and a pooled handle set up for rq (headers into
+ * *hdrs, zeroed here; *slist as ckube__easy_setup's). Returns the handle,
+ * or NULL with *err set and nothing left to release. */
+CURL *ckube__attempt_begin(ckube_client *c, const ckube__req *rq, ckube__creds *cr,
+                           ckube__resp_headers *hdrs, struct curl_slist **slist,
+                           ckube_status **err);
+/* Runs the transfer of an attempt begun with ckube__attempt_begin, then
+ * detaches the caller's stack buffers, returns the handle to the pool and
+ * frees slist. Sets *code (0: no response) and *dt_ns. */
+CURLcode ckube__attempt_perform(ckube_client *c, CURL *e, struct curl_slist *slist, long *code,
+                                uint64_t *dt_ns);
 /* "Get \"URL\": <curl error>" as a code-0 status. */
 ckube_status *ckube__transport_error(ckube_client *c, const ckube__req *rq, CURLcode cc,
                                      const char *errbuf);

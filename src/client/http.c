@@ -606,6 +606,46 @@ void ckube__emit_warnings(ckube_client *c, const ckube__resp_headers *h)
 #define STREAM_MAX_BODY ((size_t)1 << 30)
 /* Bigger reads than libcurl's 16 KiB default: fewer calls and syscalls
  * for multi-megabyte lists, still cache-sized. */
+CURL *ckube__attempt_begin(ckube_client *c, const ckube__req *rq, ckube__creds *cr,
+                           ckube__resp_headers *hdrs, struct curl_slist **slist,
+                           ckube_status **err)
+{
+    ckube__throttle(c, rq);
+    if (ckube__auth_get(c->auth, cr, err) != 0)
+        return NULL;
+    CURL *e = ckube__http_get_handle(c->http);
+    if (!e) {
+        ckube__creds_clear(cr);
+        *err = ckube__local_error("out of memory");
+        return NULL;
+    }
+    memset(hdrs, 0, sizeof *hdrs);
+    *slist = NULL;
+    if (ckube__easy_setup(c, e, rq, cr, hdrs, slist, err) != 0) {
+        ckube__creds_clear(cr);
+        ckube__http_put_handle(c->http, e);
+        return NULL;
+    }
+    return e;
+}
+
+CURLcode ckube__attempt_perform(ckube_client *c, CURL *e, struct curl_slist *slist, long *code,
+                                uint64_t *dt_ns)
+{
+    uint64_t t0 = ckube_monotonic_ns();
+    CURLcode cc = curl_easy_perform(e);
+    *dt_ns = ckube_monotonic_ns() - t0;
+    *code = 0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, code);
+    /* Detach pointers to the caller's stack frame before the handle is
+     * pooled (curl_easy_reset on reuse restores the other options). */
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+    ckube__http_put_handle(c->http, e);
+    curl_slist_free_all(slist);
+    return cc;
+}
+
 #define STREAM_BUFFER_SIZE (128L * 1024)
 
 typedef struct stream_ctx {
@@ -644,23 +684,12 @@ int ckube__do_stream(ckube_client *c, const ckube__req *rq, const ckube__body_si
     int retries = 0;
     bool auth_retried = false;
     for (;;) {
-        ckube__throttle(c, rq);
         ckube__creds cr;
-        if (ckube__auth_get(c->auth, &cr, err) != 0)
+        ckube__resp_headers h;
+        struct curl_slist *sl;
+        CURL *e = ckube__attempt_begin(c, rq, &cr, &h, &sl, err);
+        if (!e)
             goto out_err;
-        CURL *e = ckube__http_get_handle(c->http);
-        if (!e) {
-            ckube__creds_clear(&cr);
-            *err = ckube__local_error("out of memory");
-            goto out_err;
-        }
-        ckube__resp_headers h = {0};
-        struct curl_slist *sl = NULL;
-        if (ckube__easy_setup(c, e, rq, &cr, &h, &sl, err) != 0) {
-            ckube__creds_clear(&cr);
-            ckube__http_put_handle(c->http, e);
-            goto out_err;
-        }
         /* Every attempt starts the decoding over. */
         sink->begin(sink->ud);
         stream_ctx x = {.sink = sink, .h = &h};
@@ -669,17 +698,9 @@ int ckube__do_stream(ckube_client *c, const ckube__req *rq, const ckube__body_si
         curl_easy_setopt(e, CURLOPT_WRITEDATA, &x);
         curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
         curl_easy_setopt(e, CURLOPT_BUFFERSIZE, STREAM_BUFFER_SIZE);
-        uint64_t t0 = ckube_monotonic_ns();
-        CURLcode cc = curl_easy_perform(e);
-        uint64_t dt = ckube_monotonic_ns() - t0;
-        long code = 0;
-        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
-        /* Detach pointers to this stack frame before the handle is pooled
-         * (curl_easy_reset on reuse restores the buffer size). */
-        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
-        ckube__http_put_handle(c->http, e);
-        curl_slist_free_all(sl);
+        long code;
+        uint64_t dt;
+        CURLcode cc = ckube__attempt_perform(c, e, sl, &code, &dt);
         if (cc != CURLE_OK && x.sink_stopped) {
             /* The sink refused the body (it is not what it expects): its
              * own error says why. */

@@ -284,25 +284,64 @@ int ckube_delta_fifo_delete(ckube_delta_fifo *f, json_t *obj)
     return queue_obj(f, CKUBE_DELTA_DELETED, (ckube__obj){.j = obj});
 }
 
-/* Known (processed) keys missing from the list and not queued: deleted
- * while we were not watching. Called under the store's read lock. Every
- * listed key is queued by then, so "not queued" covers both. */
+/* The keys listed by an incremental replace, as an open-addressing hash
+ * set over f->listed (indexes + 1; 0 = empty). */
+typedef struct listed_set {
+    uint32_t *slot;
+    size_t mask;
+    ckube__cobj *const *objs;
+} listed_set;
+
+static bool listed_set_has(const listed_set *ls, const char *key);
+
+/* A walk of the known store (resync, vanished keys). Known (processed)
+ * keys missing from a list and not queued were deleted
+ * while we were not watching. Called under the store's read lock. A whole
+ * replace has queued every listed key by then, so "not queued" covers
+ * both; an incremental one passes the set of what it listed. */
 struct known_scan {
     ckube_delta_fifo *f;
+    const listed_set *ls; /* NULL: everything listed is queued */
     size_t deletions;
     int rc;
 };
 
 static void queue_vanished(void *ud, const char *key, ckube__obj o)
 {
-    struct known_scan *k = ud;
-    if (find_locked(k->f, key))
+    struct known_scan *v = ud;
+    if (find_locked(v->f, key) || (v->ls && listed_set_has(v->ls, key)))
         return;
     int rc;
-    queue_locked(k->f, key, CKUBE_DELTA_DELETED, o, true, &rc);
+    queue_locked(v->f, key, CKUBE_DELTA_DELETED, o, true, &rc);
     if (rc)
-        k->rc = -1;
-    k->deletions++;
+        v->rc = -1;
+    v->deletions++;
+}
+
+/* Queues the deletion of queued key `it`, missing from a list: final
+ * state unknown, its newest queued state as the last known one. Returns
+ * 0, or -1 when it could not be queued. */
+static int queue_unlisted(ckube_delta_fifo *f, struct fitem *it)
+{
+    ckube__obj last = it->n ? ckube__obj_ref(it->d[it->n - 1].obj) : (ckube__obj){0};
+    int rc;
+    queue_locked(f, it->key, CKUBE_DELTA_DELETED, last, true, &rc);
+    ckube__obj_unref(last);
+    return rc ? -1 : 0;
+}
+
+/* Queues the deletion of every known key that is neither queued nor
+ * listed (ls may be NULL; see known_scan). Returns how many, with
+ * *rc = -1 when one could not be queued. */
+static size_t queue_vanished_known(ckube_delta_fifo *f, const listed_set *ls, int *rc)
+{
+    if (!f->known)
+        return 0;
+    struct known_scan v = {.f = f, .ls = ls};
+    ckube__store_foreach(f->known, queue_vanished, &v);
+    if (v.rc)
+        *rc = -1;
+    return v.deletions;
 }
 
 /* The replace itself, over n objects (FIFO locked). Listed keys are
@@ -339,21 +378,11 @@ static int replace_locked(ckube_delta_fifo *f, const ckube__obj *objs, size_t n)
     {
         if (it->epoch == epoch)
             continue;
-        ckube__obj last = it->n ? ckube__obj_ref(it->d[it->n - 1].obj) : (ckube__obj){0};
-        int qrc;
-        queue_locked(f, it->key, CKUBE_DELTA_DELETED, last, true, &qrc);
-        if (qrc)
+        if (queue_unlisted(f, it))
             rc = -1;
-        ckube__obj_unref(last);
         deletions++;
     }
-    if (f->known) {
-        struct known_scan k = {.f = f};
-        ckube__store_foreach(f->known, queue_vanished, &k);
-        if (k.rc)
-            rc = -1;
-        deletions += k.deletions;
-    }
+    deletions += queue_vanished_known(f, NULL, &rc);
     if (!f->populated) {
         f->populated = true;
         f->initial_count = listed + deletions;
@@ -461,14 +490,6 @@ int ckube__delta_fifo_replace_add(ckube_delta_fifo *f, ckube__cobj *const *items
     return rc;
 }
 
-/* The keys listed by an incremental replace, as an open-addressing hash
- * set over f->listed (indexes + 1; 0 = empty). */
-typedef struct listed_set {
-    uint32_t *slot;
-    size_t mask;
-    ckube__cobj *const *objs;
-} listed_set;
-
 static int listed_set_build(listed_set *ls, ckube__cobj *const *objs, size_t n)
 {
     size_t size = 16;
@@ -496,25 +517,6 @@ static bool listed_set_has(const listed_set *ls, const char *key)
     return false;
 }
 
-struct vanished_scan {
-    ckube_delta_fifo *f;
-    const listed_set *ls;
-    size_t deletions;
-    int rc;
-};
-
-static void queue_vanished_listed(void *ud, const char *key, ckube__obj o)
-{
-    struct vanished_scan *v = ud;
-    if (find_locked(v->f, key) || listed_set_has(v->ls, key))
-        return;
-    int rc;
-    queue_locked(v->f, key, CKUBE_DELTA_DELETED, o, true, &rc);
-    if (rc)
-        v->rc = -1;
-    v->deletions++;
-}
-
 /* replace_end of any other replace: queues a deletion for every queued
  * or known key the list did not have. Counts into *deletions and
  * *pending (the keys of the list still queued). -1 when a deletion could
@@ -539,22 +541,12 @@ static int replace_end_scan(ckube_delta_fifo *f, size_t *deletions, size_t *pend
         }
         if (listed_set_has(&ls, it->key))
             continue; /* queued again since (e.g. a resync) */
-        ckube__obj last = it->n ? ckube__obj_ref(it->d[it->n - 1].obj) : (ckube__obj){0};
-        int qrc;
-        queue_locked(f, it->key, CKUBE_DELTA_DELETED, last, true, &qrc);
-        if (qrc)
+        if (queue_unlisted(f, it))
             rc = -1;
-        ckube__obj_unref(last);
         (*deletions)++;
     }
     /* Known keys neither listed nor queued. */
-    if (f->known) {
-        struct vanished_scan v = {.f = f, .ls = &ls};
-        ckube__store_foreach(f->known, queue_vanished_listed, &v);
-        if (v.rc)
-            rc = -1;
-        *deletions += v.deletions;
-    }
+    *deletions += queue_vanished_known(f, &ls, &rc);
     free(ls.slot);
     return rc;
 }
