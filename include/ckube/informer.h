@@ -452,21 +452,56 @@ char *ckube_reflector_last_sync_resource_version(ckube_reflector *r);
  * Shared informer
  * ====================================================================== */
 
+/* An object of a notification, as the cache holds it: immutable, shared
+ * by every handler of that notification, and borrowed for the callback
+ * (ckube_object_ref to keep it longer). Its key, namespace, name,
+ * resourceVersion and generation are read without decoding anything;
+ * ckube_object_json decodes the object into a jansson tree the first
+ * time any handler asks (one tree per notification). A handler that
+ * only maps objects to keys, as most controllers' handlers do, never
+ * pays for a tree. All functions are thread-safe. */
+typedef struct ckube_object ckube_object;
+
+/* "namespace/name" or "name" (ckube_meta_namespace_key's); "" when the
+ * object has no name. Borrowed from o. */
+const char *ckube_object_key(const ckube_object *o);
+/* metadata.namespace, NULL for a cluster-scoped object. Borrowed. */
+const char *ckube_object_namespace(const ckube_object *o);
+/* metadata.name, NULL when the object has none. Borrowed. */
+const char *ckube_object_name(const ckube_object *o);
+/* metadata.resourceVersion, NULL when none. Borrowed. */
+const char *ckube_object_resource_version(const ckube_object *o);
+/* metadata.generation; 0 when absent or not an integer. */
+int64_t ckube_object_generation(const ckube_object *o);
+/* The object as a jansson tree, built on first use and then shared
+ * (borrowed from o, read-only like every cache object; ckube_obj_ref to
+ * keep it beyond o). NULL only when out of memory. */
+const json_t *ckube_object_json(const ckube_object *o);
+/* A new reference to o (returned) / releases one. NULL-safe. */
+ckube_object *ckube_object_ref(const ckube_object *o);
+void ckube_object_unref(ckube_object *o);
+
 /* Event callbacks. Every object argument is borrowed for the call and
- * read-only; json_incref it to keep it. A handler's callbacks run on
- * that handler's own thread, one at a time, in event order. Any callback
- * may be NULL.
+ * read-only; json_incref (or ckube_object_ref) it to keep it. A
+ * handler's callbacks run on that handler's own thread, one at a time,
+ * in event order. Any callback may be NULL.
  *  - on_add: is_in_initial_list is true for objects of the first list and
  *    for the existing contents replayed to a handler added after start;
  *  - on_update: old and new; on a resync both are the same object;
  *  - on_delete: obj is the final state, or, when tombstone_key is not
  *    NULL, the last state known of an object that disappeared while the
- *    watch was down (client-go's DeletedFinalStateUnknown). */
+ *    watch was down (client-go's DeletedFinalStateUnknown).
+ * Each event has two forms: the json_t one, and the ckube_object one
+ * (on_*_object), which decodes nothing unless the callback asks. When
+ * both are set for an event, only the ckube_object one is called. */
 typedef struct ckube_event_handler {
     void (*on_add)(void *ud, const json_t *obj, bool is_in_initial_list);
     void (*on_update)(void *ud, const json_t *old_obj, const json_t *new_obj);
     void (*on_delete)(void *ud, const json_t *obj, const char *tombstone_key);
     void *ud; /* borrowed; must outlive the registration */
+    void (*on_add_object)(void *ud, const ckube_object *obj, bool is_in_initial_list);
+    void (*on_update_object)(void *ud, const ckube_object *old_obj, const ckube_object *new_obj);
+    void (*on_delete_object)(void *ud, const ckube_object *obj, const char *tombstone_key);
 } ckube_event_handler;
 
 typedef struct ckube_shared_informer ckube_shared_informer;

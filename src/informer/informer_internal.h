@@ -35,10 +35,11 @@ void ckube_delta_fifo_kick(ckube_delta_fifo *f);
  * json NUL key NUL namespace NUL resourceVersion NUL. */
 typedef struct ckube__cobj {
     size_t refcount;
-    uint32_t json_len; /* the JSON text's bytes (without the NUL) */
-    uint32_t key_len;  /* 0: the object has no metadata.name */
-    uint32_t ns_len;   /* 0: no (or an empty) metadata.namespace */
-    uint32_t rv_len;   /* 0: no metadata.resourceVersion */
+    int64_t generation; /* metadata.generation; 0 when absent or not an integer */
+    uint32_t json_len;  /* the JSON text's bytes (without the NUL) */
+    uint32_t key_len;   /* 0: the object has no metadata.name */
+    uint32_t ns_len;    /* 0: no (or an empty) metadata.namespace */
+    uint32_t rv_len;    /* 0: no metadata.resourceVersion */
     char data[];
 } ckube__cobj;
 
@@ -79,6 +80,9 @@ size_t ckube__cobj_bytes(const ckube__cobj *c);
 /* A new jansson tree of the object (refcount 1, the caller's), or NULL
  * when out of memory. Equal (json_equal) for every call. */
 json_t *ckube__cobj_tree(const ckube__cobj *c);
+/* How many trees ckube__cobj_tree has built in this process (atomic,
+ * relaxed): lets tests check that a path decodes nothing. */
+extern size_t ckube__cobj_trees_built;
 /* metadata.labels as a new tree, or NULL when absent (or not built). */
 json_t *ckube__cobj_labels(const ckube__cobj *c);
 

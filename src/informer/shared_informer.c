@@ -40,9 +40,9 @@
 
 enum note_kind { NOTE_ADD, NOTE_UPDATE, NOTE_DELETE };
 
-/* An object of a notification, shared by the notes of every handler:
- * the tree is built by the first that needs it. */
-struct lazy {
+/* An object of a notification (the public ckube_object), shared by the
+ * notes of every handler: the tree is built by the first that needs it. */
+struct ckube_object {
     size_t refcount; /* atomic */
     ckube__obj obj;  /* references */
     json_t *tree;    /* atomic: obj.j's reference, or a built one */
@@ -50,13 +50,16 @@ struct lazy {
      * informer outlives every note), and a built tree is checked against
      * its block when the last handler is done with it. */
     const char *detect;
+    /* A tree without a compact form (from the public json_t APIs): its
+     * key, computed once (malloc'd; NULL when it has no name). */
+    char *tree_key;
 };
 
 struct note {
     struct note *next;
     enum note_kind kind;
-    struct lazy *a; /* add: obj; update: old; delete: obj (references) */
-    struct lazy *b; /* update: new */
+    struct ckube_object *a; /* add: obj; update: old; delete: obj (references) */
+    struct ckube_object *b; /* update: new */
     char *tombstone_key;
     bool initial;
 };
@@ -105,12 +108,20 @@ struct ckube_shared_informer {
 /* ------------------------------------------------------------------------ */
 /* Lazy trees.                                                              */
 
-static struct lazy *lazy_new(ckube__obj o, const char *detect)
+static struct ckube_object *lazy_new(ckube__obj o, const char *detect)
 {
-    struct lazy *l = malloc(sizeof(*l));
+    struct ckube_object *l = malloc(sizeof(*l));
     if (!l)
         return NULL;
     l->refcount = 1;
+    l->tree_key = NULL;
+    if (!o.c && o.j) {
+        const char *name = ckube_obj_name(o.j);
+        if (name && *name && !(l->tree_key = ckube_meta_namespace_key(o.j))) {
+            free(l); /* it has a name: out of memory */
+            return NULL;
+        }
+    }
     l->obj = ckube__obj_ref(o);
     l->tree = o.j;
     l->detect = detect;
@@ -118,7 +129,7 @@ static struct lazy *lazy_new(ckube__obj o, const char *detect)
 }
 
 /* The mutation detector's check of a tree handed to handlers. */
-static void lazy_check(const struct lazy *l, const json_t *t)
+static void lazy_check(const struct ckube_object *l, const json_t *t)
 {
     json_t *was = ckube__cobj_tree(l->obj.c);
     if (was && !json_equal(t, was)) {
@@ -133,14 +144,14 @@ static void lazy_check(const struct lazy *l, const json_t *t)
     json_decref(was);
 }
 
-static struct lazy *lazy_ref(struct lazy *l)
+static struct ckube_object *lazy_ref(struct ckube_object *l)
 {
     if (l)
         __atomic_add_fetch(&l->refcount, 1, __ATOMIC_RELAXED);
     return l;
 }
 
-static void lazy_unref(struct lazy *l)
+static void lazy_unref(struct ckube_object *l)
 {
     if (!l || __atomic_sub_fetch(&l->refcount, 1, __ATOMIC_ACQ_REL) != 0)
         return;
@@ -151,12 +162,13 @@ static void lazy_unref(struct lazy *l)
         ckube_obj_unref(t);
     }
     ckube__obj_unref(l->obj);
+    free(l->tree_key);
     free(l);
 }
 
 /* The tree (borrowed from the lazy), built on first use; NULL when out
  * of memory. Any thread. */
-static json_t *lazy_tree(struct lazy *l)
+static json_t *lazy_tree(struct ckube_object *l)
 {
     json_t *t = __atomic_load_n(&l->tree, __ATOMIC_ACQUIRE);
     if (t)
@@ -172,6 +184,73 @@ static json_t *lazy_tree(struct lazy *l)
     return expected;
 }
 
+/* The public face of a notification's object. */
+
+const char *ckube_object_key(const ckube_object *o)
+{
+    if (!o)
+        return "";
+    if (o->obj.c)
+        return ckube__cobj_key(o->obj.c);
+    return o->tree_key ? o->tree_key : "";
+}
+
+const char *ckube_object_namespace(const ckube_object *o)
+{
+    if (!o)
+        return NULL;
+    if (o->obj.c)
+        return o->obj.c->ns_len ? ckube__cobj_namespace(o->obj.c) : NULL;
+    const char *ns = o->obj.j ? ckube_obj_namespace(o->obj.j) : NULL;
+    return ns && *ns ? ns : NULL;
+}
+
+const char *ckube_object_name(const ckube_object *o)
+{
+    if (!o)
+        return NULL;
+    const ckube__cobj *c = o->obj.c;
+    if (c) {
+        if (!c->key_len)
+            return NULL;
+        /* The key is "namespace/name", or "name" without a namespace. */
+        return ckube__cobj_key(c) + (c->ns_len ? c->ns_len + 1 : 0);
+    }
+    return o->tree_key && o->obj.j ? ckube_obj_name(o->obj.j) : NULL;
+}
+
+const char *ckube_object_resource_version(const ckube_object *o)
+{
+    return o ? ckube__obj_rv(o->obj) : NULL;
+}
+
+int64_t ckube_object_generation(const ckube_object *o)
+{
+    if (!o)
+        return 0;
+    if (o->obj.c)
+        return o->obj.c->generation;
+    json_t *g = ckube_json_get_path(o->obj.j, "metadata.generation");
+    return json_is_integer(g) ? json_integer_value(g) : 0;
+}
+
+const json_t *ckube_object_json(const ckube_object *o)
+{
+    /* Building the tree once for everybody is not a visible change: the
+     * object stays immutable from the caller's point of view. */
+    return o ? lazy_tree((ckube_object *)o) : NULL;
+}
+
+ckube_object *ckube_object_ref(const ckube_object *o)
+{
+    return lazy_ref((ckube_object *)o);
+}
+
+void ckube_object_unref(ckube_object *o)
+{
+    lazy_unref(o);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Handler queues and threads.                                              */
 
@@ -183,8 +262,9 @@ static void note_free(struct note *n)
     free(n);
 }
 
-static struct note *note_new(struct ckube_handler_reg *reg, enum note_kind kind, struct lazy *a,
-                             struct lazy *b, const char *tombstone_key, bool initial)
+static struct note *note_new(struct ckube_handler_reg *reg, enum note_kind kind,
+                             struct ckube_object *a, struct ckube_object *b,
+                             const char *tombstone_key, bool initial)
 {
     struct note *n = calloc(1, sizeof(*n));
     if (!n || (tombstone_key && !(n->tombstone_key = strdup(tombstone_key)))) {
@@ -200,8 +280,9 @@ static struct note *note_new(struct ckube_handler_reg *reg, enum note_kind kind,
 }
 
 /* Adds a note to the handler's pending list (inf->mu held). */
-static void enqueue_pending(struct ckube_handler_reg *reg, enum note_kind kind, struct lazy *a,
-                            struct lazy *b, const char *tombstone_key, bool initial)
+static void enqueue_pending(struct ckube_handler_reg *reg, enum note_kind kind,
+                            struct ckube_object *a, struct ckube_object *b,
+                            const char *tombstone_key, bool initial)
 {
     struct note *n = note_new(reg, kind, a, b, tombstone_key, initial);
     if (!n)
@@ -232,8 +313,8 @@ static void flush_pending(struct ckube_handler_reg *reg)
     reg->npend = 0;
 }
 
-static void enqueue(struct ckube_handler_reg *reg, enum note_kind kind, struct lazy *a,
-                    struct lazy *b, const char *tombstone_key, bool initial)
+static void enqueue(struct ckube_handler_reg *reg, enum note_kind kind, struct ckube_object *a,
+                    struct ckube_object *b, const char *tombstone_key, bool initial)
 {
     struct note *n = note_new(reg, kind, a, b, tombstone_key, initial);
     if (!n)
@@ -249,10 +330,36 @@ static void enqueue(struct ckube_handler_reg *reg, enum note_kind kind, struct l
     pthread_mutex_unlock(&reg->mu);
 }
 
+/* The ckube_object form of a note, when the handler has it for this
+ * kind: true when called. */
+static bool call_object_handler(const ckube_event_handler *h, const struct note *n)
+{
+    switch (n->kind) {
+    case NOTE_ADD:
+        if (!h->on_add_object)
+            return false;
+        h->on_add_object(h->ud, n->a, n->initial);
+        return true;
+    case NOTE_UPDATE:
+        if (!h->on_update_object)
+            return false;
+        h->on_update_object(h->ud, n->a, n->b);
+        return true;
+    case NOTE_DELETE:
+        if (!h->on_delete_object)
+            return false;
+        h->on_delete_object(h->ud, n->a, n->tombstone_key);
+        return true;
+    }
+    return false;
+}
+
 static void call_handler(struct ckube_handler_reg *reg, const struct note *n)
 {
     const ckube_event_handler *h = &reg->h;
     json_t *a = NULL, *b = NULL;
+    if (call_object_handler(h, n))
+        return;
     bool want = (n->kind == NOTE_ADD && h->on_add) || (n->kind == NOTE_UPDATE && h->on_update) ||
                 (n->kind == NOTE_DELETE && h->on_delete);
     if (!want)
@@ -354,7 +461,7 @@ static bool same_rv(ckube__obj a, ckube__obj b)
 static void distribute(ckube_shared_informer *inf, enum note_kind kind, ckube__obj a, ckube__obj b,
                        const char *tombstone_key, bool initial, bool is_sync)
 {
-    struct lazy *la = NULL, *lb = NULL;
+    struct ckube_object *la = NULL, *lb = NULL;
     const char *detect = ckube_store_detects_mutations(inf->store) ? inf->name : NULL;
     for (struct ckube_handler_reg *reg = inf->handlers; reg; reg = reg->next) {
         if (is_sync && !reg->syncing)
@@ -585,7 +692,7 @@ ckube_handler_reg *ckube_shared_informer_add_handler_with_resync(ckube_shared_in
             return NULL;
         }
         for (size_t i = 0; i < ncur; i++) {
-            struct lazy *l =
+            struct ckube_object *l =
                 lazy_new(cur[i], ckube_store_detects_mutations(inf->store) ? inf->name : NULL);
             if (l)
                 enqueue(reg, NOTE_ADD, l, NULL, NULL, true);

@@ -2,9 +2,13 @@
  * ckube/informer.h).
  *
  * Objects live in a red-black tree keyed by "ns/name" (so listings come
- * out sorted). Each index maps a value to the set of items having it: a
- * tree of values, each holding a tree of items. A readers-writer lock
- * guards everything; readers get new references to the shared objects.
+ * out sorted). Each custom index maps a value to the set of items having
+ * it: a tree of values, each holding a tree of items. The built-in
+ * namespace index has no structure of its own: the objects of namespace
+ * ns are the keys beginning "ns/", one range of the item tree, so it
+ * costs nothing to keep (it was a second tree as large as the first). A
+ * readers-writer lock guards everything; readers get new references to
+ * the shared objects.
  *
  * An object is kept in one of two forms (informer_internal.h):
  *  - compact (what informers store): its JSON text in one block; a
@@ -221,7 +225,7 @@ RB_GENERATE_STATIC(value_tree, value_node, link, value_cmp)
 
 struct index {
     char *name;
-    ckube_index_fn fn; /* NULL for the built-in namespace index */
+    ckube_index_fn fn; /* NULL for the built-in namespace index (no values) */
     void *ud;
     struct value_tree values;
 };
@@ -445,17 +449,8 @@ static void indexes_update(ckube_store *s, struct item *it, ckube__obj old_obj, 
 {
     for (size_t i = 0; i < s->nindexes; i++) {
         struct index *ix = &s->indexes[i];
-        if (!ix->fn) {
-            const char *ov = ckube__obj_none(old_obj) ? NULL : obj_namespace(old_obj);
-            const char *nv = ckube__obj_none(new_obj) ? NULL : obj_namespace(new_obj);
-            if (ov && nv && strcmp(ov, nv) == 0)
-                continue; /* unchanged */
-            if (ov)
-                it->bytes -= index_remove(ix, ov, it);
-            if (nv)
-                it->bytes += index_insert(ix, nv, it);
-            continue;
-        }
+        if (!ix->fn)
+            continue; /* the namespace index is the key order itself */
         if (!ckube__obj_none(old_obj)) {
             ckube_index_values ov;
             index_compute(ix, old_obj, &ov);
@@ -598,12 +593,8 @@ static int add_index_locked(ckube_store *s, const ckube_indexer *ix, bool builti
     struct item *it;
     RB_FOREACH(it, item_tree, &s->items)
     {
-        if (!x->fn) {
-            size_t b = index_insert(x, obj_namespace(item_obj(it)), it);
-            it->bytes += b;
-            bytes_add(s, b);
-            continue;
-        }
+        if (!x->fn)
+            break; /* nothing to build (see indexes_update) */
         ckube_index_values vals;
         index_compute(x, item_obj(it), &vals);
         for (size_t j = 0; j < vals.n; j++) {
@@ -1032,14 +1023,87 @@ int ckube_store_list_keys(ckube_store *s, ckube_key_list *out)
     return rc;
 }
 
-/* The value node of index/value (read lock held); *rc -1 when there is
- * no such index. */
-static struct value_node *find_value(ckube_store *s, const char *index, const char *value, int *rc)
+/* The first item of namespace ns's key range (read lock held): the
+ * first key at or after "ns/". */
+static struct item *ns_range_first(ckube_store *s, const char *ns, size_t plen)
 {
+    _Alignas(struct item) char stackbuf[sizeof(struct item) + 256];
+    struct item *find =
+        plen < 255 ? (struct item *)stackbuf : malloc(sizeof(struct item) + plen + 2);
+    if (!find)
+        return NULL;
+    memcpy(find->key, ns, plen);
+    memcpy(find->key + plen, "/", 2);
+    struct item *it = RB_NFIND(item_tree, &s->items, find);
+    if (find != (struct item *)stackbuf)
+        free(find);
+    return it;
+}
+
+/* The items having `value` in index `index`, in key order, into *items
+ * (malloc'd array of borrowed items, NULL when none; read lock held and
+ * kept while they are used). Returns how many; *rc -1 when there is no
+ * such index or out of memory. */
+static size_t index_members(ckube_store *s, const char *index, const char *value,
+                            struct item ***items, int *rc)
+{
+    *items = NULL;
     struct index *ix = find_index(s, index);
     *rc = ix ? 0 : -1;
-    struct value_node find = {.value = (char *)value};
-    return ix ? RB_FIND(value_tree, &ix->values, &find) : NULL;
+    if (!ix)
+        return 0;
+    size_t n = 0, cap = 0;
+    struct item **v = NULL;
+#define MEMBERS_PUSH(x)                                                                            \
+    do {                                                                                           \
+        if (n == cap) {                                                                            \
+            size_t ncap = cap ? 2 * cap : 64;                                                      \
+            struct item **g = realloc(v, ncap * sizeof(*g));                                       \
+            if (!g)                                                                                \
+                goto oom;                                                                          \
+            v = g;                                                                                 \
+            cap = ncap;                                                                            \
+        }                                                                                          \
+        v[n++] = (x);                                                                              \
+    } while (0)
+    struct item *it;
+    if (ix->fn) {
+        struct value_node find = {.value = (char *)value};
+        struct value_node *vn = RB_FIND(value_tree, &ix->values, &find);
+        if (vn && vn->n && !(v = malloc(vn->n * sizeof(*v))))
+            goto oom;
+        cap = vn ? vn->n : 0;
+        struct key_node *kn;
+        if (vn)
+            RB_FOREACH(kn, key_tree, &vn->keys)
+            {
+                v[n++] = kn->it;
+            }
+    } else if (!*value) {
+        /* Cluster-scoped objects: keys without a namespace, anywhere. */
+        RB_FOREACH(it, item_tree, &s->items)
+        {
+            if (!*obj_namespace(item_obj(it)))
+                MEMBERS_PUSH(it);
+        }
+    } else {
+        size_t plen = strlen(value);
+        for (it = ns_range_first(s, value, plen);
+             it && strncmp(it->key, value, plen) == 0 && it->key[plen] == '/';
+             it = RB_NEXT(item_tree, &s->items, it)) {
+            /* A cluster-scoped object may be named "ns/x" (not a
+             * Kubernetes name, but the store does not forbid it). */
+            if (strcmp(obj_namespace(item_obj(it)), value) == 0)
+                MEMBERS_PUSH(it);
+        }
+    }
+#undef MEMBERS_PUSH
+    *items = v;
+    return n;
+oom:
+    free(v);
+    *rc = -1;
+    return 0;
 }
 
 int ckube_store_by_index(ckube_store *s, const char *index, const char *value, ckube_obj_list *out)
@@ -1050,21 +1114,14 @@ int ckube_store_by_index(ckube_store *s, const char *index, const char *value, c
         return -1;
     pthread_rwlock_rdlock(&s->lock);
     int rc;
-    struct value_node *vn = find_value(s, index, value, &rc);
-    if (vn && vn->n) {
-        out->items = malloc(vn->n * sizeof(json_t *));
-        if (!out->items) {
-            rc = -1;
-        } else {
-            struct key_node *kn;
-            RB_FOREACH(kn, key_tree, &vn->keys)
-            {
-                if ((rc = push_tree(s, kn->it, out)) != 0)
-                    break;
-            }
-        }
-    }
+    struct item **items;
+    size_t n = index_members(s, index, value, &items, &rc);
+    if (n && !(out->items = malloc(n * sizeof(json_t *))))
+        rc = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = push_tree(s, items[i], out);
     pthread_rwlock_unlock(&s->lock);
+    free(items);
     if (rc != 0)
         ckube_obj_list_free(out);
     return rc;
@@ -1079,26 +1136,46 @@ int ckube_store_index_keys(ckube_store *s, const char *index, const char *value,
         return -1;
     pthread_rwlock_rdlock(&s->lock);
     int rc;
-    struct value_node *vn = find_value(s, index, value, &rc);
-    if (vn && vn->n) {
-        if (!(out->keys = calloc(vn->n, sizeof(char *)))) {
+    struct item **items;
+    size_t n = index_members(s, index, value, &items, &rc);
+    if (n && !(out->keys = calloc(n, sizeof(char *))))
+        rc = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (!(out->keys[out->n] = strdup(items[i]->key)))
             rc = -1;
-        } else {
-            struct key_node *kn;
-            RB_FOREACH(kn, key_tree, &vn->keys)
-            {
-                if (!(out->keys[out->n] = strdup(kn->it->key))) {
-                    rc = -1;
-                    break;
-                }
-                out->n++;
-            }
-        }
+        else
+            out->n++;
     }
     pthread_rwlock_unlock(&s->lock);
+    free(items);
     if (rc != 0)
         ckube_key_list_free(out);
     return rc;
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends a copy of v to out unless it is out's last value. -1 when out
+ * of memory. */
+static int push_value(ckube_key_list *out, size_t *cap, const char *v)
+{
+    if (out->n && strcmp(out->keys[out->n - 1], v) == 0)
+        return 0;
+    if (out->n == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 16;
+        char **g = realloc(out->keys, ncap * sizeof(*g));
+        if (!g)
+            return -1;
+        out->keys = g;
+        *cap = ncap;
+    }
+    if (!(out->keys[out->n] = strdup(v)))
+        return -1;
+    out->n++;
+    return 0;
 }
 
 int ckube_store_index_values(ckube_store *s, const char *index, ckube_key_list *out)
@@ -1110,24 +1187,35 @@ int ckube_store_index_values(ckube_store *s, const char *index, ckube_key_list *
     pthread_rwlock_rdlock(&s->lock);
     struct index *ix = find_index(s, index);
     int rc = ix ? 0 : -1;
-    if (ix) {
-        size_t n = 0;
+    size_t cap = 0;
+    if (ix && ix->fn) {
         struct value_node *vn;
         RB_FOREACH(vn, value_tree, &ix->values)
         {
-            n++;
+            if ((rc = push_value(out, &cap, vn->value)) != 0)
+                break;
         }
-        if (n && !(out->keys = calloc(n, sizeof(char *))))
-            rc = -1;
-        else
-            RB_FOREACH(vn, value_tree, &ix->values)
-            {
-                if (!(out->keys[out->n] = strdup(vn->value))) {
-                    rc = -1;
-                    break;
-                }
-                out->n++;
+    } else if (ix) {
+        /* Each namespace is one key range, so consecutive duplicates go
+         * on the way; but ranges are not in namespace order ("a-b/..."
+         * sorts before "a/..."), so sort and drop the rest after. */
+        struct item *it;
+        RB_FOREACH(it, item_tree, &s->items)
+        {
+            if ((rc = push_value(out, &cap, obj_namespace(item_obj(it)))) != 0)
+                break;
+        }
+        if (rc == 0 && out->n > 1) {
+            qsort(out->keys, out->n, sizeof(char *), cmp_strp);
+            size_t w = 1;
+            for (size_t i = 1; i < out->n; i++) {
+                if (strcmp(out->keys[i], out->keys[w - 1]) == 0)
+                    free(out->keys[i]);
+                else
+                    out->keys[w++] = out->keys[i];
             }
+            out->n = w;
+        }
     }
     pthread_rwlock_unlock(&s->lock);
     if (rc != 0)
@@ -1194,22 +1282,17 @@ static int select_items(ckube_store *s, const char *ns, const ckube_selector *se
 {
     pthread_rwlock_rdlock(&s->lock);
     int rc = 0;
-    struct value_node *vn = NULL;
+    struct item **items = NULL;
     size_t cap = s->count;
-    if (ns) {
-        vn = find_value(s, CKUBE_INDEX_NAMESPACE, ns, &rc);
-        cap = vn ? vn->n : 0;
-    }
+    if (ns)
+        cap = index_members(s, CKUBE_INDEX_NAMESPACE, ns, &items, &rc);
     if (rc == 0 && cap && !(out->items = malloc(cap * sizeof(json_t *))))
         rc = -1;
     if (rc == 0 && cap) {
         if (ns) {
-            struct key_node *kn;
-            RB_FOREACH(kn, key_tree, &vn->keys)
-            {
-                if (item_matches(kn->it, sel) && (rc = push_tree(s, kn->it, out)) != 0)
+            for (size_t i = 0; i < cap; i++)
+                if (item_matches(items[i], sel) && (rc = push_tree(s, items[i], out)) != 0)
                     break;
-            }
         } else {
             struct item *it;
             RB_FOREACH(it, item_tree, &s->items)
@@ -1220,6 +1303,7 @@ static int select_items(ckube_store *s, const char *ns, const ckube_selector *se
         }
     }
     pthread_rwlock_unlock(&s->lock);
+    free(items);
     if (rc != 0)
         ckube_obj_list_free(out);
     return rc;

@@ -335,17 +335,43 @@ static void map_object(struct watch_entry *w, const json_t *obj, ckube_key_sink 
     }
 }
 
-static bool predicates_pass(struct watch_entry *w, const json_t *old_obj, const json_t *new_obj)
+static bool predicates_pass(struct watch_entry *w, const ckube_object *old_obj,
+                            const ckube_object *new_obj)
 {
+    if (!w->spec.predicates[0])
+        return true;
+    /* Predicates read trees: decode only for watches that have them. */
+    const json_t *o = old_obj ? ckube_object_json(old_obj) : NULL;
+    const json_t *n = ckube_object_json(new_obj);
+    if (!n || (old_obj && !o)) {
+        CKUBE_ERROR("controller %s: out of memory: dropping an event", w->c->name);
+        return false;
+    }
     for (int i = 0; i < 4 && w->spec.predicates[i]; i++)
-        if (!w->spec.predicates[i](w->spec.predicate_ctx[i], old_obj, new_obj))
+        if (!w->spec.predicates[i](w->spec.predicate_ctx[i], o, n))
             return false;
     return true;
 }
 
-static uint64_t obj_rv(const json_t *obj)
+/* Maps obj to keys per the watch's spec into `sink`; only owner and
+ * function mappings decode the object. */
+static void map_cached(struct watch_entry *w, const ckube_object *obj, ckube_key_sink *sink)
 {
-    const char *rv = ckube_obj_resource_version(obj);
+    if (w->spec.map == CKUBE_MAP_SELF) {
+        ckube_enqueue(sink, ckube_object_namespace(obj), ckube_object_name(obj));
+        return;
+    }
+    const json_t *t = ckube_object_json(obj);
+    if (!t) {
+        CKUBE_ERROR("controller %s: out of memory: dropping an event", w->c->name);
+        return;
+    }
+    map_object(w, t, sink);
+}
+
+/* A resourceVersion as a number; 0 when absent or opaque. */
+static uint64_t rv_number(const char *rv)
+{
     if (!rv || !*rv)
         return 0;
     char *end = NULL;
@@ -354,10 +380,9 @@ static uint64_t obj_rv(const json_t *obj)
     return (errno || *end) ? 0 : (uint64_t)v;
 }
 
-static int64_t obj_generation(const json_t *obj)
+static uint64_t obj_rv(const ckube_object *obj)
 {
-    json_t *g = ckube_json_get_path(obj, "metadata.generation");
-    return json_is_integer(g) ? json_integer_value(g) : 0;
+    return rv_number(ckube_object_resource_version(obj));
 }
 
 /* Records that `w`'s informer has delivered `rv` and releases every
@@ -402,18 +427,19 @@ static void note_seen_rv(struct watch_entry *w, uint64_t rv)
 }
 
 static void describe(char *buf, size_t n, struct watch_entry *w, const char *event,
-                     const json_t *obj)
+                     const ckube_object *obj)
 {
-    const char *ns = ckube_obj_namespace(obj);
+    const char *ns = ckube_object_namespace(obj);
+    int64_t generation = ckube_object_generation(obj);
     char gen[48] = "";
-    if (obj_generation(obj) > 0)
-        snprintf(gen, sizeof(gen), "generation %" PRId64 ", ", obj_generation(obj));
+    if (generation > 0)
+        snprintf(gen, sizeof(gen), "generation %" PRId64 ", ", generation);
     snprintf(buf, n, "%s %s%s%s %s (%sresourceVersion %s) via watch \"%s\"", w->resource_label,
-             ns ? ns : "", ns ? "/" : "", ckube_obj_name(obj) ?: "?", event, gen,
-             ckube_obj_resource_version(obj) ?: "?", w->spec.label);
+             ns ? ns : "", ns ? "/" : "", ckube_object_name(obj) ?: "?", event, gen,
+             ckube_object_resource_version(obj) ?: "?", w->spec.label);
 }
 
-static void on_add(void *ctx, const json_t *obj, bool initial)
+static void on_add(void *ctx, const ckube_object *obj, bool initial)
 {
     struct watch_entry *w = ctx;
     note_seen_rv(w, obj_rv(obj));
@@ -422,15 +448,15 @@ static void on_add(void *ctx, const json_t *obj, bool initial)
     char why[REASON_MAX];
     describe(why, sizeof(why), w, initial ? "ADDED (initial list)" : "ADDED", obj);
     ckube_key_sink sink = {.c = w->c, .why = why, .bypass_backoff = true};
-    map_object(w, obj, &sink);
+    map_cached(w, obj, &sink);
     sink_flush(&sink);
 }
 
-static void on_update(void *ctx, const json_t *old_obj, const json_t *new_obj)
+static void on_update(void *ctx, const ckube_object *old_obj, const ckube_object *new_obj)
 {
     struct watch_entry *w = ctx;
-    const char *orv = ckube_obj_resource_version(old_obj);
-    const char *nrv = ckube_obj_resource_version(new_obj);
+    const char *orv = ckube_object_resource_version(old_obj);
+    const char *nrv = ckube_object_resource_version(new_obj);
     bool resync = orv && nrv && strcmp(orv, nrv) == 0;
     if (!resync)
         note_seen_rv(w, obj_rv(new_obj));
@@ -440,16 +466,16 @@ static void on_update(void *ctx, const json_t *old_obj, const json_t *new_obj)
         return;
     char why[REASON_MAX];
     describe(why, sizeof(why), w, resync ? "resync" : "MODIFIED", new_obj);
-    bool gen_changed = obj_generation(old_obj) != obj_generation(new_obj);
+    bool gen_changed = ckube_object_generation(old_obj) != ckube_object_generation(new_obj);
     ckube_key_sink sink = {.c = w->c, .why = why, .bypass_backoff = gen_changed};
-    map_object(w, new_obj, &sink);
+    map_cached(w, new_obj, &sink);
     /* An owner reference that moved: the old owner must hear of it too. */
     if (w->spec.map != CKUBE_MAP_SELF && !resync)
-        map_object(w, old_obj, &sink);
+        map_cached(w, old_obj, &sink);
     sink_flush(&sink);
 }
 
-static void on_delete(void *ctx, const json_t *obj, const char *tombstone_key)
+static void on_delete(void *ctx, const ckube_object *obj, const char *tombstone_key)
 {
     bool final_state_unknown = tombstone_key != NULL;
     struct watch_entry *w = ctx;
@@ -460,7 +486,7 @@ static void on_delete(void *ctx, const json_t *obj, const char *tombstone_key)
     describe(why, sizeof(why), w, final_state_unknown ? "DELETED (final state unknown)" : "DELETED",
              obj);
     ckube_key_sink sink = {.c = w->c, .why = why, .bypass_backoff = true};
-    map_object(w, obj, &sink);
+    map_cached(w, obj, &sink);
     sink_flush(&sink);
 }
 
@@ -518,7 +544,7 @@ int ckube_reconcile_retries(const ckube_reconcile_ctx *rc)
 void ckube_reconcile_wrote(ckube_reconcile_ctx *rc, ckube_shared_informer *inf,
                            const json_t *written)
 {
-    uint64_t rv = obj_rv(written);
+    uint64_t rv = rv_number(ckube_obj_resource_version(written));
     if (!rc || !inf || rv == 0)
         return; /* opaque (non-numeric) versions cannot be compared: no hold */
     ckube_controller *c = rc->c;
@@ -722,8 +748,10 @@ int ckube_controller_start(ckube_controller *c, uint64_t timeout_ns)
      * contents to a new handler, so no object is missed either way. */
     for (size_t i = 0; i < c->nwatches; i++) {
         struct watch_entry *w = c->watches[i];
-        ckube_event_handler h = {
-            .on_add = on_add, .on_update = on_update, .on_delete = on_delete, .ud = w};
+        ckube_event_handler h = {.on_add_object = on_add,
+                                 .on_update_object = on_update,
+                                 .on_delete_object = on_delete,
+                                 .ud = w};
         w->reg = ckube_shared_informer_add_handler(w->inf, &h);
         if (!w->reg) {
             CKUBE_ERROR("controller %s: cannot register an event handler on %s", c->name,

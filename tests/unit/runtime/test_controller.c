@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "informer/informer_internal.h"
+
 /* ------------------------------------------------------------ fixture */
 
 #define MAXLOG 256
@@ -239,8 +241,11 @@ static void test_self_mapping_and_reasons(void **state)
         ckube_fake_lw_add(e.fake, o);
         json_decref(o);
     }
+    size_t built = __atomic_load_n(&ckube__cobj_trees_built, __ATOMIC_RELAXED);
     env_run(&e);
     assert_int_equal(wait_runs(3), 3);
+    /* Mapping an object to its own key (no predicates) decodes nothing. */
+    assert_int_equal(__atomic_load_n(&ckube__cobj_trees_built, __ATOMIC_RELAXED), built);
     assert_int_equal(runs_of("ns/o0"), 1);
     assert_int_equal(runs_of("ns/o2"), 1);
     assert_non_null(strstr(R.reasons[0], "ADDED (initial list)"));

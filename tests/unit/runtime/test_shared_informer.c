@@ -19,6 +19,7 @@
 #include "ckube/fake.h"
 #include "ckube/informer.h"
 #include "ckube/json.h"
+#include "informer/informer_internal.h"
 #include "runtime/informer_test_util.h"
 
 /* ---- a handler that mirrors what it is told and checks it makes sense ---- */
@@ -919,6 +920,145 @@ static void test_compact_cache(void **state)
     ckube_fake_clock_free(clk);
 }
 
+/* ---- the ckube_object callbacks: metadata without trees ---- */
+
+/* What an object handler saw, as text (one line per call). */
+struct orec {
+    pthread_mutex_t mu;
+    char log[4096];
+    size_t calls;
+    ckube_object *kept; /* a reference kept past its callback */
+    const json_t *tree; /* the tree asked for in one add (borrowed) */
+    bool ask_tree;      /* call ckube_object_json for ns1/w01 */
+};
+
+static void orec_line(struct orec *r, const char *what, const ckube_object *o)
+{
+    const char *ns = ckube_object_namespace(o), *name = ckube_object_name(o),
+               *rv = ckube_object_resource_version(o);
+    size_t n = strlen(r->log);
+    snprintf(r->log + n, sizeof(r->log) - n, "%s %s ns=%s name=%s rv=%s gen=%" PRId64 "\n", what,
+             ckube_object_key(o), ns ? ns : "-", name ? name : "-", rv ? "set" : "-",
+             ckube_object_generation(o));
+    r->calls++;
+}
+
+static void o_add(void *ud, const ckube_object *o, bool initial)
+{
+    struct orec *r = ud;
+    pthread_mutex_lock(&r->mu);
+    orec_line(r, initial ? "add(initial)" : "add", o);
+    if (r->ask_tree && strcmp(ckube_object_key(o), "ns1/w01") == 0) {
+        r->tree = ckube_object_json(o);
+        r->kept = ckube_object_ref(o);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void o_update(void *ud, const ckube_object *old_obj, const ckube_object *new_obj)
+{
+    struct orec *r = ud;
+    pthread_mutex_lock(&r->mu);
+    orec_line(r, "update-old", old_obj);
+    orec_line(r, "update-new", new_obj);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void o_delete(void *ud, const ckube_object *o, const char *tombstone_key)
+{
+    struct orec *r = ud;
+    pthread_mutex_lock(&r->mu);
+    orec_line(r, tombstone_key ? "tombstone" : "delete", o);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static size_t oget(struct orec *r)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t n = r->calls;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+/* The json_t form of a handler that also has the ckube_object form. */
+static size_t json_form_calls;
+
+static void j_never(void *ud, const json_t *obj, bool initial)
+{
+    (void)ud;
+    (void)obj;
+    (void)initial;
+    __atomic_add_fetch(&json_form_calls, 1, __ATOMIC_RELAXED);
+}
+
+static void test_object_handler(void **state)
+{
+    (void)state;
+    ckube_fake_lw_opts fo = {.resource = "widgets.example.com"};
+    ckube_fake_lw *fake = ckube_fake_lw_new(&fo);
+    json_t *a = tu_obj("ns1", "w01", NULL, NULL, 1), *c = tu_obj(NULL, "cluster", NULL, NULL, 2);
+    json_object_set_new(json_object_get(a, "metadata"), "generation", json_integer(3));
+    ckube_fake_lw_add(fake, a);
+    ckube_fake_lw_add(fake, c);
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), NULL);
+
+    /* Two handlers: one reads only metadata; one has both forms (the
+     * ckube_object form wins) and asks for the tree once. */
+    struct orec r1 = {.mu = PTHREAD_MUTEX_INITIALIZER}, r2 = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    r2.ask_tree = true;
+    ckube_event_handler e1 = {.on_add_object = o_add,
+                              .on_update_object = o_update,
+                              .on_delete_object = o_delete,
+                              .ud = &r1};
+    ckube_event_handler e2 = {.on_add = j_never, .on_add_object = o_add, .ud = &r2};
+    ckube_handler_reg *g1 = ckube_shared_informer_add_handler(inf, &e1);
+    size_t built0 = __atomic_load_n(&ckube__cobj_trees_built, __ATOMIC_RELAXED);
+    assert_int_equal(ckube_shared_informer_start(inf), 0);
+    assert_true(TU_WAIT(ckube_handler_reg_has_synced(g1), 5000));
+    /* Nothing was decoded for a handler that asked for nothing. */
+    assert_int_equal(__atomic_load_n(&ckube__cobj_trees_built, __ATOMIC_RELAXED), built0);
+    ckube_handler_reg *g2 = ckube_shared_informer_add_handler(inf, &e2);
+    assert_true(TU_WAIT(ckube_handler_reg_has_synced(g2), 5000));
+
+    json_object_set_new(json_object_get(a, "metadata"), "generation", json_integer(4));
+    ckube_fake_lw_update(fake, a);
+    ckube_fake_lw_delete(fake, NULL, "cluster");
+    assert_true(TU_WAIT(oget(&r1) == 5, 5000));
+    tu_sleep_ms(20);
+    ckube_shared_informer_stop(inf);
+
+    pthread_mutex_lock(&r1.mu);
+    const char *want1 = "add(initial) cluster ns=- name=cluster rv=set gen=0\n"
+                        "add(initial) ns1/w01 ns=ns1 name=w01 rv=set gen=3\n"
+                        "update-old ns1/w01 ns=ns1 name=w01 rv=set gen=3\n"
+                        "update-new ns1/w01 ns=ns1 name=w01 rv=set gen=4\n"
+                        "delete cluster ns=- name=cluster rv=set gen=0\n";
+    assert_string_equal(r1.log, want1);
+    pthread_mutex_unlock(&r1.mu);
+    pthread_mutex_lock(&r2.mu);
+    assert_string_equal(r2.log, "add(initial) cluster ns=- name=cluster rv=set gen=0\n"
+                                "add(initial) ns1/w01 ns=ns1 name=w01 rv=set gen=3\n");
+    assert_int_equal(__atomic_load_n(&json_form_calls, __ATOMIC_RELAXED), 0);
+    /* The tree it asked for is the object, and outlives the callback
+     * with the reference it kept. */
+    assert_non_null(r2.kept);
+    assert_ptr_equal(ckube_object_json(r2.kept), r2.tree);
+    assert_int_equal(json_integer_value(ckube_json_get_path(r2.tree, "spec.value")), 1);
+    assert_string_equal(ckube_object_key(r2.kept), "ns1/w01");
+    ckube_object_unref(r2.kept);
+    pthread_mutex_unlock(&r2.mu);
+    /* NULL-safe accessors. */
+    assert_string_equal(ckube_object_key(NULL), "");
+    assert_null(ckube_object_name(NULL));
+    assert_null(ckube_object_json(NULL));
+    ckube_object_unref(NULL);
+
+    ckube_shared_informer_free(inf);
+    json_decref(a);
+    json_decref(c);
+    ckube_fake_lw_unref(fake);
+}
+
 static void mutating_add(void *ud, const json_t *obj, bool initial)
 {
     (void)ud;
@@ -982,6 +1122,7 @@ int main(void)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_factory),
         cmocka_unit_test(test_compact_cache),
+        cmocka_unit_test(test_object_handler),
         cmocka_unit_test(test_handler_mutation_detected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,6 +14,8 @@
 #include "ckube/informer.h"
 #include "ckube/json.h"
 #include "ckube/selector.h"
+
+#include <inttypes.h>
 #include "common/text.h"
 #include "informer/informer_internal.h"
 #include "runtime/informer_test_util.h"
@@ -769,6 +771,125 @@ static void test_cobj_parse(void **state)
     ckube__cobj_unref(c);
 }
 
+/* metadata.generation is read into the block on the way (for handlers
+ * that need it without a tree): integers only, the last one wins, and
+ * the serializer agrees with the scanner. */
+static void test_cobj_generation(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *meta;
+        int64_t want;
+    } cases[] = {
+        {"\"name\":\"a\",\"generation\":7", 7},
+        {"\"generation\": 3 ,\"name\":\"a\"", 3},
+        {"\"name\":\"a\"", 0},
+        {"\"generation\":1,\"generation\":2", 2},
+        {"\"generation\":-5", -5},
+        {"\"generation\":9223372036854775807", INT64_MAX},
+        {"\"generation\":-9223372036854775808", INT64_MIN},
+        {"\"generation\":1.5", 0},
+        {"\"generation\":1e3", 0},
+        {"\"generation\":\"4\"", 0},
+        {"\"generation\":null", 0},
+        {"\"generation\":[1]", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        snprintf(text, sizeof(text), "{\"metadata\":{%s},\"spec\":{\"generation\":99}}",
+                 cases[i].meta);
+        char *err = NULL;
+        ckube__cobj *c = ckube__cobj_parse(text, strlen(text), NULL, &err);
+        if (!c)
+            fail_msg("%s: %s", text, err);
+        if (c->generation != cases[i].want)
+            fail_msg("%s: generation %" PRId64 ", want %" PRId64, text, c->generation,
+                     cases[i].want);
+        json_t *t = ckube__cobj_tree(c);
+        ckube__cobj *again = ckube__cobj_from_json(t, NULL);
+        assert_non_null(again);
+        assert_true(again->generation == cases[i].want);
+        ckube__cobj_unref(again);
+        json_decref(t);
+        ckube__cobj_unref(c);
+    }
+    /* A later metadata replaces an earlier one, generation included. */
+    const char *twice = "{\"metadata\":{\"generation\":4},\"metadata\":{\"name\":\"b\"}}";
+    ckube__cobj *c = ckube__cobj_parse(twice, strlen(twice), NULL, NULL);
+    assert_non_null(c);
+    assert_true(c->generation == 0);
+    ckube__cobj_unref(c);
+}
+
+/* The namespace index is a key range of the item tree: check it where
+ * ranges are easy to get wrong (prefixes of other namespaces, "" for
+ * cluster-scoped objects, a cluster-scoped name that looks like a key). */
+static void test_namespace_ranges(void **state)
+{
+    (void)state;
+    ckube_store *s = ckube_store_new(NULL);
+    const char *objs[][2] = {{"a", "x"},   {"ab", "y"}, {"a", "z"},   {NULL, "a"},
+                             {"a-b", "w"}, {"b", "v"},  {NULL, "zz"}, {"a", "a"}};
+    for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
+        json_t *o = tu_obj(objs[i][0], objs[i][1], "app", i % 2 ? "web" : "db", (int)i);
+        assert_int_equal(ckube_store_put(s, o, NULL), 0);
+        json_decref(o);
+    }
+    /* Not a Kubernetes name, but nothing stops a store from holding it:
+     * cluster-scoped, keyed "a/q", inside namespace a's key range. */
+    json_t *odd = tu_obj(NULL, "a/q", NULL, NULL, 0);
+    assert_int_equal(ckube_store_put(s, odd, NULL), 0);
+    json_decref(odd);
+
+    const char *want_a[] = {"a/a", "a/x", "a/z"};
+    expect_index_keys(s, CKUBE_INDEX_NAMESPACE, "a", want_a, 3);
+    const char *want_ab[] = {"ab/y"};
+    expect_index_keys(s, CKUBE_INDEX_NAMESPACE, "ab", want_ab, 1);
+    const char *want_cluster[] = {"a", "a/q", "zz"};
+    expect_index_keys(s, CKUBE_INDEX_NAMESPACE, "", want_cluster, 3);
+    expect_index_keys(s, CKUBE_INDEX_NAMESPACE, "c", NULL, 0);
+    expect_index_keys(s, CKUBE_INDEX_NAMESPACE, "a/", NULL, 0);
+
+    ckube_key_list vals;
+    assert_int_equal(ckube_store_index_values(s, CKUBE_INDEX_NAMESPACE, &vals), 0);
+    const char *want_vals[] = {"", "a", "a-b", "ab", "b"};
+    assert_int_equal(vals.n, 5);
+    for (size_t i = 0; i < 5; i++)
+        assert_string_equal(vals.keys[i], want_vals[i]);
+    ckube_key_list_free(&vals);
+
+    /* The lister goes through the same ranges, with and without labels. */
+    ckube_lister l = {.store = s};
+    ckube_obj_list out;
+    assert_int_equal(ckube_lister_list(&l, "a", NULL, &out), 0);
+    assert_int_equal(out.n, 3);
+    assert_string_equal(ckube_obj_name(out.items[0]), "a");
+    ckube_obj_list_free(&out);
+    ckube_selector *sel = NULL;
+    assert_int_equal(ckube_label_selector_parse("app=web", &sel, NULL), 0);
+    assert_int_equal(ckube_lister_list(&l, "a", sel, &out), 0);
+    assert_int_equal(out.n, 1); /* a/z (i = 2) is db, a/a (7) web, a/x (0) db */
+    assert_string_equal(ckube_obj_name(out.items[0]), "a");
+    ckube_obj_list_free(&out);
+    ckube_selector_free(sel);
+
+    /* Removing the last object of a namespace removes the value. */
+    assert_int_equal(ckube_store_delete_key(s, "ab/y", NULL), 1);
+    assert_int_equal(ckube_store_index_values(s, CKUBE_INDEX_NAMESPACE, &vals), 0);
+    assert_int_equal(vals.n, 4);
+    assert_string_equal(vals.keys[2], "a-b");
+    assert_string_equal(vals.keys[3], "b");
+    ckube_key_list_free(&vals);
+    ckube_store_free(s);
+
+    /* An empty store has no values at all. */
+    s = ckube_store_new(NULL);
+    assert_int_equal(ckube_store_index_values(s, CKUBE_INDEX_NAMESPACE, &vals), 0);
+    assert_int_equal(vals.n, 0);
+    ckube_key_list_free(&vals);
+    ckube_store_free(s);
+}
+
 /* The scanner accepts what jansson accepts and refuses what it refuses. */
 static void test_cobj_validation(void **state)
 {
@@ -1297,6 +1418,8 @@ int main(void)
         cmocka_unit_test(test_concurrency),
         cmocka_unit_test(test_mutation_detector),
         cmocka_unit_test(test_cobj_parse),
+        cmocka_unit_test(test_cobj_generation),
+        cmocka_unit_test(test_namespace_ranges),
         cmocka_unit_test(test_cobj_validation),
         cmocka_unit_test(test_cobj_serializer),
         cmocka_unit_test(test_cobj_list_and_events),
