@@ -234,6 +234,7 @@ struct ckube_store {
     pthread_rwlock_t lock;
     char *name;
     struct item_tree items;
+    struct item *last; /* the item with the greatest key, NULL when empty */
     size_t count;
     size_t bytes;  /* atomic */
     size_t cached; /* atomic: compact items with a cached tree */
@@ -724,6 +725,29 @@ static void item_set(ckube_store *s, struct item *it, ckube__obj o, json_t *pris
         __atomic_add_fetch(&s->cached, 1, __ATOMIC_RELAXED);
 }
 
+/* Inserts `fresh` into the item tree, or returns the item already there
+ * under its key. Lists come sorted by key (the server's order), so on a
+ * (re)list every new key is the greatest so far: that case links the item
+ * below the last one and only rebalances, instead of comparing keys all
+ * the way down (a quarter of the time of putting an item, at 100k). */
+static struct item *tree_insert(ckube_store *s, struct item *fresh)
+{
+    struct item *last = s->last;
+    if (last && strcmp(fresh->key, last->key) > 0) {
+        /* The greatest item has no right child: that is where the
+         * descent of RB_INSERT would end. */
+        RB_SET(fresh, last, link);
+        RB_RIGHT(last, link) = fresh;
+        item_tree_RB_INSERT_COLOR(&s->items, fresh);
+        s->last = fresh;
+        return NULL;
+    }
+    struct item *there = RB_INSERT(item_tree, &s->items, fresh);
+    if (!there && !last)
+        s->last = fresh;
+    return there;
+}
+
 /* Inserts/replaces under `key`. *old (may be NULL) gets the replaced
  * object (references), none when new. */
 static int put_locked(ckube_store *s, const char *key, ckube__obj o, ckube__obj *old)
@@ -739,7 +763,7 @@ static int put_locked(ckube_store *s, const char *key, ckube__obj o, ckube__obj 
         return -1;
     }
     memcpy(fresh->key, key, n + 1);
-    struct item *it = RB_INSERT(item_tree, &s->items, fresh);
+    struct item *it = tree_insert(s, fresh);
     if (it) {
         free(fresh);
         check_item(s, it);
@@ -770,6 +794,8 @@ static int put_locked(ckube_store *s, const char *key, ckube__obj o, ckube__obj 
 static void remove_locked(ckube_store *s, struct item *it, ckube__obj *old)
 {
     check_item(s, it);
+    if (it == s->last)
+        s->last = RB_PREV(item_tree, &s->items, it);
     RB_REMOVE(item_tree, &s->items, it);
     bytes_sub(s, it->bytes);
     indexes_update(s, it, item_obj(it), (ckube__obj){0});

@@ -821,6 +821,71 @@ static void test_cobj_generation(void **state)
     ckube__cobj_unref(c);
 }
 
+/* Puts in key order take a shortcut past the greatest item: mix them
+ * with puts below it, replacements and deletes (of the greatest, which
+ * moves it back, and of others), and check the store against a model. */
+static void expect_model(ckube_store *s, const bool *model, int n)
+{
+    ckube_key_list keys;
+    assert_int_equal(ckube_store_list_keys(s, &keys), 0);
+    size_t j = 0;
+    for (int i = 0; i < n; i++) {
+        if (!model[i])
+            continue;
+        char want[32];
+        snprintf(want, sizeof(want), "ns/k%04d", i);
+        if (j >= keys.n || strcmp(keys.keys[j], want) != 0)
+            fail_msg("key %zu: got %s, want %s", j, j < keys.n ? keys.keys[j] : "(end)", want);
+        json_t *o = ckube_store_get(s, want);
+        assert_non_null(o);
+        ckube_obj_unref(o);
+        j++;
+    }
+    assert_int_equal(keys.n, j);
+    assert_int_equal(ckube_store_len(s), j);
+    ckube_key_list_free(&keys);
+}
+
+static void test_sorted_put_shortcut(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    ckube_store *s = ckube_store_new(NULL);
+    bool model[N] = {0};
+    uint32_t x = 12345;
+    for (int step = 0; step < 4000; step++) {
+        x = x * 1103515245u + 12345u;
+        int r = (int)((x >> 8) % 100), k = (int)((x >> 16) % N);
+        int top = -1;
+        for (int i = N - 1; i >= 0 && top < 0; i--)
+            if (model[i])
+                top = i;
+        bool put = true;
+        if (r < 45 && top + 1 < N)
+            k = top + 1; /* the next key up */
+        else if (r >= 85 && top >= 0)
+            k = top, put = false; /* the greatest goes */
+        else if (r >= 70)
+            put = false;
+        char name[16];
+        snprintf(name, sizeof(name), "k%04d", k);
+        if (put) {
+            json_t *o = tu_obj("ns", name, NULL, NULL, step);
+            assert_int_equal(ckube_store_put(s, o, NULL), 0);
+            json_decref(o);
+        } else {
+            char key[32];
+            snprintf(key, sizeof(key), "ns/%s", name);
+            assert_int_equal(ckube_store_delete_key(s, key, NULL), model[k] ? 1 : 0);
+        }
+        model[k] = put;
+        if (step % 97 == 0)
+            expect_model(s, model, N);
+    }
+    expect_model(s, model, N);
+    ckube_store_free(s);
+}
+
 /* The namespace index is a key range of the item tree: check it where
  * ranges are easy to get wrong (prefixes of other namespaces, "" for
  * cluster-scoped objects, a cluster-scoped name that looks like a key). */
@@ -1420,6 +1485,7 @@ int main(void)
         cmocka_unit_test(test_cobj_parse),
         cmocka_unit_test(test_cobj_generation),
         cmocka_unit_test(test_namespace_ranges),
+        cmocka_unit_test(test_sorted_put_shortcut),
         cmocka_unit_test(test_cobj_validation),
         cmocka_unit_test(test_cobj_serializer),
         cmocka_unit_test(test_cobj_list_and_events),
