@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -275,7 +276,16 @@ static bool negotiate(req_ctx *rc)
 static void handle_request(struct evhttp_request *req, void *arg)
 {
     loop *lp = arg;
-    req_ctx *rc = calloc(1, sizeof *rc);
+    /* Not calloc: glibc's calloc skips the thread cache, and a block this
+     * size (1 KiB) then takes _int_malloc's large-request path, which
+     * consolidates the fast bins first (2-3% of a GET). Zeroed in two
+     * parts because GCC turns malloc + one memset of the whole block back
+     * into calloc. */
+    req_ctx *rc = malloc(sizeof *rc);
+    if (rc) {
+        memset(rc, 0, offsetof(req_ctx, query));
+        memset(&rc->query, 0, sizeof *rc - offsetof(req_ctx, query));
+    }
     if (!rc) {
         evhttp_send_error(req, 500, "out of memory");
         return;
