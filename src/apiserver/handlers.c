@@ -238,6 +238,30 @@ static bool has_finalizers(const resource_type *t, const json_t *obj)
     return t->pending_finalizers && t->pending_finalizers(obj);
 }
 
+/* The object a PUT sends, or a patch produces, must name the object of
+ * the URL (upstream's checkName): checked before anything is read from
+ * storage, so a mismatch is a 400 ahead of a 404 or a 409. A namespace
+ * left out is filled in later; a different one is refused. */
+static ckube_status *check_name(req_ctx *rc, const json_t *obj)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    if (!name || !*name)
+        return ckube_status_bad_request(
+            "the name of the object (%s based on URL) was undeterminable: name must be provided",
+            rc->ri.name);
+    if (strcmp(name, rc->ri.name))
+        return ckube_status_bad_request(
+            "the name of the object (%s) does not match the name on the URL (%s)", name,
+            rc->ri.name);
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    if (rc->type->namespaced && ns && *ns && strcmp(ns, rc->ri.ns))
+        return ckube_status_bad_request(
+            "the namespace of the object (%s) does not match the namespace on the request (%s)",
+            ns, rc->ri.ns);
+    return NULL;
+}
+
 /* kind/apiVersion in a body must match the URL's type. */
 static ckube_status *check_gvk(req_ctx *rc, json_t *obj)
 {
@@ -888,7 +912,7 @@ static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st
             *st = ckube_status_bad_request("the patch did not produce an object");
             return NULL;
         }
-        if ((*st = check_gvk(rc, obj))) {
+        if ((*st = check_gvk(rc, obj)) || (*st = check_name(rc, obj))) {
             json_decref(obj);
             return NULL;
         }
@@ -1334,6 +1358,8 @@ static write_req *object_write(req_ctx *rc, write_kind kind)
         st = ckube_status_bad_request("the request body must be a JSON object");
     if (!st && kind != W_FINALIZE)
         st = check_gvk(rc, w->body);
+    if (!st && kind != W_CREATE)
+        st = check_name(rc, w->body);
     if (st) {
         write_finish(w, 0, NULL, st);
         return NULL;

@@ -151,6 +151,31 @@ s_mismatch() {
         "namespace mismatch message"
     req PUT $CM/keep "${JSON[@]}" -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other"}}'
     expect_status 400 BadRequest "name mismatch on PUT"
+    expect_eq "$(jb .message)" "the name of the object (other) does not match the name on the URL (keep)" \
+        "name mismatch message"
+    # As upstream's checkName: before the object is read, so a 400 comes
+    # ahead of the 409 of a stale resourceVersion and the 404 of a missing
+    # object; a body without a name is refused, not completed from the URL.
+    req PUT $CM/keep "${JSON[@]}" -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other","resourceVersion":"1"}}'
+    expect_status 400 BadRequest "name mismatch with a stale resourceVersion"
+    req PUT $CM/nosuch "${JSON[@]}" -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"other"}}'
+    expect_status 400 BadRequest "name mismatch on a missing object"
+    req PUT $CM/keep "${JSON[@]}" -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}'
+    expect_status 400 BadRequest "PUT without a name"
+    expect_eq "$(jb .message)" \
+        "the name of the object (keep based on URL) was undeterminable: name must be provided" \
+        "PUT without a name message"
+    req PUT $CM/keep "${JSON[@]}" -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"keep","namespace":"kube-system"}}'
+    expect_status 400 BadRequest "namespace mismatch on PUT"
+    expect_eq "$(jb .message)" \
+        "the namespace of the object (kube-system) does not match the namespace on the request (default)" \
+        "namespace mismatch on PUT message"
+    req PATCH $CM/keep -H 'Content-Type: application/merge-patch+json' -d '{"metadata":{"name":"moved","resourceVersion":"1"}}'
+    expect_status 400 BadRequest "a patch renaming the object, stale resourceVersion"
+    expect_eq "$(jb .message)" "the name of the object (moved) does not match the name on the URL (keep)" \
+        "patch rename message"
+    req GET $CM/keep
+    expect_eq "$(jb .metadata.name)" "keep" "keep is unchanged"
     req GET $CM/mm1
     expect_eq "$CODE" 404 "mismatched objects were not created"
 }
