@@ -60,6 +60,7 @@ struct loop {
     loop_task *tasks, *tasks_tail;   /* guarded by mu */
     LIST_HEAD(, http_watch) watches; /* loop thread only */
     LIST_HEAD(, list_stream) lists;  /* streaming list replies; loop thread only */
+    unsigned long crd_retired_seen;  /* crd_retired_generation at the last flush */
 };
 
 struct apiserver {

@@ -267,8 +267,7 @@ typedef char *(*field_value_fn)(const void *src, const char *path);
 
 /* Sets o->fields from `src`, each value as value_of reads it there.
  * Returns 0, or -1 on allocation failure. */
-static int set_fields(cobj *o, const cacher_field *fields, field_value_fn value_of,
-                      const void *src)
+static int set_fields(cobj *o, const cacher_field *fields, field_value_fn value_of, const void *src)
 {
     size_t cnt = count_fields(fields);
     if (!cnt)
@@ -346,8 +345,7 @@ static char *scan_value(const void *src, const char *path)
 {
     const cobj *o = src;
     jspan val;
-    return jscan_path(o->json, o->len, 0, path, &val) ? jscan_scalar_dup(o->json, val)
-                                                       : strdup("");
+    return jscan_path(o->json, o->len, 0, path, &val) ? jscan_scalar_dup(o->json, val) : strdup("");
 }
 
 /* For bytes in the canonical form ckube stores (see jscan.h): splices

@@ -593,6 +593,8 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
             column("Age", "date", "", "Time since creation.", 0, ".metadata.creationTimestamp");
     t->is_custom = true;
     t->crd_name = strdup(ckube_obj_name(crd));
+    const char *uid = json_string_value(ckube_json_get_path(crd, "metadata.uid"));
+    t->crd_uid = uid ? strdup(uid) : NULL;
     t->storage_version = stor && !strcmp(stor, t->version);
     t->priv = stor ? strdup(stor) : NULL;
     t->priv_free = free;
@@ -898,6 +900,53 @@ static void on_any_event(void *arg, cevent_type type, const cobj *o)
         maybe_finalize(name, prefix);
 }
 
+/* ---- retired CRDs -------------------------------------------------------- */
+
+/* The uids of the last CRDs deleted, for the loops to end the watches on
+ * their types (as upstream's storage teardown does): a loop compares the
+ * generation with the one it last saw, and only then looks through its
+ * watches. A ring: a loop flushes right after the batch that deleted a
+ * CRD, long before RETIRED_MAX later deletions could push it out. */
+#define RETIRED_MAX 64
+static struct {
+    pthread_mutex_t mu;
+    char *uids[RETIRED_MAX];
+    size_t next;
+    unsigned long generation; /* atomic */
+} retired = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void retire_uid(const char *uid)
+{
+    if (!uid)
+        return;
+    char *copy = strdup(uid);
+    if (!copy)
+        return;
+    pthread_mutex_lock(&retired.mu);
+    free(retired.uids[retired.next]);
+    retired.uids[retired.next] = copy;
+    retired.next = (retired.next + 1) % RETIRED_MAX;
+    pthread_mutex_unlock(&retired.mu);
+    __atomic_add_fetch(&retired.generation, 1, __ATOMIC_RELEASE);
+}
+
+unsigned long crd_retired_generation(void)
+{
+    return __atomic_load_n(&retired.generation, __ATOMIC_ACQUIRE);
+}
+
+bool crd_type_retired(const resource_type *t)
+{
+    if (!t->crd_uid)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&retired.mu);
+    for (size_t i = 0; i < RETIRED_MAX && !found; i++)
+        found = retired.uids[i] && !strcmp(retired.uids[i], t->crd_uid);
+    pthread_mutex_unlock(&retired.mu);
+    return found;
+}
+
 /* ---- following CRDs ------------------------------------------------------ */
 
 static void on_crd_event(void *arg, cevent_type type, const cobj *o)
@@ -907,7 +956,8 @@ static void on_crd_event(void *arg, cevent_type type, const cobj *o)
         return;
     if (type == CEV_DELETED) {
         unregister_crd(ckube_obj_name(crd));
-        CKUBE_INFO("CRD %s deleted: its endpoints are gone", ckube_obj_name(crd));
+        retire_uid(json_string_value(ckube_json_get_path(crd, "metadata.uid")));
+        CKUBE_INFO("CRD %s deleted: its endpoints and watches are gone", ckube_obj_name(crd));
     } else {
         register_crd(crd);
         if (ckube_json_get_path(crd, "metadata.deletionTimestamp"))

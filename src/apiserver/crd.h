@@ -31,4 +31,12 @@ int crd_types_register(void);
 void crd_attach(cacher *c, storage *st);
 void crd_detach(void);
 
+/* Deleted CRDs. The generation moves (atomically) after each deletion,
+ * once the CRD's types have left the registry; crd_type_retired says
+ * whether t belongs to a CRD deleted recently (the last 64 deletions). A
+ * watch on such a type ends, as upstream ends them when it tears down the
+ * CRD's storage. Thread-safe. */
+unsigned long crd_retired_generation(void);
+bool crd_type_retired(const resource_type *t);
+
 #endif

@@ -257,8 +257,8 @@ static ckube_status *check_name(req_ctx *rc, const json_t *obj)
     const char *ns = json_string_value(json_object_get(meta, "namespace"));
     if (rc->type->namespaced && ns && *ns && strcmp(ns, rc->ri.ns))
         return ckube_status_bad_request(
-            "the namespace of the object (%s) does not match the namespace on the request (%s)",
-            ns, rc->ri.ns);
+            "the namespace of the object (%s) does not match the namespace on the request (%s)", ns,
+            rc->ri.ns);
     return NULL;
 }
 

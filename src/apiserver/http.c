@@ -456,7 +456,6 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     return s;
 }
 
-
 /* An event base whose epoll registrations are batched: evhttp disables
  * and re-enables a connection's read and write events around every
  * request, and without the changelist each toggle is an epoll_ctl call

@@ -53,6 +53,7 @@ void resource_type_unref(resource_type *t)
     }
     free(t->columns);
     free(t->crd_name);
+    free(t->crd_uid);
     if (t->priv_free)
         t->priv_free(t->priv);
     free(t);

@@ -129,6 +129,8 @@ struct resource_type {
 
     bool is_custom;       /* defined by a CRD */
     char *crd_name;       /* owning CRD, for custom types */
+    char *crd_uid;        /* and its metadata.uid (a CRD deleted and made again
+                           * under the same name is another CRD) */
     bool storage_version; /* custom: this version is the one stored */
     void *priv;           /* owner's data (the CRD's validation state, ...) */
     void (*priv_free)(void *priv);

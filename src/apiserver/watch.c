@@ -46,6 +46,7 @@
 #include <sys/uio.h>
 
 #include "apiserver/apiserver.h"
+#include "apiserver/crd.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 
@@ -606,8 +607,29 @@ static void on_bookmark(evutil_socket_t fd, short what, void *arg)
         send_bookmark(w, w->cw.rev, false);
 }
 
+/* Ends the watches on types of CRDs deleted by generation g (read before
+ * the flush that preceded this call: the CRD's objects were deleted before
+ * the CRD, and their DELETED events have gone out in that flush). */
+static void end_retired_watches(loop *lp, unsigned long g)
+{
+    if (g == lp->crd_retired_seen)
+        return;
+    lp->crd_retired_seen = g;
+    http_watch *w = LIST_FIRST(&lp->watches);
+    while (w) {
+        http_watch *next = LIST_NEXT(w, link);
+        if (crd_type_retired(w->rc->type)) {
+            CKUBE_V(2, "watch of %s: the CRD %s was deleted; ending the watch",
+                    w->rc->type->resource, w->rc->type->crd_name);
+            watch_end(w);
+        }
+        w = next;
+    }
+}
+
 void watch_loop_flush(loop *lp)
 {
+    unsigned long retired = crd_retired_generation();
     group groups[FLUSH_MAX_GROUPS];
     size_t ng = 0;
     http_watch *w;
@@ -639,6 +661,7 @@ void watch_loop_flush(loop *lp)
     }
     for (size_t g = 0; g < ng; g++)
         group_free(&groups[g]);
+    end_retired_watches(lp, retired);
 }
 
 void watch_loop_close_all(loop *lp)

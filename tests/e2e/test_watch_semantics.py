@@ -507,6 +507,67 @@ def t_watch_flag_spelling():
     check(body.startswith('{"type":"ADDED"'), "watch=True is not a watch: %s" % body[:120])
 
 
+def crd_body(name="gadgets", kind="Gadget"):
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name + ".ws.example.com"},
+            "spec": {"group": "ws.example.com", "scope": "Namespaced",
+                     "names": {"plural": name, "singular": name[:-1], "kind": kind},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {
+                                       "type": "object",
+                                       "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def t_crd_deletion_ends_watches():
+    """A watch on a custom resource sees its objects' DELETED events when
+    the CRD goes, then ends (upstream tears the CRD's storage down); an
+    update of the CRD leaves it running; a watch of another CRD's
+    resource and one of a built-in are untouched."""
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    api("POST", crds, crd_body(), want=201)
+    api("POST", crds, crd_body("others", "Other"), want=201)
+    ns = "w-crd"
+    mkns(ns)
+    path = "/apis/ws.example.com/v1/namespaces/%s/gadgets" % ns
+    other = "/apis/ws.example.com/v1/namespaces/%s/others" % ns
+    for _ in range(50):  # served once the registry has it
+        if Client().req("GET", path)[0] == 200:
+            break
+        time.sleep(0.05)
+    api("POST", path, {"apiVersion": "ws.example.com/v1", "kind": "Gadget",
+                       "metadata": {"name": "g1"}}, want=201)
+    w = Watch(path, timeoutSeconds=30)
+    wo = Watch(other, timeoutSeconds=30)
+    wb = Watch(cms(ns), timeoutSeconds=30)
+    check(wo.status == 200 and wb.status == 200, "other watches: %s %s" % (wo.status, wb.status))
+    check(summary(w.take(1)) == [("ADDED", "g1")], "CR watch: initial event")
+    # An update of the CRD (a label) re-registers its types: no effect.
+    api("PATCH", crds + "/gadgets.ws.example.com", {"metadata": {"labels": {"x": "y"}}},
+        "application/merge-patch+json", want=200)
+    check(w.quiet(0.5), "a CRD update disturbed the CR watch")
+    api("DELETE", crds + "/gadgets.ws.example.com", want=200)
+    ev = w.next(10)
+    check(ev not in ("TIMEOUT", None) and (ev["type"], ev["object"]["metadata"]["name"]) ==
+          ("DELETED", "g1"), "CR watch: DELETED of g1 before the end, got %s" % (ev,))
+    end = w.next(10)
+    check(end is None, "CR watch did not end after its CRD was deleted: %s" % (end,))
+    check(wo.quiet(0.3), "the other CRD's watch was disturbed")
+    check(wo.ended is None and wb.ended is None, "unrelated watches ended")
+    # The same name again is a new CRD: its watches live on.
+    api("POST", crds, crd_body(), want=201)
+    for _ in range(50):
+        if Client().req("GET", path)[0] == 200:
+            break
+        time.sleep(0.05)
+    w2 = Watch(path, timeoutSeconds=30)
+    check(w2.status == 200, "watch on the re-created CRD: %s" % w2.status)
+    api("POST", path, {"apiVersion": "ws.example.com/v1", "kind": "Gadget",
+                       "metadata": {"name": "g2"}}, want=201)
+    check(summary(w2.take(1)) == [("ADDED", "g2")], "watch on the re-created CRD sees g2")
+    for x in (w, wo, wb, w2):
+        x.close()
+
+
 def main():
     global SRV
     t0 = time.monotonic()
@@ -516,7 +577,8 @@ def main():
     for t in (t_initial_events, t_from_list_rv, t_label_transitions,
               t_field_selector_single_object, t_deprecated_prefix_and_all_namespaces,
               t_timeout_seconds, t_many_watchers_same_order, t_send_initial_events,
-              t_expired_after_ring_overflow, t_watch_flag_spelling, t_future_rv):
+              t_expired_after_ring_overflow, t_watch_flag_spelling, t_future_rv,
+              t_crd_deletion_ends_watches):
         n = len(FAILURES)
         try:
             t()
@@ -542,7 +604,7 @@ def main():
     if len(FAILURES) == n:
         PASSED.append("t_expired_after_restart")
     SRV.stop()
-    total = 13
+    total = 14
     print("%d passed, %d failed (%.1fs)" % (len(PASSED), total - len(PASSED),
                                              time.monotonic() - t0))
     sys.exit(1 if FAILURES else 0)
