@@ -94,7 +94,9 @@ typedef struct req_ctx {
     struct evkeyvalq query;
     resource_type *type; /* reference; NULL for non-resource paths */
     bool want_table;
-    int include_object; /* 0 none, 1 metadata (default), 2 object */
+    int include_object;          /* 0 none, 1 metadata (default), 2 object */
+    int want_partial;            /* PARTIAL_NONE, _OBJECT or _LIST (partial.c) */
+    const char *partial_version; /* "v1" or "v1beta1" (static) when want_partial */
     char *warning;      /* a Warning header to add, owned */
 } req_ctx;
 
@@ -150,6 +152,14 @@ ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector
 void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n);
 
 /* Tables (table.c). */
+/* PartialObjectMetadata (partial.c). partial_append writes the object's
+ * PartialObjectMetadata form, from its stored bytes, to out;
+ * partial_refused is the 406 for a list asked for as one object, or an
+ * object asked for as a list (NULL when the request is consistent). */
+enum { PARTIAL_NONE, PARTIAL_OBJECT, PARTIAL_LIST };
+void partial_append(struct evbuffer *out, const req_ctx *rc, const cobj *o);
+ckube_status *partial_refused(const req_ctx *rc, bool is_list);
+
 json_t *table_for_objects(req_ctx *rc, cobj **objs, size_t n); /* new reference */
 json_t *table_row(req_ctx *rc, const json_t *obj);             /* new reference */
 json_t *table_column_definitions(const resource_type *t);

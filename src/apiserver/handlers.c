@@ -1689,9 +1689,22 @@ static void do_get(req_ctx *rc)
 {
     char key[KEY_MAX];
     object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
+    ckube_status *refused = partial_refused(rc, false);
+    if (refused) {
+        reply_status(rc, refused);
+        return;
+    }
     cobj *o = cacher_get(rc->srv->cache, key);
     if (!o) {
         reply_status(rc, not_found(rc, rc->ri.name));
+        return;
+    }
+    if (rc->want_partial) {
+        struct evbuffer *buf = evbuffer_new();
+        partial_append(buf, rc, o);
+        cobj_unref(o);
+        reply_evbuffer(rc, 200, buf);
+        evbuffer_free(buf);
         return;
     }
     if (rc->want_table) {
@@ -1718,7 +1731,9 @@ static void do_list(req_ctx *rc)
 {
     const resource_type *t = rc->type;
     ckube_selector *ls = NULL, *fs = NULL;
-    ckube_status *st = request_selectors(rc, &ls, &fs);
+    ckube_status *st = partial_refused(rc, true);
+    if (!st)
+        st = request_selectors(rc, &ls, &fs);
     if (st) {
         reply_status(rc, st);
         return;
@@ -1840,19 +1855,25 @@ static void do_list(req_ctx *rc)
         return;
     }
     /* The head, up to the items: the same for both ways of sending. */
-    char *head = NULL;
+    char *head = NULL, partial_gv[32];
+    const char *list_kind = t->list_kind, *list_gv = t->api_version;
+    if (rc->want_partial) {
+        snprintf(partial_gv, sizeof partial_gv, "meta.k8s.io/%s", rc->partial_version);
+        list_kind = "PartialObjectMetadataList";
+        list_gv = partial_gv;
+    }
     int head_len;
     if (next)
         head_len = asprintf(&head,
                             "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
                             "\"resourceVersion\":\"%" PRId64
                             "\",\"continue\":\"%s\",\"remainingItemCount\":%zu},\"items\":[",
-                            t->list_kind, t->api_version, rev, next, more);
+                            list_kind, list_gv, rev, next, more);
     else
         head_len = asprintf(&head,
                             "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
                             "\"resourceVersion\":\"%" PRId64 "\"},\"items\":[",
-                            t->list_kind, t->api_version, rev);
+                            list_kind, list_gv, rev);
     free(next);
     if (head_len < 0) {
         cacher_objs_free(objs, n);
@@ -1869,6 +1890,11 @@ static void do_list(req_ctx *rc)
     for (size_t i = 0; i < n; i++) {
         if (i)
             evbuffer_add(buf, ",", 1);
+        if (rc->want_partial) {
+            partial_append(buf, rc, objs[i]);
+            cobj_unref(objs[i]);
+            continue;
+        }
         if (t->present) {
             /* Served in another shape than stored: re-encode this item. */
             json_t *obj = cobj_decode(objs[i]);

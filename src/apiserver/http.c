@@ -241,32 +241,72 @@ static const char *method_name(enum evhttp_cmd_type c)
     }
 }
 
-/* Accept-header negotiation: JSON (plain or as=Table). Protobuf alone is
- * not acceptable; YAML is not served. */
+/* The value of media-type parameter `name` in `params` (the part of an
+ * Accept entry after its type: ";k=v;k=v"), copied into buf; "" when
+ * absent. */
+static const char *media_param(const char *params, const char *name, char *buf, size_t n)
+{
+    size_t nl = strlen(name);
+    buf[0] = '\0';
+    for (const char *p = params; p && *p;) {
+        while (*p == ';' || *p == ' ')
+            p++;
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > nl && !strncmp(p, name, nl) && p[nl] == '=') {
+            size_t vl = len - nl - 1;
+            while (vl && p[nl + 1 + vl - 1] == ' ')
+                vl--;
+            snprintf(buf, n, "%.*s", (int)vl, p + nl + 1);
+            return buf;
+        }
+        p = end;
+    }
+    return buf;
+}
+
+/* Accept-header negotiation: JSON, plain or as a meta.k8s.io conversion
+ * (Table; PartialObjectMetadata and PartialObjectMetadataList for reads).
+ * The first acceptable entry wins. Protobuf alone is not acceptable; YAML
+ * is not served. */
 static bool negotiate(req_ctx *rc)
 {
     const char *accept = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Accept");
     if (!accept || !*accept)
         return true;
+    bool reading = evhttp_request_get_command(rc->req) == EVHTTP_REQ_GET;
     bool json_ok = false;
     char *dup = strdup(accept);
-    for (char *save = NULL, *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *t = strtok_r(dup, ",", &save); t && !json_ok;
+         t = strtok_r(NULL, ",", &save)) {
         while (*t == ' ')
             t++;
-        if (!strncmp(t, "application/json", 16) || !strncmp(t, "*/*", 3) ||
-            !strncmp(t, "application/*", 13)) {
-            if (strstr(t, "as=Table")) {
-                if (!json_ok)
-                    rc->want_table = true;
-                json_ok = true;
-            } else if (strstr(t, "as=")) {
-                /* Other conversions (PartialObjectMetadata, discovery v2):
-                 * not offered; a later plain JSON entry may match. */
-                continue;
-            } else {
-                json_ok = true;
-                break;
-            }
+        if (strncmp(t, "application/json", 16) && strncmp(t, "*/*", 3) &&
+            strncmp(t, "application/*", 13))
+            continue;
+        const char *params = strchr(t, ';');
+        char as[64], g[64], v[16];
+        media_param(params, "as", as, sizeof as);
+        if (!*as) {
+            json_ok = true;
+            break;
+        }
+        media_param(params, "g", g, sizeof g);
+        media_param(params, "v", v, sizeof v);
+        /* Conversions are meta.k8s.io's (v1, and v1beta1 for old clients);
+         * others (discovery v2, ...) are not offered: a later entry may
+         * match. */
+        bool meta_gv = !strcmp(g, "meta.k8s.io") && (!strcmp(v, "v1") || !strcmp(v, "v1beta1"));
+        if (!strcmp(as, "Table") && (!*g || meta_gv)) {
+            rc->want_table = true;
+            json_ok = true;
+        } else if (reading && meta_gv &&
+                   (!strcmp(as, "PartialObjectMetadata") ||
+                    !strcmp(as, "PartialObjectMetadataList"))) {
+            rc->want_partial =
+                !strcmp(as, "PartialObjectMetadata") ? PARTIAL_OBJECT : PARTIAL_LIST;
+            rc->partial_version = !strcmp(v, "v1") ? "v1" : "v1beta1";
+            json_ok = true;
         }
     }
     free(dup);

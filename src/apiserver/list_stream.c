@@ -67,6 +67,10 @@ static void stream_free(list_stream *ls)
 static void add_item(list_stream *ls, struct evbuffer *out, const cobj *o)
 {
     const resource_type *t = ls->rc->type;
+    if (ls->rc->want_partial) {
+        partial_append(out, ls->rc, o);
+        return;
+    }
     if (!t->present) {
         evbuffer_add(out, o->json, o->len);
         return;

@@ -178,7 +178,7 @@ static const char *line_prefix(cevent_type t, size_t *len)
 
 static bool is_plain(const http_watch *w)
 {
-    return !w->table && !w->rc->type->present;
+    return !w->table && !w->rc->want_partial && !w->rc->type->present;
 }
 
 /* Appends one event line; takes the event's object reference. */
@@ -191,6 +191,16 @@ static void encode_event(http_watch *w, struct evbuffer *out, cevent_type type, 
         evbuffer_add(out, prefix, plen);
         evbuffer_add_reference(out, o->json, o->len, unref_cobj, o);
         evbuffer_add(out, "}\n", 2);
+        return;
+    }
+    if (w->rc->want_partial) {
+        /* Cut from the stored bytes, as for a get (partial.c). */
+        size_t plen;
+        const char *prefix = line_prefix(type, &plen);
+        evbuffer_add(out, prefix, plen);
+        partial_append(out, w->rc, o);
+        evbuffer_add(out, "}\n", 2);
+        cobj_unref(o);
         return;
     }
     json_t *obj = cobj_decode(o);
@@ -426,10 +436,19 @@ static void send_bookmark(http_watch *w, int64_t rev, bool initial_end)
 {
     struct evbuffer *out = evbuffer_new();
     const resource_type *t = w->rc->type;
+    /* The object is of the kind the watch serves: a PartialObjectMetadata
+     * watch's decoder knows no other. */
+    char partial_gv[32];
+    const char *kind = t->kind, *gv = t->api_version;
+    if (w->rc->want_partial) {
+        snprintf(partial_gv, sizeof partial_gv, "meta.k8s.io/%s", w->rc->partial_version);
+        kind = "PartialObjectMetadata";
+        gv = partial_gv;
+    }
     evbuffer_add_printf(out,
                         "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\","
                         "\"metadata\":{\"resourceVersion\":\"%" PRId64 "\"%s}}}\n",
-                        t->kind, t->api_version, rev,
+                        kind, gv, rev,
                         initial_end ? ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
                                     : "");
     send_chunk(w, out);
@@ -676,7 +695,10 @@ void handle_watch(req_ctx *rc)
     const resource_type *t = rc->type;
     http_watch *w = calloc(1, sizeof *w);
     w->rc = rc;
-    ckube_status *st = request_selectors(rc, &w->ls, &w->fs);
+    /* Each event carries one object: the list form is refused. */
+    ckube_status *st = partial_refused(rc, false);
+    if (!st)
+        st = request_selectors(rc, &w->ls, &w->fs);
     if (st) {
         w->rc = NULL;
         watch_free(w);

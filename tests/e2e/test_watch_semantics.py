@@ -93,7 +93,7 @@ class Watch:
     """A raw watch stream read by a thread into a queue of
     (arrival time, event dict); None marks the end of the stream."""
 
-    def __init__(self, path, **params):
+    def __init__(self, path, headers=None, **params):
         q = urllib.parse.urlencode(dict(params, watch="true"))
         self.path = path + ("&" if "?" in path else "?") + q
         self.q = queue.Queue()
@@ -101,7 +101,7 @@ class Watch:
         self.headers = None
         self.ended = None
         self.conn = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=60)
-        self.conn.request("GET", self.path)
+        self.conn.request("GET", self.path, headers=headers or {})
         self.resp = self.conn.getresponse()
         self.status = self.resp.status
         self.headers = dict(self.resp.getheaders())
@@ -435,10 +435,13 @@ def t_expired_after_ring_overflow():
 def bookmark_watch():
     mkns("w-bm")
     create("w-bm", "b1")
-    return Watch(cms("w-bm"), allowWatchBookmarks="true", timeoutSeconds=BOOKMARK_INTERVAL + 20)
+    return (Watch(cms("w-bm"), allowWatchBookmarks="true", timeoutSeconds=BOOKMARK_INTERVAL + 20),
+            Watch(cms("w-bm"), headers={"Accept": META_ACCEPT}, allowWatchBookmarks="true",
+                  timeoutSeconds=BOOKMARK_INTERVAL + 20))
 
 
-def t_bookmarks(w, t0):
+def t_bookmarks(both, t0):
+    w, pw = both
     evs = w.take(1)
     check(summary(evs) == [("ADDED", "b1")], "bookmark watch initial: %s" % summary(evs))
     last = create("w-bm", "b2")
@@ -454,6 +457,18 @@ def t_bookmarks(w, t0):
               rv_of(o) >= rv_of(last), "bookmark metadata %s (last event rv %s)" %
               (o["metadata"], rv_of(last)))
     w.close()
+    # The same watch as PartialObjectMetadata: its bookmarks are of that
+    # kind too (the metadata client's decoder knows no other).
+    evs = []
+    ev = pw.next(10)
+    while ev not in ("TIMEOUT", None) and ev["type"] != "BOOKMARK":
+        evs.append(ev)
+        ev = pw.next(10)
+    check(summary(evs) == [("ADDED", "b1"), ("ADDED", "b2")], "partial bookmark watch: %s" % evs)
+    if check(ev not in ("TIMEOUT", None), "no BOOKMARK on the partial watch: %s" % (ev,)):
+        check((ev["object"].get("kind"), ev["object"].get("apiVersion")) ==
+              ("PartialObjectMetadata", "meta.k8s.io/v1"), "partial bookmark kind %s" % ev)
+    pw.close()
 
 
 def t_expired_after_restart():
@@ -505,6 +520,92 @@ def t_watch_flag_spelling():
     body = r.read().decode()
     c2.close()
     check(body.startswith('{"type":"ADDED"'), "watch=True is not a watch: %s" % body[:120])
+
+
+# What client-go's metadata client sends (k8s.io/client-go/metadata).
+META_ACCEPT = ("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+               "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json")
+META_LIST_ACCEPT = META_ACCEPT.replace("PartialObjectMetadata;", "PartialObjectMetadataList;")
+
+
+def raw_get(path, accept):
+    c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+    try:
+        c.request("GET", path, headers={"Accept": accept})
+        r = c.getresponse()
+        body = r.read()
+        return r.status, r.getheader("Content-Type"), json.loads(body) if body else None
+    finally:
+        c.close()
+
+
+def t_partial_object_metadata():
+    """as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1 on get, list
+    (small and streamed) and watch; the wrong form is a 406; v1beta1 for
+    old clients; Table and plain JSON unchanged."""
+    ns = "w-meta"
+    mkns(ns)
+    full = create(ns, "m1", labels={"a": "b"}, data={"k": "v" * 100})
+    st, ct, o = raw_get(cms(ns) + "/m1", META_ACCEPT)
+    check(st == 200 and ct.startswith("application/json"), "partial get: %s %s" % (st, ct))
+    check(o == {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": full["metadata"]}, "partial get body %s" % o)
+    st, _, o = raw_get(cms(ns) + "/m1", META_ACCEPT.replace("=v1", "=v1beta1"))
+    check(st == 200 and o["apiVersion"] == "meta.k8s.io/v1beta1", "v1beta1 partial get %s" % o)
+    # A list: 250 objects of 1.5 KB are streamed (over 256 KiB).
+    for i in range(250):
+        create(ns, "n%03d" % i, data={"pad": "x" * 1200})
+    st, _, lst = raw_get(cms(ns), META_LIST_ACCEPT)
+    check(st == 200 and lst["kind"] == "PartialObjectMetadataList" and
+          lst["apiVersion"] == "meta.k8s.io/v1", "partial list head %s" % str(lst)[:200])
+    items = lst["items"]
+    check(len(items) == 251 and all(
+        set(x) == {"kind", "apiVersion", "metadata"} and x["kind"] == "PartialObjectMetadata"
+        for x in items), "partial list items (%d)" % len(items))
+    check(items[0]["metadata"] == full["metadata"], "partial list item metadata")
+    check(lst["metadata"]["resourceVersion"] != "", "partial list resourceVersion")
+    st, _, page = raw_get(cms(ns) + "?limit=10", META_LIST_ACCEPT)
+    check(st == 200 and len(page["items"]) == 10 and page["metadata"].get("continue") and
+          page["metadata"].get("remainingItemCount") == 241, "partial list page %s" %
+          str(page)[:200])
+    st, _, sel = raw_get(cms(ns) + "?labelSelector=a%3Db", META_LIST_ACCEPT)
+    check(st == 200 and [x["metadata"]["name"] for x in sel["items"]] == ["m1"],
+          "partial list with a selector")
+    # The wrong form for the endpoint: 406, as upstream.
+    st, _, body = raw_get(cms(ns), "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+    check(st == 406 and body.get("reason") == "NotAcceptable" and
+          "is a list" in body.get("message", ""), "object form on a list: %s %s" % (st, body))
+    st, _, body = raw_get(cms(ns) + "/m1",
+                          "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+    check(st == 406 and "not a list" in body.get("message", ""),
+          "list form on an object: %s %s" % (st, body))
+    st, _, body = raw_get(cms(ns) + "/m1", "application/json;as=PartialObjectMetadata;g=x;v=v1")
+    check(st == 406, "a conversion of another group is not acceptable: %s" % st)
+    # Unchanged: plain JSON and Table.
+    st, _, o = raw_get(cms(ns) + "/m1", "application/json")
+    check(st == 200 and o["data"] == full["data"], "plain get")
+    st, _, o = raw_get(cms(ns) + "/m1", "application/json;as=Table;v=v1;g=meta.k8s.io")
+    check(st == 200 and o["kind"] == "Table", "table get")
+    # A watch: initial, live and deleted events as PartialObjectMetadata.
+    w = Watch(cms(ns), headers={"Accept": META_ACCEPT}, labelSelector="a=b", timeoutSeconds=20)
+    check(w.status == 200, "partial watch status %s" % w.status)
+    ev = w.next()
+    check(ev not in ("TIMEOUT", None) and ev["type"] == "ADDED" and
+          ev["object"] == {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                           "metadata": full["metadata"]}, "partial watch initial %s" % (ev,))
+    p = patch(ns, "m1", {"metadata": {"annotations": {"x": "1"}}})
+    ev = w.next()
+    check(ev not in ("TIMEOUT", None) and ev["type"] == "MODIFIED" and
+          ev["object"]["metadata"] == p["metadata"] and "data" not in ev["object"],
+          "partial watch live %s" % (ev,))
+    delete(ns, "m1")
+    ev = w.next()
+    check(ev not in ("TIMEOUT", None) and ev["type"] == "DELETED" and
+          ev["object"]["kind"] == "PartialObjectMetadata", "partial watch deleted %s" % (ev,))
+    w.close()
+    w = Watch(cms(ns), headers={"Accept": META_LIST_ACCEPT.split(",")[1]}, timeoutSeconds=5)
+    check(w.status == 406, "list form on a watch: %s" % w.status)
+    w.close()
 
 
 def crd_body(name="gadgets", kind="Gadget"):
@@ -578,7 +679,7 @@ def main():
               t_field_selector_single_object, t_deprecated_prefix_and_all_namespaces,
               t_timeout_seconds, t_many_watchers_same_order, t_send_initial_events,
               t_expired_after_ring_overflow, t_watch_flag_spelling, t_future_rv,
-              t_crd_deletion_ends_watches):
+              t_crd_deletion_ends_watches, t_partial_object_metadata):
         n = len(FAILURES)
         try:
             t()
@@ -604,7 +705,7 @@ def main():
     if len(FAILURES) == n:
         PASSED.append("t_expired_after_restart")
     SRV.stop()
-    total = 14
+    total = 15
     print("%d passed, %d failed (%.1fs)" % (len(PASSED), total - len(PASSED),
                                              time.monotonic() - t0))
     sys.exit(1 if FAILURES else 0)
