@@ -96,6 +96,11 @@ typedef struct ckube_list_opts {
     ckube_opt_int timeout_seconds; /* watch: server-side timeout */
     bool allow_watch_bookmarks;
     bool send_initial_events;
+    /* Ask for objects as meta.k8s.io/v1 PartialObjectMetadata (lists as
+     * PartialObjectMetadataList), metadata only, as client-go's metadata
+     * client does. A server that does not serve that form answers with
+     * whole objects: callers must accept either. */
+    bool partial_metadata;
 } ckube_list_opts;
 
 /* Options of create/update/patch calls. Zero-initialised = none. */

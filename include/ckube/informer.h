@@ -403,7 +403,11 @@ typedef struct ckube_reflector_opts {
     bool keep_managed_fields; /* default: strip metadata.managedFields */
     /* Keep only apiVersion, kind and metadata of each object (client-go's
      * metadata informers): for controllers that never read spec or
-     * status, e.g. a garbage collector watching every resource. */
+     * status, e.g. a garbage collector watching every resource. Lists and
+     * watches ask the server for PartialObjectMetadata, so objects come
+     * with kind "PartialObjectMetadata" and apiVersion "meta.k8s.io/v1"
+     * (as in client-go); from a server that sends whole objects instead,
+     * the object's own kind and apiVersion are kept. */
     bool metadata_only;
     int64_t page_size; /* list page size; 0 = 500 */
     ckube_backoff_opts backoff;
@@ -520,7 +524,7 @@ typedef struct ckube_informer_opts {
     const ckube_indexer *indexers; /* added before start (copied) */
     size_t nindexers;
     bool keep_managed_fields; /* default: strip metadata.managedFields */
-    bool metadata_only;       /* cache only apiVersion, kind and metadata */
+    bool metadata_only;       /* as ckube_reflector_opts.metadata_only */
     bool detect_mutations;    /* force the store's mutation detector on */
     /* Advanced: reflector tuning (zero = defaults). */
     int64_t page_size;

@@ -303,8 +303,7 @@ static bool negotiate(req_ctx *rc)
         } else if (reading && meta_gv &&
                    (!strcmp(as, "PartialObjectMetadata") ||
                     !strcmp(as, "PartialObjectMetadataList"))) {
-            rc->want_partial =
-                !strcmp(as, "PartialObjectMetadata") ? PARTIAL_OBJECT : PARTIAL_LIST;
+            rc->want_partial = !strcmp(as, "PartialObjectMetadata") ? PARTIAL_OBJECT : PARTIAL_LIST;
             rc->partial_version = !strcmp(v, "v1") ? "v1" : "v1beta1";
             json_ok = true;
         }

@@ -22,7 +22,8 @@
 
 void partial_append(struct evbuffer *out, const req_ctx *rc, const cobj *o)
 {
-    evbuffer_add_printf(out, "{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/%s\",",
+    evbuffer_add_printf(out,
+                        "{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/%s\",",
                         rc->partial_version);
     jspan meta;
     if (jscan_member(o->json, o->len, 0, "metadata", &meta) && jscan_kind(o->json, meta) == '{') {

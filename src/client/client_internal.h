@@ -143,6 +143,14 @@ size_t ckube__header_cb(char *buf, size_t size, size_t n, void *ud);
  * *out / *n). Exposed for tests. */
 void ckube__parse_warning_header(const char *v, size_t len, char ***out, size_t *n);
 
+/* Accept headers of ckube_list_opts.partial_metadata: what client-go's
+ * metadata client sends, minus protobuf (the JSON form, then whole
+ * objects from a server that does not convert). */
+#define CKUBE__ACCEPT_PARTIAL                                                                      \
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+#define CKUBE__ACCEPT_PARTIAL_LIST                                                                 \
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
 /* The request as the client layer hands it to http.c. */
 typedef struct ckube__req {
     const char *method;

@@ -180,7 +180,11 @@ int ckube_list(ckube_client *c, const ckube_gvr *r, const char *ns, const ckube_
     q_add_list_opts(&b, opts);
     if (take_path(&b, &path, err))
         return -1;
-    ckube__req rq = {.method = "GET", .path = path, .group = r->group, .resource = r->resource};
+    ckube__req rq = {.method = "GET",
+                     .path = path,
+                     .group = r->group,
+                     .resource = r->resource,
+                     .accept = opts && opts->partial_metadata ? CKUBE__ACCEPT_PARTIAL_LIST : NULL};
     int rc = call(c, &rq, out, err);
     free(path);
     return rc;
@@ -200,7 +204,11 @@ int ckube__list_stream(ckube_client *c, const ckube_gvr *r, const char *ns,
     q_add_list_opts(&b, opts);
     if (take_path(&b, &path, err))
         return -1;
-    ckube__req rq = {.method = "GET", .path = path, .group = r->group, .resource = r->resource};
+    ckube__req rq = {.method = "GET",
+                     .path = path,
+                     .group = r->group,
+                     .resource = r->resource,
+                     .accept = opts && opts->partial_metadata ? CKUBE__ACCEPT_PARTIAL_LIST : NULL};
     int rc = ckube__do_stream(c, &rq, sink, err);
     if (rc != -1 && asprintf(what, "GET %s%s", c->base_url, path) < 0)
         *what = NULL;

@@ -282,7 +282,8 @@ int ckube_watch_open(ckube_client *c, const ckube_gvr *r, const char *ns,
                          .path = w->path,
                          .watch = true,
                          .group = r->group,
-                         .resource = r->resource};
+                         .resource = r->resource,
+                         .accept = opts && opts->partial_metadata ? CKUBE__ACCEPT_PARTIAL : NULL};
     int retries = 0;
     bool auth_retried = false;
     for (;;) {

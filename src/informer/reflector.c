@@ -336,7 +336,10 @@ again:;
     pthread_mutex_unlock(&r->mu);
     if (!rv)
         return -1;
-    ckube_list_opts o = {.resource_version = rv, .limit = r->page_size};
+    /* A metadata-only informer asks the server to cut the objects down
+     * (the scanner still drops the rest if the server sends them whole). */
+    ckube_list_opts o = {
+        .resource_version = rv, .limit = r->page_size, .partial_metadata = r->co.metadata_only};
     /* An exact RV is served from the watch cache only without a limit
      * (unless this server has shown it pages anyway). */
     if (*rv && strcmp(rv, "0") != 0 && !r->paginated_result)
@@ -616,7 +619,8 @@ static enum next_step watch_once(ckube_reflector *r, uint64_t *delay)
         r->min_timeout_s + (span > 0 ? (int64_t)(next_rand(r) % (uint64_t)(span + 1)) : 0);
     ckube_list_opts o = {.resource_version = rv,
                          .allow_watch_bookmarks = true,
-                         .timeout_seconds = {.set = true, .value = timeout}};
+                         .timeout_seconds = {.set = true, .value = timeout},
+                         .partial_metadata = r->co.metadata_only};
     void *stream = NULL;
     ckube_status *st = NULL;
     CKUBE_V(4, "%swatching %s from resourceVersion %s (timeout %llds)", r->prefix, r->what, rv,

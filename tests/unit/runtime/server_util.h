@@ -102,7 +102,11 @@ static int tsu_start(struct test_server *s, const char *storage)
         if (!tmp || !*tmp)
             tmp = "/tmp";
         mkdir(tmp, 0755);
-        snprintf(s->dir, sizeof(s->dir), "%s/srv-%d-%ld", tmp, (int)getpid(), (long)time(NULL));
+        /* Unique per server: two started within a second must not share
+         * a kubeconfig (the second would read the first's port). */
+        static int seq;
+        snprintf(s->dir, sizeof(s->dir), "%s/srv-%d-%ld-%d", tmp, (int)getpid(), (long)time(NULL),
+                 ++seq);
         mkdir(s->dir, 0755);
         snprintf(s->kubeconfig, sizeof(s->kubeconfig), "%s/kubeconfig", s->dir);
         snprintf(s->log, sizeof(s->log), "%s/server.log", s->dir);

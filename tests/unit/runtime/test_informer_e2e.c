@@ -310,9 +310,88 @@ static void test_informer_consistent_through_random_ops_and_restart(void **state
     pthread_mutex_destroy(&sh.mu);
 }
 
+/* A metadata-only informer on the real server: objects come as
+ * PartialObjectMetadata (the server cuts them; nothing but metadata is
+ * sent), and later changes arrive the same way. */
+static bool meta_has_label(ckube_shared_informer *inf, const char *key, const char *label)
+{
+    json_t *o = ckube_store_get(ckube_shared_informer_store(inf), key);
+    bool has = o && json_object_get(ckube_json_get_path(o, "metadata.labels"), label);
+    ckube_obj_unref(o);
+    return has;
+}
+
+static void test_metadata_informer(void **state)
+{
+    (void)state;
+    struct test_server srv = {0};
+    assert_int_equal(tsu_start(&srv, "memory"), 0);
+    ckube_config_overrides ov = {.kubeconfig = srv.kubeconfig};
+    ckube_config *cfg = NULL;
+    ckube_status *err = NULL;
+    assert_int_equal(ckube_config_load(&ov, &cfg, &err), 0);
+    ckube_client *c = ckube_client_new(cfg, &err);
+    assert_non_null(c);
+    ckube_config_free(cfg);
+    json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
+                           "name", "meta-inf");
+    assert_int_equal(ckube_create(c, &NSGVR, NULL, ns, NULL, NULL, &err), 0);
+    json_decref(ns);
+    for (int i = 0; i < 3; i++) {
+        json_t *cm = json_pack("{s:s,s:s,s:{s:s+,s:{s:s}},s:{s:s}}", "apiVersion", "v1", "kind",
+                               "ConfigMap", "metadata", "name", "m",
+                               i == 0   ? "0"
+                               : i == 1 ? "1"
+                                        : "2",
+                               "labels", "app", "x", "data", "big", "0123456789abcdef");
+        assert_int_equal(ckube_create(c, &CM, "meta-inf", cm, NULL, NULL, &err), 0);
+        json_decref(cm);
+    }
+    ckube_list_watch *lw = ckube_list_watch_new_client(c, &CM, "meta-inf", NULL, NULL);
+    ckube_informer_opts io = {.name = "meta", .metadata_only = true};
+    ckube_shared_informer *inf = ckube_shared_informer_new(lw, &io);
+    assert_non_null(inf);
+    assert_int_equal(ckube_shared_informer_start(inf), 0);
+    ckube_shared_informer *infs[1] = {inf};
+    assert_true(ckube_wait_for_cache_sync(infs, 1, CKUBE_SEC(10)));
+    json_t *o = ckube_store_get(ckube_shared_informer_store(inf), "meta-inf/m1");
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "kind")), "PartialObjectMetadata");
+    assert_string_equal(json_string_value(json_object_get(o, "apiVersion")), "meta.k8s.io/v1");
+    assert_null(json_object_get(o, "data"));
+    assert_string_equal(ckube_obj_name(o), "m1");
+    assert_non_null(ckube_obj_uid(o));
+    assert_true(meta_has_label(inf, "meta-inf/m1", "app"));
+    ckube_obj_unref(o);
+    assert_int_equal(ckube_shared_informer_object_count(inf), 3);
+
+    /* Changes after the list come through the watch, in the same form. */
+    const char *p = "{\"metadata\":{\"labels\":{\"later\":\"yes\"}}}";
+    assert_int_equal(
+        ckube_patch(c, &CM, "meta-inf", "m2", CKUBE_PATCH_MERGE, p, strlen(p), NULL, NULL, &err),
+        0);
+    bool seen = false;
+    for (int i = 0; i < 200 && !(seen = meta_has_label(inf, "meta-inf/m2", "later")); i++)
+        usleep(20000);
+    assert_true(seen);
+    o = ckube_store_get(ckube_shared_informer_store(inf), "meta-inf/m2");
+    assert_string_equal(json_string_value(json_object_get(o, "kind")), "PartialObjectMetadata");
+    assert_null(json_object_get(o, "data"));
+    ckube_obj_unref(o);
+    assert_int_equal(ckube_delete(c, &CM, "meta-inf", "m0", NULL, NULL, &err), 0);
+    for (int i = 0; i < 200 && ckube_shared_informer_object_count(inf) != 2; i++)
+        usleep(20000);
+    assert_int_equal(ckube_shared_informer_object_count(inf), 2);
+
+    ckube_shared_informer_free(inf);
+    ckube_client_free(c);
+    assert_int_equal(tsu_stop(&srv, SIGTERM), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metadata_informer),
         cmocka_unit_test(test_informer_consistent_through_random_ops_and_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
