@@ -576,13 +576,18 @@ static bool scan_number(scan *s, bool emit)
         real = true;
     }
     size_t n = (size_t)(q - s->p);
+    /* A number that runs to the end of the input may go on in the next
+     * chunk of a streamed body ("111...1" + "E2" is a fine real): its
+     * range errors are reported at the end, which the streaming decoder
+     * takes as "more input needed", not as invalid. */
+    const char *err_at = q >= end ? end : s->p;
     if (!real && !int_fits(s->p, n))
-        return fail(s, s->p, *s->p == '-' ? "too big negative integer" : "too big integer");
+        return fail(s, err_at, *s->p == '-' ? "too big negative integer" : "too big integer");
     if (real) {
         bool ok;
         parse_real(s->p, n, &ok);
         if (!ok)
-            return fail(s, s->p, "real number overflow");
+            return fail(s, err_at, "real number overflow");
     }
     if (emit)
         out_put(s, s->p, n);
@@ -1266,10 +1271,17 @@ void ckube__clist_stream_free(ckube__clist_stream *st)
 }
 
 /* Records the first error, at byte offset `at` of the window. */
+/* Position i of the window; NULL while nothing was ever buffered (no
+ * arithmetic on a null pointer). */
+static const char *window_at(const ckube__clist_stream *st, size_t i)
+{
+    return st->buf ? st->buf + i : NULL;
+}
+
 static int stream_fail(ckube__clist_stream *st, const char *at, const char *msg)
 {
     if (!st->failed) {
-        uint64_t off = st->consumed + (uint64_t)(at - st->buf);
+        uint64_t off = st->consumed + (at ? (uint64_t)(at - st->buf) : 0);
         if (asprintf(&st->err, "byte %llu: %s", (unsigned long long)off, msg) < 0)
             st->err = NULL;
         st->failed = -1;
@@ -1295,12 +1307,12 @@ static int stream_step(ckube__clist_stream *st, bool final)
     skip_ws_window(st);
     if (st->ph == P_END) {
         if (st->start < st->len)
-            return stream_fail(st, st->buf + st->start, "end of file expected");
+            return stream_fail(st, window_at(st, st->start), "end of file expected");
         return 0;
     }
     if (st->start >= st->len) {
         if (final)
-            return stream_fail(st, st->buf + st->len, "premature end of input");
+            return stream_fail(st, window_at(st, st->len), "premature end of input");
         return 0;
     }
     scan s = {.buf = st->buf,
@@ -1309,7 +1321,7 @@ static int stream_step(ckube__clist_stream *st, bool final)
               .out = st->out,
               .ocap = st->ocap};
     char c = *s.p;
-    bool ok = true;
+    bool ok = true, skipped_item = false;
     enum phase next = st->ph;
     switch (st->ph) {
     case P_START:
@@ -1358,9 +1370,8 @@ static int stream_step(ckube__clist_stream *st, bool final)
             }
             next = P_AFTER_ITEM;
         } else {
-            ok = scan_value(&s, false);
-            if (ok)
-                st->page.skipped++;
+            /* Counted below, once the item is known to be complete. */
+            ok = skipped_item = scan_value(&s, false);
             next = P_AFTER_ITEM;
         }
         break;
@@ -1432,7 +1443,16 @@ static int stream_step(ckube__clist_stream *st, bool final)
     st->out = s.out;
     st->ocap = s.ocap;
     int rc;
-    if (ok && !s.oom) {
+    /* A unit that ends in a digit at the end of the window may not have
+     * ended: the number can go on in the next chunk. */
+    bool cut_number =
+        ok && !final && s.p == s.end && s.p > st->buf + st->start && is_digit(s.p[-1]);
+    if (cut_number && !s.oom) {
+        st->retry_at = st->len - st->start + 1;
+        rc = 0;
+    } else if (ok && !s.oom) {
+        if (skipped_item)
+            st->page.skipped++;
         st->start = (size_t)(s.p - st->buf);
         st->ph = next;
         st->retry_at = 0;
@@ -1476,7 +1496,7 @@ static int window_append(ckube__clist_stream *st, const char *p, size_t n)
             cap *= 2;
         char *b = realloc(st->buf, cap);
         if (!b)
-            return stream_fail(st, st->buf + st->len, "out of memory");
+            return stream_fail(st, window_at(st, st->len), "out of memory");
         st->buf = b;
         st->cap = cap;
     }
@@ -1523,7 +1543,7 @@ int ckube__clist_stream_finish(ckube__clist_stream *st, ckube__clist *out, char 
     if (!st->failed)
         stream_run(st, true);
     if (!st->failed && st->ph != P_END)
-        stream_fail(st, st->buf + st->len, "premature end of input");
+        stream_fail(st, window_at(st, st->len), "premature end of input");
     if (st->failed) {
         if (err)
             *err = st->err ? strdup(st->err) : strdup("invalid JSON");
