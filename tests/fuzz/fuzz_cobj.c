@@ -14,6 +14,9 @@
  *    taken out (metadata.managedFields; everything but apiVersion, kind
  *    and metadata), and its key, namespace, resourceVersion and generation
  *    are the tree's;
+ *  - as a watch event, the text is refused as invalid exactly when jansson
+ *    refuses it, and an accepted event's object (or ERROR status) is
+ *    jansson's "object" member, options applied;
  *  - the same text as a list body decodes to the same items, the same
  *    resourceVersion and continue token and the same result code whether
  *    it is scanned whole (ckube__cobj_parse_list) or fed to the streaming
@@ -146,6 +149,42 @@ static void check_list(const char *text, size_t len, const ckube__cobj_opts *o, 
     free(e2);
 }
 
+/* The same text as one watch event. */
+static void check_event(const char *text, size_t len, const ckube__cobj_opts *o)
+{
+    ckube__cevent ev;
+    char *err = NULL;
+    int rc = ckube__cobj_parse_event(text, len, o, &ev, &err);
+    json_error_t jerr;
+    json_t *ref = json_loadb(text, len, JSON_DECODE_ANY, &jerr);
+    int ref_ok = ref != NULL;
+    if (rc == -1 && ref_ok && memchr(text, '\0', len))
+        ref_ok = 0; /* jansson's NUL quirk, as above */
+    check((rc == -1) == !ref_ok,
+          rc == -1 ? "event: rejected what jansson accepts"
+                   : "event: accepted what jansson rejects",
+          text, len);
+    check(rc == 0 || err, "event: refused without an error", text, len);
+    if (rc == 0) {
+        json_t *want = json_object_get(ref, "object");
+        check(!ev.obj != !ev.status, "event: neither or both of object and status", text, len);
+        if (ev.obj) {
+            json_t *copy = json_deep_copy(want);
+            apply_opts(copy, o);
+            json_t *t = ckube__cobj_tree(ev.obj);
+            check(t && json_equal(t, copy), "event: object differs from jansson's", text, len);
+            json_decref(t);
+            json_decref(copy);
+        } else {
+            check(json_equal(ev.status, want), "event: status differs from jansson's", text, len);
+        }
+    }
+    ckube__cobj_unref(ev.obj);
+    json_decref(ev.status);
+    json_decref(ref);
+    free(err);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -159,6 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data + 1, len);
     check_object(text, len, &o);
     check_list(text, len, &o, chunk);
+    check_event(text, len, &o);
     free(text);
     return 0;
 }
