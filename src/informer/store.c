@@ -1066,6 +1066,22 @@ static struct item *ns_range_first(ckube_store *s, const char *ns, size_t plen)
     return it;
 }
 
+/* Appends it to the growing array *v (n used, cap allocated). -1 when
+ * out of memory (*v unchanged). */
+static int push_member(struct item ***v, size_t *n, size_t *cap, struct item *it)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 64;
+        struct item **g = realloc(*v, ncap * sizeof(*g));
+        if (!g)
+            return -1;
+        *v = g;
+        *cap = ncap;
+    }
+    (*v)[(*n)++] = it;
+    return 0;
+}
+
 /* The items having `value` in index `index`, in key order, into *items
  * (malloc'd array of borrowed items, NULL when none; read lock held and
  * kept while they are used). Returns how many; *rc -1 when there is no
@@ -1080,18 +1096,6 @@ static size_t index_members(ckube_store *s, const char *index, const char *value
         return 0;
     size_t n = 0, cap = 0;
     struct item **v = NULL;
-#define MEMBERS_PUSH(x)                                                                            \
-    do {                                                                                           \
-        if (n == cap) {                                                                            \
-            size_t ncap = cap ? 2 * cap : 64;                                                      \
-            struct item **g = realloc(v, ncap * sizeof(*g));                                       \
-            if (!g)                                                                                \
-                goto oom;                                                                          \
-            v = g;                                                                                 \
-            cap = ncap;                                                                            \
-        }                                                                                          \
-        v[n++] = (x);                                                                              \
-    } while (0)
     struct item *it;
     if (ix->fn) {
         struct value_node find = {.value = (char *)value};
@@ -1109,8 +1113,8 @@ static size_t index_members(ckube_store *s, const char *index, const char *value
         /* Cluster-scoped objects: keys without a namespace, anywhere. */
         RB_FOREACH(it, item_tree, &s->items)
         {
-            if (!*obj_namespace(item_obj(it)))
-                MEMBERS_PUSH(it);
+            if (!*obj_namespace(item_obj(it)) && push_member(&v, &n, &cap, it) != 0)
+                goto oom;
         }
     } else {
         size_t plen = strlen(value);
@@ -1119,11 +1123,11 @@ static size_t index_members(ckube_store *s, const char *index, const char *value
              it = RB_NEXT(item_tree, &s->items, it)) {
             /* A cluster-scoped object may be named "ns/x" (not a
              * Kubernetes name, but the store does not forbid it). */
-            if (strcmp(obj_namespace(item_obj(it)), value) == 0)
-                MEMBERS_PUSH(it);
+            if (strcmp(obj_namespace(item_obj(it)), value) == 0 &&
+                push_member(&v, &n, &cap, it) != 0)
+                goto oom;
         }
     }
-#undef MEMBERS_PUSH
     *items = v;
     return n;
 oom:
