@@ -449,11 +449,15 @@ def phase_get(s):
         print("  round %d closed loop: %.0f/s p50 %.3f p99 %.3f ms (loadgen cpu %.0f%%); "
               "wrk %s/s" % (r, d["per_s"], d["p50_ms"], d["p99_ms"], d["loadgen_cpu_pct"],
                             "%.0f" % w if w is not None else "-"), flush=True)
-    d = loadgen(["--mode", "get", "--url", s.url, "--path", path, "--conns", 64, "--rate", 20000,
-                 "--warmup", 1, "--duration", DUR["get"]], DUR["get"] + 60)
-    STATE["get_open"] = d
-    print("  open loop at 20k/s: %.0f/s p50 %.3f p99 %.3f ms" % (d["per_s"], d["p50_ms"],
-                                                               d["p99_ms"]))
+    # Open loop at 20k/s, in rounds too: a single run's p99 is a tail of a
+    # few hundred requests, and moves by 3x with the machine's noise; the
+    # value is the median round's (every round is listed).
+    for r in range(REPEAT["get"]):
+        d = loadgen(["--mode", "get", "--url", s.url, "--path", path, "--conns", 64,
+                     "--rate", 20000, "--warmup", 1, "--duration", DUR["get"]], DUR["get"] + 60)
+        STATE.setdefault("get_open", []).append(d)
+        print("  round %d open loop at 20k/s: %.0f/s p50 %.3f p99 %.3f ms" % (
+            r, d["per_s"], d["p50_ms"], d["p99_ms"]), flush=True)
     # context for the 20k figure: the same at a quarter of the rate
     d = loadgen(["--mode", "get", "--url", s.url, "--path", path, "--conns", 64, "--rate", 5000,
                  "--warmup", 1, "--duration", 3], 63)
@@ -688,11 +692,13 @@ def build_results():
             skip(m, u, "get phase did not run")
     if go:
         g5 = S.get("get_open_5k") or {}
-        put("get_p99_ms_at_20k", go["p99_ms"], "ms", p50_ms=go["p50_ms"], p999_ms=go["p999_ms"],
-            achieved_per_s=go["per_s"], late_scheduled=go["late_scheduled"],
+        o = sorted(go, key=lambda x: x["p99_ms"])[(len(go) - 1) // 2]  # the median round
+        put("get_p99_ms_at_20k", o["p99_ms"], "ms", p50_ms=o["p50_ms"], p999_ms=o["p999_ms"],
+            achieved_per_s=o["per_s"], late_scheduled=o["late_scheduled"],
+            rounds=[round(x["p99_ms"], 3) for x in go],
             p99_ms_at_5k=g5.get("p99_ms"), p50_ms_at_5k=g5.get("p50_ms"),
             note="open loop at 20000/s over 64 connections; latency from the scheduled send "
-            "time (no coordinated omission)")
+            "time (no coordinated omission); median p99 of %d rounds" % len(go))
     else:
         skip("get_p99_ms_at_20k", "ms", "get phase did not run")
 

@@ -31,20 +31,23 @@ struct test_server {
     char log[600];
 };
 
-static struct test_server *tsu_live[8];
+/* The pids of the servers running now, so that they are killed at exit
+ * even when a failed assertion left a test early: pids, not pointers to
+ * the tests' structs, which may be stack frames long gone by then. */
+static pid_t tsu_live[8];
 
 static void tsu_kill_all(void)
 {
     for (int i = 0; i < 8; i++) {
-        if (tsu_live[i] && tsu_live[i]->pid > 0) {
-            kill(tsu_live[i]->pid, SIGKILL);
-            waitpid(tsu_live[i]->pid, NULL, 0);
-            tsu_live[i]->pid = 0;
+        if (tsu_live[i] > 0) {
+            kill(tsu_live[i], SIGKILL);
+            waitpid(tsu_live[i], NULL, 0);
+            tsu_live[i] = 0;
         }
     }
 }
 
-static void tsu_track(struct test_server *s)
+static void tsu_track(pid_t pid)
 {
     static bool hooked;
     if (!hooked) {
@@ -52,11 +55,18 @@ static void tsu_track(struct test_server *s)
         hooked = true;
     }
     for (int i = 0; i < 8; i++) {
-        if (!tsu_live[i] || tsu_live[i] == s) {
-            tsu_live[i] = s;
+        if (tsu_live[i] <= 0) {
+            tsu_live[i] = pid;
             return;
         }
     }
+}
+
+static void tsu_untrack(pid_t pid)
+{
+    for (int i = 0; i < 8; i++)
+        if (tsu_live[i] == pid)
+            tsu_live[i] = 0;
 }
 
 /* A port nothing listens on right now (bind to 0, read, close). */
@@ -128,12 +138,13 @@ static int tsu_start(struct test_server *s, const char *storage)
         _exit(127);
     }
     s->pid = pid;
-    tsu_track(s);
+    tsu_track(pid);
     for (int i = 0; i < 600; i++) {
         if (tsu_port_open(s->port) && access(s->kubeconfig, R_OK) == 0)
             return 0;
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {
+            tsu_untrack(pid);
             s->pid = 0;
             fprintf(stderr, "ckube server exited at start; see %s\n", s->log);
             return -1;
@@ -152,6 +163,7 @@ static int tsu_stop(struct test_server *s, int sig)
     kill(s->pid, sig);
     int st = 0;
     waitpid(s->pid, &st, 0);
+    tsu_untrack(s->pid);
     s->pid = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
