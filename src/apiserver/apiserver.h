@@ -159,6 +159,9 @@ void object_key(const resource_type *t, const char *ns, const char *name, char *
 enum { PARTIAL_NONE, PARTIAL_OBJECT, PARTIAL_LIST };
 void partial_append(struct evbuffer *out, const req_ctx *rc, const cobj *o);
 ckube_status *partial_refused(const req_ctx *rc, bool is_list);
+/* A write's answer in PartialObjectMetadata form: takes body, returns
+ * the new body (body itself when it is a Status or has no metadata). */
+json_t *partial_of(const req_ctx *rc, json_t *body);
 
 json_t *table_for_objects(req_ctx *rc, cobj **objs, size_t n); /* new reference */
 json_t *table_row(req_ctx *rc, const json_t *obj);             /* new reference */

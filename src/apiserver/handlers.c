@@ -547,7 +547,7 @@ static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
     if (st)
         reply_status(rc, st);
     else
-        reply_json(rc, code, body);
+        reply_json(rc, code, rc->want_partial ? partial_of(rc, body) : body);
 }
 
 static json_t *delete_success_body(const resource_type *t, const json_t *obj)
@@ -580,7 +580,8 @@ static void free_ref_cb(const void *data, size_t len, void *arg)
 static bool reply_stored(write_req *w, int code)
 {
     const resource_type *t = w->rc->type;
-    if (t->present || w->parent || w->dry_run || !w->value || !w->op.value_len)
+    if (t->present || w->parent || w->dry_run || !w->value || !w->op.value_len ||
+        w->rc->want_partial)
         return false;
     jscan_meta meta;
     if (!jscan_canonical(w->value, w->op.value_len, &meta) || !meta.metadata)

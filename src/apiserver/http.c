@@ -266,7 +266,7 @@ static const char *media_param(const char *params, const char *name, char *buf, 
 }
 
 /* Accept-header negotiation: JSON, plain or as a meta.k8s.io conversion
- * (Table; PartialObjectMetadata and PartialObjectMetadataList for reads).
+ * (Table; PartialObjectMetadata, and PartialObjectMetadataList for reads).
  * The first acceptable entry wins. Protobuf alone is not acceptable; YAML
  * is not served. */
 static bool negotiate(req_ctx *rc)
@@ -300,9 +300,8 @@ static bool negotiate(req_ctx *rc)
         if (!strcmp(as, "Table") && (!*g || meta_gv)) {
             rc->want_table = true;
             json_ok = true;
-        } else if (reading && meta_gv &&
-                   (!strcmp(as, "PartialObjectMetadata") ||
-                    !strcmp(as, "PartialObjectMetadataList"))) {
+        } else if (meta_gv && (!strcmp(as, "PartialObjectMetadata") ||
+                               (reading && !strcmp(as, "PartialObjectMetadataList")))) {
             rc->want_partial = !strcmp(as, "PartialObjectMetadata") ? PARTIAL_OBJECT : PARTIAL_LIST;
             rc->partial_version = !strcmp(v, "v1") ? "v1" : "v1beta1";
             json_ok = true;

@@ -13,6 +13,7 @@
  * decoded, and a list of 100k objects streams as fast as a full one
  * while sending a fraction of the bytes. Asking for the list form of a
  * single object, or the object form of a list, is a 406 as upstream.
+ * Writes answer in the object form too when asked (a Status stays one).
  */
 #include <event2/buffer.h>
 #include <string.h>
@@ -33,6 +34,20 @@ void partial_append(struct evbuffer *out, const req_ctx *rc, const cobj *o)
     } else {
         evbuffer_add(out, "\"metadata\":{}}", 14);
     }
+}
+
+json_t *partial_of(const req_ctx *rc, json_t *body)
+{
+    json_t *meta = json_object_get(body, "metadata");
+    const char *kind = json_string_value(json_object_get(body, "kind"));
+    if (!json_is_object(meta) || (kind && !strcmp(kind, "Status")))
+        return body;
+    json_t *p = json_pack("{s:s,s:s+,s:O}", "kind", "PartialObjectMetadata", "apiVersion",
+                          "meta.k8s.io/", rc->partial_version, "metadata", meta);
+    if (!p)
+        return body;
+    json_decref(body);
+    return p;
 }
 
 ckube_status *partial_refused(const req_ctx *rc, bool is_list)

@@ -606,6 +606,33 @@ def t_partial_object_metadata():
     w = Watch(cms(ns), headers={"Accept": META_LIST_ACCEPT.split(",")[1]}, timeoutSeconds=5)
     check(w.status == 406, "list form on a watch: %s" % w.status)
     w.close()
+    # Writes answer in that form too (client-go's metadata client patches
+    # and deletes); a Status stays a Status.
+    def write(method, path, body, ctype="application/json"):
+        c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+        try:
+            c.request(method, path, body=json.dumps(body),
+                      headers={"Accept": META_ACCEPT, "Content-Type": ctype})
+            r = c.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            c.close()
+    st, o = write("POST", cms(ns), {"metadata": {"name": "w1"}, "data": {"k": "v"}})
+    check(st == 201 and o.get("kind") == "PartialObjectMetadata" and "data" not in o and
+          o["metadata"]["name"] == "w1", "partial create %s %s" % (st, o))
+    st, o = write("PATCH", cms(ns) + "/w1", {"metadata": {"labels": {"p": "1"}}},
+                  "application/merge-patch+json")
+    check(st == 200 and o.get("kind") == "PartialObjectMetadata" and
+          o["metadata"].get("labels") == {"p": "1"}, "partial patch %s %s" % (st, o))
+    st, o = write("PUT", cms(ns) + "/w1", {"metadata": {"name": "w1",
+                                                        "resourceVersion":
+                                                            o["metadata"]["resourceVersion"]},
+                                           "data": {"k": "2"}})
+    check(st == 200 and o.get("kind") == "PartialObjectMetadata", "partial update %s %s" % (st, o))
+    st, o = write("DELETE", cms(ns) + "/w1", {})
+    check(st == 200 and o.get("kind") == "Status", "partial delete answers a Status: %s" % o)
+    st, o = write("PUT", cms(ns) + "/nosuch", {"metadata": {"name": "nosuch"}})
+    check(st == 404 and o.get("kind") == "Status", "partial error stays a Status: %s" % o)
 
 
 def crd_body(name="gadgets", kind="Gadget"):
