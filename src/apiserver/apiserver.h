@@ -94,10 +94,10 @@ typedef struct req_ctx {
     struct evkeyvalq query;
     resource_type *type; /* reference; NULL for non-resource paths */
     bool want_table;
-    int include_object;          /* 0 none, 1 metadata (default), 2 object */
-    int want_partial;            /* PARTIAL_NONE, _OBJECT or _LIST (partial.c) */
-    const char *partial_version; /* "v1" or "v1beta1" (static) when want_partial */
-    char *warning;               /* a Warning header to add, owned */
+    int include_object;              /* 0 none, 1 metadata (default), 2 object */
+    int want_partial;                /* PARTIAL_NONE, _OBJECT or _LIST (partial.c) */
+    const char *partial_api_version; /* "meta.k8s.io/v1" or ".../v1beta1" (static) */
+    char *warning;                   /* a Warning header to add, owned */
 } req_ctx;
 
 /* Life cycle. apiserver_start binds and starts the loops; apiserver_stop

@@ -1856,12 +1856,11 @@ static void do_list(req_ctx *rc)
         return;
     }
     /* The head, up to the items: the same for both ways of sending. */
-    char *head = NULL, partial_gv[32];
+    char *head = NULL;
     const char *list_kind = t->list_kind, *list_gv = t->api_version;
     if (rc->want_partial) {
-        snprintf(partial_gv, sizeof partial_gv, "meta.k8s.io/%s", rc->partial_version);
         list_kind = "PartialObjectMetadataList";
-        list_gv = partial_gv;
+        list_gv = rc->partial_api_version;
     }
     int head_len;
     if (next)

@@ -303,7 +303,7 @@ static bool negotiate(req_ctx *rc)
         } else if (meta_gv && (!strcmp(as, "PartialObjectMetadata") ||
                                (reading && !strcmp(as, "PartialObjectMetadataList")))) {
             rc->want_partial = !strcmp(as, "PartialObjectMetadata") ? PARTIAL_OBJECT : PARTIAL_LIST;
-            rc->partial_version = !strcmp(v, "v1") ? "v1" : "v1beta1";
+            rc->partial_api_version = !strcmp(v, "v1") ? "meta.k8s.io/v1" : "meta.k8s.io/v1beta1";
             json_ok = true;
         }
     }

@@ -23,9 +23,8 @@
 
 void partial_append(struct evbuffer *out, const req_ctx *rc, const cobj *o)
 {
-    evbuffer_add_printf(out,
-                        "{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/%s\",",
-                        rc->partial_version);
+    evbuffer_add_printf(out, "{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"%s\",",
+                        rc->partial_api_version);
     jspan meta;
     if (jscan_member(o->json, o->len, 0, "metadata", &meta) && jscan_kind(o->json, meta) == '{') {
         evbuffer_add(out, "\"metadata\":", 11);
@@ -42,8 +41,8 @@ json_t *partial_of(const req_ctx *rc, json_t *body)
     const char *kind = json_string_value(json_object_get(body, "kind"));
     if (!json_is_object(meta) || (kind && !strcmp(kind, "Status")))
         return body;
-    json_t *p = json_pack("{s:s,s:s+,s:O}", "kind", "PartialObjectMetadata", "apiVersion",
-                          "meta.k8s.io/", rc->partial_version, "metadata", meta);
+    json_t *p = json_pack("{s:s,s:s,s:O}", "kind", "PartialObjectMetadata", "apiVersion",
+                          rc->partial_api_version, "metadata", meta);
     if (!p)
         return body;
     json_decref(body);

@@ -438,12 +438,10 @@ static void send_bookmark(http_watch *w, int64_t rev, bool initial_end)
     const resource_type *t = w->rc->type;
     /* The object is of the kind the watch serves: a PartialObjectMetadata
      * watch's decoder knows no other. */
-    char partial_gv[32];
     const char *kind = t->kind, *gv = t->api_version;
     if (w->rc->want_partial) {
-        snprintf(partial_gv, sizeof partial_gv, "meta.k8s.io/%s", w->rc->partial_version);
         kind = "PartialObjectMetadata";
-        gv = partial_gv;
+        gv = w->rc->partial_api_version;
     }
     evbuffer_add_printf(out,
                         "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\","

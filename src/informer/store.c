@@ -680,19 +680,30 @@ int ckube_store_add_indexer(ckube_store *s, const ckube_indexer *ix, char **err)
 /* ------------------------------------------------------------------------ */
 /* Writes.                                                                  */
 
+/* The item under key[0, n) + suffix, or with nfind the first at or after
+ * it (read lock held). RB_FIND needs an item; the key is all item_cmp
+ * reads, so a probe with that key is built, on the stack when short. */
+static struct item *tree_probe(ckube_store *s, const char *key, size_t n, const char *suffix,
+                               bool nfind)
+{
+    size_t sn = strlen(suffix);
+    _Alignas(struct item) char stackbuf[sizeof(struct item) + 256];
+    struct item *probe =
+        n + sn < 256 ? (struct item *)stackbuf : malloc(sizeof(struct item) + n + sn + 1);
+    if (!probe)
+        return NULL;
+    memcpy(probe->key, key, n);
+    memcpy(probe->key + n, suffix, sn + 1);
+    struct item *it =
+        nfind ? RB_NFIND(item_tree, &s->items, probe) : RB_FIND(item_tree, &s->items, probe);
+    if (probe != (struct item *)stackbuf)
+        free(probe);
+    return it;
+}
+
 static struct item *find_locked(ckube_store *s, const char *key)
 {
-    /* RB_FIND needs an item; the key is all item_cmp reads. */
-    size_t n = strlen(key);
-    _Alignas(struct item) char stackbuf[sizeof(struct item) + 256];
-    struct item *find = n < 256 ? (struct item *)stackbuf : malloc(sizeof(struct item) + n + 1);
-    if (!find)
-        return NULL;
-    memcpy(find->key, key, n + 1);
-    struct item *it = RB_FIND(item_tree, &s->items, find);
-    if (find != (struct item *)stackbuf)
-        free(find);
-    return it;
+    return tree_probe(s, key, strlen(key), "", false);
 }
 
 /* Takes the object out of an item for handing to a caller: the store's
@@ -1053,17 +1064,7 @@ int ckube_store_list_keys(ckube_store *s, ckube_key_list *out)
  * first key at or after "ns/". */
 static struct item *ns_range_first(ckube_store *s, const char *ns, size_t plen)
 {
-    _Alignas(struct item) char stackbuf[sizeof(struct item) + 256];
-    struct item *find =
-        plen < 255 ? (struct item *)stackbuf : malloc(sizeof(struct item) + plen + 2);
-    if (!find)
-        return NULL;
-    memcpy(find->key, ns, plen);
-    memcpy(find->key + plen, "/", 2);
-    struct item *it = RB_NFIND(item_tree, &s->items, find);
-    if (find != (struct item *)stackbuf)
-        free(find);
-    return it;
+    return tree_probe(s, ns, plen, "/", true);
 }
 
 /* Appends it to the growing array *v (n used, cap allocated). -1 when

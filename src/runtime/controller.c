@@ -300,12 +300,11 @@ static const char *obj_group_of(const char *api_version, char *buf, size_t n)
     return buf;
 }
 
-/* Maps obj to keys per the watch's spec into `sink`. */
+/* Maps obj (a tree) to keys per an owner or function mapping into `sink`. */
 static void map_object(struct watch_entry *w, const json_t *obj, ckube_key_sink *sink)
 {
     switch (w->spec.map) {
-    case CKUBE_MAP_SELF:
-        ckube_enqueue(sink, ckube_obj_namespace(obj), ckube_obj_name(obj));
+    case CKUBE_MAP_SELF: /* map_cached does these without a tree */
         break;
     case CKUBE_MAP_OWNER: {
         json_t *refs = ckube_json_get_path(obj, "metadata.ownerReferences");
