@@ -11,6 +11,8 @@ import tempfile
 import time
 import urllib.request
 
+from free_port import free_port
+
 SRC = os.environ.get("CKUBE_SRC") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("CKUBE_BIN") or os.path.join(SRC, "build", "ckube")
@@ -25,7 +27,7 @@ class Server:
         self.flags = flags
         self.proc = None
         self.log = None
-        self.port = 0
+        self.port = free_port()  # kept across restarts
         atexit.register(self.cleanup)
 
     def start(self):

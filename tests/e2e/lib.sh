@@ -30,8 +30,11 @@ trap cleanup EXIT
 # $DATA_DIR if set) and waits until /readyz answers.
 start_server() {
     local data=${DATA_DIR:-$TMP/data}
+    # Fixed for the test's life (restarts reuse it) and outside the
+    # ephemeral range: see free_port.py.
+    [ -n "${PORT:-}" ] || PORT=$(python3 "$SRC/tests/e2e/free_port.py")
     rm -f "$data/kubeconfig"
-    "$CKUBE_BIN" server --data-dir "$data" --listen 127.0.0.1:${PORT:-0} "$@" \
+    "$CKUBE_BIN" server --data-dir "$data" --listen "127.0.0.1:$PORT" "$@" \
         >>"$TMP/server.log" 2>&1 &
     SERVER_PID=$!
     for _ in $(seq 1 200); do

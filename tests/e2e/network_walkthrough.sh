@@ -54,7 +54,7 @@ stop_ctls() {
 }
 trap 'rc=$?; set +e; stop_ctls; if [ $rc -ne 0 ]; then for f in "$TMP"/ctl*.log; do echo "---- $f (tail)"; tail -n 40 "$f"; done >&2; fi; (exit $rc); cleanup' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$SRC/tests/e2e/free_port.py"; }
 
 # start_ctl N: replica N of the controller, on its own ports and log.
 declare -A HPORT MPORT CPID

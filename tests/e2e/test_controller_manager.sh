@@ -24,7 +24,7 @@ stop_cms() {
 # printed before the temporary directory goes.
 trap 'rc=$?; set +e; stop_cms; if [ $rc -ne 0 ]; then for f in "$TMP"/cm*.log; do echo "---- $f (tail)"; tail -n 80 "$f"; done >&2; fi; (exit $rc); cleanup' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$SRC/tests/e2e/free_port.py"; }
 
 start_server --controller-manager=false
 

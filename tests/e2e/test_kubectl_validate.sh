@@ -175,7 +175,7 @@ for kc in $KUBECTL_VERSIONS; do
     [ -x "$(command -v "$kc")" ] || fail "kubectl binary $kc not found"
     DATA_DIR=$TMP/data-$(basename "$kc")
     export DATA_DIR
-    PORT=0
+    PORT=  # a fresh port for a fresh server
     flow "$kc"
 done
 finish_sections

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -69,20 +70,40 @@ static void tsu_untrack(pid_t pid)
             tsu_live[i] = 0;
 }
 
-/* A port nothing listens on right now (bind to 0, read, close). */
+/* A port nothing listens on right now, chosen below the kernel's
+ * ephemeral range. A port from that range (what binding to port 0 gives)
+ * can be taken while a killed server is down: a client that reconnects
+ * to 127.0.0.1:P can be handed P as its own source port, and that
+ * connect succeeds as a TCP self-connection, so the restarted server
+ * finds its port in use. Below the range no client socket ever gets it. */
 static int tsu_free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
+    int lo = 32768;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d", &lo) != 1)
+            lo = 32768;
+        fclose(f);
     }
-    close(fd);
-    return ntohs(a.sin_port);
+    if (lo <= 12000)
+        lo = 32768; /* an odd range: keep to the default's lower part */
+    static unsigned seed;
+    if (!seed)
+        seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    for (int attempt = 0; attempt < 200; attempt++) {
+        int port = 10000 + (int)(rand_r(&seed) % (unsigned)(lo - 10000));
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0)
+            return -1;
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+        close(fd);
+        if (ok)
+            return port;
+    }
+    return -1;
 }
 
 static bool tsu_port_open(int port)
@@ -91,10 +112,34 @@ static bool tsu_port_open(int port)
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    /* Bounded: a connect to a listener whose backlog is full waits for
+     * SYN retries, minutes by default (connect honours SO_SNDTIMEO). */
+    struct timeval tv = {.tv_sec = 1};
+    bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0 &&
+              connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
     if (fd >= 0)
         close(fd);
     return ok;
+}
+
+/* Copies the last `n` bytes of the server's log to stderr, so that a
+ * failure in CI shows why the server did not come up. */
+static void tsu_log_tail(const struct test_server *s, long n)
+{
+    FILE *f = fopen(s->log, "r");
+    if (!f)
+        return;
+    if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > n)
+        fseek(f, -n, SEEK_END);
+    else
+        rewind(f);
+    fprintf(stderr, "--- last lines of %s ---\n", s->log);
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+        fwrite(buf, 1, got, stderr);
+    fprintf(stderr, "--- end of %s ---\n", s->log);
+    fclose(f);
 }
 
 /* Starts (or restarts, same port and data) the server; waits until it
@@ -127,6 +172,9 @@ static int tsu_start(struct test_server *s, const char *storage)
     char listen[64], data[600];
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", s->port);
     snprintf(data, sizeof(data), "%s/data", s->dir);
+    /* The server writes it once it listens: on a restart, the previous
+     * run's copy must not be taken for readiness. */
+    unlink(s->kubeconfig);
     pid_t pid = fork();
     if (pid < 0)
         return -1;
@@ -146,11 +194,14 @@ static int tsu_start(struct test_server *s, const char *storage)
         if (waitpid(pid, &st, WNOHANG) == pid) {
             tsu_untrack(pid);
             s->pid = 0;
-            fprintf(stderr, "ckube server exited at start; see %s\n", s->log);
+            fprintf(stderr, "ckube server exited at start\n");
+            tsu_log_tail(s, 4000);
             return -1;
         }
         usleep(50000);
     }
+    fprintf(stderr, "ckube server did not come up on port %d within 30 s\n", s->port);
+    tsu_log_tail(s, 4000);
     return -1;
 }
 

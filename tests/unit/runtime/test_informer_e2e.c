@@ -78,8 +78,8 @@ struct shared {
     struct test_server srv;
     pthread_mutex_t mu;
     int ops_done;
-    bool restarted;
     unsigned seed;
+    int stop; /* set (atomically) when the test gives up: writers return */
 };
 
 /* Retries `op` through transport errors (code 0) and 5xx for up to 60 s.
@@ -90,6 +90,8 @@ static int with_retry(struct shared *sh,
 {
     bool retried = false;
     for (int attempt = 0; attempt < 1200; attempt++) {
+        if (__atomic_load_n(&sh->stop, __ATOMIC_RELAXED))
+            return -1;
         ckube_status *err = NULL;
         if (op(sh, name, arg, &err) == 0)
             return 0;
@@ -145,7 +147,8 @@ static void *writer_main(void *arg)
     struct shared *sh = w->sh;
     bool exists[NAMES] = {0};
     unsigned seed = 1234u + (unsigned)w->id;
-    for (int i = 0; i < TOTAL_OPS / WRITERS; i++) {
+    for (int i = 0; i < TOTAL_OPS / WRITERS && !__atomic_load_n(&sh->stop, __ATOMIC_RELAXED);
+         i++) {
         /* This writer owns the names n with n % WRITERS == id. */
         int n = (int)(rand_r(&seed) % (NAMES / WRITERS)) * WRITERS + w->id;
         char name[32];
@@ -228,7 +231,8 @@ static void test_informer_consistent_through_random_ops_and_restart(void **state
     ckube_config *cfg = NULL;
     ckube_status *err = NULL;
     assert_int_equal(ckube_config_load(&ov, &cfg, &err), 0);
-    cfg->qps = -1; /* no client-side limit: this is a load test */
+    cfg->qps = -1;           /* no client-side limit: this is a load test */
+    cfg->timeout_ms = 20000; /* no request may hang the test on a lost reply */
     sh.client = ckube_client_new(cfg, &err);
     assert_non_null(sh.client);
     ckube_config_free(cfg);
@@ -273,7 +277,15 @@ static void test_informer_consistent_through_random_ops_and_restart(void **state
     }
     tsu_stop(&sh.srv, SIGKILL);
     usleep(300000);
-    assert_int_equal(tsu_start(&sh.srv, "sqlite"), 0);
+    int restarted = tsu_start(&sh.srv, "sqlite");
+    if (restarted != 0) {
+        /* Fail fast, with no writer left retrying against a dead port. */
+        __atomic_store_n(&sh.stop, 1, __ATOMIC_RELAXED);
+        for (int i = 0; i < WRITERS; i++)
+            pthread_join(th[i], NULL);
+        ckube_informer_factory_free(f);
+    }
+    assert_int_equal(restarted, 0);
     for (int i = 0; i < WRITERS; i++) {
         pthread_join(th[i], NULL);
         assert_int_equal(w[i].failures, 0);
