@@ -524,7 +524,7 @@ static printer_column column(const char *name, const char *type, const char *for
 
 /* Builds the served type of one version of a CRD. */
 static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *stor,
-                              bool terminating)
+                              bool terminating, crd_serving *serving)
 {
     json_t *spec = json_object_get(crd, "spec");
     json_t *names = ckube_json_get_path(crd, "status.acceptedNames");
@@ -593,8 +593,7 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
             column("Age", "date", "", "Time since creation.", 0, ".metadata.creationTimestamp");
     t->is_custom = true;
     t->crd_name = strdup(ckube_obj_name(crd));
-    const char *uid = json_string_value(ckube_json_get_path(crd, "metadata.uid"));
-    t->crd_uid = uid ? strdup(uid) : NULL;
+    t->serving = crd_serving_ref(serving);
     t->storage_version = stor && !strcmp(stor, t->version);
     t->priv = stor ? strdup(stor) : NULL;
     t->priv_free = free;
@@ -605,16 +604,64 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
     return t;
 }
 
-/* Removes every type a CRD registered. */
-static void unregister_crd(const char *crd_name)
+/* Takes every type a CRD registered out of the registry; returns them
+ * (references, *n of them) for retire_types. */
+static resource_type **unregister_crd(const char *crd_name, size_t *n)
 {
-    size_t n;
-    resource_type **types = registry_list(&n);
-    for (size_t i = 0; i < n; i++) {
-        if (types[i]->crd_name && !strcmp(types[i]->crd_name, crd_name))
+    size_t all;
+    resource_type **types = registry_list(&all);
+    *n = 0;
+    for (size_t i = 0; i < all; i++) {
+        if (types[i]->crd_name && !strcmp(types[i]->crd_name, crd_name)) {
             registry_remove(types[i]->group, types[i]->version, types[i]->resource);
+            types[(*n)++] = types[i];
+        } else {
+            resource_type_unref(types[i]);
+        }
     }
-    registry_list_free(types, n);
+    return types;
+}
+
+static unsigned long retired_generation; /* atomic */
+
+/* Releases the types unregister_crd took. Those not served from `now`
+ * any more (NULL: the CRD serves nothing now) have their crd_serving
+ * retired, and with it the watches on them and on the earlier types that
+ * shared it. */
+static void retire_types(resource_type **old, size_t n, const crd_serving *now)
+{
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        crd_serving *s = old[i]->serving;
+        if (s && s != now && !atomic_exchange(&s->retired, 1))
+            any = true;
+        resource_type_unref(old[i]);
+    }
+    free(old);
+    if (any)
+        __atomic_add_fetch(&retired_generation, 1, __ATOMIC_RELEASE);
+}
+
+unsigned long crd_retired_generation(void)
+{
+    return __atomic_load_n(&retired_generation, __ATOMIC_ACQUIRE);
+}
+
+bool crd_type_retired(const resource_type *t)
+{
+    return t->serving && atomic_load(&t->serving->retired) != 0;
+}
+
+/* What a CRD serves its types from, as upstream compares it before it
+ * rebuilds their storage: uid, spec and status.acceptedNames. Owned. */
+static char *serving_of(const json_t *crd)
+{
+    json_t *v = json_pack("{s:O?,s:O?,s:O?}", "uid", ckube_json_get_path(crd, "metadata.uid"),
+                          "spec", json_object_get(crd, "spec"), "acceptedNames",
+                          ckube_json_get_path(crd, "status.acceptedNames"));
+    char *out = v ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(v);
+    return out;
 }
 
 static bool names_accepted(const json_t *crd)
@@ -631,12 +678,9 @@ static bool names_accepted(const json_t *crd)
     return false;
 }
 
-static void register_crd(const json_t *crd)
+static void register_versions(const json_t *crd, crd_serving *serving)
 {
     const char *name = ckube_obj_name(crd);
-    unregister_crd(name);
-    if (!names_accepted(crd))
-        return;
     bool terminating = ckube_json_get_path(crd, "metadata.deletionTimestamp") != NULL;
     const char *stor = NULL;
     size_t i;
@@ -652,7 +696,7 @@ static void register_crd(const json_t *crd)
         json_t *served = json_object_get(ver, "served");
         if (served && !json_is_true(served))
             continue;
-        resource_type *t = cr_type(crd, ver, stor, terminating);
+        resource_type *t = cr_type(crd, ver, stor, terminating, serving);
         if (!t)
             continue;
         if (!t->api_version && asprintf(&t->api_version, "%s/%s", t->group, t->version) < 0)
@@ -665,6 +709,31 @@ static void register_crd(const json_t *crd)
             CKUBE_V(2, "serving %s/%s %s for CRD %s", t->group, t->version, t->resource, name);
         }
     }
+}
+
+/* (Re-)registers a CRD's served versions after a change of the CRD. The
+ * types are rebuilt each time (a deletion that starts, for one, refuses
+ * creates from then on); the watches on the old ones end only when what
+ * the CRD serves changed (retire_types). */
+static void register_crd(const json_t *crd)
+{
+    const char *name = ckube_obj_name(crd);
+    size_t nold;
+    resource_type **old = unregister_crd(name, &nold);
+    crd_serving *now = NULL;
+    if (names_accepted(crd)) {
+        char *what = serving_of(crd);
+        crd_serving *was = nold ? old[0]->serving : NULL;
+        if (what && was && !strcmp(was->what, what)) {
+            now = crd_serving_ref(was);
+            free(what);
+        } else {
+            now = crd_serving_new(what);
+        }
+        register_versions(crd, now);
+    }
+    retire_types(old, nold, now);
+    crd_serving_unref(now);
 }
 
 /* ---- deletion cleanup ---------------------------------------------------- */
@@ -900,53 +969,6 @@ static void on_any_event(void *arg, cevent_type type, const cobj *o)
         maybe_finalize(name, prefix);
 }
 
-/* ---- retired CRDs -------------------------------------------------------- */
-
-/* The uids of the last CRDs deleted, for the loops to end the watches on
- * their types (as upstream's storage teardown does): a loop compares the
- * generation with the one it last saw, and only then looks through its
- * watches. A ring: a loop flushes right after the batch that deleted a
- * CRD, long before RETIRED_MAX later deletions could push it out. */
-#define RETIRED_MAX 64
-static struct {
-    pthread_mutex_t mu;
-    char *uids[RETIRED_MAX];
-    size_t next;
-    unsigned long generation; /* atomic */
-} retired = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void retire_uid(const char *uid)
-{
-    if (!uid)
-        return;
-    char *copy = strdup(uid);
-    if (!copy)
-        return;
-    pthread_mutex_lock(&retired.mu);
-    free(retired.uids[retired.next]);
-    retired.uids[retired.next] = copy;
-    retired.next = (retired.next + 1) % RETIRED_MAX;
-    pthread_mutex_unlock(&retired.mu);
-    __atomic_add_fetch(&retired.generation, 1, __ATOMIC_RELEASE);
-}
-
-unsigned long crd_retired_generation(void)
-{
-    return __atomic_load_n(&retired.generation, __ATOMIC_ACQUIRE);
-}
-
-bool crd_type_retired(const resource_type *t)
-{
-    if (!t->crd_uid)
-        return false;
-    bool found = false;
-    pthread_mutex_lock(&retired.mu);
-    for (size_t i = 0; i < RETIRED_MAX && !found; i++)
-        found = retired.uids[i] && !strcmp(retired.uids[i], t->crd_uid);
-    pthread_mutex_unlock(&retired.mu);
-    return found;
-}
-
 /* ---- following CRDs ------------------------------------------------------ */
 
 static void on_crd_event(void *arg, cevent_type type, const cobj *o)
@@ -955,8 +977,9 @@ static void on_crd_event(void *arg, cevent_type type, const cobj *o)
     if (!crd)
         return;
     if (type == CEV_DELETED) {
-        unregister_crd(ckube_obj_name(crd));
-        retire_uid(json_string_value(ckube_json_get_path(crd, "metadata.uid")));
+        size_t nold;
+        resource_type **old = unregister_crd(ckube_obj_name(crd), &nold);
+        retire_types(old, nold, NULL);
         CKUBE_INFO("CRD %s deleted: its endpoints and watches are gone", ckube_obj_name(crd));
     } else {
         register_crd(crd);

@@ -31,11 +31,13 @@ int crd_types_register(void);
 void crd_attach(cacher *c, storage *st);
 void crd_detach(void);
 
-/* Deleted CRDs. The generation moves (atomically) after each deletion,
- * once the CRD's types have left the registry; crd_type_retired says
- * whether t belongs to a CRD deleted recently (the last 64 deletions). A
- * watch on such a type ends, as upstream ends them when it tears down the
- * CRD's storage. Thread-safe. */
+/* Types retired by CRD changes. A type is retired when its CRD is
+ * deleted, or updated so that its uid, spec or accepted names differ (a
+ * change of status or a deletion that starts retires nothing), as
+ * upstream tears down a CRD's storage, and with it the watches on it,
+ * exactly then. The generation moves (atomically) after the retired types
+ * have left the registry, so a loop that sees it move looks through its
+ * watches for crd_type_retired ones and ends them. Thread-safe. */
 unsigned long crd_retired_generation(void);
 bool crd_type_retired(const resource_type *t);
 

@@ -1582,6 +1582,18 @@ static void collection_settle(collection_del *p, ckube_status *st, json_t *obj)
         req_ctx *rc = p->rc;
         if (p->error) {
             reply_status(rc, p->error);
+        } else if (rc->want_partial) {
+            /* PartialObjectMetadataList (do_deletecollection refused the
+             * object form before deleting anything). */
+            json_t *items = json_array();
+            size_t i;
+            json_t *it;
+            json_array_foreach(p->items, i, it)
+                json_array_append_new(items, partial_of(rc, json_incref(it)));
+            json_t *list = json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", "PartialObjectMetadataList",
+                                     "apiVersion", rc->partial_api_version, "metadata",
+                                     "resourceVersion", "", "items", items);
+            reply_json(rc, 200, list);
         } else {
             json_t *list = json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", rc->type->list_kind,
                                      "apiVersion", rc->type->api_version, "metadata",
@@ -1595,10 +1607,17 @@ static void collection_settle(collection_del *p, ckube_status *st, json_t *obj)
 
 static void do_deletecollection(req_ctx *rc)
 {
+    /* The answer is a list: asking for one PartialObjectMetadata is a 406,
+     * given before anything is deleted. */
+    ckube_status *st = partial_refused(rc, true);
+    if (st) {
+        reply_status(rc, st);
+        return;
+    }
     write_req probe = {0};
     if (!write_params(rc, &probe))
         return;
-    ckube_status *st = delete_options(rc, &probe);
+    st = delete_options(rc, &probe);
     if (st) {
         free(probe.pre_uid);
         free(probe.pre_rv);
@@ -2135,9 +2154,14 @@ void handle_resource(req_ctx *rc)
         do_update(rc, W_UPDATE);
     else if (!strcmp(verb, "patch"))
         do_patch(rc, W_PATCH);
-    else if (!strcmp(verb, "delete"))
-        do_delete(rc);
-    else if (!strcmp(verb, "deletecollection"))
+    else if (!strcmp(verb, "delete")) {
+        /* A single object: the list form is a 406, before deleting. */
+        ckube_status *refused = partial_refused(rc, false);
+        if (refused)
+            reply_status(rc, refused);
+        else
+            do_delete(rc);
+    } else if (!strcmp(verb, "deletecollection"))
         do_deletecollection(rc);
     else
         reply_status(rc, method_not_allowed());

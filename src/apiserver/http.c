@@ -274,7 +274,9 @@ static bool negotiate(req_ctx *rc)
     const char *accept = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Accept");
     if (!accept || !*accept)
         return true;
-    bool reading = evhttp_request_get_command(rc->req) == EVHTTP_REQ_GET;
+    /* The list form answers reads and deletecollection (a DELETE). */
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(rc->req);
+    bool lists = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_DELETE;
     bool json_ok = false;
     char *dup = strdup(accept);
     for (char *save = NULL, *t = strtok_r(dup, ",", &save); t && !json_ok;
@@ -301,7 +303,7 @@ static bool negotiate(req_ctx *rc)
             rc->want_table = true;
             json_ok = true;
         } else if (meta_gv && (!strcmp(as, "PartialObjectMetadata") ||
-                               (reading && !strcmp(as, "PartialObjectMetadataList")))) {
+                               (lists && !strcmp(as, "PartialObjectMetadataList")))) {
             rc->want_partial = !strcmp(as, "PartialObjectMetadata") ? PARTIAL_OBJECT : PARTIAL_LIST;
             rc->partial_api_version = !strcmp(v, "v1") ? "meta.k8s.io/v1" : "meta.k8s.io/v1beta1";
             json_ok = true;

@@ -11,6 +11,34 @@ static resource_type **types;
 static size_t ntypes, cap;
 static unsigned long generation;
 
+crd_serving *crd_serving_new(char *what)
+{
+    crd_serving *s = what ? calloc(1, sizeof *s) : NULL;
+    if (!s) {
+        free(what);
+        return NULL;
+    }
+    atomic_init(&s->refs, 1);
+    atomic_init(&s->retired, 0);
+    s->what = what;
+    return s;
+}
+
+crd_serving *crd_serving_ref(crd_serving *s)
+{
+    if (s)
+        atomic_fetch_add(&s->refs, 1);
+    return s;
+}
+
+void crd_serving_unref(crd_serving *s)
+{
+    if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    free(s->what);
+    free(s);
+}
+
 resource_type *resource_type_ref(resource_type *t)
 {
     if (t)
@@ -53,7 +81,7 @@ void resource_type_unref(resource_type *t)
     }
     free(t->columns);
     free(t->crd_name);
-    free(t->crd_uid);
+    crd_serving_unref(t->serving);
     if (t->priv_free)
         t->priv_free(t->priv);
     free(t);

@@ -129,12 +129,30 @@ struct resource_type {
 
     bool is_custom;       /* defined by a CRD */
     char *crd_name;       /* owning CRD, for custom types */
-    char *crd_uid;        /* and its metadata.uid (a CRD deleted and made again
-                           * under the same name is another CRD) */
+    struct crd_serving *serving; /* what the CRD serves this type from (a
+                                  * reference, owned); see crd_serving */
     bool storage_version; /* custom: this version is the one stored */
     void *priv;           /* owner's data (the CRD's validation state, ...) */
     void (*priv_free)(void *priv);
 };
+
+/* What a CRD serves its types from: its uid, spec and accepted names.
+ * Successive registrations of a CRD's types share one while that stays
+ * the same (a change of the CRD's status, or the start of its deletion,
+ * re-registers the types without changing it). It is retired when the
+ * CRD is deleted or changes what it serves, and the watches on any of its
+ * types then end, as upstream ends them when it rebuilds or tears down a
+ * CRD's storage. Reference counted; thread-safe. */
+typedef struct crd_serving {
+    atomic_int refs;
+    atomic_int retired;
+    char *what; /* compact JSON of uid, spec and acceptedNames */
+} crd_serving;
+
+/* Takes `what` (malloc'd). NULL when out of memory (what is freed). */
+crd_serving *crd_serving_new(char *what);
+crd_serving *crd_serving_ref(crd_serving *s);
+void crd_serving_unref(crd_serving *s);
 
 resource_type *resource_type_ref(resource_type *t);
 void resource_type_unref(resource_type *t);

@@ -624,9 +624,10 @@ static void on_bookmark(evutil_socket_t fd, short what, void *arg)
         send_bookmark(w, w->cw.rev, false);
 }
 
-/* Ends the watches on types of CRDs deleted by generation g (read before
- * the flush that preceded this call: the CRD's objects were deleted before
- * the CRD, and their DELETED events have gone out in that flush). */
+/* Ends the watches on types that CRD changes retired by generation g
+ * (read before the flush that preceded this call: a deleted CRD's objects
+ * were deleted before the CRD, and their DELETED events have gone out in
+ * that flush). */
 static void end_retired_watches(loop *lp, unsigned long g)
 {
     if (g == lp->crd_retired_seen)
@@ -636,7 +637,7 @@ static void end_retired_watches(loop *lp, unsigned long g)
     while (w) {
         http_watch *next = LIST_NEXT(w, link);
         if (crd_type_retired(w->rc->type)) {
-            CKUBE_V(2, "watch of %s: the CRD %s was deleted; ending the watch",
+            CKUBE_V(2, "watch of %s: the CRD %s was deleted or changed; ending the watch",
                     w->rc->type->resource, w->rc->type->crd_name);
             watch_end(w);
         }

@@ -633,6 +633,41 @@ def t_partial_object_metadata():
     check(st == 200 and o.get("kind") == "Status", "partial delete answers a Status: %s" % o)
     st, o = write("PUT", cms(ns) + "/nosuch", {"metadata": {"name": "nosuch"}})
     check(st == 404 and o.get("kind") == "Status", "partial error stays a Status: %s" % o)
+    # deletecollection answers a list: PartialObjectMetadataList when
+    # asked; the object form is a 406 and deletes nothing.
+    for i in range(3):
+        create(ns, "dc%d" % i, labels={"dc": "1"}, data={"k": "v"})
+    c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+    c.request("DELETE", cms(ns) + "?labelSelector=dc%3D1",
+              headers={"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
+    r = c.getresponse()
+    o = json.loads(r.read())
+    c.close()
+    check(r.status == 406 and "is a list" in o.get("message", ""),
+          "object form on deletecollection: %s %s" % (r.status, o))
+    c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+    c.request("DELETE", cms(ns) + "/dc0",
+              headers={"Accept": META_LIST_ACCEPT.split(",")[1]})
+    r = c.getresponse()
+    o = json.loads(r.read())
+    c.close()
+    check(r.status == 406 and "not a list" in o.get("message", ""),
+          "list form on a delete: %s %s" % (r.status, o))
+    st, _, left = raw_get(cms(ns) + "?labelSelector=dc%3D1", "application/json")
+    check(st == 200 and len(left["items"]) == 3, "a refused delete(collection) deleted objects")
+    c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+    c.request("DELETE", cms(ns) + "?labelSelector=dc%3D1", headers={"Accept": META_LIST_ACCEPT})
+    r = c.getresponse()
+    o = json.loads(r.read())
+    c.close()
+    check(r.status == 200 and o.get("kind") == "PartialObjectMetadataList" and
+          o.get("apiVersion") == "meta.k8s.io/v1" and
+          sorted(x["metadata"]["name"] for x in o["items"]) == ["dc0", "dc1", "dc2"] and
+          all(set(x) == {"kind", "apiVersion", "metadata"} and
+              x["kind"] == "PartialObjectMetadata" for x in o["items"]),
+          "partial deletecollection %s %s" % (r.status, str(o)[:300]))
+    st, _, left = raw_get(cms(ns) + "?labelSelector=dc%3D1", "application/json")
+    check(st == 200 and left["items"] == [], "deletecollection left %s" % left["items"])
 
 
 def crd_body(name="gadgets", kind="Gadget"):
@@ -648,8 +683,9 @@ def crd_body(name="gadgets", kind="Gadget"):
 
 def t_crd_deletion_ends_watches():
     """A watch on a custom resource sees its objects' DELETED events when
-    the CRD goes, then ends (upstream tears the CRD's storage down); an
-    update of the CRD leaves it running; a watch of another CRD's
+    the CRD goes, then ends (upstream tears the CRD's storage down); a
+    change of the CRD's spec ends it too (upstream rebuilds the storage),
+    one of its metadata leaves it running; a watch of another CRD's
     resource and one of a built-in are untouched."""
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     api("POST", crds, crd_body(), want=201)
@@ -669,10 +705,24 @@ def t_crd_deletion_ends_watches():
     wb = Watch(cms(ns), timeoutSeconds=30)
     check(wo.status == 200 and wb.status == 200, "other watches: %s %s" % (wo.status, wb.status))
     check(summary(w.take(1)) == [("ADDED", "g1")], "CR watch: initial event")
-    # An update of the CRD (a label) re-registers its types: no effect.
+    # An update of the CRD's metadata (a label) changes nothing it serves:
+    # no effect.
     api("PATCH", crds + "/gadgets.ws.example.com", {"metadata": {"labels": {"x": "y"}}},
         "application/merge-patch+json", want=200)
-    check(w.quiet(0.5), "a CRD update disturbed the CR watch")
+    check(w.quiet(0.5), "a CRD label update disturbed the CR watch")
+    # A change of its spec (a printer column) rebuilds the storage
+    # upstream, which ends the watches on it: no event, the end.
+    v1 = crd_body()["spec"]["versions"][0]
+    v1["additionalPrinterColumns"] = [{"name": "Mode", "type": "string",
+                                       "jsonPath": ".spec.mode"}]
+    api("PATCH", crds + "/gadgets.ws.example.com", {"spec": {"versions": [v1]}},
+        "application/merge-patch+json", want=200)
+    end = w.next(10)
+    check(end is None, "CR watch did not end after a CRD spec change: %s" % (end,))
+    check(wo.quiet(0.3) and wo.ended is None, "a spec change of one CRD ended another's watch")
+    w = Watch(path, timeoutSeconds=30)
+    check(w.status == 200 and summary(w.take(1)) == [("ADDED", "g1")],
+          "a new CR watch after the spec change")
     api("DELETE", crds + "/gadgets.ws.example.com", want=200)
     ev = w.next(10)
     check(ev not in ("TIMEOUT", None) and (ev["type"], ev["object"]["metadata"]["name"]) ==
