@@ -312,6 +312,24 @@ def run_json_tool(argv, timeout, cwd=REPO):
         return None, "no JSON on stdout: %s" % lines[-1][:200]
 
 
+def cpu_stalls(label):
+    """Runs bench_stalls (3 s, a spinning thread per CPU) and keeps its
+    figures under STATE["stalls"][label]: how often the machine itself
+    took a running thread off its CPU for over 1 ms just before a latency
+    phase. Context for the tails, not a metric of ckube."""
+    exe = os.path.join(ARGS.build, "bench_stalls")
+    if not os.access(exe, os.X_OK):
+        return None
+    d, why = run_json_tool([exe, "--duration", "3"], 30)
+    if d is None:
+        print("  note: bench_stalls: %s" % why)
+        return None
+    STATE.setdefault("stalls", {})[label] = d
+    print("  machine: %.1f stalls/s over 1 ms per busy CPU (max %.1f ms) before %s"
+          % (d["gaps_over_1ms_per_s"], d["max_gap_ms"], label), flush=True)
+    return d
+
+
 def mib(b):
     return None if b is None else b / 1048576.0
 
@@ -449,6 +467,7 @@ def phase_get(s):
         print("  round %d closed loop: %.0f/s p50 %.3f p99 %.3f ms (loadgen cpu %.0f%%); "
               "wrk %s/s" % (r, d["per_s"], d["p50_ms"], d["p99_ms"], d["loadgen_cpu_pct"],
                             "%.0f" % w if w is not None else "-"), flush=True)
+    cpu_stalls("get_open")
     # Open loop at 20k/s, in rounds too: a single run's p99 is a tail of a
     # few hundred requests, and moves by 3x with the machine's noise; the
     # value is the median round's (every round is listed).
@@ -524,6 +543,7 @@ def phase_list(s):
 
 
 def phase_watch(s):
+    cpu_stalls("watch")
     d = loadgen(["--mode", "watch-fanout", "--url", s.url, "--namespace", "bench-watch",
                  "--prefix", "w", "--watchers", 1000, "--rate", 100, "--duration", DUR["watch"],
                  "--drain", 5], DUR["watch"] + 120)
@@ -697,6 +717,7 @@ def build_results():
             achieved_per_s=o["per_s"], late_scheduled=o["late_scheduled"],
             rounds=[round(x["p99_ms"], 3) for x in go],
             p99_ms_at_5k=g5.get("p99_ms"), p50_ms_at_5k=g5.get("p50_ms"),
+            machine_stalls=(S.get("stalls") or {}).get("get_open"),
             note="open loop at 20000/s over 64 connections; latency from the scheduled send "
             "time (no coordinated omission); median p99 of %d rounds" % len(go))
     else:
@@ -734,6 +755,7 @@ def build_results():
             send_to_receipt_p99_ms=w["e2e_p99_ms"], send_to_receipt_p50_ms=w["e2e_p50_ms"],
             write_p99_ms=w["write_p99_ms"], watchers=w["watchers_ok"], received=w["received"],
             expected=w["expected"], writes_per_s=w["writes_per_s"],
+            machine_stalls=(S.get("stalls") or {}).get("watch"),
             note="1000 watchers, 100 creates/s; value = receipt - min(write ack, first receipt "
             "of that object by any watcher), a lower bound of commit->receipt; "
             "send_to_receipt is the upper bound (includes the durable write)")
@@ -1061,6 +1083,7 @@ def main():
     judge()
     META["loadavg_end"] = loadavg()
     META["total_s"] = round(time.monotonic() - t_all, 1)
+    META["machine_stalls"] = STATE.get("stalls")
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(RESULTS, f, indent=1)
         f.write("\n")
@@ -1076,6 +1099,10 @@ def main():
     print("load average: start %s, end %s; total %.0f s; results in %s"
           % (META["loadavg_start"], META["loadavg_end"], META["total_s"],
              os.path.join(out_dir, "results.json")))
+    for label, d in (STATE.get("stalls") or {}).items():
+        print("machine before %s: %.1f stalls/s over 1 ms, %.1f over 3 ms, per busy CPU "
+              "(max %.1f ms): a quiet machine shows none"
+              % (label, d["gaps_over_1ms_per_s"], d["gaps_over_3ms_per_s"], d["max_gap_ms"]))
     return 0
 
 
