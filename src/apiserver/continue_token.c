@@ -34,40 +34,12 @@ static void put_json_string(ckube__strbuf *b, const char *s)
     while (*p) {
         unsigned char c = *p;
         if (c < 0x80) {
-            char esc[7] = {'\\', 0};
-            size_t n = 2;
-            switch (c) {
-            case '"':
-            case '\\':
-                esc[1] = (char)c;
-                break;
-            case '\b':
-                esc[1] = 'b';
-                break;
-            case '\f':
-                esc[1] = 'f';
-                break;
-            case '\n':
-                esc[1] = 'n';
-                break;
-            case '\r':
-                esc[1] = 'r';
-                break;
-            case '\t':
-                esc[1] = 't';
-                break;
-            default:
-                if (c >= 0x20 && c != '<' && c != '>' && c != '&') {
-                    ckube__sb_addn(b, (const char *)p, 1);
-                    p++;
-                    continue;
-                }
-                memcpy(esc, "\\u00", 4);
-                esc[4] = hex[c >> 4];
-                esc[5] = hex[c & 0xf];
-                n = 6;
+            if (c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&') {
+                ckube__sb_addn(b, (const char *)p, 1);
+            } else {
+                char esc[6];
+                ckube__sb_addn(b, esc, ckube__json_escape_ascii(c, hex, esc));
             }
-            ckube__sb_addn(b, esc, n);
             p++;
             continue;
         }

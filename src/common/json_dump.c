@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ckube/json.h"
+#include "common/text.h"
 #include "common/utf8.h"
 
 /* Deeper trees than any parser builds (jansson stops at 2048), so only a
@@ -107,37 +108,8 @@ static void dump_string(dbuf *b, const char *str, size_t len)
             s += n;
             continue;
         }
-        char esc[6] = {'\\', 0};
-        size_t en = 2;
-        switch (c) {
-        case '"':
-        case '\\':
-            esc[1] = (char)c;
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        default: {
-            static const char hex[] = "0123456789ABCDEF";
-            memcpy(esc, "\\u00", 4);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            en = 6;
-        }
-        }
-        put(b, esc, en);
+        char esc[6];
+        put(b, esc, ckube__json_escape_ascii(c, "0123456789ABCDEF", esc));
         s++;
     }
     putc1(b, '"');

@@ -134,3 +134,18 @@ const char *ckube__http_reason(long code)
         return "";
     }
 }
+
+size_t ckube__json_escape_ascii(unsigned char c, const char *hex, char out[6])
+{
+    static const char short_form[] = {['"'] = '"', ['\\'] = '\\', ['\b'] = 'b', ['\f'] = 'f',
+                                      ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
+    out[0] = '\\';
+    if (c < sizeof short_form && short_form[c]) {
+        out[1] = short_form[c];
+        return 2;
+    }
+    memcpy(out + 1, "u00", 3);
+    out[4] = hex[c >> 4];
+    out[5] = hex[c & 15];
+    return 6;
+}

@@ -29,6 +29,13 @@ char *ckube__sb_take(ckube__strbuf *b);
  * specific one. */
 void ckube__set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Writes the JSON escape of the ASCII byte c (c < 0x80) into out: the
+ * short form (\" \\ \b \f \n \r \t) where JSON has one, else \u00XX
+ * in the digits of `hex` (upper case as jansson writes them, lower case
+ * as Go's encoding/json does). Returns its length, 2 or 6. Shared by the
+ * canonical encoder and the Go-compatible continue tokens. */
+size_t ckube__json_escape_ascii(unsigned char c, const char *hex, char out[6]);
+
 /* The standard reason phrase of an HTTP status code ("Not Found"), or ""
  * for codes without one here. Shared by the server's replies and the
  * client's request logs. */
