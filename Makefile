@@ -36,7 +36,7 @@ test: deps build
 test-tsan: deps
 	@cmake -S . -B $(TSANBUILD) -DCMAKE_BUILD_TYPE=Debug -DCKUBE_SANITIZE=thread >/dev/null
 	@cmake --build $(TSANBUILD) -j $(JOBS)
-	cd $(TSANBUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	cd $(TSANBUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
 	    ctest --output-on-failure -j $(JOBS) -L runtime $(if $(T),-R $(T))
 
 # Installs ckube, ckube-controller-manager, libckube.so, the headers and ckube.pc.
