@@ -28,6 +28,7 @@ CC_SAN=cc
 LIBSO=$(pkg-config --variable=libdir ckube)/libckube.so
 case "$(nm -D "$LIBSO" 2>/dev/null)" in
 *__asan_init*) CC_SAN="cc -fsanitize=address,undefined" ;;
+*__tsan_init*) CC_SAN="cc -fsanitize=thread" ;;
 esac
 cp -r "$SRC/examples/hello-controller" "$TMP/hello"
 make -C "$TMP/hello" CC="$CC_SAN" CFLAGS="-O1 -g -Wall -Wextra -Werror" >"$TMP/make.log" 2>&1 ||
