@@ -151,18 +151,23 @@ ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector
 /* Storage key of an object; buf gets "/registry/G/R/[NS/]NAME". */
 void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n);
 
-/* Tables (table.c). */
 /* PartialObjectMetadata (partial.c). partial_append writes the object's
  * PartialObjectMetadata form, from its stored bytes, to out;
  * partial_refused is the 406 for a list asked for as one object, or an
- * object asked for as a list (NULL when the request is consistent). */
+ * object asked for as a list (NULL when the request is consistent;
+ * handle_resource asks it once per request). */
 enum { PARTIAL_NONE, PARTIAL_OBJECT, PARTIAL_LIST };
 void partial_append(struct evbuffer *out, const req_ctx *rc, const cobj *o);
 ckube_status *partial_refused(const req_ctx *rc, bool is_list);
 /* A write's answer in PartialObjectMetadata form: takes body, returns
  * the new body (body itself when it is a Status or has no metadata). */
 json_t *partial_of(const req_ctx *rc, json_t *body);
+/* The kind and apiVersion the request is answered in, for a list or one
+ * object: PartialObjectMetadata[List] when asked, else the type's own.
+ * Static strings or the type's; not owned. */
+void served_kind(const req_ctx *rc, bool list, const char **kind, const char **api_version);
 
+/* Tables (table.c). */
 json_t *table_for_objects(req_ctx *rc, cobj **objs, size_t n); /* new reference */
 json_t *table_row(req_ctx *rc, const json_t *obj);             /* new reference */
 json_t *table_column_definitions(const resource_type *t);

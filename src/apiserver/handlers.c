@@ -1582,22 +1582,18 @@ static void collection_settle(collection_del *p, ckube_status *st, json_t *obj)
         req_ctx *rc = p->rc;
         if (p->error) {
             reply_status(rc, p->error);
-        } else if (rc->want_partial) {
-            /* PartialObjectMetadataList (do_deletecollection refused the
-             * object form before deleting anything). */
-            json_t *items = json_array();
-            size_t i;
-            json_t *it;
-            json_array_foreach(p->items, i, it)
-                json_array_append_new(items, partial_of(rc, json_incref(it)));
-            json_t *list = json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", "PartialObjectMetadataList",
-                                     "apiVersion", rc->partial_api_version, "metadata",
-                                     "resourceVersion", "", "items", items);
-            reply_json(rc, 200, list);
         } else {
-            json_t *list = json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", rc->type->list_kind,
-                                     "apiVersion", rc->type->api_version, "metadata",
-                                     "resourceVersion", "", "items", json_incref(p->items));
+            json_t *items = json_incref(p->items);
+            if (rc->want_partial) {
+                size_t i;
+                json_t *it;
+                json_array_foreach(p->items, i, it)
+                    json_array_set_new(items, i, partial_of(rc, json_incref(it)));
+            }
+            const char *kind, *gv;
+            served_kind(rc, true, &kind, &gv);
+            json_t *list = json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", kind, "apiVersion", gv,
+                                     "metadata", "resourceVersion", "", "items", items);
             reply_json(rc, 200, list);
         }
         json_decref(p->items);
@@ -1607,17 +1603,10 @@ static void collection_settle(collection_del *p, ckube_status *st, json_t *obj)
 
 static void do_deletecollection(req_ctx *rc)
 {
-    /* The answer is a list: asking for one PartialObjectMetadata is a 406,
-     * given before anything is deleted. */
-    ckube_status *st = partial_refused(rc, true);
-    if (st) {
-        reply_status(rc, st);
-        return;
-    }
     write_req probe = {0};
     if (!write_params(rc, &probe))
         return;
-    st = delete_options(rc, &probe);
+    ckube_status *st = delete_options(rc, &probe);
     if (st) {
         free(probe.pre_uid);
         free(probe.pre_rv);
@@ -1709,11 +1698,6 @@ static void do_get(req_ctx *rc)
 {
     char key[KEY_MAX];
     object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
-    ckube_status *refused = partial_refused(rc, false);
-    if (refused) {
-        reply_status(rc, refused);
-        return;
-    }
     cobj *o = cacher_get(rc->srv->cache, key);
     if (!o) {
         reply_status(rc, not_found(rc, rc->ri.name));
@@ -1751,9 +1735,7 @@ static void do_list(req_ctx *rc)
 {
     const resource_type *t = rc->type;
     ckube_selector *ls = NULL, *fs = NULL;
-    ckube_status *st = partial_refused(rc, true);
-    if (!st)
-        st = request_selectors(rc, &ls, &fs);
+    ckube_status *st = request_selectors(rc, &ls, &fs);
     if (st) {
         reply_status(rc, st);
         return;
@@ -1876,11 +1858,8 @@ static void do_list(req_ctx *rc)
     }
     /* The head, up to the items: the same for both ways of sending. */
     char *head = NULL;
-    const char *list_kind = t->list_kind, *list_gv = t->api_version;
-    if (rc->want_partial) {
-        list_kind = "PartialObjectMetadataList";
-        list_gv = rc->partial_api_version;
-    }
+    const char *list_kind, *list_gv;
+    served_kind(rc, true, &list_kind, &list_gv);
     int head_len;
     if (next)
         head_len = asprintf(&head,
@@ -2104,6 +2083,16 @@ void handle_resource(req_ctx *rc)
         reply_status(rc, resource_not_found());
         return;
     }
+    /* PartialObjectMetadata in the form the verb answers: a list for list
+     * and deletecollection, one object for everything else (a watch's
+     * events included). The other form is a 406, before any work. */
+    bool answers_list = !*ri->subresource && (!strcmp(verb, "list") ||
+                                              !strcmp(verb, "deletecollection"));
+    ckube_status *refused = partial_refused(rc, answers_list);
+    if (refused) {
+        reply_status(rc, refused);
+        return;
+    }
     if (*ri->subresource) {
         const char *sub = ri->subresource;
         bool is_status = !strcmp(sub, "status") && t->status_subresource;
@@ -2154,14 +2143,9 @@ void handle_resource(req_ctx *rc)
         do_update(rc, W_UPDATE);
     else if (!strcmp(verb, "patch"))
         do_patch(rc, W_PATCH);
-    else if (!strcmp(verb, "delete")) {
-        /* A single object: the list form is a 406, before deleting. */
-        ckube_status *refused = partial_refused(rc, false);
-        if (refused)
-            reply_status(rc, refused);
-        else
-            do_delete(rc);
-    } else if (!strcmp(verb, "deletecollection"))
+    else if (!strcmp(verb, "delete"))
+        do_delete(rc);
+    else if (!strcmp(verb, "deletecollection"))
         do_deletecollection(rc);
     else
         reply_status(rc, method_not_allowed());

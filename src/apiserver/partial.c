@@ -64,3 +64,14 @@ ckube_status *partial_refused(const req_ctx *rc, bool is_list)
                                 t->kind);
     return NULL;
 }
+
+void served_kind(const req_ctx *rc, bool list, const char **kind, const char **api_version)
+{
+    if (rc->want_partial) {
+        *kind = list ? "PartialObjectMetadataList" : "PartialObjectMetadata";
+        *api_version = rc->partial_api_version;
+    } else {
+        *kind = list ? rc->type->list_kind : rc->type->kind;
+        *api_version = rc->type->api_version;
+    }
+}

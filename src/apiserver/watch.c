@@ -435,14 +435,10 @@ static void send_expired(http_watch *w, int64_t asked, int64_t oldest)
 static void send_bookmark(http_watch *w, int64_t rev, bool initial_end)
 {
     struct evbuffer *out = evbuffer_new();
-    const resource_type *t = w->rc->type;
     /* The object is of the kind the watch serves: a PartialObjectMetadata
      * watch's decoder knows no other. */
-    const char *kind = t->kind, *gv = t->api_version;
-    if (w->rc->want_partial) {
-        kind = "PartialObjectMetadata";
-        gv = w->rc->partial_api_version;
-    }
+    const char *kind, *gv;
+    served_kind(w->rc, false, &kind, &gv);
     evbuffer_add_printf(out,
                         "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\","
                         "\"metadata\":{\"resourceVersion\":\"%" PRId64 "\"%s}}}\n",
@@ -694,10 +690,7 @@ void handle_watch(req_ctx *rc)
     const resource_type *t = rc->type;
     http_watch *w = calloc(1, sizeof *w);
     w->rc = rc;
-    /* Each event carries one object: the list form is refused. */
-    ckube_status *st = partial_refused(rc, false);
-    if (!st)
-        st = request_selectors(rc, &w->ls, &w->fs);
+    ckube_status *st = request_selectors(rc, &w->ls, &w->fs);
     if (st) {
         w->rc = NULL;
         watch_free(w);
