@@ -93,7 +93,11 @@ actual() {
         dev=$(ip -n "$NETNS" -o link show | awk -v a="ckube-network:$key" '$NF == a {print $2}' |
             sed 's/:$//; s/@.*//')
         [ -n "$dev" ] || return 0
-        ip -n "$NETNS" -o addr show dev "$dev" scope global | awk '{print $4}' | tr '\n' ' ' | sed 's/ $//'
+        # The controller may delete the link between the two commands: a
+        # link gone by now carries no addresses (not an error under -e).
+        local addrs
+        addrs=$(ip -n "$NETNS" -o addr show dev "$dev" scope global 2>/dev/null) || return 0
+        printf '%s\n' "$addrs" | awk '{print $4}' | tr '\n' ' ' | sed 's/ $//'
     else
         [ -f "$STATE" ] || return 0
         jq -r --arg k "$key" '.networks[$k].addresses // [] | join(" ")' "$STATE"
