@@ -97,6 +97,7 @@ typedef struct req_ctx {
     int include_object;              /* 0 none, 1 metadata (default), 2 object */
     int want_partial;                /* PARTIAL_NONE, _OBJECT or _LIST (partial.c) */
     const char *partial_api_version; /* "meta.k8s.io/v1" or ".../v1beta1" (static) */
+    const char *want_discovery;      /* aggregated discovery: "v2", "v2beta1" or NULL */
     char *warning;                   /* a Warning header to add, owned */
 } req_ctx;
 
@@ -129,6 +130,8 @@ void req_add_warning(req_ctx *rc, const char *msg);
 /* Module entry points (handlers.c, discovery.c, watch.c, table.c). */
 void handle_resource(req_ctx *rc);
 bool handle_discovery(req_ctx *rc); /* false: not a discovery path */
+/* /api or /apis: where aggregated discovery (APIGroupDiscoveryList) is served. */
+bool discovery_aggregated_path(const request_info *ri);
 bool handle_openapi(req_ctx *rc, const char *path);
 void handle_watch(req_ctx *rc);
 void watch_loop_flush(loop *lp); /* deliver new events to the loop's watchers */

@@ -1,10 +1,142 @@
-/* Legacy discovery: /api, /api/v1, /apis, /apis/G, /apis/G/V, built from
- * the registry on every request so CRDs appear at once. */
+/* Discovery, built from the registry on every request so a CRD appears
+ * (and goes) at once:
+ *  - legacy: /api (APIVersions), /api/v1 and /apis/G/V (APIResourceList),
+ *    /apis (APIGroupList), /apis/G (APIGroup);
+ *  - aggregated (apidiscovery.k8s.io v2, and v2beta1 for clients up to
+ *    1.29) at /api and /apis when the Accept header asks for
+ *    APIGroupDiscoveryList: every group, version and resource in one
+ *    answer, so kubectl discovers with two requests instead of one per
+ *    group-version. It carries an ETag; If-None-Match gets 304.
+ *
+ * Order, as kube-apiserver's: groups by the upstream group priority
+ * (built-in groups first), then by name; a group's versions by
+ * "kube-aware" version priority (v2 > v1 > v1beta2 > v1beta1 > v1alpha1 >
+ * anything else, alphabetically), the first being the preferred one. */
+#include <ctype.h>
+#include <sha512.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apiserver/apiserver.h"
+#include "ckube/json.h"
+
+/* ---- ordering ---------------------------------------------------------- */
+
+/* A version's rank: GA before beta before alpha before other strings. */
+typedef struct kube_version {
+    int stage; /* 3 GA, 2 beta, 1 alpha, 0 not kube-like */
+    long major, minor;
+} kube_version;
+
+static kube_version parse_kube_version(const char *v)
+{
+    kube_version k = {0, 0, 0};
+    if (v[0] != 'v' || !isdigit((unsigned char)v[1]) || v[1] == '0')
+        return k;
+    char *end;
+    k.major = strtol(v + 1, &end, 10);
+    if (!*end) {
+        k.stage = 3;
+        return k;
+    }
+    int stage = !strncmp(end, "beta", 4) ? 2 : !strncmp(end, "alpha", 5) ? 1 : 0;
+    const char *p = end + (stage == 2 ? 4 : 5);
+    if (!stage || !isdigit((unsigned char)*p) || *p == '0')
+        return k;
+    k.minor = strtol(p, &end, 10);
+    if (*end)
+        return k;
+    k.stage = stage;
+    return k;
+}
+
+/* <0 when version a is preferred to b. */
+static int kube_version_cmp(const char *a, const char *b)
+{
+    kube_version x = parse_kube_version(a), y = parse_kube_version(b);
+    if (x.stage != y.stage)
+        return y.stage - x.stage;
+    if (!x.stage)
+        return strcmp(a, b);
+    if (x.major != y.major)
+        return x.major > y.major ? -1 : 1;
+    if (x.minor != y.minor)
+        return x.minor > y.minor ? -1 : 1;
+    return 0;
+}
+
+/* kube-apiserver's group priorities (kube-aggregator); any other group,
+ * a CRD's, has the lowest. Equal priorities sort by name. */
+static int group_priority(const char *group)
+{
+    static const struct {
+        const char *group;
+        int priority;
+    } table[] = {
+        {"apiregistration.k8s.io", 17800},
+        {"apps", 17800},
+        {"events.k8s.io", 17750},
+        {"authentication.k8s.io", 17700},
+        {"authorization.k8s.io", 17600},
+        {"autoscaling", 17500},
+        {"batch", 17400},
+        {"certificates.k8s.io", 17300},
+        {"networking.k8s.io", 17200},
+        {"policy", 17100},
+        {"rbac.authorization.k8s.io", 17000},
+        {"storage.k8s.io", 16800},
+        {"admissionregistration.k8s.io", 16700},
+        {"apiextensions.k8s.io", 16700},
+        {"scheduling.k8s.io", 16600},
+        {"coordination.k8s.io", 16500},
+        {"node.k8s.io", 16300},
+        {"discovery.k8s.io", 16200},
+        {"flowcontrol.apiserver.k8s.io", 16100},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (!strcmp(table[i].group, group))
+            return table[i].priority;
+    return 1000;
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    int px = group_priority(x), py = group_priority(y);
+    return px != py ? py - px : strcmp(x, y);
+}
+
+static int cmp_version(const void *a, const void *b)
+{
+    return kube_version_cmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The distinct names picked by `field` from types[] (filtered to `group`
+ * when given), sorted by cmp. Returns a malloc'd array of borrowed strings
+ * (they live as long as the types snapshot) and its length in *nout. */
+static const char **distinct(resource_type **types, size_t n, const char *group, bool versions,
+                             size_t *nout)
+{
+    const char **out = malloc((n ? n : 1) * sizeof *out);
+    size_t k = 0;
+    for (size_t i = 0; out && i < n; i++) {
+        if (group && strcmp(types[i]->group, group))
+            continue;
+        const char *name = versions ? types[i]->version : types[i]->group;
+        bool seen = false;
+        for (size_t j = 0; j < k && !seen; j++)
+            seen = !strcmp(out[j], name);
+        if (!seen)
+            out[k++] = name;
+    }
+    if (out)
+        qsort(out, k, sizeof *out, versions ? cmp_version : cmp_group);
+    *nout = k;
+    return out;
+}
+
+/* ---- legacy ------------------------------------------------------------ */
 
 static json_t *verbs_json(unsigned v)
 {
@@ -28,6 +160,11 @@ static json_t *strv_json(char **v)
     for (; v && *v; v++)
         json_array_append_new(a, json_string(*v));
     return a;
+}
+
+static bool is_core_namespaces(const resource_type *t)
+{
+    return !*t->group && !strcmp(t->resource, "namespaces");
 }
 
 static json_t *resource_list(const char *group, const char *version)
@@ -66,7 +203,7 @@ static json_t *resource_list(const char *group, const char *version)
                                                  "group", "autoscaling", "version", "v1", "kind",
                                                  "Scale", "verbs", "get", "patch", "update"));
         }
-        if (!strcmp(t->resource, "namespaces") && !*t->group) {
+        if (is_core_namespaces(t)) {
             json_array_append_new(res,
                                   json_pack("{s:s,s:s,s:b,s:s,s:[s]}", "name",
                                             "namespaces/finalize", "singularName", "", "namespaced",
@@ -82,55 +219,165 @@ static json_t *resource_list(const char *group, const char *version)
                      "groupVersion", gv, "resources", res);
 }
 
-/* Every group with its versions (in registry order), core excluded. */
+/* APIGroup of a non-core group (NULL if it has no type): its versions by
+ * priority, the first preferred. */
 static json_t *group_json(resource_type **types, size_t n, const char *group)
 {
-    json_t *versions = json_array();
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(types[i]->group, group))
-            continue;
-        bool dup = false;
-        size_t j;
-        json_t *v;
-        json_array_foreach(versions, j, v)
-        {
-            dup |= !strcmp(json_string_value(json_object_get(v, "version")), types[i]->version);
-        }
-        if (dup)
-            continue;
-        char gv[256];
-        snprintf(gv, sizeof gv, "%s/%s", group, types[i]->version);
-        json_array_append_new(
-            versions, json_pack("{s:s,s:s}", "groupVersion", gv, "version", types[i]->version));
-    }
-    if (!json_array_size(versions)) {
-        json_decref(versions);
+    size_t nv;
+    const char **vs = distinct(types, n, group, true, &nv);
+    if (!vs || !nv) {
+        free(vs);
         return NULL;
     }
-    /* Preferred: the storage version of a CRD, else the first. */
-    json_t *pref = json_array_get(versions, 0);
-    for (size_t i = 0; i < n; i++) {
-        if (!strcmp(types[i]->group, group) && types[i]->is_custom && types[i]->storage_version) {
-            size_t j;
-            json_t *v;
-            json_array_foreach(versions, j, v)
-            {
-                if (!strcmp(json_string_value(json_object_get(v, "version")), types[i]->version))
-                    pref = v;
-            }
-        }
+    json_t *versions = json_array();
+    for (size_t i = 0; i < nv; i++) {
+        char gv[256];
+        snprintf(gv, sizeof gv, "%s/%s", group, vs[i]);
+        json_array_append_new(versions,
+                              json_pack("{s:s,s:s}", "groupVersion", gv, "version", vs[i]));
     }
+    free(vs);
     return json_pack("{s:s,s:o,s:O}", "name", group, "versions", versions, "preferredVersion",
-                     pref);
+                     json_array_get(versions, 0));
+}
+
+/* ---- aggregated -------------------------------------------------------- */
+
+static json_t *gvk_json(const char *group, const char *version, const char *kind)
+{
+    return json_pack("{s:s,s:s,s:s}", "group", group, "version", version, "kind", kind);
+}
+
+static json_t *subresource_json(const char *name, json_t *kind, json_t *verbs)
+{
+    return json_pack("{s:s,s:o,s:o}", "subresource", name, "responseKind", kind, "verbs", verbs);
+}
+
+/* APIResourceDiscovery of one type. */
+static json_t *resource_discovery(const resource_type *t)
+{
+    json_t *r = json_pack("{s:s,s:o,s:s,s:s,s:o}", "resource", t->resource, "responseKind",
+                          gvk_json(t->group, t->version, t->kind), "scope",
+                          t->namespaced ? "Namespaced" : "Cluster", "singularResource",
+                          t->singular ? t->singular : "", "verbs", verbs_json(t->verbs));
+    if (t->short_names)
+        json_object_set_new(r, "shortNames", strv_json(t->short_names));
+    if (t->categories)
+        json_object_set_new(r, "categories", strv_json(t->categories));
+    /* Subresources by name, as upstream. */
+    json_t *subs = json_array();
+    if (is_core_namespaces(t))
+        json_array_append_new(subs,
+                              subresource_json("finalize", gvk_json("", t->version, "Namespace"),
+                                               json_pack("[s]", "update")));
+    if (t->scale_subresource)
+        json_array_append_new(subs,
+                              subresource_json("scale", gvk_json("autoscaling", "v1", "Scale"),
+                                               json_pack("[s,s,s]", "get", "patch", "update")));
+    if (t->status_subresource)
+        json_array_append_new(subs,
+                              subresource_json("status", gvk_json(t->group, t->version, t->kind),
+                                               json_pack("[s,s,s]", "get", "patch", "update")));
+    if (json_array_size(subs))
+        json_object_set_new(r, "subresources", subs);
+    else
+        json_decref(subs);
+    return r;
+}
+
+/* APIGroupDiscovery of `group` ("" for core): its versions by priority,
+ * each with its resources (the registry keeps them sorted by name). */
+static json_t *group_discovery(resource_type **types, size_t n, const char *group)
+{
+    size_t nv;
+    const char **vs = distinct(types, n, group, true, &nv);
+    json_t *versions = json_array();
+    for (size_t i = 0; vs && i < nv; i++) {
+        json_t *resources = json_array();
+        for (size_t j = 0; j < n; j++)
+            if (!strcmp(types[j]->group, group) && !strcmp(types[j]->version, vs[i]))
+                json_array_append_new(resources, resource_discovery(types[j]));
+        json_array_append_new(versions, json_pack("{s:s,s:o,s:s}", "version", vs[i], "resources",
+                                                  resources, "freshness", "Current"));
+    }
+    free(vs);
+    json_t *meta = *group ? json_pack("{s:s}", "name", group) : json_object();
+    return json_pack("{s:o,s:o}", "metadata", meta, "versions", versions);
+}
+
+/* The APIGroupDiscoveryList of /api (core only) or /apis (every other
+ * group), in apidiscovery.k8s.io/`version`. */
+static json_t *aggregated_list(bool core, const char *version)
+{
+    size_t n, ng;
+    resource_type **types = registry_list(&n);
+    json_t *items = json_array();
+    const char **groups = distinct(types, n, NULL, false, &ng);
+    for (size_t i = 0; groups && i < ng; i++) {
+        if ((*groups[i] == '\0') == core)
+            json_array_append_new(items, group_discovery(types, n, groups[i]));
+    }
+    free(groups);
+    registry_list_free(types, n);
+    char api_version[64];
+    snprintf(api_version, sizeof api_version, "apidiscovery.k8s.io/%s", version);
+    return json_pack("{s:s,s:s,s:{},s:o}", "kind", "APIGroupDiscoveryList", "apiVersion",
+                     api_version, "metadata", "items", items);
+}
+
+/* Sends the aggregated document, or 304 when the client's If-None-Match
+ * names it already. */
+static void reply_aggregated(req_ctx *rc, bool core)
+{
+    json_t *doc = aggregated_list(core, rc->want_discovery);
+    size_t len = 0;
+    char *body = ckube_json_dumps(doc, &len);
+    json_decref(doc);
+    if (!body) {
+        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL,
+                                          "discovery document could not be encoded"));
+        return;
+    }
+    /* A strong ETag: the document's SHA-512, quoted, as kube-apiserver's. */
+    char hex[SHA512_DIGEST_STRING_LENGTH], etag[SHA512_DIGEST_STRING_LENGTH + 2];
+    SHA512Data((const uint8_t *)body, len, hex);
+    for (char *p = hex; *p; p++)
+        *p = (char)toupper((unsigned char)*p);
+    snprintf(etag, sizeof etag, "\"%s\"", hex);
+    struct evkeyvalq *out = evhttp_request_get_output_headers(rc->req);
+    evhttp_add_header(out, "ETag", etag);
+    evhttp_add_header(out, "Vary", "Accept");
+    const char *inm =
+        evhttp_find_header(evhttp_request_get_input_headers(rc->req), "If-None-Match");
+    char ctype[128];
+    snprintf(ctype, sizeof ctype, "application/json;g=apidiscovery.k8s.io;v=%s;as=%s",
+             rc->want_discovery, "APIGroupDiscoveryList");
+    if (inm && !strcmp(inm, etag))
+        reply_raw(rc, 304, ctype, "", 0);
+    else
+        reply_raw(rc, 200, ctype, body, len);
+    free(body);
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+bool discovery_aggregated_path(const request_info *ri)
+{
+    return ri->is_discovery && !*ri->version && (!strcmp(ri->prefix, "api") || !*ri->group);
 }
 
 bool handle_discovery(req_ctx *rc)
 {
     request_info *ri = &rc->ri;
+    if (rc->want_discovery && discovery_aggregated_path(ri)) {
+        reply_aggregated(rc, !strcmp(ri->prefix, "api"));
+        return true;
+    }
     if (!strcmp(ri->prefix, "api")) {
         if (!*ri->version) {
             char addr[128];
             snprintf(addr, sizeof addr, "%s:%d", rc->srv->cfg.listen_host, rc->srv->port);
+            evhttp_add_header(evhttp_request_get_output_headers(rc->req), "Vary", "Accept");
             reply_json(rc, 200,
                        json_pack("{s:s,s:[s],s:[{s:s,s:s}]}", "kind", "APIVersions", "versions",
                                  "v1", "serverAddressByClientCIDRs", "clientCIDR", "0.0.0.0/0",
@@ -146,17 +393,15 @@ bool handle_discovery(req_ctx *rc)
     size_t n;
     resource_type **types = registry_list(&n);
     if (!*ri->group) {
+        size_t ng;
+        const char **names = distinct(types, n, NULL, false, &ng);
         json_t *groups = json_array();
-        for (size_t i = 0; i < n; i++) {
-            if (!*types[i]->group)
-                continue;
-            bool seen = false;
-            for (size_t j = 0; j < i; j++)
-                seen |= !strcmp(types[j]->group, types[i]->group);
-            if (!seen)
-                json_array_append_new(groups, group_json(types, n, types[i]->group));
-        }
+        for (size_t i = 0; names && i < ng; i++)
+            if (*names[i])
+                json_array_append_new(groups, group_json(types, n, names[i]));
+        free(names);
         registry_list_free(types, n);
+        evhttp_add_header(evhttp_request_get_output_headers(rc->req), "Vary", "Accept");
         reply_json(rc, 200,
                    json_pack("{s:s,s:s,s:o}", "kind", "APIGroupList", "apiVersion", "v1", "groups",
                              groups));

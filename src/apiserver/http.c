@@ -266,9 +266,10 @@ static const char *media_param(const char *params, const char *name, char *buf, 
 }
 
 /* Accept-header negotiation: JSON, plain or as a meta.k8s.io conversion
- * (Table; PartialObjectMetadata, and PartialObjectMetadataList for reads).
- * The first acceptable entry wins. Protobuf alone is not acceptable; YAML
- * is not served. */
+ * (Table; PartialObjectMetadata, and PartialObjectMetadataList for reads),
+ * or, at /api and /apis, aggregated discovery (apidiscovery.k8s.io v2 or
+ * v2beta1). The first acceptable entry wins. Protobuf alone is not
+ * acceptable; YAML is not served. */
 static bool negotiate(req_ctx *rc)
 {
     const char *accept = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Accept");
@@ -295,9 +296,21 @@ static bool negotiate(req_ctx *rc)
         }
         media_param(params, "g", g, sizeof g);
         media_param(params, "v", v, sizeof v);
+        if (!strcmp(as, "APIGroupDiscoveryList")) {
+            /* Only where it is served, and only the whole document: the
+             * "nopeer" profile is the same on a server without peers. */
+            char profile[16];
+            media_param(params, "profile", profile, sizeof profile);
+            if (cmd == EVHTTP_REQ_GET && discovery_aggregated_path(&rc->ri) &&
+                !strcmp(g, "apidiscovery.k8s.io") && (!strcmp(v, "v2") || !strcmp(v, "v2beta1")) &&
+                (!*profile || !strcmp(profile, "nopeer"))) {
+                rc->want_discovery = !strcmp(v, "v2") ? "v2" : "v2beta1";
+                json_ok = true;
+            }
+            continue;
+        }
         /* Conversions are meta.k8s.io's (v1, and v1beta1 for old clients);
-         * others (discovery v2, ...) are not offered: a later entry may
-         * match. */
+         * others are not offered: a later entry may match. */
         bool meta_gv = !strcmp(g, "meta.k8s.io") && (!strcmp(v, "v1") || !strcmp(v, "v1beta1"));
         if (!strcmp(as, "Table") && (!*g || meta_gv)) {
             rc->want_table = true;
