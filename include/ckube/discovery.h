@@ -1,8 +1,10 @@
 /* ckube/discovery.h - API discovery and the RESTMapper.
  *
- * Discovery reads the legacy documents every Kubernetes server serves:
- * /api (APIVersions), /apis (APIGroupList) and one APIResourceList per
- * group-version (/api/v1, /apis/G/V).
+ * Discovery asks /api and /apis for aggregated discovery
+ * (apidiscovery.k8s.io/v2: every resource in two requests, as client-go
+ * 1.30+ does) and falls back, per root, to the legacy documents every
+ * Kubernetes server serves: /api (APIVersions), /apis (APIGroupList) and
+ * one APIResourceList per group-version (/api/v1, /apis/G/V).
  *
  * The RESTMapper answers "which resource serves kind K of apiVersion G/V"
  * and "what does the user mean by `deploy` / `deployments.apps` /

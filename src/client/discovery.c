@@ -108,9 +108,15 @@ static char *lower(const char *s)
 
 /* ---- fetching ---- */
 
-static int get_json(ckube_client *c, const char *path, json_t **out, ckube_status **err)
+/* Aggregated discovery first (one document per root with every
+ * group-version's resources), plain APIVersions/APIGroupList otherwise. */
+#define ACCEPT_DISCOVERY                                                                           \
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+
+static int get_json(ckube_client *c, const char *path, const char *accept, json_t **out,
+                    ckube_status **err)
 {
-    ckube__req rq = {.method = "GET", .path = path};
+    ckube__req rq = {.method = "GET", .path = path, .accept = accept};
     ckube_response resp;
     *out = NULL;
     if (ckube__do(c, &rq, &resp, err) != 0) {
@@ -138,7 +144,7 @@ static int fetch_gv(ckube_client *c, const char *group, const char *version, boo
         return -1;
     json_t *doc = NULL;
     ckube_status *e = NULL;
-    int rc = get_json(c, path, &doc, &e);
+    int rc = get_json(c, path, NULL, &doc, &e);
     free(path);
     if (rc != 0) {
         if (ckube_is_not_found(e)) {
@@ -183,6 +189,150 @@ static int fetch_gv(ckube_client *c, const char *group, const char *version, boo
     return 0;
 }
 
+/* True when member `key` of object o is the string `want`. */
+static bool str_is(const json_t *o, const char *key, const char *want)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s && !strcmp(s, want);
+}
+
+static bool is_aggregated(const json_t *doc)
+{
+    return str_is(doc, "kind", "APIGroupDiscoveryList") &&
+           str_is(doc, "apiVersion", "apidiscovery.k8s.io/v2");
+}
+
+/* One resource (or subresource, `parent` set) of an aggregated document.
+ * An entry without a responseKind is not listed (client-go does the
+ * same); a subresource takes scope and singular from its parent. */
+static int push_discovered(ckube_api_resource_list *l, size_t *cap, const char *group,
+                           const char *version, bool preferred, const json_t *r,
+                           const json_t *parent, ckube_status **err)
+{
+    const char *name = json_string_value(json_object_get(r, parent ? "subresource" : "resource"));
+    const char *kind =
+        json_string_value(json_object_get(json_object_get(r, "responseKind"), "kind"));
+    const json_t *base = parent ? parent : r;
+    const char *pname = json_string_value(json_object_get(base, "resource"));
+    if (!name || !pname || !kind || !*kind)
+        return 0;
+    ckube_api_resource a = {0};
+    a.group = strdup(group);
+    a.version = strdup(version);
+    if (parent) {
+        if (asprintf(&a.resource, "%s/%s", pname, name) < 0)
+            a.resource = NULL;
+    } else {
+        a.resource = strdup(name);
+    }
+    const char *sing = json_string_value(json_object_get(base, "singularResource"));
+    const char *pkind =
+        json_string_value(json_object_get(json_object_get(base, "responseKind"), "kind"));
+    a.singular = sing && *sing ? strdup(sing) : lower(pkind ? pkind : kind);
+    a.kind = strdup(kind);
+    a.namespaced = str_is(base, "scope", "Namespaced");
+    a.preferred = preferred;
+    a.verbs = strv_from_json(json_object_get(r, "verbs"), &a.nverbs);
+    if (!parent) {
+        a.short_names = strv_from_json(json_object_get(r, "shortNames"), &a.nshort_names);
+        a.categories = strv_from_json(json_object_get(r, "categories"), &a.ncategories);
+    }
+    if (!a.group || !a.version || !a.resource || !a.singular || !a.kind ||
+        list_push(l, cap, &a) != 0) {
+        resource_clear(&a);
+        *err = ckube__local_error("out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Appends every resource of an APIGroupDiscoveryList. Versions come in
+ * the server's order of preference, the first preferred. A version the
+ * server marks Stale (its backing server is unreachable) fails the call,
+ * as a failed request for it would. */
+static int add_aggregated(const json_t *doc, bool subresources, ckube_api_resource_list *l,
+                          size_t *cap, ckube_status **err)
+{
+    size_t i, j, k, m;
+    json_t *g, *v, *r, *sub;
+    json_array_foreach(json_object_get(doc, "items"), i, g)
+    {
+        const char *group =
+            json_string_value(json_object_get(json_object_get(g, "metadata"), "name"));
+        if (!group)
+            group = "";
+        json_array_foreach(json_object_get(g, "versions"), j, v)
+        {
+            const char *version = json_string_value(json_object_get(v, "version"));
+            if (!version)
+                continue;
+            if (str_is(v, "freshness", "Stale")) {
+                *err = ckube__local_error("stale GroupVersion discovery: %s%s%s", group,
+                                          *group ? "/" : "", version);
+                return -1;
+            }
+            json_array_foreach(json_object_get(v, "resources"), k, r)
+            {
+                if (push_discovered(l, cap, group, version, j == 0, r, NULL, err) != 0)
+                    return -1;
+                if (!subresources)
+                    continue;
+                json_array_foreach(json_object_get(r, "subresources"), m, sub)
+                {
+                    if (push_discovered(l, cap, group, version, j == 0, sub, r, err) != 0)
+                        return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* The resources of a legacy APIVersions (/api) document. */
+static int add_legacy_core(ckube_client *c, const json_t *api, bool subresources,
+                           ckube_api_resource_list *l, size_t *cap, ckube_status **err)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(api, "versions"), i, v)
+    {
+        if (json_is_string(v) &&
+            fetch_gv(c, "", json_string_value(v), i == 0, subresources, l, cap, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* The resources of a legacy APIGroupList (/apis) document: each group's
+ * preferred version first, then the others in the server's order. */
+static int add_legacy_groups(ckube_client *c, const json_t *apis, bool subresources,
+                             ckube_api_resource_list *l, size_t *cap, ckube_status **err)
+{
+    size_t i, j;
+    json_t *g, *v;
+    json_array_foreach(json_object_get(apis, "groups"), i, g)
+    {
+        const char *gname = json_string_value(json_object_get(g, "name"));
+        const char *pref =
+            json_string_value(json_object_get(json_object_get(g, "preferredVersion"), "version"));
+        if (!gname)
+            continue;
+        if (pref && fetch_gv(c, gname, pref, true, subresources, l, cap, err))
+            return -1;
+        json_array_foreach(json_object_get(g, "versions"), j, v)
+        {
+            const char *ver = json_string_value(json_object_get(v, "version"));
+            if (!ver || (pref && !strcmp(ver, pref)))
+                continue;
+            if (fetch_gv(c, gname, ver, !pref && j == 0, subresources, l, cap, err))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Each root answers in the aggregated form or the legacy one on its own
+ * (a proxy in between may strip the Accept header's first choice). */
 int ckube_discovery_resources(ckube_client *c, bool include_subresources,
                               ckube_api_resource_list **out, ckube_status **err)
 {
@@ -198,40 +348,16 @@ int ckube_discovery_resources(ckube_client *c, bool include_subresources,
         *err = ckube__local_error("out of memory");
         goto fail;
     }
-    if (get_json(c, "/api", &api, err) != 0)
+    if (get_json(c, "/api", ACCEPT_DISCOVERY, &api, err) != 0)
         goto fail;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(api, "versions"), i, v)
-    {
-        if (json_is_string(v) &&
-            fetch_gv(c, "", json_string_value(v), i == 0, include_subresources, l, &cap, err))
-            goto fail;
-    }
-    if (get_json(c, "/apis", &apis, err) != 0)
+    if (is_aggregated(api) ? add_aggregated(api, include_subresources, l, &cap, err)
+                           : add_legacy_core(c, api, include_subresources, l, &cap, err))
         goto fail;
-    json_t *g;
-    json_array_foreach(json_object_get(apis, "groups"), i, g)
-    {
-        const char *gname = json_string_value(json_object_get(g, "name"));
-        const char *pref =
-            json_string_value(json_object_get(json_object_get(g, "preferredVersion"), "version"));
-        json_t *versions = json_object_get(g, "versions");
-        if (!gname)
-            continue;
-        /* preferred version first, then the others in the server's order */
-        if (pref && fetch_gv(c, gname, pref, true, include_subresources, l, &cap, err))
-            goto fail;
-        size_t j;
-        json_array_foreach(versions, j, v)
-        {
-            const char *ver = json_string_value(json_object_get(v, "version"));
-            if (!ver || (pref && !strcmp(ver, pref)))
-                continue;
-            if (fetch_gv(c, gname, ver, !pref && j == 0, include_subresources, l, &cap, err))
-                goto fail;
-        }
-    }
+    if (get_json(c, "/apis", ACCEPT_DISCOVERY, &apis, err) != 0)
+        goto fail;
+    if (is_aggregated(apis) ? add_aggregated(apis, include_subresources, l, &cap, err)
+                            : add_legacy_groups(c, apis, include_subresources, l, &cap, err))
+        goto fail;
     json_decref(api);
     json_decref(apis);
     *out = l;

@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 
 #include "ckube/client.h"
+#include "ckube/discovery.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "client/client_internal.h" /* test hooks: token file period, warning parser */
@@ -336,6 +337,78 @@ static void drop_connection(evutil_socket_t fd, short what, void *arg)
     evhttp_connection_free(arg); /* frees its request unanswered */
 }
 
+/* Discovery, three servers under three path prefixes:
+ *  /legacy: APIVersions, APIGroupList and one APIResourceList per
+ *           group-version, whatever the Accept header says;
+ *  /agg:    aggregated (apidiscovery.k8s.io/v2) when asked first for it,
+ *           with a resource lacking responseKind whose subresource has one;
+ *  /stale:  aggregated, one version of it Stale. */
+static const char LEGACY_API[] = "{\"kind\":\"APIVersions\",\"versions\":[\"v1\"]}";
+static const char LEGACY_CORE[] =
+    "{\"kind\":\"APIResourceList\",\"groupVersion\":\"v1\",\"resources\":["
+    "{\"name\":\"configmaps\",\"singularName\":\"configmap\",\"namespaced\":true,"
+    "\"kind\":\"ConfigMap\",\"verbs\":[\"get\",\"list\"],\"shortNames\":[\"cm\"]},"
+    "{\"name\":\"pods/status\",\"singularName\":\"\",\"namespaced\":true,\"kind\":\"Pod\","
+    "\"verbs\":[\"get\"]}]}";
+static const char LEGACY_APIS[] =
+    "{\"kind\":\"APIGroupList\",\"groups\":[{\"name\":\"example.com\",\"versions\":["
+    "{\"groupVersion\":\"example.com/v1beta1\",\"version\":\"v1beta1\"},"
+    "{\"groupVersion\":\"example.com/v1\",\"version\":\"v1\"}],"
+    "\"preferredVersion\":{\"groupVersion\":\"example.com/v1\",\"version\":\"v1\"}}]}";
+static const char LEGACY_WIDGETS[] =
+    "{\"kind\":\"APIResourceList\",\"resources\":[{\"name\":\"widgets\",\"singularName\":"
+    "\"widget\",\"namespaced\":false,\"kind\":\"Widget\",\"verbs\":[\"get\"]}]}";
+static const char AGG_API[] =
+    "{\"kind\":\"APIGroupDiscoveryList\",\"apiVersion\":\"apidiscovery.k8s.io/v2\","
+    "\"items\":[{\"metadata\":{},\"versions\":[{\"version\":\"v1\",\"freshness\":\"Current\","
+    "\"resources\":[{\"resource\":\"configmaps\",\"responseKind\":{\"group\":\"\",\"version\":"
+    "\"v1\",\"kind\":\"ConfigMap\"},\"scope\":\"Namespaced\",\"singularResource\":"
+    "\"configmap\",\"verbs\":[\"get\",\"list\"],\"shortNames\":[\"cm\"]},"
+    "{\"resource\":\"pods\",\"scope\":\"Namespaced\",\"singularResource\":\"pod\","
+    "\"verbs\":[],\"subresources\":[{\"subresource\":\"status\",\"responseKind\":"
+    "{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},\"verbs\":[\"get\"]}]}]}]}]}";
+static const char AGG_APIS[] =
+    "{\"kind\":\"APIGroupDiscoveryList\",\"apiVersion\":\"apidiscovery.k8s.io/v2\","
+    "\"items\":[{\"metadata\":{\"name\":\"example.com\"},\"versions\":["
+    "{\"version\":\"v1\",\"resources\":[{\"resource\":\"widgets\",\"responseKind\":"
+    "{\"group\":\"example.com\",\"version\":\"v1\",\"kind\":\"Widget\"},\"scope\":\"Cluster\","
+    "\"singularResource\":\"widget\",\"verbs\":[\"get\"]}]},"
+    "{\"version\":\"v1beta1\",\"resources\":[{\"resource\":\"widgets\",\"responseKind\":"
+    "{\"group\":\"example.com\",\"version\":\"v1beta1\",\"kind\":\"Widget\"},\"scope\":"
+    "\"Cluster\",\"singularResource\":\"widget\",\"verbs\":[\"get\"]}]}]}]}";
+static const char STALE_APIS[] =
+    "{\"kind\":\"APIGroupDiscoveryList\",\"apiVersion\":\"apidiscovery.k8s.io/v2\","
+    "\"items\":[{\"metadata\":{\"name\":\"metrics.example.com\"},\"versions\":["
+    "{\"version\":\"v1\",\"freshness\":\"Stale\"}]}]}";
+
+static void handle_discovery(struct evhttp_request *req, const char *path)
+{
+    static const char agg_type[] =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    /* Only a client that asks for the aggregated form first gets it. */
+    bool agg = !strncmp(hdr(req, "Accept"), agg_type, strlen(agg_type));
+    const char *body = NULL, *ctype = "application/json";
+    if (!strncmp(path, "/legacy/", 8)) {
+        path += 7;
+        body = !strcmp(path, "/api")                      ? LEGACY_API
+               : !strcmp(path, "/api/v1")                 ? LEGACY_CORE
+               : !strcmp(path, "/apis")                   ? LEGACY_APIS
+               : !strncmp(path, "/apis/example.com/", 18) ? LEGACY_WIDGETS
+                                                          : NULL;
+    } else if (agg) {
+        const char *rest = strchr(path + 1, '/');
+        bool stale = !strncmp(path, "/stale/", 7);
+        body = !strcmp(rest, "/api")    ? AGG_API
+               : !strcmp(rest, "/apis") ? (stale ? STALE_APIS : AGG_APIS)
+                                        : NULL;
+        ctype = agg_type;
+    }
+    if (body)
+        reply(req, 200, ctype, body);
+    else
+        reply(req, 404, "text/plain; charset=utf-8", "404 page not found");
+}
+
 static void handler(struct evhttp_request *req, void *arg)
 {
     tsrv *s = arg;
@@ -356,7 +429,10 @@ static void handler(struct evhttp_request *req, void *arg)
         s->ports[s->nports++] = peer_port;
     pthread_mutex_unlock(&s->mu);
 
-    if (!strncmp(path, "/retry/", 7)) {
+    if (!strncmp(path, "/legacy/", 8) || !strncmp(path, "/agg/", 5) ||
+        !strncmp(path, "/stale/", 7)) {
+        handle_discovery(req, path);
+    } else if (!strncmp(path, "/retry/", 7)) {
         handle_retry(s, req, path);
     } else if (!strcmp(path, "/auth")) {
         handle_auth(s, req);
@@ -1369,6 +1445,82 @@ static void test_dynamic_requests(void **state)
     ckube_client_free(c);
 }
 
+static ckube_client *prefixed_client(const char *prefix)
+{
+    char host[96];
+    snprintf(host, sizeof host, "http://127.0.0.1:%d%s", g_srv.port, prefix);
+    ckube_config cfg = {.qps = -1, .max_retries = 0, .host = host};
+    ckube_status *err = NULL;
+    ckube_client *c = ckube_client_new(&cfg, &err);
+    if (!c)
+        fail_msg("ckube_client_new: %s", err && err->message ? err->message : "?");
+    return c;
+}
+
+/* "group/version resource kind singular ns|cluster pref|-" per item. */
+static char *describe(const ckube_api_resource_list *l)
+{
+    char *out = strdup("");
+    for (size_t i = 0; i < l->n; i++) {
+        const ckube_api_resource *r = &l->items[i];
+        char *next =
+            ctu_fmt("%s%s/%s %s %s %s %s %s\n", out, r->group, r->version, r->resource, r->kind,
+                    r->singular, r->namespaced ? "ns" : "cluster", r->preferred ? "pref" : "-");
+        free(out);
+        out = next;
+    }
+    return out;
+}
+
+/* Legacy and aggregated discovery give the same list; aggregated takes
+ * two requests where legacy takes one per group-version more. */
+static void test_discovery_forms(void **state)
+{
+    (void)state;
+    const char *want = "/v1 configmaps ConfigMap configmap ns pref\n"
+                       "/v1 pods/status Pod pod ns pref\n"
+                       "example.com/v1 widgets Widget widget cluster pref\n"
+                       "example.com/v1beta1 widgets Widget widget cluster -\n";
+    const char *want_nosub = "/v1 configmaps ConfigMap configmap ns pref\n"
+                             "example.com/v1 widgets Widget widget cluster pref\n"
+                             "example.com/v1beta1 widgets Widget widget cluster -\n";
+    const char *prefixes[] = {"/legacy", "/agg"};
+    const int requests[] = {5, 2};
+    for (int k = 0; k < 2; k++) {
+        ckube_client *c = prefixed_client(prefixes[k]);
+        ckube_api_resource_list *l = NULL;
+        ckube_status *err = NULL;
+        reset(NULL);
+        assert_int_equal(ckube_discovery_resources(c, true, &l, &err), 0);
+        assert_null(err);
+        assert_int_equal(hits(), requests[k]);
+        char *got = describe(l);
+        /* legacy names no singular for a subresource: the kind's, lowercased */
+        assert_string_equal(got, want);
+        free(got);
+        assert_int_equal(l->items[0].nshort_names, 1);
+        assert_string_equal(l->items[0].short_names[0], "cm");
+        assert_true(ckube_api_resource_has_verb(&l->items[1], "get"));
+        ckube_api_resource_list_free(l);
+        assert_int_equal(ckube_discovery_resources(c, false, &l, &err), 0);
+        got = describe(l);
+        assert_string_equal(got, want_nosub);
+        free(got);
+        ckube_api_resource_list_free(l);
+        ckube_client_free(c);
+    }
+    /* a Stale group-version fails the whole call (all or nothing) */
+    ckube_client *c = prefixed_client("/stale");
+    ckube_api_resource_list *l = NULL;
+    ckube_status *err = NULL;
+    assert_int_equal(ckube_discovery_resources(c, false, &l, &err), -1);
+    assert_null(l);
+    assert_non_null(err);
+    assert_non_null(strstr(err->message, "stale GroupVersion discovery: metrics.example.com/v1"));
+    ckube_status_free(err);
+    ckube_client_free(c);
+}
+
 static void test_list_all_paging(void **state)
 {
     (void)state;
@@ -1778,6 +1930,7 @@ int main(void)
         cmocka_unit_test_setup(test_exec_plugin, reset),
         cmocka_unit_test_setup(test_warning_headers, reset),
         cmocka_unit_test_setup(test_dynamic_requests, reset),
+        cmocka_unit_test_setup(test_discovery_forms, reset),
         cmocka_unit_test_setup(test_list_all_paging, reset),
         cmocka_unit_test_setup(test_watch_stream, reset),
         cmocka_unit_test_setup(test_watch_errors, reset),
