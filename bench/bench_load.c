@@ -654,20 +654,30 @@ static void req_eof(conn *c)
 
 /* ----------------------------------------------------------------- create */
 
-/* Deterministic filler (not all one byte, so nothing downstream can
- * accidentally win by compressing). */
+/* Deterministic filler, different for every object (seeded by its
+ * index), of letters and digits: not all one byte and not shared between
+ * objects, so nothing downstream can accidentally win by compressing or
+ * by keeping equal strings once. Fills s.pad (single-threaded). */
 static void make_pad(void)
 {
     s.pad = xrealloc(NULL, (size_t)o.size + 1);
-    static const char al[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-    uint32_t x = 2463534242u;
-    for (int i = 0; i < o.size; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        s.pad[i] = al[x % 36];
-    }
     s.pad[o.size] = 0;
+}
+
+static const char *pad_for(long index)
+{
+    static const char al[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    uint64_t x = ((uint64_t)index + 1) * 0x9E3779B97F4A7C15u;
+    for (int i = 0; i < o.size;) {
+        /* xorshift64*: ten base-36 digits from each 64-bit step */
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        uint64_t r = x * 0x2545F4914F6CDD1Du;
+        for (int k = 0; k < 10 && i < o.size; k++, r /= 36)
+            s.pad[i++] = al[r % 36];
+    }
+    return s.pad;
 }
 
 static const char b64al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -712,7 +722,7 @@ static char *configmap_json(long i, uint64_t ts_ns)
                  "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"%s-%ld\","
                  "\"namespace\":\"%s\",\"labels\":{\"app\":\"bench\"%s}},"
                  "\"data\":{%s\"pad\":\"%s\"}}",
-                 o.prefix, i, o.ns, labels, ts, s.pad) < 0) {
+                 o.prefix, i, o.ns, labels, ts, pad_for(i)) < 0) {
         fprintf(stderr, "bench_load: out of memory\n");
         exit(1);
     }
