@@ -878,16 +878,24 @@ static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st
     case W_UPDATE:
         obj = json_deep_copy(w->body);
         break;
-    case W_PATCH:
+    case W_PATCH: {
+        /* A patch applies to the object as this version serves it (a
+         * custom resource's other version, a v1beta1 CRD); prepare_update
+         * turns the result back into the stored form. */
+        json_t *base = (json_t *)old;
+        if (t->present) {
+            base = json_deep_copy(old);
+            t->present(t, base);
+        }
         switch (w->btype) {
         case BODY_JSON_PATCH:
-            obj = ckube_json_patch_apply(old, w->body, &err);
+            obj = ckube_json_patch_apply(base, w->body, &err);
             break;
         case BODY_MERGE_PATCH:
-            obj = ckube_merge_patch_apply(old, w->body, &err);
+            obj = ckube_merge_patch_apply(base, w->body, &err);
             break;
         case BODY_STRATEGIC_PATCH:
-            obj = ckube_strategic_merge_patch_apply(old, w->body, ckube_patch_meta_table,
+            obj = ckube_strategic_merge_patch_apply(base, w->body, ckube_patch_meta_table,
                                                     (void *)t->patch_meta, &err);
             break;
         case BODY_APPLY_PATCH: {
@@ -895,14 +903,16 @@ static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st
             fm_op op = field_op(w);
             fm_managed_free(w->applied);
             w->applied = NULL;
-            obj = fm_apply(&ft, &op, old, w->body, &w->applied, st);
-            if (!obj)
-                return NULL;
+            obj = fm_apply(&ft, &op, base, w->body, &w->applied, st);
             break;
         }
         default:
             break;
         }
+        if (base != old)
+            json_decref(base);
+        if (!obj && w->btype == BODY_APPLY_PATCH)
+            return NULL;
         if (!obj) {
             *st = ckube_status_new(422, CKUBE_REASON_INVALID, "%s", err ? err : "invalid patch");
             free(err);
@@ -918,6 +928,7 @@ static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st
             return NULL;
         }
         break;
+    }
     case W_STATUS:
         obj = json_deep_copy(w->body);
         break;

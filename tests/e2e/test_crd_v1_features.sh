@@ -670,6 +670,19 @@ s_versions() {
         "read through the preferred version"
     expect_eq "$(jp widgets.v1beta1.e2e.ckube.io w1 -o jsonpath='{.apiVersion}')" "e2e.ckube.io/v1beta1" \
         "read through v1beta1"
+    # patches through v1beta1 apply to the object as v1beta1 serves it
+    expect_eq "$(ko patch widgets.v1beta1.e2e.ckube.io w1 --type=merge -p '{"spec":{"size":4}}')" \
+        "widget.e2e.ckube.io/w1 patched" "merge patch through v1beta1"
+    expect_eq "$(ko patch widgets.v1beta1.e2e.ckube.io w1 --type=json \
+        -p '[{"op":"test","path":"/apiVersion","value":"e2e.ckube.io/v1beta1"},{"op":"replace","path":"/spec/size","value":5}]')" \
+        "widget.e2e.ckube.io/w1 patched" "JSON patch through v1beta1 sees apiVersion v1beta1"
+    sed 's/size: 3/size: 6/' "$M/w1.yaml" >"$M/w1-6.yaml"
+    out=$(kfail apply --server-side -f "$M/w1-6.yaml")
+    expect_contains "$out" 'conflict with "kubectl-patch" using e2e.ckube.io/v1beta1: .spec.size' "the patches own spec.size"
+    expect_eq "$(ko apply --server-side --force-conflicts -f "$M/w1-6.yaml")" "widget.e2e.ckube.io/w1 serverside-applied" \
+        "server-side apply through v1beta1"
+    expect_eq "$(jp widget w1 -o jsonpath='{.apiVersion} {.spec.size}')" "e2e.ckube.io/v1 6" \
+        "patched through v1beta1, read through v1"
     expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1beta1/namespaces/default/widgets)" 200 "list through v1beta1"
     expect_eq "$(jq -c '[.apiVersion, .kind, .items[0].apiVersion]' "$TMP/http.body")" \
         '["e2e.ckube.io/v1beta1","WidgetList","e2e.ckube.io/v1beta1"]' "v1beta1 list"
