@@ -43,6 +43,7 @@ extern "C" {
 #define CKUBE_CAUSE_FIELD_NOT_SUPPORTED "FieldValueNotSupported"
 #define CKUBE_CAUSE_FIELD_FORBIDDEN "FieldValueForbidden"
 #define CKUBE_CAUSE_FIELD_TOO_LONG "FieldValueTooLong"
+#define CKUBE_CAUSE_FIELD_TOO_MANY "FieldValueTooMany"
 #define CKUBE_CAUSE_FIELD_TYPE_INVALID "FieldValueTypeInvalid"
 #define CKUBE_CAUSE_UNKNOWN_FIELD "UnknownField"
 #define CKUBE_CAUSE_FIELD_MANAGER_CONFLICT "FieldManagerConflict"

@@ -962,6 +962,43 @@ cobj *cacher_get(cacher *c, const char *key)
     return o;
 }
 
+/* Field values for a field selector: those the cacher keeps (built-in
+ * types' selectable fields, name and namespace), else read from the
+ * object's bytes at the field's path: a custom resource's selectableFields
+ * (the request was checked against them), which may change with its CRD
+ * and so are not kept. What is read lives until the match ends. */
+typedef struct field_reader {
+    const cobj *o;
+    char **read;
+    size_t nread, cap;
+} field_reader;
+
+static const char *read_field(void *ctx, const char *key)
+{
+    field_reader *fr = ctx;
+    const char *v = cobj_field((void *)fr->o, key);
+    if (v || fr->nread == fr->cap)
+        return v;
+    char *s = scan_value(fr->o, key);
+    fr->read[fr->nread++] = s;
+    return s;
+}
+
+static bool fields_match(const ckube_selector *sel, const cobj *o)
+{
+    /* one value read per requirement at most */
+    char *stack[8];
+    field_reader fr = {o, stack, 0, sel->nreqs};
+    if (fr.cap > 8 && !(fr.read = malloc(fr.cap * sizeof *fr.read)))
+        return false;
+    bool ok = ckube_selector_matches(sel, read_field, &fr);
+    for (size_t i = 0; i < fr.nread; i++)
+        free(fr.read[i]);
+    if (fr.read != stack)
+        free(fr.read);
+    return ok;
+}
+
 bool cfilter_matches(const cfilter *f, const cobj *o)
 {
     if (!f)
@@ -972,7 +1009,7 @@ bool cfilter_matches(const cfilter *f, const cobj *o)
         return false;
     if (f->labels && !ckube_selector_matches(f->labels, cobj_label, (void *)o))
         return false;
-    if (f->fields && !ckube_selector_matches(f->fields, cobj_field, (void *)o))
+    if (f->fields && !fields_match(f->fields, o))
         return false;
     return true;
 }

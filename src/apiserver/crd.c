@@ -67,6 +67,7 @@ static void crd_from_v1beta1(json_t *obj)
     if (cols)
         rename_jsonpath(cols);
     move_into_versions(spec, "additionalPrinterColumns", "additionalPrinterColumns");
+    move_into_versions(spec, "selectableFields", "selectableFields");
     size_t i;
     json_t *ver;
     json_array_foreach(versions, i, ver)
@@ -305,6 +306,93 @@ static void check_structural(const json_t *s, const char *path, ckube_status *st
     }
 }
 
+/* Selectable fields per version, as upstream: at most 8, each a simple
+ * path (".a.b", no array notation) outside metadata, to a string, integer
+ * or boolean field of the version's schema, no path twice. */
+#define MAX_SELECTABLE_FIELDS 8
+
+/* The schema of the field at a simple path, or NULL. */
+static const json_t *schema_at(const json_t *schema, const char *path)
+{
+    const json_t *s = schema;
+    char seg[256];
+    for (const char *p = path; s && *p == '.';) {
+        size_t n = strcspn(p + 1, ".");
+        if (!n || n >= sizeof seg)
+            return NULL;
+        memcpy(seg, p + 1, n);
+        seg[n] = '\0';
+        s = json_object_get(json_object_get(s, "properties"), seg);
+        p += n + 1;
+    }
+    return s;
+}
+
+static bool simple_path(const char *p)
+{
+    if (!p || *p != '.')
+        return false;
+    for (const char *seg = p; *seg == '.'; seg += strcspn(seg + 1, ".") + 1) {
+        size_t n = strcspn(seg + 1, ".");
+        if (!n || strcspn(seg + 1, "[]{}*@$'\" ") < n)
+            return false;
+    }
+    return true;
+}
+
+static void check_selectable_fields(const json_t *ver, size_t vi, ckube_status *st)
+{
+    const json_t *fields = json_object_get(ver, "selectableFields");
+    if (!fields)
+        return;
+    char field[128];
+    snprintf(field, sizeof field, "spec.versions[%zu].selectableFields", vi);
+    if (json_array_size(fields) > MAX_SELECTABLE_FIELDS)
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_TOO_MANY, field,
+                               "Too many: %zu: must have at most %d items", json_array_size(fields),
+                               MAX_SELECTABLE_FIELDS);
+    const json_t *schema = ckube_json_get_path(ver, "schema.openAPIV3Schema");
+    size_t i;
+    const json_t *f;
+    json_array_foreach(fields, i, f)
+    {
+        const char *path = json_string_value(json_object_get(f, "jsonPath"));
+        snprintf(field, sizeof field, "spec.versions[%zu].selectableFields[%zu].jsonPath", vi, i);
+        if (!path || !*path) {
+            ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field, "Required value");
+            continue;
+        }
+        if (!simple_path(path)) {
+            ckube_field_invalid(st, field, path,
+                                "must be a simple JSON path without array notation, "
+                                "e.g. .spec.color");
+            continue;
+        }
+        if (!strcmp(path, ".metadata") || !strncmp(path, ".metadata.", 10)) {
+            ckube_field_invalid(st, field, path, "must not point to metadata fields");
+            continue;
+        }
+        const json_t *fs = schema ? schema_at(schema, path) : NULL;
+        const char *type = json_string_value(json_object_get(fs, "type"));
+        if (!fs) {
+            ckube_field_invalid(st, field, path, "is not a field of the schema");
+            continue;
+        }
+        if (!type || (strcmp(type, "string") && strcmp(type, "integer") && strcmp(type, "boolean")))
+            ckube_field_invalid(st, field, path,
+                                "must point to a field of type string, boolean or integer");
+        for (size_t j = 0; j < i; j++) {
+            const char *prev =
+                json_string_value(json_object_get(json_array_get(fields, j), "jsonPath"));
+            if (prev && !strcmp(prev, path)) {
+                ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_DUPLICATE, field,
+                                       "Duplicate value: \"%s\"", path);
+                break;
+            }
+        }
+    }
+}
+
 /* Deletion started (deletionTimestamp is set): report Terminating. */
 static void crd_prepare_delete(json_t *obj)
 {
@@ -384,6 +472,7 @@ static void crd_validate(const resource_type *t, const json_t *obj, const json_t
                                    "Required value: schemas are required");
         else if (!strcmp(t->version, "v1"))
             check_structural(schema, field, st, 0);
+        check_selectable_fields(ver, i, st);
     }
     if (json_array_size(versions) && nstorage != 1)
         ckube_field_invalid_int(st, "spec.versions", (int64_t)nstorage,
@@ -568,6 +657,30 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
     json_t *schema = ckube_json_get_path(ver, "schema.openAPIV3Schema");
     if (json_is_object(schema))
         t->schema = json_deep_copy(schema);
+    /* Field selectors: ".spec.color" is selected on as spec.color. */
+    json_t *sel = json_object_get(ver, "selectableFields");
+    if (json_array_size(sel)) {
+        t->owned_selectable_fields = calloc(json_array_size(sel) + 1, sizeof(selectable_field));
+        size_t n = 0, j;
+        json_t *f;
+        json_array_foreach(sel, j, f)
+        {
+            const char *p = json_string_value(json_object_get(f, "jsonPath"));
+            if (!t->owned_selectable_fields || !p || *p != '.')
+                continue;
+            selectable_field *sf = &t->owned_selectable_fields[n];
+            sf->field = strdup(p + 1);
+            sf->path = strdup(p + 1);
+            if (sf->field && sf->path) {
+                n++;
+            } else {
+                free((char *)sf->field);
+                free((char *)sf->path);
+                sf->field = sf->path = NULL;
+            }
+        }
+        t->selectable_fields = t->owned_selectable_fields;
+    }
     /* Printer columns: Name, the CRD's columns, else Age. */
     json_t *cols = json_object_get(ver, "additionalPrinterColumns");
     size_t ncols = json_array_size(cols);

@@ -80,6 +80,11 @@ void resource_type_unref(resource_type *t)
         free(t->columns[i].json_path);
     }
     free(t->columns);
+    for (selectable_field *f = t->owned_selectable_fields; f && f->field; f++) {
+        free((char *)f->field);
+        free((char *)f->path);
+    }
+    free(t->owned_selectable_fields);
     free(t->crd_name);
     crd_serving_unref(t->serving);
     if (t->priv_free)

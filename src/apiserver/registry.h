@@ -102,6 +102,10 @@ struct resource_type {
     size_t ncolumns;
 
     const selectable_field *selectable_fields; /* zero-terminated; may be NULL */
+    /* A custom type's selectableFields: owned with their strings, and
+     * what selectable_fields points at. The cacher keeps no values for
+     * them (they change with the CRD); filters read them from the bytes. */
+    selectable_field *owned_selectable_fields;
 
     /* Strategy hooks, all optional. They run on the request's thread with
      * the object decoded. */

@@ -784,6 +784,68 @@ s_crd_delete_waits() {
     expect_eq "$(get_eventually /apis/e2e.ckube.io/v1/bars 404)" 404 "bars no longer served"
 }
 
+# selectableFields: field selectors on a custom resource's own fields, in
+# lists and in watches (objects moving in and out of the selection), per
+# version; bad selectableFields refused with one cause each.
+s_selectable_fields() {
+    local out w
+    expect_eq "$(ko apply -f "$CRD_DIR/shirt-crd.yaml")" \
+        "customresourcedefinition.apiextensions.k8s.io/shirts.e2e.ckube.io created" "a CRD with selectableFields"
+    ko wait --for=condition=Established crd/shirts.e2e.ckube.io --timeout=20s >/dev/null
+    for s in "a blue M 1 true" "b red S 2 false" "c blue L 2 true" "d green M 0 false"; do
+        set -- $s
+        printf 'apiVersion: e2e.ckube.io/v1\nkind: Shirt\nmetadata: {name: %s}\nspec: {color: %s, size: %s, sleeves: %s, inStock: %s}\n' \
+            "$1" "$2" "$3" "$4" "$5" >"$M/shirt-$1.yaml"
+        ko apply -f "$M/shirt-$1.yaml" >/dev/null
+    done
+    printf 'apiVersion: e2e.ckube.io/v1\nkind: Shirt\nmetadata: {name: e}\nspec: {}\n' >"$M/shirt-e.yaml"
+    ko apply -f "$M/shirt-e.yaml" >/dev/null
+    # (kubectl uses the preferred version, v2: v1 is named explicitly)
+    names() { ko get shirts.v1.e2e.ckube.io "$@" -o name | sed 's|.*/||' | tr '\n' ' ' | sed 's/ $//'; }
+    expect_eq "$(names --field-selector spec.color=blue)" "a c" "a string field"
+    expect_eq "$(names --field-selector spec.size=M)" "a d" "an enum field"
+    expect_eq "$(names --field-selector spec.sleeves=2,spec.inStock=true)" "c" "integer and boolean fields"
+    expect_eq "$(names --field-selector 'spec.color!=blue')" "b d e" "!= (an absent field is empty)"
+    expect_eq "$(names --field-selector 'spec.color=')" "e" "an absent field selects as empty"
+    expect_eq "$(names --field-selector spec.color=blue,metadata.name=c)" "c" "with metadata.name"
+    expect_eq "$(names --field-selector spec.color=blue -l 'app notin (x)')" "a c" "with a label selector"
+    out=$(kfail get shirts.v1.e2e.ckube.io --field-selector spec.weight=3)
+    expect_contains "$out" "field label not supported: spec.weight" "a field not declared"
+    # per version: v2 (preferred) selects on size only
+    expect_eq "$(ko get shirts --field-selector spec.size=L -o name)" "shirt.e2e.ckube.io/c" "the preferred version, by size"
+    expect_contains "$(kfail get shirts --field-selector spec.color=blue)" "field label not supported: spec.color" \
+        "the preferred version does not select on color"
+    expect_eq "$(curl_json GET '/apis/e2e.ckube.io/v2/namespaces/default/shirts?fieldSelector=spec.size%3DL')" 200 "v2 by size"
+    expect_eq "$(jq -c '[.items[].metadata.name]' "$TMP/http.body")" '["c"]' "v2 by size: items"
+    expect_eq "$(curl_json GET '/apis/e2e.ckube.io/v2/namespaces/default/shirts?fieldSelector=spec.color%3Dblue')" 400 \
+        "v2 does not select on color"
+    expect_eq "$(jq -r .message "$TMP/http.body")" "field label not supported: spec.color" "v2 by color: message"
+    # a watch: b turns blue (ADDED), a turns red (DELETED), c changes and stays (MODIFIED)
+    expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1/namespaces/default/shirts)" 200 "list for a resourceVersion"
+    w=$(jq -r .metadata.resourceVersion "$TMP/http.body")
+    ko patch shirt b --type=merge -p '{"spec":{"color":"blue"}}' >/dev/null
+    ko patch shirt a --type=merge -p '{"spec":{"color":"red"}}' >/dev/null
+    ko patch shirt c --type=merge -p '{"spec":{"sleeves":3}}' >/dev/null
+    ko patch shirt d --type=merge -p '{"spec":{"sleeves":4}}' >/dev/null
+    expect_eq "$(curl_json GET "/apis/e2e.ckube.io/v1/namespaces/default/shirts?watch=1&timeoutSeconds=1&resourceVersion=$w&fieldSelector=spec.color%3Dblue")" 200 "watch"
+    expect_eq "$(jq -sc '[.[] | .type + " " + .object.metadata.name]' "$TMP/http.body")" \
+        '["ADDED b","DELETED a","MODIFIED c"]' "watch events as objects move in and out"
+    # bad selectableFields, one cause each
+    sed -e 's/shirts.e2e/vests.e2e/; s/plural: shirts/plural: vests/; s/singular: shirt/singular: vest/; s/kind: Shirt/kind: Vest/' \
+        -e 's/^    - jsonPath: .spec.size$/    - jsonPath: .spec.color\n    - jsonPath: .metadata.name\n    - jsonPath: .spec.tags[0]\n    - jsonPath: .spec\n    - jsonPath: .spec.nope\n    - {}/' \
+        "$CRD_DIR/shirt-crd.yaml" >"$M/vest-crd.yaml"
+    out=$(kfail apply -f "$M/vest-crd.yaml")
+    expect_contains "$out" 'spec.versions[0].selectableFields: Too many: 9: must have at most 8 items' "too many"
+    expect_contains "$out" 'spec.versions[0].selectableFields[1].jsonPath: Duplicate value: ".spec.color"' "duplicate"
+    expect_contains "$out" 'spec.versions[0].selectableFields[2].jsonPath: Invalid value: ".metadata.name": must not point to metadata fields' "metadata"
+    expect_contains "$out" 'spec.versions[0].selectableFields[3].jsonPath: Invalid value: ".spec.tags[0]"' "array notation"
+    expect_contains "$out" 'spec.versions[0].selectableFields[4].jsonPath: Invalid value: ".spec": must point to a field of type string, boolean or integer' "an object"
+    expect_contains "$out" 'spec.versions[0].selectableFields[5].jsonPath: Invalid value: ".spec.nope": is not a field of the schema' "not in the schema"
+    expect_contains "$out" 'spec.versions[0].selectableFields[6].jsonPath: Required value' "no jsonPath"
+    expect_contains "$(kfail get crd vests.e2e.ckube.io)" "NotFound" "nothing stored"
+    ko delete crd shirts.e2e.ckube.io >/dev/null
+}
+
 flow() {
     K=$1
     echo "=== $(basename "$K")"
@@ -811,6 +873,7 @@ flow() {
     section kubectl_misc s_kubectl_misc
     section delete_collection s_delete_collection
     section crd_delete_waits s_crd_delete_waits
+    section selectable_fields s_selectable_fields
     stop_server
 }
 
