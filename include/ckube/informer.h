@@ -517,6 +517,19 @@ typedef struct ckube_handler_reg ckube_handler_reg;
  * raised to it. */
 #define CKUBE_MIN_RESYNC_NS CKUBE_SEC(1)
 
+/* A transform (client-go's SetTransform, controller-runtime's
+ * cache.Options.DefaultTransform): called with every object before the
+ * informer queues and caches it (listed, added, updated and deleted
+ * ones), on the reflector's thread. It may change `obj` (owned by the
+ * call) in place, typically to drop what the program never reads (large
+ * annotations, data) so the cache holds less. It must keep
+ * metadata.name, metadata.namespace and metadata.resourceVersion, and
+ * must be idempotent: a relist hands the same objects again. Returns 0;
+ * non-zero refuses the object (logged), as client-go's transform error:
+ * a refused watch event is dropped, a refusal during a list fails the
+ * list, which the reflector retries after its backoff. */
+typedef int (*ckube_transform_fn)(json_t *obj, void *ud);
+
 typedef struct ckube_informer_opts {
     const char *name;              /* for logs (copied); NULL = lw description */
     uint64_t resync_ns;            /* default resync of handlers; 0 = none */
@@ -526,6 +539,8 @@ typedef struct ckube_informer_opts {
     bool keep_managed_fields; /* default: strip metadata.managedFields */
     bool metadata_only;       /* as ckube_reflector_opts.metadata_only */
     bool detect_mutations;    /* force the store's mutation detector on */
+    ckube_transform_fn transform; /* NULL: objects are cached as they come */
+    void *transform_ud;           /* passed to transform (borrowed) */
     /* Advanced: reflector tuning (zero = defaults). */
     int64_t page_size;
     ckube_backoff_opts backoff;
@@ -635,6 +650,9 @@ typedef struct ckube_informer_factory_opts {
     const char *field_selector; /* (copied) */
     ckube_clock *clock;         /* NULL = real; borrowed */
     bool keep_managed_fields;
+    ckube_transform_fn transform; /* every informer's (controller-runtime's
+                                     DefaultTransform); NULL = none */
+    void *transform_ud;           /* borrowed */
     ckube_list_watch_builder new_list_watch; /* NULL = the REST client */
     void *new_list_watch_ud;                 /* borrowed */
 } ckube_informer_factory_opts;

@@ -23,6 +23,8 @@ struct ckube_informer_factory {
     char *ns, *label_selector, *field_selector;
     ckube_clock *clock;
     bool keep_managed_fields;
+    ckube_transform_fn transform;
+    void *transform_ud;
     ckube_list_watch_builder build;
     void *build_ud;
     struct entry *entries;
@@ -66,6 +68,8 @@ ckube_informer_factory *ckube_informer_factory_new(ckube_client *c,
     f->field_selector = dup_opt(o.field_selector);
     f->clock = o.clock;
     f->keep_managed_fields = o.keep_managed_fields;
+    f->transform = o.transform;
+    f->transform_ud = o.transform_ud;
     f->build = o.new_list_watch ? o.new_list_watch : default_builder;
     f->build_ud = o.new_list_watch_ud;
     if ((o.namespace_ && *o.namespace_ && !f->ns) ||
@@ -123,7 +127,9 @@ ckube_shared_informer *ckube_informer_factory_for_namespace(ckube_informer_facto
     }
     ckube_informer_opts io = {.resync_ns = f->default_resync,
                               .clock = f->clock,
-                              .keep_managed_fields = f->keep_managed_fields};
+                              .keep_managed_fields = f->keep_managed_fields,
+                              .transform = f->transform,
+                              .transform_ud = f->transform_ud};
     e->inf = ckube_shared_informer_new(lw, &io);
     if (!e->inf) {
         entry_free(e);

@@ -273,6 +273,16 @@ typedef struct ckube__csink {
 } ckube__csink;
 
 ckube__csink ckube__delta_fifo_csink(ckube_delta_fifo *f);
+
+/* An informer's transform (transform.c): a sink that hands each object to
+ * fn (see ckube_transform_fn) and passes the result, encoded with `co`, to
+ * `inner`. name (copied) prefixes log lines. Free after the reflector
+ * that uses its sink. */
+typedef struct ckube__transformer ckube__transformer;
+ckube__transformer *ckube__transformer_new(ckube__csink inner, ckube_transform_fn fn, void *ud,
+                                           const ckube__cobj_opts *co, const char *name);
+ckube__csink ckube__transformer_csink(ckube__transformer *t);
+void ckube__transformer_free(ckube__transformer *t);
 ckube_reflector *ckube__reflector_new_compact(ckube_list_watch *lw, ckube__csink sink,
                                               const ckube_reflector_opts *opts);
 

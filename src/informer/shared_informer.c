@@ -96,6 +96,7 @@ struct ckube_shared_informer {
     ckube_store *store;
     ckube_delta_fifo *fifo;
     ckube_reflector *reflector;
+    ckube__transformer *transformer; /* NULL without a transform */
 
     pthread_mutex_t mu;
     pthread_cond_t cond; /* stop completion */
@@ -644,8 +645,16 @@ ckube_shared_informer *ckube_shared_informer_new(ckube_list_watch *lw,
                                .backoff = o.backoff,
                                .min_watch_timeout_s = o.min_watch_timeout_s,
                                .max_watch_timeout_s = o.max_watch_timeout_s};
-    if (!(inf->reflector =
-              ckube__reflector_new_compact(lw, ckube__delta_fifo_csink(inf->fifo), &ro)))
+    ckube__csink sink = ckube__delta_fifo_csink(inf->fifo);
+    if (o.transform) {
+        ckube__cobj_opts co = {.keep_managed_fields = o.keep_managed_fields,
+                               .metadata_only = o.metadata_only};
+        if (!(inf->transformer =
+                  ckube__transformer_new(sink, o.transform, o.transform_ud, &co, inf->name)))
+            goto fail;
+        sink = ckube__transformer_csink(inf->transformer);
+    }
+    if (!(inf->reflector = ckube__reflector_new_compact(lw, sink, &ro)))
         goto fail;
     return inf;
 fail:
@@ -861,6 +870,7 @@ void ckube_shared_informer_free(ckube_shared_informer *inf)
         reg = next;
     }
     ckube_reflector_free(inf->reflector);
+    ckube__transformer_free(inf->transformer);
     ckube_delta_fifo_free(inf->fifo);
     ckube_store_free(inf->store);
     ckube_list_watch_free(inf->lw);

@@ -766,6 +766,172 @@ static void test_metadata_only(void **state)
     ckube_fake_lw_unref(fake);
 }
 
+/* ---- a transform: applied to every object before it is cached ---- */
+
+struct xform {
+    pthread_mutex_t mu;
+    size_t calls;
+    int refuse_bad; /* how many more times to refuse "bad" */
+    /* what the handler saw */
+    size_t adds, updates, deletes;
+    bool all_transformed;
+};
+
+static int strip_spec(json_t *obj, void *ud)
+{
+    struct xform *x = ud;
+    pthread_mutex_lock(&x->mu);
+    x->calls++;
+    bool refuse = !strcmp(ckube_obj_name(obj), "bad") && x->refuse_bad > 0;
+    if (refuse)
+        x->refuse_bad--;
+    pthread_mutex_unlock(&x->mu);
+    if (refuse)
+        return 7;
+    /* idempotent: a second pass finds nothing more to change */
+    json_object_del(obj, "spec");
+    json_t *meta = json_object_get(obj, "metadata");
+    json_object_set_new(meta, "annotations", json_pack("{s:s}", "transformed", "yes"));
+    return 0;
+}
+
+static bool transformed(const json_t *obj)
+{
+    const char *a = json_string_value(ckube_json_get_path(obj, "metadata.annotations.transformed"));
+    return obj && !json_object_get(obj, "spec") && a && !strcmp(a, "yes");
+}
+
+static void x_seen(struct xform *x, size_t *counter, const json_t *obj)
+{
+    pthread_mutex_lock(&x->mu);
+    (*counter)++;
+    x->all_transformed = x->all_transformed && transformed(obj);
+    pthread_mutex_unlock(&x->mu);
+}
+static void x_add(void *ud, const json_t *obj, bool initial)
+{
+    (void)initial;
+    x_seen(ud, &((struct xform *)ud)->adds, obj);
+}
+static void x_update(void *ud, const json_t *old, const json_t *obj)
+{
+    x_seen(ud, &((struct xform *)ud)->updates, old);
+    x_seen(ud, &((struct xform *)ud)->updates, obj);
+}
+static void x_delete(void *ud, const json_t *obj, const char *tombstone)
+{
+    (void)tombstone;
+    x_seen(ud, &((struct xform *)ud)->deletes, obj);
+}
+
+static size_t x_count(struct xform *x, size_t *field)
+{
+    pthread_mutex_lock(&x->mu);
+    size_t n = *field;
+    pthread_mutex_unlock(&x->mu);
+    return n;
+}
+
+static int x_refusals_left(struct xform *x)
+{
+    pthread_mutex_lock(&x->mu);
+    int n = x->refuse_bad;
+    pthread_mutex_unlock(&x->mu);
+    return n;
+}
+
+static bool store_has(ckube_store *st, const char *key)
+{
+    json_t *o = ckube_store_get(st, key);
+    ckube_obj_unref(o);
+    return o != NULL;
+}
+
+static void test_transform(void **state)
+{
+    (void)state;
+    /* four objects with a 2 KiB spec the transform drops */
+    ckube_fake_lw *fake = new_fake(NULL, 0);
+    char pad[2048];
+    memset(pad, 'x', sizeof pad - 1);
+    pad[sizeof pad - 1] = '\0';
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", i);
+        json_t *big = tu_obj("ns1", name, "app", "web", i);
+        json_object_set_new(json_object_get(big, "spec"), "pad", json_string(pad));
+        ckube_fake_lw_add(fake, big);
+        json_decref(big);
+    }
+    struct xform x = {.refuse_bad = 1, .all_transformed = true};
+    pthread_mutex_init(&x.mu, NULL);
+    ckube_informer_opts o = {.backoff = fast_backoff, .transform = strip_spec, .transform_ud = &x};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    /* the same objects, untransformed, for the memory comparison */
+    ckube_informer_opts plain_o = {.backoff = fast_backoff};
+    ckube_shared_informer *plain =
+        ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &plain_o);
+    ckube_event_handler h = {
+        .on_add = x_add, .on_update = x_update, .on_delete = x_delete, .ud = &x};
+    assert_non_null(ckube_shared_informer_add_handler(inf, &h));
+    ckube_shared_informer *list[] = {inf, plain};
+    ckube_shared_informer_start(inf);
+    ckube_shared_informer_start(plain);
+    assert_true(ckube_wait_for_cache_sync(list, 2, CKUBE_SEC(10)));
+
+    /* listed objects: transformed in the store, in listers and handlers */
+    assert_true(TU_WAIT(x_count(&x, &x.adds) == 4, 5000));
+    ckube_obj_list all;
+    assert_int_equal(ckube_store_list(ckube_shared_informer_store(inf), &all), 0);
+    assert_int_equal(all.n, 4);
+    for (size_t i = 0; i < all.n; i++)
+        assert_true(transformed(all.items[i]));
+    ckube_obj_list_free(&all);
+    /* (listing caches trees: list the other store too before comparing) */
+    assert_int_equal(ckube_store_list(ckube_shared_informer_store(plain), &all), 0);
+    ckube_obj_list_free(&all);
+    assert_true(ckube_store_bytes(ckube_shared_informer_store(inf)) * 2 <
+                ckube_store_bytes(ckube_shared_informer_store(plain)));
+
+    /* added, updated, deleted while watching */
+    json_t *w = tu_obj("ns1", "late", "app", "web", 9);
+    ckube_fake_lw_add(fake, w);
+    json_object_set_new(json_object_get(w, "spec"), "value", json_integer(10));
+    ckube_fake_lw_update(fake, w);
+    json_decref(w);
+    assert_true(TU_WAIT(x_count(&x, &x.updates) == 2, 5000));
+    ckube_fake_lw_delete(fake, "ns1", "late");
+    assert_true(TU_WAIT(x_count(&x, &x.deletes) == 1, 5000));
+
+    /* refused: a watch event is dropped (logged), as client-go does; a
+     * relist brings the object back, transformed */
+    json_t *bad = tu_obj("ns2", "bad", "app", "web", 1);
+    ckube_fake_lw_add(fake, bad);
+    json_decref(bad);
+    assert_true(TU_WAIT(x_refusals_left(&x) == 0, 5000));
+    json_t *after = tu_obj("ns2", "after-bad", "app", "web", 2); /* later events still flow */
+    ckube_fake_lw_add(fake, after);
+    json_decref(after);
+    assert_true(TU_WAIT(store_has(ckube_shared_informer_store(inf), "ns2/after-bad"), 5000));
+    assert_false(store_has(ckube_shared_informer_store(inf), "ns2/bad"));
+    size_t lists = ckube_fake_lw_list_calls(fake);
+    ckube_fake_lw_expire_watches(fake);
+    assert_true(TU_WAIT(store_has(ckube_shared_informer_store(inf), "ns2/bad"), 5000));
+    json_t *got = ckube_store_get(ckube_shared_informer_store(inf), "ns2/bad");
+    assert_true(transformed(got));
+    ckube_obj_unref(got);
+    assert_true(ckube_fake_lw_list_calls(fake) > lists);
+    assert_true(x_count(&x, &x.adds) >= 6);
+    pthread_mutex_lock(&x.mu);
+    assert_true(x.all_transformed);
+    pthread_mutex_unlock(&x.mu);
+
+    ckube_shared_informer_free(inf);
+    ckube_shared_informer_free(plain);
+    ckube_fake_lw_unref(fake);
+    pthread_mutex_destroy(&x.mu);
+}
+
 static void test_bad_args(void **state)
 {
     (void)state;
@@ -819,8 +985,13 @@ static void test_factory(void **state)
 {
     (void)state;
     struct builder b = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    ckube_informer_factory_opts fo = {
-        .label_selector = "team=a", .new_list_watch = build_fake, .new_list_watch_ud = &b};
+    struct xform x = {.all_transformed = true};
+    pthread_mutex_init(&x.mu, NULL);
+    ckube_informer_factory_opts fo = {.label_selector = "team=a",
+                                      .new_list_watch = build_fake,
+                                      .new_list_watch_ud = &b,
+                                      .transform = strip_spec,
+                                      .transform_ud = &x};
     assert_null(ckube_informer_factory_new(NULL, NULL));
     ckube_informer_factory *f = ckube_informer_factory_new(NULL, &fo);
     assert_non_null(f);
@@ -852,6 +1023,14 @@ static void test_factory(void **state)
     assert_true(ckube_informer_factory_wait_for_cache_sync(f, CKUBE_SEC(10)));
     for (size_t i = 0; i < b.n; i++)
         assert_int_equal(ckube_fake_lw_list_calls(b.fakes[i]), 1);
+    /* the factory's transform is every informer's */
+    json_t *pod = tu_obj("ns1", "p", "team", "a", 1);
+    ckube_fake_lw_add(b.fakes[0], pod);
+    json_decref(pod);
+    assert_true(TU_WAIT(store_has(ckube_shared_informer_store(p1), "ns1/p"), 5000));
+    json_t *got = ckube_store_get(ckube_shared_informer_store(p1), "ns1/p");
+    assert_true(transformed(got));
+    ckube_obj_unref(got);
 
     ckube_informer_factory_shutdown(f);
     assert_false(ckube_shared_informer_is_started(p1));
@@ -861,6 +1040,7 @@ static void test_factory(void **state)
     ckube_informer_factory_free(f);
     for (size_t i = 0; i < b.n; i++)
         ckube_fake_lw_unref(b.fakes[i]);
+    pthread_mutex_destroy(&x.mu);
 }
 
 /* ---- the compact cache: trees built on demand, shared, trimmed ---- */
@@ -1119,6 +1299,7 @@ int main(void)
         cmocka_unit_test(test_slow_handler),
         cmocka_unit_test(test_sync_accounting_listers),
         cmocka_unit_test(test_metadata_only),
+        cmocka_unit_test(test_transform),
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_factory),
         cmocka_unit_test(test_compact_cache),
