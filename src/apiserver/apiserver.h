@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/queue.h>
 
 #include "apiserver/cacher.h"
@@ -39,6 +40,8 @@ typedef struct apiserver_config {
 
 typedef struct apiserver apiserver;
 typedef struct loop loop;
+typedef struct apimetrics apimetrics;
+typedef struct apimetrics_cache apimetrics_cache;
 typedef struct http_watch http_watch;
 typedef struct list_stream list_stream;
 
@@ -61,6 +64,7 @@ struct loop {
     LIST_HEAD(, http_watch) watches; /* loop thread only */
     LIST_HEAD(, list_stream) lists;  /* streaming list replies; loop thread only */
     unsigned long crd_retired_seen;  /* crd_retired_generation at the last flush */
+    apimetrics_cache *mcache;        /* metric children by labels; loop thread only */
 };
 
 struct apiserver {
@@ -82,6 +86,7 @@ struct apiserver {
     json_t *openapi_v3_index;
     json_t *openapi_v3_docs; /* "api/v1" -> document */
     json_t *openapi_v2;
+    apimetrics *metrics; /* /metrics (apiserver_metrics.c) */
 };
 
 /* Per-request context: lives from the request's arrival until its reply is
@@ -99,6 +104,13 @@ typedef struct req_ctx {
     const char *partial_api_version; /* "meta.k8s.io/v1" or ".../v1beta1" (static) */
     const char *want_discovery;      /* aggregated discovery: "v2", "v2beta1" or NULL */
     char *warning;                   /* a Warning header to add, owned */
+    /* For the request metrics: when it arrived (monotonic ns), the status
+     * answered (0 until a reply starts), what upstream's labels need, and
+     * the long-running gauge a watch holds up while open. */
+    uint64_t start_ns;
+    int code;
+    bool is_apply, dry_run_all;
+    struct ckube_metric *longrunning;
 } req_ctx;
 
 /* Life cycle. apiserver_start binds and starts the loops; apiserver_stop
@@ -136,6 +148,18 @@ bool handle_openapi(req_ctx *rc, const char *path);
 void handle_watch(req_ctx *rc);
 void watch_loop_flush(loop *lp); /* deliver new events to the loop's watchers */
 void watch_loop_close_all(loop *lp);
+
+/* Metrics (apiserver_metrics.c), served at /metrics. apimetrics_request_done
+ * counts a finished request (req_ctx_free calls it; nothing when no reply
+ * started); apimetrics_watch_started holds the long-running gauge up
+ * until then. The per-loop cache is the loop's own (no lock). */
+apimetrics *apimetrics_new(apiserver *srv);
+void apimetrics_free(apimetrics *m);
+apimetrics_cache *apimetrics_cache_new(void);
+void apimetrics_cache_free(apimetrics_cache *c);
+void apimetrics_request_done(req_ctx *rc);
+void apimetrics_watch_started(req_ctx *rc);
+void handle_metrics(req_ctx *rc);
 
 /* Large lists (list_stream.c). list_stream_wanted: whether a list of these
  * objects (borrowed) is big enough to stream. list_stream_start replies

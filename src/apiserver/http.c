@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "apiserver/compactor.h"
@@ -125,6 +126,7 @@ void req_ctx_free(req_ctx *rc)
 {
     if (!rc)
         return;
+    apimetrics_request_done(rc);
     evhttp_clear_headers(&rc->query);
     resource_type_unref(rc->type);
     free(rc->warning);
@@ -171,6 +173,7 @@ static void add_common_headers(req_ctx *rc, const char *content_type)
 
 void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf)
 {
+    rc->code = code;
     add_common_headers(rc, "application/json");
     evhttp_send_reply(rc->req, code, ckube__http_reason(code), buf);
     CKUBE_V(4, "%s %s -> %d", rc->ri.verb[0] ? rc->ri.verb : "request",
@@ -182,6 +185,7 @@ void reply_raw(req_ctx *rc, int code, const char *content_type, const char *data
 {
     struct evbuffer *buf = evbuffer_new();
     evbuffer_add(buf, data, len);
+    rc->code = code;
     add_common_headers(rc, content_type);
     evhttp_send_reply(rc->req, code, ckube__http_reason(code), buf);
     evbuffer_free(buf);
@@ -346,6 +350,9 @@ static void handle_request(struct evhttp_request *req, void *arg)
     rc->srv = lp->srv;
     rc->lp = lp;
     rc->req = req;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    rc->start_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     TAILQ_INIT(&rc->query);
     rc->include_object = 1;
 
@@ -365,6 +372,11 @@ static void handle_request(struct evhttp_request *req, void *arg)
         !strncmp(path, "/readyz/", 8)) {
         free(path);
         reply_raw(rc, 200, "text/plain; charset=utf-8", "ok", 2);
+        return;
+    }
+    if (!strcmp(path, "/metrics")) {
+        free(path);
+        handle_metrics(rc);
         return;
     }
     if (!strcmp(path, "/version") || !strcmp(path, "/version/")) {
@@ -398,6 +410,14 @@ static void handle_request(struct evhttp_request *req, void *arg)
                                           "only the following media types are accepted: "
                                           "application/json"));
         return;
+    }
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+        /* (labels of the request metrics) */
+        const char *dr = req_query(rc, "dryRun");
+        const char *ct =
+            evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
+        rc->dry_run_all = dr && !strcmp(dr, "All");
+        rc->is_apply = ct && !strncasecmp(ct, "application/apply-patch", 23);
     }
     const char *inc = req_query(rc, "includeObject");
     if (inc)
@@ -508,6 +528,8 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     registry_list_free(types, n);
     cacher_set_notify(s->cache, wake_loops, s);
     crd_attach(s->cache, s->st);
+    if (!(s->metrics = apimetrics_new(s)))
+        CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
     return s;
 }
 
@@ -566,6 +588,7 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
         pthread_mutex_init(&lp->mu, NULL);
         LIST_INIT(&lp->watches);
         LIST_INIT(&lp->lists);
+        lp->mcache = apimetrics_cache_new(); /* NULL: metrics without the cache */
         lp->base = new_base();
         lp->http = evhttp_new(lp->base);
         lp->wake = event_new(lp->base, -1, 0, on_wake, lp);
@@ -640,8 +663,10 @@ void apiserver_free(apiserver *s)
         event_free(lp->wake);
         event_base_free(lp->base);
         pthread_mutex_destroy(&lp->mu);
+        apimetrics_cache_free(lp->mcache);
     }
     free(s->loops);
+    apimetrics_free(s->metrics);
     crd_detach();
     cacher_free(s->cache);
     registry_shutdown();

@@ -167,6 +167,7 @@ void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, si
     if (rc->warning)
         evhttp_add_header(h, "Warning", rc->warning);
     evhttp_send_reply_start(rc->req, 200, "OK");
+    rc->code = 200;
     ls->conn = evhttp_request_get_connection(rc->req);
     LIST_INSERT_HEAD(&rc->lp->lists, ls, link);
     evhttp_connection_set_closecb(ls->conn, on_conn_closed, ls);

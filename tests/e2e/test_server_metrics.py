@@ -1,0 +1,220 @@
+"""End-to-end tests of the API server's /metrics against a real `ckube
+server`: kube-apiserver's metric names and labels, counted for every kind
+of request (buffered, streamed list, watch), the long-running gauge of open
+watches, stored objects per resource (a CRD's too), process metrics, and a
+well-formed Prometheus text exposition."""
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ckube_harness import Server  # noqa: E402
+
+SERVER = None
+CM = "/api/v1/namespaces/default/configmaps"
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
+
+
+def call(method, path, body=None, ctype="application/json", accept="application/json"):
+    conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=data, headers={"Content-Type": ctype, "Accept": accept})
+        r = conn.getresponse()
+        return r.status, r.getheader("Content-Type"), r.read()
+    finally:
+        conn.close()
+
+
+def scrape():
+    """{(name, frozenset(labels)): value}, checking every line's syntax."""
+    st, ctype, body = call("GET", "/metrics", accept="text/plain")
+    assert st == 200, body
+    assert ctype == "text/plain; version=0.0.4; charset=utf-8", ctype
+    out = {}
+    for line in body.decode().splitlines():
+        if not line or line.startswith("# HELP ") or line.startswith("# TYPE "):
+            continue
+        m = SAMPLE.match(line)
+        assert m, "malformed line: %r" % line
+        labels = {}
+        if m.group(3):
+            pos = 0
+            text = m.group(3)
+            while pos < len(text):
+                lm = LABEL.match(text, pos)
+                assert lm, "malformed labels: %r" % line
+                labels[lm.group(1)] = lm.group(2)
+                pos = lm.end()
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(4))
+    return out
+
+
+def value(metrics, name, **labels):
+    want = set(labels.items())
+    total = 0.0
+    for (n, ls), v in metrics.items():
+        if n == name and want <= set(ls):
+            total += v
+    return total
+
+
+def req_labels(verb, resource="configmaps", scope="namespace", code=None, **extra):
+    labels = dict(verb=verb, group="", version="v1", resource=resource, subresource="",
+                  scope=scope, component="apiserver", dry_run="")
+    labels.update(extra)
+    if code is not None:
+        labels["code"] = str(code)
+    return labels
+
+
+class ServerMetricsTest(unittest.TestCase):
+    def test_requests_by_verb_scope_and_code(self):
+        before = scrape()
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m1"}}
+        self.assertEqual(call("POST", CM, cm)[0], 201)
+        self.assertEqual(call("POST", CM, cm)[0], 409)
+        self.assertEqual(call("POST", CM + "?dryRun=All",
+                              dict(cm, metadata={"name": "dry"}))[0], 201)
+        self.assertEqual(call("GET", CM + "/m1")[0], 200)
+        self.assertEqual(call("GET", CM + "/nope")[0], 404)
+        self.assertEqual(call("GET", CM)[0], 200)
+        self.assertEqual(call("GET", "/api/v1/configmaps")[0], 200)
+        self.assertEqual(call("PATCH", CM + "/m1", {"data": {"a": "1"}},
+                              "application/merge-patch+json")[0], 200)
+        self.assertEqual(call("PATCH", CM + "/m2?fieldManager=t",
+                              dict(cm, metadata={"name": "m2"}),
+                              "application/apply-patch+yaml")[0], 201)
+        st, _, body = call("GET", CM + "/m1")
+        self.assertEqual(call("PUT", CM + "/m1", json.loads(body))[0], 200)
+        self.assertEqual(call("DELETE", CM + "/m2")[0], 200)
+        self.assertEqual(call("GET", "/api")[0], 200)
+        after = scrape()
+
+        def delta(**labels):
+            return (value(after, "apiserver_request_total", **labels)
+                    - value(before, "apiserver_request_total", **labels))
+        self.assertEqual(delta(**req_labels("POST", code=201)), 1)
+        self.assertEqual(delta(**req_labels("POST", code=409)), 1)
+        self.assertEqual(delta(**req_labels("POST", code=201, dry_run="All")), 1)
+        self.assertEqual(delta(**req_labels("GET", scope="resource", code=200)), 2)
+        self.assertEqual(delta(**req_labels("GET", scope="resource", code=404)), 1)
+        self.assertEqual(delta(**req_labels("LIST", code=200)), 1)
+        self.assertEqual(delta(**req_labels("LIST", scope="cluster", code=200)), 1)
+        self.assertEqual(delta(**req_labels("PATCH", scope="resource", code=200)), 1)
+        self.assertEqual(delta(**req_labels("APPLY", scope="resource", code=201)), 1)
+        self.assertEqual(delta(**req_labels("PUT", scope="resource", code=200)), 1)
+        self.assertEqual(delta(**req_labels("DELETE", scope="resource", code=200)), 1)
+        # non-resource paths: GET with empty resource labels
+        self.assertGreaterEqual(delta(verb="GET", resource="", scope="", code="200"), 1)
+        # the latency histogram counts the same requests, without the code
+        h = "apiserver_request_duration_seconds_count"
+        self.assertEqual(value(after, h, **req_labels("GET", scope="resource"))
+                         - value(before, h, **req_labels("GET", scope="resource")), 3)
+        buckets = [(dict(ls)["le"], v) for (n, ls), v in after.items()
+                   if n == "apiserver_request_duration_seconds_bucket"
+                   and set(req_labels("POST").items()) <= set(ls)]
+        self.assertIn("+Inf", [le for le, _ in buckets])
+        self.assertIn("0.005", [le for le, _ in buckets])
+
+    def test_watch_is_long_running(self):
+        lr = req_labels("WATCH")
+        del lr["dry_run"]
+        before = value(scrape(), "apiserver_longrunning_requests", **lr)
+        s = socket.create_connection(("127.0.0.1", SERVER.port))
+        try:
+            s.sendall(b"GET " + CM.encode() + b"?watch=true HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.settimeout(10)
+            self.assertIn(b"200 OK", s.recv(4096))
+            self.assertEqual(value(scrape(), "apiserver_longrunning_requests", **lr), before + 1)
+            # a watch is counted when it ends, and not in the latency histogram
+            hist = value(scrape(), "apiserver_request_duration_seconds_count", verb="WATCH")
+            self.assertEqual(hist, 0)
+        finally:
+            s.close()
+        for _ in range(100):
+            m = scrape()
+            if value(m, "apiserver_longrunning_requests", **lr) == before:
+                break
+            time.sleep(0.05)
+        self.assertEqual(value(m, "apiserver_longrunning_requests", **lr), before)
+        self.assertGreaterEqual(value(m, "apiserver_request_total", **req_labels("WATCH", code=200)), 1)
+
+    def test_large_list_streamed_is_counted(self):
+        big = "x" * 200000
+        for i in range(3):  # > 256 KiB of items: the streamed path
+            self.assertEqual(call("POST", CM, {"apiVersion": "v1", "kind": "ConfigMap",
+                                               "metadata": {"name": "big%d" % i},
+                                               "data": {"b": big}})[0], 201)
+        before = value(scrape(), "apiserver_request_total", **req_labels("LIST", code=200))
+        st, _, body = call("GET", CM)
+        self.assertEqual(st, 200)
+        self.assertGreater(len(body), 600000)
+        after = value(scrape(), "apiserver_request_total", **req_labels("LIST", code=200))
+        self.assertEqual(after - before, 1)
+        for i in range(3):
+            call("DELETE", CM + "/big%d" % i)
+
+    def test_storage_objects_and_process(self):
+        crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "gauges.metrics.example.com"},
+               "spec": {"group": "metrics.example.com", "scope": "Namespaced",
+                        "names": {"plural": "gauges", "singular": "gauge", "kind": "Gauge"},
+                        "versions": [{"name": "v1", "served": True, "storage": True,
+                                      "schema": {"openAPIV3Schema": {
+                                          "type": "object",
+                                          "x-kubernetes-preserve-unknown-fields": True}}}]}}
+        self.assertEqual(call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                              crd)[0], 201)
+        path = "/apis/metrics.example.com/v1/namespaces/default/gauges"
+        for _ in range(100):
+            st = call("POST", path, {"apiVersion": "metrics.example.com/v1", "kind": "Gauge",
+                                     "metadata": {"name": "g1"}})[0]
+            if st == 201:
+                break
+            time.sleep(0.05)
+        self.assertEqual(st, 201)
+        self.assertEqual(call("POST", path, {"apiVersion": "metrics.example.com/v1",
+                                             "kind": "Gauge", "metadata": {"name": "g2"}})[0], 201)
+        m = scrape()
+        self.assertEqual(value(m, "apiserver_storage_objects", resource="gauges.metrics.example.com"), 2)
+        st, _, body = call("GET", "/api/v1/namespaces")
+        self.assertEqual(value(m, "apiserver_storage_objects", resource="namespaces"),
+                         len(json.loads(body)["items"]))
+        self.assertGreater(value(m, "process_resident_memory_bytes"), 1 << 20)
+        self.assertGreater(value(m, "process_virtual_memory_bytes"),
+                           value(m, "process_resident_memory_bytes"))
+        self.assertGreater(value(m, "process_open_fds"), 3)
+        self.assertLess(abs(value(m, "process_start_time_seconds") - time.time()), 3600)
+        self.assertGreaterEqual(value(m, "process_cpu_seconds_total"), 0)
+
+    def test_kubectl_get_raw(self):
+        r = subprocess.run(["kubectl", "--kubeconfig", SERVER.kubeconfig, "get", "--raw",
+                            "/metrics"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("# TYPE apiserver_request_total counter", r.stdout)
+        self.assertIn("# TYPE apiserver_request_duration_seconds histogram", r.stdout)
+
+
+def setUpModule():
+    global SERVER
+    SERVER = Server("--controller-manager=false").start()
+
+
+def tearDownModule():
+    SERVER.stop()
+
+
+if __name__ == "__main__":
+    result = unittest.main(exit=False, verbosity=2).result
+    failed = len(result.failures) + len(result.errors)
+    print("%d passed, %d failed" % (result.testsRun - failed, failed))
+    sys.exit(1 if failed or not result.wasSuccessful() else 0)
