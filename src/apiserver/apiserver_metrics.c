@@ -147,11 +147,11 @@ static void children(apimetrics *m, apimetrics_cache *cache, const req_labels *l
             return;
         }
     }
-    const char *cv[] = {l->verb,        l->dry_run, l->group,      l->version, l->resource,
-                        l->subresource, l->scope,   "apiserver",   l->code};
+    const char *cv[] = {l->verb,        l->dry_run, l->group,    l->version, l->resource,
+                        l->subresource, l->scope,   "apiserver", l->code};
     *count = ckube_metric_with(m->requests, cv);
-    const char *dv[] = {l->verb,        l->dry_run, l->group,    l->version,
-                        l->resource,    l->subresource, l->scope, "apiserver"};
+    const char *dv[] = {l->verb,     l->dry_run,     l->group, l->version,
+                        l->resource, l->subresource, l->scope, "apiserver"};
     *duration = ckube_metric_with(m->durations, dv);
     if (e && *count && *duration) {
         e->hash = h;
@@ -189,7 +189,7 @@ void apimetrics_watch_started(req_ctx *rc)
         return;
     req_labels l;
     labels_of(rc, &l);
-    const char *v[] = {"WATCH",    l.group,  l.version,  l.resource,
+    const char *v[] = {"WATCH",       l.group, l.version,  l.resource,
                        l.subresource, l.scope, "apiserver"};
     rc->longrunning = ckube_metric_with(m->longrunning, v);
     ckube_gauge_inc(rc->longrunning);
@@ -275,16 +275,16 @@ apimetrics *apimetrics_new(apiserver *srv)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     m->started = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-    static const char *const req[] = {"verb",     "dry_run",     "group", "version",   "resource",
-                                      "subresource", "scope",    "component", "code",  NULL};
-    static const char *const dur[] = {"verb",     "dry_run",     "group", "version",   "resource",
-                                      "subresource", "scope",    "component", NULL};
-    static const char *const lr[] = {"verb",  "group",    "version",   "resource",
+    static const char *const req[] = {"verb",        "dry_run", "group",     "version", "resource",
+                                      "subresource", "scope",   "component", "code",    NULL};
+    static const char *const dur[] = {"verb",        "dry_run", "group",     "version", "resource",
+                                      "subresource", "scope",   "component", NULL};
+    static const char *const lr[] = {"verb",        "group", "version",   "resource",
                                      "subresource", "scope", "component", NULL};
     static const char *const obj[] = {"resource", NULL};
     /* kube-apiserver's buckets for request latency */
-    static const double buckets[] = {0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5,
-                                     2,     3,     4,    5,   6,   8,   10,  15,  20,  30,   45, 60};
+    static const double buckets[] = {0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2,
+                                     3,     4,     5,    6,   8,   10,  15,  20,  30,  45,   60};
     m->requests = ckube_metrics_counter(
         m->reg, "apiserver_request_total",
         "Counter of apiserver requests broken out for each verb, dry run value, group, version, "
@@ -310,11 +310,11 @@ apimetrics *apimetrics_new(apiserver *srv)
                                  "Resident memory size in bytes.", NULL);
     m->vsize = ckube_metrics_gauge(m->reg, "process_virtual_memory_bytes",
                                    "Virtual memory size in bytes.", NULL);
-    m->fds = ckube_metrics_gauge(m->reg, "process_open_fds", "Number of open file descriptors.",
-                                 NULL);
-    m->start_time = ckube_metrics_gauge(
-        m->reg, "process_start_time_seconds",
-        "Start time of the process since unix epoch in seconds.", NULL);
+    m->fds =
+        ckube_metrics_gauge(m->reg, "process_open_fds", "Number of open file descriptors.", NULL);
+    m->start_time =
+        ckube_metrics_gauge(m->reg, "process_start_time_seconds",
+                            "Start time of the process since unix epoch in seconds.", NULL);
     m->collector = ckube_metrics_add_collector(m->reg, collect, m);
     if (!m->requests || !m->durations || !m->longrunning || !m->objects || !m->cpu || !m->rss ||
         !m->vsize || !m->fds || !m->start_time || !m->collector) {
