@@ -11,6 +11,9 @@
  *                                                    "deployments.apps")
  *   process_cpu_seconds_total, process_resident_memory_bytes,
  *   process_virtual_memory_bytes, process_open_fds, process_start_time_seconds
+ *   ckube_storage_{commits,failed_commits,writes,commit_seconds}_total,
+ *   ckube_storage_largest_commit_writes, ckube_storage_revision,
+ *   ckube_storage_compacted_revision     the group committer's own
  *
  * Verbs as upstream reports them: GET, LIST, WATCH, POST, PUT, PATCH,
  * APPLY (a server-side apply), DELETE, DELETECOLLECTION; scope is
@@ -37,6 +40,8 @@ struct apimetrics {
     ckube_metrics_registry *reg;
     ckube_metric_family *requests, *durations, *longrunning, *objects;
     ckube_metric_family *cpu, *rss, *vsize, *fds, *start_time;
+    ckube_metric_family *commits, *failed_commits, *writes, *commit_seconds, *largest, *rev,
+        *compacted;
     ckube_metrics_collector *collector;
     apiserver *srv;
     double started; /* wall clock, seconds */
@@ -197,6 +202,15 @@ void apimetrics_watch_started(req_ctx *rc)
 
 /* ---- collected at render time ------------------------------------------ */
 
+/* Brings a counter child up to a total kept elsewhere (collectors run one
+ * at a time, so the difference is ours to add). */
+static void counter_to(ckube_metric *c, double total)
+{
+    double d = total - ckube_metric_value(c);
+    if (d > 0)
+        ckube_counter_add(c, d);
+}
+
 /* apiserver_storage_objects: one series per resource (versions share a
  * bucket); a resource whose CRD went keeps its last series at 0. */
 static void collect_objects(apimetrics *m)
@@ -245,7 +259,7 @@ static void collect_process(apimetrics *m)
                         "%*d %*d %*d %*u %llu %llu",
                         &utime, &stime, &vsize, &rss) == 4) {
             double tick = (double)sysconf(_SC_CLK_TCK), page = (double)sysconf(_SC_PAGESIZE);
-            ckube_gauge_set(ckube_metric_with(m->cpu, NULL), (double)(utime + stime) / tick);
+            counter_to(ckube_metric_with(m->cpu, NULL), (double)(utime + stime) / tick);
             ckube_gauge_set(ckube_metric_with(m->vsize, NULL), (double)vsize);
             ckube_gauge_set(ckube_metric_with(m->rss, NULL), (double)rss * page);
         }
@@ -256,9 +270,26 @@ static void collect_process(apimetrics *m)
     ckube_gauge_set(ckube_metric_with(m->start_time, NULL), m->started);
 }
 
+/* ckube_storage_*: the group committer's counters (commits / writes is
+ * the mean group size; commit seconds include the fsync). */
+static void collect_storage(apimetrics *m)
+{
+    storage_stats st;
+    storage_get_stats(m->srv->st, &st);
+    counter_to(ckube_metric_with(m->commits, NULL), (double)st.commits);
+    counter_to(ckube_metric_with(m->failed_commits, NULL), (double)st.failed_commits);
+    counter_to(ckube_metric_with(m->writes, NULL), (double)st.ops);
+    counter_to(ckube_metric_with(m->commit_seconds, NULL), (double)st.commit_ns / 1e9);
+    ckube_gauge_set(ckube_metric_with(m->largest, NULL), (double)st.max_batch);
+    ckube_gauge_set(ckube_metric_with(m->rev, NULL), (double)storage_current_rev(m->srv->st));
+    ckube_gauge_set(ckube_metric_with(m->compacted, NULL),
+                    (double)storage_compacted_rev(m->srv->st));
+}
+
 static void collect(void *ctx)
 {
     collect_objects(ctx);
+    collect_storage(ctx);
     collect_process(ctx);
 }
 
@@ -315,9 +346,26 @@ apimetrics *apimetrics_new(apiserver *srv)
     m->start_time =
         ckube_metrics_gauge(m->reg, "process_start_time_seconds",
                             "Start time of the process since unix epoch in seconds.", NULL);
+    m->commits =
+        ckube_metrics_counter(m->reg, "ckube_storage_commits_total",
+                              "Write groups committed (one transaction and fsync each).", NULL);
+    m->failed_commits = ckube_metrics_counter(m->reg, "ckube_storage_failed_commits_total",
+                                              "Write groups whose transaction failed.", NULL);
+    m->writes = ckube_metrics_counter(m->reg, "ckube_storage_writes_total",
+                                      "Writes completed by the storage, in any result.", NULL);
+    m->commit_seconds =
+        ckube_metrics_counter(m->reg, "ckube_storage_commit_seconds_total",
+                              "Time spent committing write groups, fsync included.", NULL);
+    m->largest = ckube_metrics_gauge(m->reg, "ckube_storage_largest_commit_writes",
+                                     "The most writes one group commit has carried.", NULL);
+    m->rev = ckube_metrics_gauge(m->reg, "ckube_storage_revision",
+                                 "The newest revision (resourceVersion) stored.", NULL);
+    m->compacted = ckube_metrics_gauge(m->reg, "ckube_storage_compacted_revision",
+                                       "Revisions up to this one are compacted away.", NULL);
     m->collector = ckube_metrics_add_collector(m->reg, collect, m);
     if (!m->requests || !m->durations || !m->longrunning || !m->objects || !m->cpu || !m->rss ||
-        !m->vsize || !m->fds || !m->start_time || !m->collector) {
+        !m->vsize || !m->fds || !m->start_time || !m->commits || !m->failed_commits || !m->writes ||
+        !m->commit_seconds || !m->largest || !m->rev || !m->compacted || !m->collector) {
         apimetrics_free(m);
         return NULL;
     }

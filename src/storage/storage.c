@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ckube/log.h"
 
@@ -142,7 +143,7 @@ struct storage_committer {
     storage_op **batch;
     storage_event *events;
 
-    _Atomic uint64_t commits, failed_commits, ops_done, max_batch_seen;
+    _Atomic uint64_t commits, failed_commits, ops_done, max_batch_seen, commit_ns;
 };
 
 static bool op_valid(const storage_op *op)
@@ -214,7 +215,12 @@ static void run_group(storage_committer *c, size_t n)
 {
     size_t nev = 0;
     pthread_mutex_lock(&c->commit_mu);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = c->hooks->apply(c->ctx, c->batch, n, c->events, &nev);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    atomic_fetch_add(&c->commit_ns,
+                     (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec)));
     if (rc != STORAGE_OK) {
         CKUBE_ERROR("storage: group of %zu writes failed: %s", n, storage_strerror(rc));
         for (size_t i = 0; i < n; i++)
@@ -336,6 +342,7 @@ void storage_committer_stats(storage_committer *c, storage_stats *out)
     out->failed_commits = atomic_load(&c->failed_commits);
     out->ops = atomic_load(&c->ops_done);
     out->max_batch = atomic_load(&c->max_batch_seen);
+    out->commit_ns = atomic_load(&c->commit_ns);
 }
 
 void storage_committer_stop(storage_committer *c)

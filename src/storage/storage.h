@@ -119,6 +119,7 @@ typedef struct storage_stats {
     uint64_t failed_commits; /* groups whose transaction failed (ops got IO) */
     uint64_t ops;            /* ops that completed (done ran), any result */
     uint64_t max_batch;      /* largest group seen */
+    uint64_t commit_ns;      /* time spent applying groups (transaction and fsync) */
 } storage_stats;
 
 struct storage_backend_ops {

@@ -57,6 +57,12 @@ def scrape():
     return out
 
 
+def proc_cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def value(metrics, name, **labels):
     want = set(labels.items())
     total = 0.0
@@ -183,7 +189,9 @@ class ServerMetricsTest(unittest.TestCase):
         self.assertEqual(st, 201)
         self.assertEqual(call("POST", path, {"apiVersion": "metrics.example.com/v1",
                                              "kind": "Gauge", "metadata": {"name": "g2"}})[0], 201)
+        cpu_before = proc_cpu_seconds(SERVER.proc.pid)
         m = scrape()
+        cpu_after = proc_cpu_seconds(SERVER.proc.pid)
         self.assertEqual(value(m, "apiserver_storage_objects", resource="gauges.metrics.example.com"), 2)
         st, _, body = call("GET", "/api/v1/namespaces")
         self.assertEqual(value(m, "apiserver_storage_objects", resource="namespaces"),
@@ -193,7 +201,18 @@ class ServerMetricsTest(unittest.TestCase):
                            value(m, "process_resident_memory_bytes"))
         self.assertGreater(value(m, "process_open_fds"), 3)
         self.assertLess(abs(value(m, "process_start_time_seconds") - time.time()), 3600)
-        self.assertGreaterEqual(value(m, "process_cpu_seconds_total"), 0)
+        self.assertGreaterEqual(value(m, "process_cpu_seconds_total"), cpu_before)
+        self.assertLessEqual(value(m, "process_cpu_seconds_total"), cpu_after)
+        # the group committer: every write of this test went through a commit
+        self.assertGreaterEqual(value(m, "ckube_storage_writes_total"), 3)
+        self.assertGreaterEqual(value(m, "ckube_storage_commits_total"), 1)
+        self.assertLessEqual(value(m, "ckube_storage_commits_total"),
+                             value(m, "ckube_storage_writes_total"))
+        self.assertGreater(value(m, "ckube_storage_commit_seconds_total"), 0)
+        self.assertGreaterEqual(value(m, "ckube_storage_largest_commit_writes"), 1)
+        self.assertEqual(value(m, "ckube_storage_failed_commits_total"), 0)
+        rv = int(json.loads(call("GET", path + "/g2")[2])["metadata"]["resourceVersion"])
+        self.assertGreaterEqual(value(m, "ckube_storage_revision"), rv)
 
     def test_kubectl_get_raw(self):
         r = subprocess.run(["kubectl", "--kubeconfig", SERVER.kubeconfig, "get", "--raw",
