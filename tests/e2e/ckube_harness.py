@@ -102,3 +102,14 @@ class Server:
         cfg = client.Configuration()
         config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
         return client.ApiClient(cfg)
+
+
+def run_unittests():
+    """Runs the calling module's unittest cases verbosely, prints a
+    summary line and exits 1 if any failed or errored (ctest reads the
+    exit status)."""
+    import unittest
+    result = unittest.main(module="__main__", exit=False, verbosity=2).result
+    failed = len(result.failures) + len(result.errors)
+    print("%d passed, %d failed" % (result.testsRun - failed, failed))
+    sys.exit(1 if failed or not result.wasSuccessful() else 0)

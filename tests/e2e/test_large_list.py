@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ckube_harness import Server  # noqa: E402
+from ckube_harness import Server, run_unittests  # noqa: E402
 
 from kubernetes import client  # noqa: E402
 
@@ -227,7 +227,4 @@ def tearDownModule():
 
 
 if __name__ == "__main__":
-    result = unittest.main(exit=False, verbosity=2).result
-    failed = len(result.failures) + len(result.errors)
-    print("%d passed, %d failed" % (result.testsRun - failed, failed))
-    sys.exit(1 if failed or not result.wasSuccessful() else 0)
+    run_unittests()

@@ -12,7 +12,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ckube_harness import Server  # noqa: E402
+from ckube_harness import Server, run_unittests  # noqa: E402
 
 SERVER = None
 CM = "/api/v1/namespaces/default/configmaps"
@@ -174,7 +174,4 @@ def tearDownModule():
 
 
 if __name__ == "__main__":
-    result = unittest.main(exit=False, verbosity=2).result
-    failed = len(result.failures) + len(result.errors)
-    print("%d passed, %d failed" % (result.testsRun - failed, failed))
-    sys.exit(1 if failed or not result.wasSuccessful() else 0)
+    run_unittests()
