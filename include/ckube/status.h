@@ -68,6 +68,9 @@ typedef struct ckube_status {
     ckube_status_cause *causes;
     size_t ncauses;
     int has_details; /* set when any details field is set */
+    /* metadata.continue: an expired paginated list's token for the rest
+     * of the list, inconsistently (410 Expired); owned, may be NULL. */
+    char *list_continue;
 } ckube_status;
 
 /* Allocates a Failure status with a printf-formatted message.

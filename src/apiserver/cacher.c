@@ -1014,25 +1014,97 @@ bool cfilter_matches(const cfilter *f, const cobj *o)
     return true;
 }
 
-cobj **cacher_list(cacher *c, const char *prefix, const char *after_key, const cfilter *f,
-                   size_t limit, size_t *n, int64_t *rev, size_t *more)
+/* A key's state at an earlier revision: NULL when it did not exist. */
+typedef struct past_state {
+    const char *key;
+    cobj *obj;    /* borrowed from the ring */
+    size_t order; /* the event's place in the ring: the earliest wins */
+} past_state;
+
+static int cmp_past(const void *a, const void *b)
+{
+    const past_state *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+/* The keys under prefix (after after_key) that changed after at_rev, each
+ * with its state at at_rev, from the ring (which holds every event after
+ * b->start_rev): the earliest event after at_rev tells it, its previous
+ * state (an ADDED one: the key did not exist). Sorted by key, one entry
+ * per key. Called with the lock held; NULL with *n = 0 when none. */
+static past_state *past_states(const bucket *b, const char *prefix, size_t prefix_len,
+                               const char *after_key, int64_t at_rev, size_t *n)
+{
+    *n = 0;
+    size_t cnt = 0;
+    for (size_t i = b->ring_len; i-- > 0 && b->ring[(b->ring_head + i) % b->ring_cap].rev > at_rev;)
+        cnt++;
+    past_state *ps = cnt ? malloc(cnt * sizeof *ps) : NULL;
+    if (!ps)
+        return NULL;
+    size_t k = 0;
+    for (size_t j = b->ring_len - cnt; j < b->ring_len; j++) {
+        const cevent *e = &b->ring[(b->ring_head + j) % b->ring_cap];
+        const char *key = e->obj->key;
+        if (strncmp(key, prefix, prefix_len) || (after_key && strcmp(key, after_key) <= 0))
+            continue;
+        ps[k++] = (past_state){key, e->type == CEV_ADDED ? NULL : e->prev, j};
+    }
+    qsort(ps, k, sizeof *ps, cmp_past);
+    size_t u = 0;
+    for (size_t j = 0; j < k; j++)
+        if (!u || strcmp(ps[u - 1].key, ps[j].key))
+            ps[u++] = ps[j];
+    *n = u;
+    return ps;
+}
+
+int cacher_list_at(cacher *c, const char *prefix, const char *after_key, const cfilter *f,
+                   size_t limit, int64_t at_rev, cobj ***objs, size_t *n, int64_t *rev,
+                   size_t *more, int64_t *oldest)
 {
     size_t plen = key_prefix_len(prefix);
-    size_t cap = 64, cnt = 0, left = 0;
+    size_t cap = 64, cnt = 0, left = 0, npast = 0, pi = 0;
     cobj **out = malloc(cap * sizeof *out);
+    past_state *past = NULL;
+    *objs = NULL;
+    *n = *more = 0;
     pthread_rwlock_rdlock(&c->lock);
     *rev = c->rev;
     bucket *b = plen ? find_bucket_n(c, prefix, plen) : NULL;
+    size_t prefix_len = strlen(prefix);
+    if (at_rev > 0 && at_rev < c->rev) {
+        if (b && at_rev < b->start_rev) {
+            *oldest = b->start_rev;
+            pthread_rwlock_unlock(&c->lock);
+            free(out);
+            return -1;
+        }
+        if (b)
+            past = past_states(b, prefix, prefix_len, after_key, at_rev, &npast);
+        *rev = at_rev;
+    }
     if (b && out) {
-        size_t prefix_len = strlen(prefix);
         cobj probe = {.key = (char *)(after_key ? after_key : prefix)};
         cobj *o = RB_NFIND(ctree, &b->tree, &probe);
         if (o && after_key && !strcmp(o->key, after_key))
             o = RB_NEXT(ctree, &b->tree, o);
-        for (; o; o = RB_NEXT(ctree, &b->tree, o)) {
-            if (strncmp(o->key, prefix, prefix_len))
-                break;
-            if (!cfilter_matches(f, o))
+        if (o && strncmp(o->key, prefix, prefix_len))
+            o = NULL;
+        /* Merge, in key order, the live objects with the keys that changed
+         * since at_rev, whose state then replaces theirs. */
+        while (o || pi < npast) {
+            int cmp = !o ? 1 : pi == npast ? -1 : strcmp(o->key, past[pi].key);
+            cobj *state = cmp < 0 ? o : past[pi].obj;
+            if (cmp >= 0)
+                pi++;
+            if (cmp <= 0) {
+                o = RB_NEXT(ctree, &b->tree, o);
+                if (o && strncmp(o->key, prefix, prefix_len))
+                    o = NULL;
+            }
+            if (!state || !cfilter_matches(f, state))
                 continue;
             if (limit && cnt == limit) {
                 left++;
@@ -1045,12 +1117,23 @@ cobj **cacher_list(cacher *c, const char *prefix, const char *after_key, const c
                     break;
                 out = nn;
             }
-            out[cnt++] = cobj_ref(o);
+            out[cnt++] = cobj_ref(state);
         }
     }
     pthread_rwlock_unlock(&c->lock);
+    free(past);
+    *objs = out;
     *n = cnt;
     *more = left;
+    return 0;
+}
+
+cobj **cacher_list(cacher *c, const char *prefix, const char *after_key, const cfilter *f,
+                   size_t limit, size_t *n, int64_t *rev, size_t *more)
+{
+    cobj **out;
+    int64_t oldest;
+    cacher_list_at(c, prefix, after_key, f, limit, 0, &out, n, rev, more, &oldest);
     return out;
 }
 

@@ -125,6 +125,15 @@ cobj *cacher_get(cacher *c, const char *key);
  * the last one (for remainingItemCount / continue). */
 cobj **cacher_list(cacher *c, const char *prefix, const char *after_key, const cfilter *f,
                    size_t limit, size_t *n, int64_t *rev, size_t *more);
+/* The same at an earlier revision at_rev (0 or the current revision: now),
+ * as a paginated list's later pages need it: the live objects, with every
+ * key changed since at_rev put back as it was then (from the ring of
+ * events). *rev is at_rev. Returns 0 with *objs as cacher_list's, or -1
+ * when the ring no longer reaches back to at_rev (*oldest: the oldest
+ * revision it serves; upstream answers 410 Expired). */
+int cacher_list_at(cacher *c, const char *prefix, const char *after_key, const cfilter *f,
+                   size_t limit, int64_t at_rev, cobj ***objs, size_t *n, int64_t *rev,
+                   size_t *more, int64_t *oldest);
 void cacher_objs_free(cobj **objs, size_t n);
 
 /* Count of objects under a prefix (any filter-less prefix). */

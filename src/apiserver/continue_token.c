@@ -263,7 +263,7 @@ static int check_fields(const token_fields *f, char **err)
         ckube__set_err(err, ERR_VERSION " %s", f->v ? f->v : "");
         return -1;
     }
-    if (f->rv <= 0) {
+    if (f->rv == 0) { /* (negative: an inconsistent continuation, as upstream) */
         ckube__set_err(err, ERR_INVALID_RV);
         return -1;
     }

@@ -24,7 +24,9 @@ extern "C" {
 char *continue_token_encode(int64_t rv, const char *start_key_suffix);
 
 /* Decodes and validates a token: base64url (no padding; CR/LF ignored as
- * Go does), a JSON object, version "meta.k8s.io/v1", rv > 0, and a
+ * Go does), a JSON object, version "meta.k8s.io/v1", rv != 0 (a negative
+ * rv, as upstream writes -1, asks for the rest of a list at the current
+ * revision: an inconsistent continuation), and a
  * non-empty start key that is already clean: relative (no leading '/'), no
  * empty, "." or ".." segments, no trailing '/'. So the key can be appended
  * to a list prefix without ever leaving it.

@@ -1802,14 +1802,12 @@ static void do_list(req_ctx *rc)
         reply_status(rc, st);
         return;
     }
-    if (match && !strcmp(match, "Exact") && rv != cur) {
-        ckube_selector_free(ls);
-        ckube_selector_free(fs);
-        st = ckube_status_new(410, CKUBE_REASON_EXPIRED,
-                              "too old resource version: %" PRId64 " (%" PRId64 ")", rv, cur);
-        reply_status(rc, st);
-        return;
-    }
+    /* Served at an earlier revision: a list asked for one exactly (with
+     * resourceVersionMatch=Exact, or, as upstream's legacy rule, a non-zero
+     * resourceVersion with a limit and no match), and the later pages of a
+     * paginated list (the first page's revision). */
+    bool exact = match ? !strcmp(match, "Exact") : limit && rv > 0;
+    int64_t at_rev = exact ? rv : 0;
     char prefix[512];
     resource_type_key_prefix(t, prefix, sizeof prefix);
     size_t bucket_len = strlen(prefix);
@@ -1838,14 +1836,38 @@ static void do_list(req_ctx *rc)
         if (asprintf(&after, "%.*s%s", (int)bucket_len, prefix, start) < 0)
             after = NULL;
         free(start);
+        /* rv < 0: the rest of the list now (an inconsistent continuation,
+         * offered with an expired token). */
+        at_rev = snap_rev > 0 ? snap_rev : 0;
     }
     cfilter f = {.ns = ns, .labels = ls, .fields = fs};
     size_t n, more;
-    int64_t rev;
-    cobj **objs = cacher_list(rc->srv->cache, prefix, after, &f, limit, &n, &rev, &more);
+    int64_t rev, oldest = 0;
+    cobj **objs = NULL;
+    if (cacher_list_at(rc->srv->cache, prefix, after, &f, limit, at_rev, &objs, &n, &rev, &more,
+                       &oldest) != 0) {
+        ckube_selector_free(ls);
+        ckube_selector_free(fs);
+        if (cont && *cont) {
+            st = ckube_status_new(
+                410, CKUBE_REASON_EXPIRED,
+                "The provided continue parameter is too old to display a consistent list "
+                "result. You can start a new list without the continue parameter, or use the "
+                "continue token in this response to retrieve the remainder of the results. "
+                "Continuing with the provided token results in an inconsistent list - objects "
+                "that were created, modified, or deleted between the time the first chunk was "
+                "returned and now may show up in the list.");
+            st->list_continue = after ? continue_token_encode(-1, after + bucket_len) : NULL;
+        } else {
+            st =
+                ckube_status_new(410, CKUBE_REASON_EXPIRED,
+                                 "too old resource version: %" PRId64 " (%" PRId64 ")", rv, oldest);
+        }
+        free(after);
+        reply_status(rc, st);
+        return;
+    }
     free(after);
-    if (snap_rev)
-        rev = snap_rev; /* pages of one list report the first page's revision */
     char *next = NULL;
     if (more && n)
         next = continue_token_encode(rev, objs[n - 1]->key + bucket_len);
@@ -2097,8 +2119,8 @@ void handle_resource(req_ctx *rc)
     /* PartialObjectMetadata in the form the verb answers: a list for list
      * and deletecollection, one object for everything else (a watch's
      * events included). The other form is a 406, before any work. */
-    bool answers_list = !*ri->subresource && (!strcmp(verb, "list") ||
-                                              !strcmp(verb, "deletecollection"));
+    bool answers_list =
+        !*ri->subresource && (!strcmp(verb, "list") || !strcmp(verb, "deletecollection"));
     ckube_status *refused = partial_refused(rc, answers_list);
     if (refused) {
         reply_status(rc, refused);

@@ -52,6 +52,7 @@ void ckube_status_free(ckube_status *st)
     free(st->group);
     free(st->kind);
     free(st->uid);
+    free(st->list_continue);
     for (size_t i = 0; i < st->ncauses; i++) {
         free(st->causes[i].type);
         free(st->causes[i].message);
@@ -109,7 +110,9 @@ json_t *ckube_status_to_json(const ckube_status *st)
     json_t *j = json_object();
     json_object_set_new(j, "kind", json_string("Status"));
     json_object_set_new(j, "apiVersion", json_string("v1"));
-    json_object_set_new(j, "metadata", json_object());
+    json_t *meta = json_object();
+    set_str(meta, "continue", st->list_continue);
+    json_object_set_new(j, "metadata", meta);
     set_str(j, "status", st->status ? st->status : "Failure");
     set_str(j, "message", st->message);
     set_str(j, "reason", st->reason);
@@ -158,6 +161,7 @@ ckube_status *ckube_status_from_json(const json_t *j, int http_code)
     st->status = get_str(j, "status");
     st->reason = get_str(j, "reason");
     st->message = get_str(j, "message");
+    st->list_continue = get_str(json_object_get(j, "metadata"), "continue");
     json_t *d = json_object_get(j, "details");
     if (json_is_object(d)) {
         st->has_details = 1;

@@ -389,6 +389,49 @@ class PagingTest(unittest.TestCase):
         self.assertEqual(len(rvs), 1, "pages of one list report one resourceVersion")
 
 
+    def test_pages_show_the_first_pages_revision(self):
+        """Later pages list the state at the first page's resourceVersion,
+        as upstream's paginated lists (etcd snapshots) do: writes between
+        pages do not show."""
+        ns = "snap-" + short_uuid()
+        API.create_namespace({"metadata": {"name": ns}})
+        for i in range(6):
+            API.create_namespaced_config_map(ns, {"metadata": {"name": "s%d" % i},
+                                                  "data": {"v": "1"}})
+        first = API.list_namespaced_config_map(ns, limit=2)
+        self.assertEqual([i.metadata.name for i in first.items], ["s0", "s1"])
+        rv = first.metadata.resource_version
+        API.patch_namespaced_config_map("s2", ns, {"data": {"v": "2"}})
+        API.delete_namespaced_config_map("s3", ns)
+        API.create_namespaced_config_map(ns, {"metadata": {"name": "s25"}})
+        API.delete_namespaced_config_map("s0", ns)
+        got, cont = [], first.metadata._continue
+        while cont:
+            page = API.list_namespaced_config_map(ns, limit=2, _continue=cont)
+            self.assertEqual(page.metadata.resource_version, rv)
+            got += [(i.metadata.name, (i.data or {}).get("v")) for i in page.items]
+            cont = page.metadata._continue
+        self.assertEqual(got, [("s2", "1"), ("s3", "1"), ("s4", "1"), ("s5", "1")])
+        # the same revision, asked for exactly, in one list
+        exact = API.list_namespaced_config_map(ns, resource_version=rv,
+                                               resource_version_match="Exact")
+        self.assertEqual([i.metadata.name for i in exact.items],
+                         ["s0", "s1", "s2", "s3", "s4", "s5"])
+        self.assertEqual(exact.metadata.resource_version, rv)
+        # upstream's legacy rule: a resourceVersion with a limit and no
+        # match is exact too
+        legacy = API.list_namespaced_config_map(ns, resource_version=rv, limit=10)
+        self.assertEqual([(i.metadata.name, (i.data or {}).get("v")) for i in legacy.items],
+                         [("s%d" % i, "1") for i in range(6)])
+        # without a limit it means "not older than": now
+        newer = API.list_namespaced_config_map(ns, resource_version=rv)
+        self.assertEqual(len(newer.items), 5)
+        # and a new list shows the writes
+        now = API.list_namespaced_config_map(ns)
+        self.assertEqual([(i.metadata.name, (i.data or {}).get("v")) for i in now.items],
+                         [("s1", "1"), ("s2", "2"), ("s25", None), ("s4", "1"), ("s5", "1")])
+
+
 class ZRestartTest(unittest.TestCase):
     """Runs last (unittest orders classes by name): restarts the server."""
 

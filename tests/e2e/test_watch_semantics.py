@@ -383,7 +383,12 @@ def t_expired_after_ring_overflow():
     path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % ns
     first = api("POST", path, {"metadata": {"name": "l0"}, "spec": {"holderIdentity": "a"}},
                 want=201)
+    api("POST", path, {"metadata": {"name": "l00"}, "spec": {"holderIdentity": "a"}}, want=201)
     old_rv = rv_of(first)
+    # the first page of a paginated list, continued after the overflow
+    page1 = api("GET", path + "?limit=1", want=200)
+    token = page1["metadata"].get("continue")
+    check(bool(token), "a first page with a continue token: %s" % page1["metadata"])
     w_live = Watch(path, resourceVersion=str(old_rv), timeoutSeconds=30)
 
     def writer(t):
@@ -425,6 +430,25 @@ def t_expired_after_ring_overflow():
         last = r
         got += 1
     w_live.close()
+    # the continue token outlived the ring: 410 Expired, as upstream, with a
+    # token for the rest of the list as it is now (inconsistent)
+    c = Client()
+    st, b = c.req("GET", path + "?limit=500&continue=" + token)
+    check(st == 410 and b.get("reason") == "Expired" and
+          b.get("message", "").startswith("The provided continue parameter is too old to "
+                                          "display a consistent list result."),
+          "continue past the ring: %s %s" % (st, str(b)[:300]))
+    rest = b.get("metadata", {}).get("continue")
+    check(bool(rest), "an inconsistent continuation is offered: %s" % b.get("metadata"))
+    if rest:
+        st, b2 = c.req("GET", path + "?limit=100000&continue=" + rest)
+        names = [i["metadata"]["name"] for i in b2.get("items", [])] if st == 200 else []
+        check(st == 200 and names and names[0] > page1["items"][0]["metadata"]["name"] and
+              len(names) >= 8 * (RING // 8 + 40),
+              "the inconsistent rest: %s, %d items" % (st, len(names)))
+        check(int(b2["metadata"]["resourceVersion"]) > old_rv if st == 200 else False,
+              "the inconsistent rest is listed now")
+    c.close()
     # list with resourceVersionMatch=Exact on an old revision: 410
     c = Client()
     st, b = c.req("GET", path + "?resourceVersion=%d&resourceVersionMatch=Exact" % old_rv)

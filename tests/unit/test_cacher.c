@@ -225,6 +225,116 @@ static void test_resume_and_expiry(void **state)
     cacher_events_free(evs, n);
 }
 
+/* Lists at earlier revisions against a model: random creates, updates
+ * and deletes of 10 objects, the state after each write remembered; then
+ * every remembered revision is listed with random pages (after a key, a
+ * limit) and label filters, and must show exactly that state, or, once
+ * the ring (64 events) no longer reaches it, fail with the oldest
+ * revision it serves. */
+#define SNAP_NAMES 10
+#define SNAP_WRITES 200
+
+typedef struct snap_state {
+    int64_t rev;
+    int label[SNAP_NAMES]; /* -1: absent, else the label index */
+    int64_t mod[SNAP_NAMES];
+} snap_state;
+
+static void test_list_at_revision(void **state)
+{
+    (void)state;
+    storage *st = storage_memory_open();
+    cacher *c = cacher_new(st, 64);
+    assert_int_equal(cacher_start(c), 0);
+    static const char *const labels[] = {"x", "y", "z"};
+    snap_state *hist = calloc(SNAP_WRITES + 1, sizeof *hist);
+    snap_state cur = {.rev = cacher_rev(c)};
+    for (int i = 0; i < SNAP_NAMES; i++)
+        cur.label[i] = -1;
+    unsigned seed = 12345;
+    for (int w = 0; w < SNAP_WRITES; w++) {
+        int i = (int)(rand_r(&seed) % SNAP_NAMES);
+        char key[64], name[8];
+        snprintf(name, sizeof name, "n%d", i);
+        snprintf(key, sizeof key, PREFIX "ns/%s", name);
+        int64_t rev;
+        if (cur.label[i] >= 0 && rand_r(&seed) % 3 == 0) {
+            assert_int_equal(write_sync(st, STORAGE_OP_DELETE, key, NULL, &rev), STORAGE_OK);
+            cur.label[i] = -1;
+        } else {
+            int l = (int)(rand_r(&seed) % 3);
+            char *v = cm(name, labels[l]);
+            assert_int_equal(write_sync(st,
+                                        cur.label[i] < 0 ? STORAGE_OP_CREATE : STORAGE_OP_UPDATE,
+                                        key, v, &rev),
+                             STORAGE_OK);
+            free(v);
+            cur.label[i] = l;
+            cur.mod[i] = rev;
+        }
+        cur.rev = rev;
+        hist[w] = cur;
+    }
+    size_t served = 0, expired = 0;
+    for (int w = 0; w < SNAP_WRITES; w++) {
+        const snap_state *want = &hist[w];
+        for (int trial = 0; trial < 4; trial++) {
+            int after = (int)(rand_r(&seed) % (SNAP_NAMES + 1)) - 1; /* -1: from the start */
+            size_t limit = rand_r(&seed) % 4;
+            int lab = (int)(rand_r(&seed) % 4) - 1; /* -1: no label filter */
+            char after_key[64];
+            snprintf(after_key, sizeof after_key, PREFIX "ns/n%d", after);
+            ckube_selector *sel = NULL;
+            char expr[16];
+            snprintf(expr, sizeof expr, "app=%s", lab >= 0 ? labels[lab] : "");
+            if (lab >= 0)
+                assert_int_equal(ckube_label_selector_parse(expr, &sel, NULL), 0);
+            cfilter flt = {.ns = "ns", .labels = sel};
+            cobj **objs;
+            size_t n, more;
+            int64_t rev, oldest = 0;
+            int rc = cacher_list_at(c, PREFIX "ns/", after >= 0 ? after_key : NULL, &flt, limit,
+                                    want->rev, &objs, &n, &rev, &more, &oldest);
+            if (rc != 0) {
+                /* only revisions the ring no longer reaches */
+                assert_true(oldest > want->rev);
+                assert_true(w < SNAP_WRITES - 64);
+                expired++;
+                ckube_selector_free(sel);
+                continue;
+            }
+            served++;
+            assert_int_equal(rev, want->rev);
+            /* names sort as n0 < n1 < ... < n9 */
+            size_t k = 0, left = 0;
+            for (int i = after + 1; i < SNAP_NAMES; i++) {
+                if (want->label[i] < 0 || (lab >= 0 && want->label[i] != lab))
+                    continue;
+                if (limit && k == limit) {
+                    left++;
+                    continue;
+                }
+                assert_true(k < n);
+                char nm[8];
+                snprintf(nm, sizeof nm, "n%d", i);
+                assert_string_equal(objs[k]->name, nm);
+                assert_string_equal(cobj_label(objs[k], "app"), labels[want->label[i]]);
+                assert_int_equal(objs[k]->rev, want->mod[i]);
+                k++;
+            }
+            assert_int_equal(n, k);
+            assert_int_equal(more, left);
+            cacher_objs_free(objs, n);
+            ckube_selector_free(sel);
+        }
+    }
+    /* both cases happened: the last 64 writes are served, older ones not */
+    assert_true(served > 200 && expired > 100);
+    free(hist);
+    storage_close(st);
+    cacher_free(c);
+}
+
 static void test_human_duration(void **state)
 {
     char b[32];
@@ -673,6 +783,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_paging_and_filters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_translation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_and_expiry, setup, teardown),
+        cmocka_unit_test(test_list_at_revision),
         cmocka_unit_test(test_human_duration),
         cmocka_unit_test(test_load_serves_what_decoding_did),
         cmocka_unit_test(test_load_many),
