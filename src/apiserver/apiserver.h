@@ -108,6 +108,7 @@ typedef struct req_ctx {
      * answered (0 until a reply starts), what upstream's labels need, and
      * the long-running gauge a watch holds up while open. */
     uint64_t start_ns;
+    const char *method; /* "GET", ... (static) */
     int code;
     bool is_apply, dry_run_all;
     struct ckube_metric *longrunning;

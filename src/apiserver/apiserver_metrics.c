@@ -83,8 +83,8 @@ typedef struct req_labels {
 static const char *reported_verb(const req_ctx *rc)
 {
     const char *v = rc->ri.verb;
-    if (!rc->ri.is_resource || !*v)
-        return "GET"; /* discovery, /version, /openapi, /metrics */
+    if (!rc->ri.is_resource || !*v) /* discovery, /version, /openapi, /metrics */
+        return rc->method ? rc->method : "GET";
     if (!strcmp(v, "get"))
         return "GET";
     if (!strcmp(v, "list"))

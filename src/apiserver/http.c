@@ -365,6 +365,7 @@ static void handle_request(struct evhttp_request *req, void *arg)
     }
     char *path = evhttp_uridecode(rawpath ? rawpath : "/", 0, NULL);
     const char *method = method_name(evhttp_request_get_command(req));
+    rc->method = method;
     CKUBE_V(5, "%s %s", method, evhttp_request_get_uri(req));
 
     if (!strcmp(path, "/healthz") || !strcmp(path, "/livez") || !strcmp(path, "/readyz") ||
