@@ -102,6 +102,7 @@ class ServerMetricsTest(unittest.TestCase):
         self.assertEqual(call("PUT", CM + "/m1", json.loads(body))[0], 200)
         self.assertEqual(call("DELETE", CM + "/m2")[0], 200)
         self.assertEqual(call("GET", "/api")[0], 200)
+        call("POST", "/version", {})
         after = scrape()
 
         def delta(**labels):
@@ -120,6 +121,7 @@ class ServerMetricsTest(unittest.TestCase):
         self.assertEqual(delta(**req_labels("DELETE", scope="resource", code=200)), 1)
         # non-resource paths: GET with empty resource labels
         self.assertGreaterEqual(delta(verb="GET", resource="", scope="", code="200"), 1)
+        self.assertEqual(delta(verb="POST", resource="", scope=""), 1)
         # the latency histogram counts the same requests, without the code
         h = "apiserver_request_duration_seconds_count"
         self.assertEqual(value(after, h, **req_labels("GET", scope="resource"))
