@@ -18,6 +18,10 @@
  *    streams live ones; from "" or "0" it first sends the current objects
  *    as ADDED; from an N older than the compaction point it fails with 410
  *    Expired ("too old resource version");
+ *  - a watch with sendInitialEvents (a watch-list: resourceVersionMatch
+ *    NotOlderThan and allowWatchBookmarks required, else 422) sends the
+ *    current objects as ADDED, then a bookmark annotated
+ *    k8s.io/initial-events-end: "true", then live changes;
  *  - bookmarks go only to watches opened with allowWatchBookmarks;
  *  - a watch's timeoutSeconds is honoured on the fake's clock (the stream
  *    then ends cleanly);

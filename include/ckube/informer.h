@@ -410,6 +410,11 @@ typedef struct ckube_reflector_opts {
      * the object's own kind and apiVersion are kept. */
     bool metadata_only;
     int64_t page_size; /* list page size; 0 = 500 */
+    /* Sync with a streaming list (client-go's WatchList, the default of
+     * client-go 1.35): one watch with sendInitialEvents=true instead of a
+     * list and a watch. A server that refuses it (4xx) is listed instead
+     * from then on. Off by default. */
+    bool use_watch_list;
     ckube_backoff_opts backoff;
     /* watch timeoutSeconds is drawn uniformly from [min, max]; 0 = 300 and
      * 600. */
@@ -541,6 +546,7 @@ typedef struct ckube_informer_opts {
     bool detect_mutations;    /* force the store's mutation detector on */
     ckube_transform_fn transform; /* NULL: objects are cached as they come */
     void *transform_ud;           /* passed to transform (borrowed) */
+    bool use_watch_list;          /* as ckube_reflector_opts.use_watch_list */
     /* Advanced: reflector tuning (zero = defaults). */
     int64_t page_size;
     ckube_backoff_opts backoff;
@@ -653,6 +659,7 @@ typedef struct ckube_informer_factory_opts {
     ckube_transform_fn transform; /* every informer's (controller-runtime's
                                      DefaultTransform); NULL = none */
     void *transform_ud;           /* borrowed */
+    bool use_watch_list;          /* every informer's: ckube_reflector_opts' */
     ckube_list_watch_builder new_list_watch; /* NULL = the REST client */
     void *new_list_watch_ud;                 /* borrowed */
 } ckube_informer_factory_opts;

@@ -25,6 +25,7 @@ struct ckube_informer_factory {
     bool keep_managed_fields;
     ckube_transform_fn transform;
     void *transform_ud;
+    bool use_watch_list;
     ckube_list_watch_builder build;
     void *build_ud;
     struct entry *entries;
@@ -70,6 +71,7 @@ ckube_informer_factory *ckube_informer_factory_new(ckube_client *c,
     f->keep_managed_fields = o.keep_managed_fields;
     f->transform = o.transform;
     f->transform_ud = o.transform_ud;
+    f->use_watch_list = o.use_watch_list;
     f->build = o.new_list_watch ? o.new_list_watch : default_builder;
     f->build_ud = o.new_list_watch_ud;
     if ((o.namespace_ && *o.namespace_ && !f->ns) ||
@@ -129,7 +131,8 @@ ckube_shared_informer *ckube_informer_factory_for_namespace(ckube_informer_facto
                               .clock = f->clock,
                               .keep_managed_fields = f->keep_managed_fields,
                               .transform = f->transform,
-                              .transform_ud = f->transform_ud};
+                              .transform_ud = f->transform_ud,
+                              .use_watch_list = f->use_watch_list};
     e->inf = ckube_shared_informer_new(lw, &io);
     if (!e->inf) {
         entry_free(e);

@@ -841,6 +841,19 @@ static int fake_watch_open(void *ctx, const ckube_list_opts *opts, void **out, c
                               f->compacted);
         goto fail;
     }
+    /* A watch-list, checked as kube-apiserver does. */
+    if (o.send_initial_events &&
+        (!o.resource_version_match || strcmp(o.resource_version_match, "NotOlderThan"))) {
+        st = ckube_status_new(422, CKUBE_REASON_INVALID,
+                              "sendInitialEvents is forbidden for watch unless "
+                              "resourceVersionMatch is NotOlderThan");
+        goto fail;
+    }
+    if (o.send_initial_events && !o.allow_watch_bookmarks) {
+        st = ckube_status_new(422, CKUBE_REASON_INVALID,
+                              "sendInitialEvents requires setting allowWatchBookmarks to true");
+        goto fail;
+    }
     struct stream *s = calloc(1, sizeof(*s));
     if (!s) {
         st = ckube_status_internal("out of memory");
@@ -849,7 +862,23 @@ static int fake_watch_open(void *ctx, const ckube_list_opts *opts, void **out, c
     s->bookmarks = o.allow_watch_bookmarks;
     if (o.timeout_seconds.set && o.timeout_seconds.value > 0)
         s->deadline = ckube_clock_now(f->clock) + CKUBE_SEC(o.timeout_seconds.value);
-    if (from_now) {
+    if (o.send_initial_events) {
+        /* The current state as ADDED, then the bookmark that ends it
+         * (annotated k8s.io/initial-events-end), then live events. */
+        json_t *items = objects_sorted_locked(f);
+        size_t i;
+        json_t *obj;
+        json_array_foreach(items, i, obj)
+        {
+            stream_push(s, CKUBE_WATCH_ADDED, json_incref(obj));
+        }
+        json_decref(items);
+        json_t *bm =
+            json_pack("{s:s, s:s, s:{s:{s:s}}}", "kind", f->kind, "apiVersion", f->api_version,
+                      "metadata", "annotations", "k8s.io/initial-events-end", "true");
+        set_rv(bm, f->rv);
+        stream_push(s, CKUBE_WATCH_BOOKMARK, bm);
+    } else if (from_now) {
         json_t *items = objects_sorted_locked(f);
         size_t i;
         json_t *obj;

@@ -61,8 +61,10 @@ struct ckube_reflector {
     bool bo_used;
 
     /* Relist state (reflector thread only). */
-    bool rv_unavailable;   /* the last RV is gone: list from "" */
-    bool paginated_result; /* an RV=0 list came back paged */
+    bool rv_unavailable;     /* the last RV is gone: list from "" */
+    bool paginated_result;   /* an RV=0 list came back paged */
+    bool use_watch_list;     /* sync through a watch with initial events */
+    bool watch_list_refused; /* the server refused one: list from now on */
     uint64_t rand_state;
 
     pthread_mutex_t mu; /* guards what follows */
@@ -605,6 +607,13 @@ static enum next_step read_events(ckube_reflector *r, void *stream, uint64_t *de
     }
 }
 
+/* A watch's timeoutSeconds, drawn from [min, max]. */
+static int64_t watch_timeout(ckube_reflector *r)
+{
+    int64_t span = r->max_timeout_s - r->min_timeout_s;
+    return r->min_timeout_s + (span > 0 ? (int64_t)(next_rand(r) % (uint64_t)(span + 1)) : 0);
+}
+
 /* Opens one watch from the last RV and reads it to its end. */
 static enum next_step watch_once(ckube_reflector *r, uint64_t *delay)
 {
@@ -614,9 +623,7 @@ static enum next_step watch_once(ckube_reflector *r, uint64_t *delay)
     pthread_mutex_unlock(&r->mu);
     if (!rv)
         return REWATCH_BACKOFF;
-    int64_t span = r->max_timeout_s - r->min_timeout_s;
-    int64_t timeout =
-        r->min_timeout_s + (span > 0 ? (int64_t)(next_rand(r) % (uint64_t)(span + 1)) : 0);
+    int64_t timeout = watch_timeout(r);
     ckube_list_opts o = {.resource_version = rv,
                          .allow_watch_bookmarks = true,
                          .timeout_seconds = {.set = true, .value = timeout},
@@ -658,29 +665,190 @@ static enum next_step watch_once(ckube_reflector *r, uint64_t *delay)
     return next;
 }
 
-/* One list followed by watches until something calls for a relist.
- * Returns the wait before the next list (0 when stopping). */
-static uint64_t list_and_watch(ckube_reflector *r)
+/* Whether a bookmark is the one that ends a watch-list's initial events
+ * (annotation k8s.io/initial-events-end: "true"). */
+static bool initial_events_end(const ckube__cobj *bookmark)
 {
-    uint64_t delay = 0;
-    if (do_list(r, &delay) != 0)
-        return delay ? delay : next_backoff(r);
-    while (!is_stopping(r)) {
-        enum next_step next = watch_once(r, &delay);
+    json_t *t = bookmark ? ckube__cobj_tree(bookmark) : NULL;
+    const char *v = json_string_value(json_object_get(
+        ckube_json_get_path(t, "metadata.annotations"), "k8s.io/initial-events-end"));
+    bool end = v && !strcmp(v, "true");
+    json_decref(t);
+    return end;
+}
+
+/* The streaming list (client-go's WatchList): one watch with
+ * sendInitialEvents=true sends every object as ADDED, then a bookmark
+ * marking the end of them, then goes on as a watch. The objects reach the
+ * sink as a list does; after the bookmark the stream is read as a watch
+ * until it asks for what comes next, returned with *synced set. Not
+ * synced: the stream failed first (nothing replaced), or the server
+ * refused the request (watch_list_refused set: list from now on). */
+static enum next_step watch_list_once(ckube_reflector *r, uint64_t *delay, bool *synced)
+{
+    *delay = 0;
+    *synced = false;
+    pthread_mutex_lock(&r->mu);
+    char *rv = strdup(r->rv_unavailable || !r->last_rv ? "" : r->last_rv);
+    pthread_mutex_unlock(&r->mu);
+    if (!rv)
+        return REWATCH_BACKOFF;
+    ckube_list_opts o = {.resource_version = rv,
+                         .resource_version_match = "NotOlderThan",
+                         .send_initial_events = true,
+                         .allow_watch_bookmarks = true,
+                         .timeout_seconds = {.set = true, .value = watch_timeout(r)},
+                         .partial_metadata = r->co.metadata_only};
+    void *stream = NULL;
+    ckube_status *st = NULL;
+    CKUBE_V(4, "%swatch-listing %s (resourceVersion=\"%s\")", r->prefix, r->what, rv);
+    int rc = ckube_list_watch_watch_open(r->lw, &o, &stream, &st);
+    free(rv);
+    if (rc != 0) {
+        enum next_step next = REWATCH_BACKOFF;
+        if (is_expired(st)) {
+            r->rv_unavailable = true;
+        } else if (is_retriable_watch_error(st)) {
+            *delay = retry_after_ns(st);
+        } else {
+            CKUBE_WARN("%sthe server does not stream lists of %s (%s); listing instead", r->prefix,
+                       r->what, status_text(st));
+            r->watch_list_refused = true;
+            next = RELIST;
+        }
+        ckube_status_free(st);
+        return next;
+    }
+    pthread_mutex_lock(&r->mu);
+    bool stopping = r->stopping;
+    if (!stopping)
+        r->stream = stream;
+    pthread_mutex_unlock(&r->mu);
+    uint64_t start = ckube_monotonic_ns();
+    bool inc = r->sink.replace_begin != NULL;
+    feed fd = {.r = r};
+    ckube__clist all = {0};
+    if (inc && !stopping)
+        r->sink.replace_begin(r->sink.ctx);
+    enum next_step next = stopping ? STOP : REWATCH_BACKOFF;
+    while (!stopping && !*synced) {
+        ckube__cevent ev = {0};
+        st = NULL;
+        rc = r->cops ? r->cops->watch_next(ckube__list_watch_ctx(r->lw), stream, &r->co, &ev, &st)
+                     : watch_next_generic(r, stream, &ev, &st);
+        if (rc <= 0) {
+            next = is_stopping(r) ? STOP : REWATCH_BACKOFF;
+            if (rc < 0 && next != STOP)
+                CKUBE_WARN("%swatch-list of %s failed: %s; retrying", r->prefix, r->what,
+                           status_text(st));
+            else if (next != STOP)
+                CKUBE_WARN("%swatch-list of %s ended before its initial events did; retrying",
+                           r->prefix, r->what);
+            ckube_status_free(st);
+            break;
+        }
+        bool stop_here = false;
+        if (ev.type == CKUBE_WATCH_ADDED && ev.obj && ev.obj->key_len) {
+            ckube__cobj *c = inc ? NULL : ckube__cobj_ref(ev.obj);
+            if (inc ? feed_item(&fd, ev.obj) != 0 : ckube__clist_push(&all, c) != 0) {
+                ckube__cobj_unref(c); /* (still ours when the push failed) */
+                stop_here = true;
+            }
+        } else if (ev.type == CKUBE_WATCH_BOOKMARK && initial_events_end(ev.obj)) {
+            const char *brv = ckube__cobj_rv(ev.obj);
+            size_t n = inc ? fd.total : all.n;
+            int src;
+            if (inc) {
+                feed_flush(&fd);
+                src = r->sink.replace_end(r->sink.ctx, brv) != 0 || fd.failed;
+            } else {
+                src = r->sink.replace(r->sink.ctx, all.items, all.n, brv);
+            }
+            if (src)
+                CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);
+            set_last_rv(r, brv);
+            r->rv_unavailable = false;
+            *synced = true;
+            inc = false; /* handed over: nothing to abort */
+            CKUBE_V(2, "%slisted %zu %s at resourceVersion %s (streamed, %.1f ms)", r->prefix, n,
+                    r->what, brv ? brv : "(none)", (double)(ckube_monotonic_ns() - start) / 1e6);
+        } else if (ev.type == CKUBE_WATCH_ERROR) {
+            next = on_error_event(r, ev.status, delay);
+            stop_here = true;
+        } else if (ev.type != CKUBE_WATCH_BOOKMARK) {
+            /* Before the end of the initial events only ADDED (and
+             * bookmarks) belong: a server that sends more does not
+             * implement the protocol. */
+            CKUBE_WARN("%sthe server's watch-list of %s sent a %s event among its initial "
+                       "events; listing instead",
+                       r->prefix, r->what, event_name(ev.type));
+            r->watch_list_refused = true;
+            next = RELIST;
+            stop_here = true;
+        }
+        ckube__cobj_unref(ev.obj);
+        ckube_obj_unref(ev.status);
+        if (stop_here)
+            break;
+    }
+    if (inc) {
+        feed_drop(&fd);
+        r->sink.replace_abort(r->sink.ctx);
+    }
+    ckube__clist_clear(&all);
+    if (*synced)
+        next = is_stopping(r) ? STOP : read_events(r, stream, delay);
+    pthread_mutex_lock(&r->mu);
+    r->stream = NULL;
+    pthread_mutex_unlock(&r->mu);
+    ckube_list_watch_watch_close(r->lw, stream);
+    return next;
+}
+
+/* Watches until something calls for a relist; `next` is what the last
+ * watch (or the watch-list) asked for. Returns the wait before the next
+ * list (0 when stopping). */
+static uint64_t keep_watching(ckube_reflector *r, enum next_step next, uint64_t delay)
+{
+    for (;;) {
         switch (next) {
         case REWATCH:
-            continue;
+            break;
         case REWATCH_BACKOFF:
             if (!wait_or_stop(r, delay ? delay : next_backoff(r)))
                 return 0;
-            continue;
+            break;
         case RELIST:
             return next_backoff(r);
         case STOP:
             return 0;
         }
+        if (is_stopping(r))
+            return 0;
+        delay = 0;
+        next = watch_once(r, &delay);
     }
-    return 0;
+}
+
+/* One list (or watch-list) followed by watches until something calls for
+ * a relist. Returns the wait before the next list (0 when stopping). */
+static uint64_t list_and_watch(ckube_reflector *r)
+{
+    uint64_t delay = 0;
+    if (r->use_watch_list && !r->watch_list_refused) {
+        bool synced;
+        enum next_step next = watch_list_once(r, &delay, &synced);
+        if (synced)
+            return keep_watching(r, next, delay);
+        if (next == STOP)
+            return 0;
+        if (!r->watch_list_refused)
+            return delay ? delay : next_backoff(r);
+        /* refused: list at once instead */
+    }
+    if (do_list(r, &delay) != 0)
+        return delay ? delay : next_backoff(r);
+    return keep_watching(r, REWATCH, 0);
 }
 
 static void *reflector_main(void *arg)
@@ -788,6 +956,7 @@ ckube_reflector *ckube__reflector_new_compact(ckube_list_watch *lw, ckube__csink
     r->co = (ckube__cobj_opts){.keep_managed_fields = o.keep_managed_fields,
                                .metadata_only = o.metadata_only};
     r->page_size = o.page_size > 0 ? o.page_size : DEFAULT_PAGE_SIZE;
+    r->use_watch_list = o.use_watch_list;
     r->min_timeout_s =
         o.min_watch_timeout_s > 0 ? o.min_watch_timeout_s : DEFAULT_MIN_WATCH_TIMEOUT;
     r->max_timeout_s =

@@ -642,6 +642,7 @@ ckube_shared_informer *ckube_shared_informer_new(ckube_list_watch *lw,
                                .keep_managed_fields = o.keep_managed_fields,
                                .metadata_only = o.metadata_only,
                                .page_size = o.page_size,
+                               .use_watch_list = o.use_watch_list,
                                .backoff = o.backoff,
                                .min_watch_timeout_s = o.min_watch_timeout_s,
                                .max_watch_timeout_s = o.max_watch_timeout_s};

@@ -147,8 +147,7 @@ static void *writer_main(void *arg)
     struct shared *sh = w->sh;
     bool exists[NAMES] = {0};
     unsigned seed = 1234u + (unsigned)w->id;
-    for (int i = 0; i < TOTAL_OPS / WRITERS && !__atomic_load_n(&sh->stop, __ATOMIC_RELAXED);
-         i++) {
+    for (int i = 0; i < TOTAL_OPS / WRITERS && !__atomic_load_n(&sh->stop, __ATOMIC_RELAXED); i++) {
         /* This writer owns the names n with n % WRITERS == id. */
         int n = (int)(rand_r(&seed) % (NAMES / WRITERS)) * WRITERS + w->id;
         char name[32];
@@ -400,10 +399,64 @@ static void test_metadata_informer(void **state)
     assert_int_equal(tsu_stop(&srv, SIGTERM), 0);
 }
 
+/* A streaming list against the real server: one watch with initial
+ * events syncs the informer; the server's own metrics show no LIST. */
+static void test_watch_list_informer(void **state)
+{
+    (void)state;
+    struct test_server srv = {0};
+    assert_int_equal(tsu_start(&srv, "memory"), 0);
+    ckube_config_overrides ov = {.kubeconfig = srv.kubeconfig};
+    ckube_config *cfg = NULL;
+    ckube_status *err = NULL;
+    assert_int_equal(ckube_config_load(&ov, &cfg, &err), 0);
+    ckube_client *c = ckube_client_new(cfg, &err);
+    assert_non_null(c);
+    ckube_config_free(cfg);
+    json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
+                           "name", "wl");
+    assert_int_equal(ckube_create(c, &NSGVR, NULL, ns, NULL, NULL, &err), 0);
+    json_decref(ns);
+    for (int i = 0; i < 50; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%02d", i);
+        json_t *cm = json_pack("{s:s,s:s,s:{s:s},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                               "metadata", "name", name, "data", "k", "v");
+        assert_int_equal(ckube_create(c, &CM, "wl", cm, NULL, NULL, &err), 0);
+        json_decref(cm);
+    }
+    ckube_list_watch *lw = ckube_list_watch_new_client(c, &CM, "wl", NULL, NULL);
+    ckube_informer_opts io = {.name = "wl", .use_watch_list = true};
+    ckube_shared_informer *inf = ckube_shared_informer_new(lw, &io);
+    assert_int_equal(ckube_shared_informer_start(inf), 0);
+    ckube_shared_informer *infs[1] = {inf};
+    assert_true(ckube_wait_for_cache_sync(infs, 1, CKUBE_SEC(10)));
+    assert_int_equal(ckube_shared_informer_object_count(inf), 50);
+    /* a change after the sync comes on the same stream */
+    assert_int_equal(ckube_delete(c, &CM, "wl", "w07", NULL, NULL, &err), 0);
+    for (int i = 0; i < 200 && ckube_shared_informer_object_count(inf) != 49; i++)
+        usleep(20000);
+    assert_int_equal(ckube_shared_informer_object_count(inf), 49);
+    ckube_request rq = {.method = "GET", .path = "/metrics"};
+    ckube_response resp;
+    assert_int_equal(ckube_client_do(c, &rq, &resp, &err), 0);
+    /* (the controller-manager child lists every resource cluster-wide) */
+    assert_null(strstr(resp.body, "verb=\"LIST\",dry_run=\"\",group=\"\",version=\"v1\","
+                                  "resource=\"configmaps\",subresource=\"\",scope=\"namespace\""));
+    assert_non_null(strstr(resp.body, "apiserver_longrunning_requests{verb=\"WATCH\",group=\"\","
+                                      "version=\"v1\",resource=\"configmaps\",subresource=\"\","
+                                      "scope=\"namespace\",component=\"apiserver\"} 1"));
+    ckube_response_free(&resp);
+    ckube_shared_informer_free(inf);
+    ckube_client_free(c);
+    assert_int_equal(tsu_stop(&srv, SIGTERM), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metadata_informer),
+        cmocka_unit_test(test_watch_list_informer),
         cmocka_unit_test(test_informer_consistent_through_random_ops_and_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

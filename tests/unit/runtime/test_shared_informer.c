@@ -932,6 +932,54 @@ static void test_transform(void **state)
     pthread_mutex_destroy(&x.mu);
 }
 
+/* ---- a streaming list (WatchList) instead of list + watch ---- */
+
+static void test_watch_list(void **state)
+{
+    (void)state;
+    ckube_fake_lw *fake = new_fake(NULL, 5);
+    ckube_informer_opts o = {.backoff = fast_backoff, .use_watch_list = true};
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    ckube_shared_informer *list[] = {inf};
+    ckube_shared_informer_start(inf);
+    assert_true(ckube_wait_for_cache_sync(list, 1, CKUBE_SEC(10)));
+    assert_int_equal(ckube_shared_informer_object_count(inf), 5);
+    assert_int_equal(ckube_fake_lw_list_calls(fake), 0); /* no list at all */
+    ckube_fake_call call;
+    assert_true(ckube_fake_lw_last_call(fake, CKUBE_FAKE_WATCH, &call));
+    assert_true(call.send_initial_events && call.allow_watch_bookmarks);
+    assert_string_equal(call.resource_version_match, "NotOlderThan");
+    ckube_fake_call_clear(&call);
+    /* the same stream goes on as a watch */
+    json_t *late = tu_obj("ns1", "late", "app", "web", 1);
+    ckube_fake_lw_add(fake, late);
+    json_decref(late);
+    assert_true(TU_WAIT(store_has(ckube_shared_informer_store(inf), "ns1/late"), 5000));
+    assert_int_equal(ckube_fake_lw_watch_calls(fake), 1);
+    /* a dropped stream is watched again from the last revision, plainly */
+    ckube_fake_lw_drop_watches(fake);
+    assert_true(TU_WAIT(ckube_fake_lw_watch_calls(fake) == 2, 5000));
+    assert_true(ckube_fake_lw_last_call(fake, CKUBE_FAKE_WATCH, &call));
+    assert_false(call.send_initial_events);
+    ckube_fake_call_clear(&call);
+    assert_int_equal(ckube_fake_lw_list_calls(fake), 0);
+    ckube_shared_informer_free(inf);
+
+    /* a server that refuses it (a 4xx on the watch): a list instead */
+    ckube_status *refused =
+        ckube_status_new(422, CKUBE_REASON_INVALID, "sendInitialEvents is forbidden for watch");
+    ckube_fake_lw_fail_watches(fake, refused, 1);
+    ckube_status_free(refused);
+    inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), &o);
+    list[0] = inf;
+    ckube_shared_informer_start(inf);
+    assert_true(ckube_wait_for_cache_sync(list, 1, CKUBE_SEC(10)));
+    assert_int_equal(ckube_shared_informer_object_count(inf), 6);
+    assert_int_equal(ckube_fake_lw_list_calls(fake), 1);
+    ckube_shared_informer_free(inf);
+    ckube_fake_lw_unref(fake);
+}
+
 static void test_bad_args(void **state)
 {
     (void)state;
@@ -1300,6 +1348,7 @@ int main(void)
         cmocka_unit_test(test_sync_accounting_listers),
         cmocka_unit_test(test_metadata_only),
         cmocka_unit_test(test_transform),
+        cmocka_unit_test(test_watch_list),
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_factory),
         cmocka_unit_test(test_compact_cache),
