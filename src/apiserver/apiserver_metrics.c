@@ -219,6 +219,8 @@ static void collect_objects(apimetrics *m)
     resource_type **types = registry_list(&n);
     for (size_t i = 0; i < n; i++) {
         const resource_type *t = types[i];
+        if (t->review)
+            continue; /* never stored */
         char name[300], prefix[300];
         snprintf(name, sizeof name, "%s%s%s", t->resource, *t->group ? "." : "", t->group);
         resource_type_key_prefix(t, prefix, sizeof prefix);

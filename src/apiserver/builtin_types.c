@@ -1243,5 +1243,7 @@ int builtin_types_register(void)
             return -1;
         }
     }
+    if (review_types_register() != 0)
+        return -1;
     return crd_types_register();
 }

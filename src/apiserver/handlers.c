@@ -2086,6 +2086,36 @@ static bool valid_path_name(const char *name)
            !strchr(name, '%');
 }
 
+/* A review (registry.h: resource_type.review): the question is decoded
+ * and validated as a create's body, answered, and sent back as created;
+ * nothing is stored. */
+static void do_review(req_ctx *rc)
+{
+    const resource_type *t = rc->type;
+    ckube_status *st = NULL;
+    body_type bt = content_type(rc);
+    json_t *obj = read_body(rc, bt, 1, &st);
+    if (!st && !json_is_object(obj))
+        st = ckube_status_bad_request("the body of the request must be a %s object", t->kind);
+    if (!st)
+        st = check_gvk(rc, obj);
+    if (st) {
+        json_decref(obj);
+        reply_status(rc, st);
+        return;
+    }
+    st = ckube_status_invalid_begin(t->group, t->kind, "");
+    t->review(t, obj, rc->ri.ns, st);
+    if (st->ncauses) {
+        ckube_status_invalid_finish(st);
+        json_decref(obj);
+        reply_status(rc, st);
+        return;
+    }
+    ckube_status_free(st);
+    reply_json(rc, 201, obj);
+}
+
 void handle_resource(req_ctx *rc)
 {
     request_info *ri = &rc->ri;
@@ -2114,6 +2144,13 @@ void handle_resource(req_ctx *rc)
     const char *verb = ri->verb;
     if (t->namespaced && !*ri->ns && (*ri->name || !strcmp(verb, "create"))) {
         reply_status(rc, resource_not_found());
+        return;
+    }
+    if (t->review) {
+        if (!strcmp(verb, "create") && !*ri->name && !*ri->subresource)
+            do_review(rc);
+        else
+            reply_status(rc, method_not_allowed());
         return;
     }
     /* PartialObjectMetadata in the form the verb answers: a list for list

@@ -35,6 +35,8 @@
 
 #include "proto/k8s_apps.pb-c.h"
 #include "proto/k8s_autoscaling.pb-c.h"
+#include "proto/k8s_authentication.pb-c.h"
+#include "proto/k8s_authorization.pb-c.h"
 #include "proto/k8s_coordination.pb-c.h"
 #include "proto/k8s_core.pb-c.h"
 #include "proto/k8s_events.pb-c.h"
@@ -68,6 +70,18 @@ static const struct pb_type pb_types[] = {
     {"coordination.k8s.io/v1", "Lease", &ckube__k8s__coordination__lease__descriptor},
     {"events.k8s.io/v1", "Event", &ckube__k8s__events__event__descriptor},
     {"autoscaling/v1", "Scale", &ckube__k8s__autoscaling__scale__descriptor},
+    {"authorization.k8s.io/v1", "SelfSubjectAccessReview",
+     &ckube__k8s__authorization__self_subject_access_review__descriptor},
+    {"authorization.k8s.io/v1", "SubjectAccessReview",
+     &ckube__k8s__authorization__subject_access_review__descriptor},
+    {"authorization.k8s.io/v1", "LocalSubjectAccessReview",
+     &ckube__k8s__authorization__subject_access_review__descriptor},
+    {"authorization.k8s.io/v1", "SelfSubjectRulesReview",
+     &ckube__k8s__authorization__self_subject_rules_review__descriptor},
+    {"authentication.k8s.io/v1", "SelfSubjectReview",
+     &ckube__k8s__authentication__self_subject_review__descriptor},
+    {"authentication.k8s.io/v1beta1", "SelfSubjectReview",
+     &ckube__k8s__authentication__self_subject_review__descriptor},
     /* client-go encodes DeleteOptions in the group version of the resource. */
     {NULL, "DeleteOptions", &ckube__k8s__meta__delete_options__descriptor},
 };

@@ -130,6 +130,11 @@ struct resource_type {
     void (*present)(const resource_type *t, json_t *obj);
     /* Name rule (enum ckube_name_kind in ckube/validation.h). */
     int name_kind;
+    /* A create-only question (reviews.c: SelfSubjectAccessReview, ...):
+     * answered and never stored. Fills obj's status, or adds causes to st
+     * (an Invalid status) for a malformed question; ns is the request's
+     * namespace. Other verbs get 405. */
+    void (*review)(const resource_type *t, json_t *obj, const char *ns, ckube_status *st);
 
     bool is_custom;       /* defined by a CRD */
     char *crd_name;       /* owning CRD, for custom types */
@@ -191,5 +196,7 @@ unsigned long registry_generation(void);
 
 /* Built-in types (builtin_types.c): fills the registry. */
 int builtin_types_register(void);
+/* The review types (reviews.c); builtin_types_register calls it. */
+int review_types_register(void);
 
 #endif

@@ -1,0 +1,126 @@
+"""End-to-end tests of the review resources against a real `ckube server`:
+kubectl auth can-i (JSON from kubectl 1.27, protobuf from 1.33), can-i
+--list, auth whoami, the official Python client's review calls, the
+validation upstream applies to the questions, and that nothing is stored
+and no other verb is allowed."""
+import http.client
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ckube_harness import Server, run_unittests  # noqa: E402
+
+from kubernetes import client  # noqa: E402
+
+SERVER = None
+SDK = "/usr/lib/google-cloud-sdk/bin"
+AUTHZ = "/apis/authorization.k8s.io/v1"
+
+
+def call(method, path, body=None):
+    conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        return r.status, json.loads(r.read() or b"null")
+    finally:
+        conn.close()
+
+
+def kubectl(version, *args):
+    home = os.path.join(SERVER.tmp, "home-" + version)
+    env = dict(os.environ, HOME=home, KUBECONFIG=SERVER.kubeconfig)
+    r = subprocess.run([os.path.join(SDK, "kubectl." + version), *args], env=env, timeout=60,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+class ReviewsTest(unittest.TestCase):
+    def test_kubectl_auth(self):
+        for v in ("1.27", "1.33"):
+            rc, out, err = kubectl(v, "auth", "can-i", "create", "deployments.apps", "-n", "x")
+            self.assertEqual((rc, out.strip()), (0, "yes"), v + err)
+            rc, out, err = kubectl(v, "auth", "can-i", "get", "/healthz")
+            self.assertEqual((rc, out.strip()), (0, "yes"), v + err)
+            rc, out, err = kubectl(v, "auth", "can-i", "--list")
+            self.assertEqual(rc, 0, v + err)
+            rows = [line.split() for line in out.splitlines()[1:]]
+            self.assertIn(["*.*", "[]", "[]", "[*]"], rows, out)
+            self.assertIn(["[*]", "[]", "[*]"], rows, out)
+            rc, out, err = kubectl(v, "auth", "whoami", "-o", "json")
+            self.assertEqual(rc, 0, v + err)
+            info = json.loads(out)["status"]["userInfo"]
+            self.assertEqual(info, {"username": "system:anonymous",
+                                    "groups": ["system:unauthenticated"]})
+
+    def test_python_client(self):
+        api = client.AuthorizationV1Api(SERVER.client())
+        r = api.create_self_subject_access_review(
+            {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+             "spec": {"resourceAttributes": {"verb": "delete", "resource": "secrets",
+                                             "namespace": "default"}}})
+        self.assertTrue(r.status.allowed)
+        self.assertEqual(r.spec.resource_attributes.resource, "secrets")
+        r = api.create_subject_access_review(
+            {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+             "spec": {"user": "alice", "nonResourceAttributes": {"path": "/x", "verb": "get"}}})
+        self.assertTrue(r.status.allowed)
+        r = api.create_namespaced_local_subject_access_review(
+            "team", {"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+                     "spec": {"groups": ["devs"], "resourceAttributes": {"verb": "get"}}})
+        self.assertTrue(r.status.allowed)
+        self.assertEqual(r.spec.resource_attributes.namespace, "team")  # defaulted
+        r = api.create_self_subject_rules_review(
+            {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+             "spec": {"namespace": "default"}})
+        self.assertFalse(r.status.incomplete)
+        self.assertEqual(r.status.resource_rules[0].verbs, ["*"])
+
+    def test_validation_and_nothing_stored(self):
+        ssar = AUTHZ + "/selfsubjectaccessreviews"
+        st, b = call("POST", ssar, {"apiVersion": "authorization.k8s.io/v1",
+                                    "kind": "SelfSubjectAccessReview", "spec": {}})
+        self.assertEqual((st, b["reason"]), (422, "Invalid"))
+        self.assertIn("exactly one of nonResourceAttributes or resourceAttributes",
+                      b["message"])
+        st, b = call("POST", AUTHZ + "/subjectaccessreviews",
+                     {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                      "spec": {"resourceAttributes": {"verb": "get"}}})
+        self.assertEqual(st, 422)
+        self.assertEqual(b["details"]["causes"][0]["field"], "spec.user")
+        st, b = call("POST", AUTHZ + "/namespaces/a/localsubjectaccessreviews",
+                     {"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+                      "spec": {"user": "u", "resourceAttributes": {"verb": "get",
+                                                                   "namespace": "b"}}})
+        self.assertEqual(st, 422)
+        self.assertEqual(b["details"]["causes"][0]["field"], "spec.resourceAttributes.namespace")
+        st, b = call("POST", ssar, {"apiVersion": "v1", "kind": "ConfigMap"})
+        self.assertEqual(st, 400, b)
+        st, b = call("POST", ssar, ["not", "an", "object"])
+        self.assertEqual(st, 400, b)
+        # create only: no list, get, delete
+        for method, path in (("GET", ssar), ("GET", ssar + "/x"), ("DELETE", ssar + "/x"),
+                             ("PUT", ssar + "/x")):
+            st, b = call(method, path, {} if method == "PUT" else None)
+            self.assertEqual((st, b["reason"]), (405, "MethodNotAllowed"), (method, path))
+        # discovery says so
+        st, b = call("GET", AUTHZ)
+        verbs = {r["name"]: r["verbs"] for r in b["resources"]}
+        self.assertEqual(verbs["selfsubjectaccessreviews"], ["create"])
+
+
+def setUpModule():
+    global SERVER
+    SERVER = Server("--controller-manager=false").start()
+
+
+def tearDownModule():
+    SERVER.stop()
+
+
+if __name__ == "__main__":
+    run_unittests()
