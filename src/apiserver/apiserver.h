@@ -146,6 +146,8 @@ bool handle_discovery(req_ctx *rc); /* false: not a discovery path */
 /* /api or /apis: where aggregated discovery (APIGroupDiscoveryList) is served. */
 bool discovery_aggregated_path(const request_info *ri);
 bool handle_openapi(req_ctx *rc, const char *path);
+/* /healthz, /livez, /readyz and their checks (health.c); false: not one. */
+bool handle_health(req_ctx *rc, const char *path);
 void handle_watch(req_ctx *rc);
 void watch_loop_flush(loop *lp); /* deliver new events to the loop's watchers */
 void watch_loop_close_all(loop *lp);

@@ -368,11 +368,8 @@ static void handle_request(struct evhttp_request *req, void *arg)
     rc->method = method;
     CKUBE_V(5, "%s %s", method, evhttp_request_get_uri(req));
 
-    if (!strcmp(path, "/healthz") || !strcmp(path, "/livez") || !strcmp(path, "/readyz") ||
-        !strncmp(path, "/healthz/", 9) || !strncmp(path, "/livez/", 7) ||
-        !strncmp(path, "/readyz/", 8)) {
+    if (handle_health(rc, path)) {
         free(path);
-        reply_raw(rc, 200, "text/plain; charset=utf-8", "ok", 2);
         return;
     }
     if (!strcmp(path, "/metrics")) {

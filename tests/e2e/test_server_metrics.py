@@ -2,7 +2,8 @@
 server`: kube-apiserver's metric names and labels, counted for every kind
 of request (buffered, streamed list, watch), the long-running gauge of open
 watches, stored objects per resource (a CRD's too), process metrics, and a
-well-formed Prometheus text exposition."""
+well-formed Prometheus text exposition; and the health endpoints
+(/healthz, /livez, /readyz: terse, verbose, exclude, one check, 404)."""
 import http.client
 import json
 import os
@@ -223,6 +224,28 @@ class ServerMetricsTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("# TYPE apiserver_request_total counter", r.stdout)
         self.assertIn("# TYPE apiserver_request_duration_seconds histogram", r.stdout)
+
+
+class HealthTest(unittest.TestCase):
+    def get(self, path):
+        st, ctype, body = call("GET", path, accept="*/*")
+        return st, body.decode()
+
+    def test_health_endpoints(self):
+        for ep in ("/healthz", "/livez", "/readyz"):
+            self.assertEqual(self.get(ep), (200, "ok"))
+        st, body = self.get("/readyz?verbose")
+        self.assertEqual(st, 200)
+        self.assertEqual(body.splitlines(), ["[+]ping ok", "[+]log ok", "[+]storage ok",
+                                             "[+]shutdown ok", "readyz check passed"])
+        st, body = self.get("/livez?verbose&exclude=log&exclude=ping")
+        self.assertEqual((st, body.splitlines()), (200, ["[+]storage ok", "livez check passed"]))
+        self.assertEqual(self.get("/readyz/storage"), (200, "ok"))
+        self.assertEqual(self.get("/healthz/ping"), (200, "ok"))
+        # shutdown is a readiness check only; unknown checks are 404
+        self.assertEqual(self.get("/livez/shutdown")[0], 404)
+        self.assertEqual(self.get("/readyz/etcd")[0], 404)
+        self.assertEqual(self.get("/readyzz")[0], 404)
 
 
 def setUpModule():

@@ -1,0 +1,122 @@
+/* health.c - /healthz, /livez and /readyz as kube-apiserver answers them:
+ *
+ *   GET /readyz                 "ok", or 500 listing every check when one fails
+ *   GET /readyz?verbose         "[+]ping ok" ... "readyz check passed"
+ *   GET /readyz?exclude=NAME    leaves a check out (repeatable)
+ *   GET /readyz/NAME            one check: "ok" or 500; unknown NAME: 404
+ *
+ * Checks: ping (the server answers), log (logging works), storage (the
+ * store answers, ckube's counterpart of upstream's etcd check) and, for
+ * /readyz only, shutdown (fails once the server is stopping, so a load
+ * balancer stops sending it requests while it drains). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apiserver/apiserver.h"
+
+typedef struct check {
+    const char *name;
+    bool ready_only; /* /readyz only */
+    /* NULL when healthy, else why not (static) */
+    const char *(*run)(apiserver *srv);
+} check;
+
+static const char *check_ping(apiserver *srv)
+{
+    (void)srv;
+    return NULL;
+}
+
+static const char *check_storage(apiserver *srv)
+{
+    return storage_current_rev(srv->st) < 0 ? "the store does not answer" : NULL;
+}
+
+static const char *check_shutdown(apiserver *srv)
+{
+    return atomic_load(&srv->stopping) ? "process is shutting down" : NULL;
+}
+
+static const check checks[] = {
+    {"ping", false, check_ping},
+    {"log", false, check_ping},
+    {"storage", false, check_storage},
+    {"shutdown", true, check_shutdown},
+};
+
+static bool excluded(req_ctx *rc, const char *name)
+{
+    struct evkeyval *kv;
+    TAILQ_FOREACH(kv, &rc->query, next)
+    {
+        if (!strcmp(kv->key, "exclude") && !strcmp(kv->value, name))
+            return true;
+    }
+    return false;
+}
+
+bool handle_health(req_ctx *rc, const char *path)
+{
+    const char *endpoints[] = {"healthz", "livez", "readyz"};
+    const char *endpoint = NULL, *one = NULL;
+    for (size_t i = 0; i < 3 && !endpoint; i++) {
+        size_t n = strlen(endpoints[i]);
+        if (path[0] == '/' && !strncmp(path + 1, endpoints[i], n) &&
+            (!path[n + 1] || path[n + 1] == '/')) {
+            endpoint = endpoints[i];
+            one = path[n + 1] == '/' ? path + n + 2 : NULL;
+        }
+    }
+    if (!endpoint)
+        return false;
+    bool ready = !strcmp(endpoint, "readyz");
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f) {
+        reply_raw(rc, 500, "text/plain; charset=utf-8", "out of memory", 13);
+        return true;
+    }
+    bool ok = true, found = false;
+    for (size_t i = 0; i < sizeof checks / sizeof *checks; i++) {
+        const check *c = &checks[i];
+        if ((c->ready_only && !ready) || (one && strcmp(one, c->name)) ||
+            (!one && excluded(rc, c->name)))
+            continue;
+        found = true;
+        const char *why = c->run(rc->srv);
+        ok &= !why;
+        if (why)
+            fprintf(f, "[-]%s failed: reason withheld\n", c->name);
+        else
+            fprintf(f, "[+]%s ok\n", c->name);
+    }
+    fclose(f);
+    if (one && !found) {
+        free(out);
+        reply_status(rc, ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
+                                          "the server could not find the requested resource"));
+        return true;
+    }
+    /* Terse unless asked, or failing (then the list says what failed). */
+    bool verbose = req_query(rc, "verbose") != NULL || !ok;
+    char *body = NULL;
+    int blen;
+    if (one)
+        blen = ok ? asprintf(&body, "ok") : asprintf(&body, "%s", out);
+    else if (verbose)
+        blen = asprintf(&body, "%s%s check %s\n", out, endpoint, ok ? "passed" : "failed");
+    else
+        blen = asprintf(&body, "ok");
+    free(out);
+    if (blen < 0) {
+        reply_raw(rc, 500, "text/plain; charset=utf-8", "out of memory", 13);
+        return true;
+    }
+    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
+    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    reply_raw(rc, ok ? 200 : 500, "text/plain; charset=utf-8", body, (size_t)blen);
+    free(body);
+    return true;
+}
