@@ -607,6 +607,27 @@ static enum next_step read_events(ckube_reflector *r, void *stream, uint64_t *de
     }
 }
 
+/* Makes an open watch the one ckube_reflector_stop interrupts. False
+ * when the reflector is stopping (the caller closes the stream). */
+static bool stream_attach(ckube_reflector *r, void *stream)
+{
+    pthread_mutex_lock(&r->mu);
+    bool stopping = r->stopping;
+    if (!stopping)
+        r->stream = stream;
+    pthread_mutex_unlock(&r->mu);
+    return !stopping;
+}
+
+/* Forgets and closes the open watch. */
+static void stream_detach(ckube_reflector *r, void *stream)
+{
+    pthread_mutex_lock(&r->mu);
+    r->stream = NULL;
+    pthread_mutex_unlock(&r->mu);
+    ckube_list_watch_watch_close(r->lw, stream);
+}
+
 /* A watch's timeoutSeconds, drawn from [min, max]. */
 static int64_t watch_timeout(ckube_reflector *r)
 {
@@ -652,16 +673,9 @@ static enum next_step watch_once(ckube_reflector *r, uint64_t *delay)
         ckube_status_free(st);
         return next;
     }
-    pthread_mutex_lock(&r->mu);
-    bool stopping = r->stopping;
-    if (!stopping)
-        r->stream = stream;
-    pthread_mutex_unlock(&r->mu);
+    bool stopping = !stream_attach(r, stream);
     enum next_step next = stopping ? STOP : read_events(r, stream, delay);
-    pthread_mutex_lock(&r->mu);
-    r->stream = NULL;
-    pthread_mutex_unlock(&r->mu);
-    ckube_list_watch_watch_close(r->lw, stream);
+    stream_detach(r, stream);
     return next;
 }
 
@@ -719,11 +733,7 @@ static enum next_step watch_list_once(ckube_reflector *r, uint64_t *delay, bool 
         ckube_status_free(st);
         return next;
     }
-    pthread_mutex_lock(&r->mu);
-    bool stopping = r->stopping;
-    if (!stopping)
-        r->stream = stream;
-    pthread_mutex_unlock(&r->mu);
+    bool stopping = !stream_attach(r, stream);
     uint64_t start = ckube_monotonic_ns();
     bool inc = r->sink.replace_begin != NULL;
     feed fd = {.r = r};
@@ -798,10 +808,7 @@ static enum next_step watch_list_once(ckube_reflector *r, uint64_t *delay, bool 
     ckube__clist_clear(&all);
     if (*synced)
         next = is_stopping(r) ? STOP : read_events(r, stream, delay);
-    pthread_mutex_lock(&r->mu);
-    r->stream = NULL;
-    pthread_mutex_unlock(&r->mu);
-    ckube_list_watch_watch_close(r->lw, stream);
+    stream_detach(r, stream);
     return next;
 }
 

@@ -332,22 +332,30 @@ static bool meta_has_label(ckube_shared_informer *inf, const char *key, const ch
     return has;
 }
 
-static void test_metadata_informer(void **state)
+/* A memory-backed server, a client of it, and namespace `ns` there. */
+static ckube_client *server_with_namespace(struct test_server *srv, const char *ns)
 {
-    (void)state;
-    struct test_server srv = {0};
-    assert_int_equal(tsu_start(&srv, "memory"), 0);
-    ckube_config_overrides ov = {.kubeconfig = srv.kubeconfig};
+    assert_int_equal(tsu_start(srv, "memory"), 0);
+    ckube_config_overrides ov = {.kubeconfig = srv->kubeconfig};
     ckube_config *cfg = NULL;
     ckube_status *err = NULL;
     assert_int_equal(ckube_config_load(&ov, &cfg, &err), 0);
     ckube_client *c = ckube_client_new(cfg, &err);
     assert_non_null(c);
     ckube_config_free(cfg);
-    json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
-                           "name", "meta-inf");
-    assert_int_equal(ckube_create(c, &NSGVR, NULL, ns, NULL, NULL, &err), 0);
-    json_decref(ns);
+    json_t *o = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
+                          "name", ns);
+    assert_int_equal(ckube_create(c, &NSGVR, NULL, o, NULL, NULL, &err), 0);
+    json_decref(o);
+    return c;
+}
+
+static void test_metadata_informer(void **state)
+{
+    (void)state;
+    struct test_server srv = {0};
+    ckube_status *err = NULL;
+    ckube_client *c = server_with_namespace(&srv, "meta-inf");
     for (int i = 0; i < 3; i++) {
         json_t *cm = json_pack("{s:s,s:s,s:{s:s+,s:{s:s}},s:{s:s}}", "apiVersion", "v1", "kind",
                                "ConfigMap", "metadata", "name", "m",
@@ -405,18 +413,8 @@ static void test_watch_list_informer(void **state)
 {
     (void)state;
     struct test_server srv = {0};
-    assert_int_equal(tsu_start(&srv, "memory"), 0);
-    ckube_config_overrides ov = {.kubeconfig = srv.kubeconfig};
-    ckube_config *cfg = NULL;
     ckube_status *err = NULL;
-    assert_int_equal(ckube_config_load(&ov, &cfg, &err), 0);
-    ckube_client *c = ckube_client_new(cfg, &err);
-    assert_non_null(c);
-    ckube_config_free(cfg);
-    json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
-                           "name", "wl");
-    assert_int_equal(ckube_create(c, &NSGVR, NULL, ns, NULL, NULL, &err), 0);
-    json_decref(ns);
+    ckube_client *c = server_with_namespace(&srv, "wl");
     for (int i = 0; i < 50; i++) {
         char name[16];
         snprintf(name, sizeof name, "w%02d", i);
