@@ -735,10 +735,11 @@ static enum next_step watch_list_once(ckube_reflector *r, uint64_t *delay, bool 
     }
     bool stopping = !stream_attach(r, stream);
     uint64_t start = ckube_monotonic_ns();
-    bool inc = r->sink.replace_begin != NULL;
+    /* (stopping: nothing begun, so nothing to abort either) */
+    bool inc = r->sink.replace_begin != NULL && !stopping;
     feed fd = {.r = r};
     ckube__clist all = {0};
-    if (inc && !stopping)
+    if (inc)
         r->sink.replace_begin(r->sink.ctx);
     enum next_step next = stopping ? STOP : REWATCH_BACKOFF;
     while (!stopping && !*synced) {
