@@ -28,6 +28,9 @@ static void server_usage(FILE *f)
                "                            (default DATA_DIR/kubeconfig)\n"
                "  --storage sqlite|memory   storage backend (default sqlite)\n"
                "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
+               "  --watch-cache-size N      recent events kept per resource (default 4096):\n"
+               "                            how far back a watch resumes, a paginated list\n"
+               "                            continues and an Exact list reads\n"
                "  --controller-manager=BOOL run the built-in controllers (default true): the\n"
                "                            ckube-controller-manager beside this binary, as a\n"
                "                            supervised child process on the same Lease\n"
@@ -138,8 +141,8 @@ static cm_child *start_controller_manager(const char *url, const char *kubeconfi
     snprintf(v, sizeof v, "%d", ckube_log_verbosity());
     /* No client rate limit: it shares the machine with its server, as the
      * controllers did when they ran in-process. */
-    const char *args[] = {"--master", url, "--port", "0", "--healthz-port", "0",
-                          "--kube-api-qps", "-1", "-v", v,
+    const char *args[] = {"--master", url, "--port", "0", "--healthz-port", "0", "--kube-api-qps",
+                          "-1", "-v", v,
                           /* NULL when the kubeconfig could not be written */
                           kubeconfig ? "--kubeconfig" : NULL, kubeconfig, NULL};
     cm_child *c = cm_child_new(bin, args);
@@ -179,6 +182,7 @@ int cmd_server(int argc, char **argv)
     const char *kubeconfig = NULL;
     const char *backend = "sqlite";
     int threads = 0;
+    long ring = 0;
     bool run_cm = true;
     static const struct option opts[] = {
         {"controller-manager", optional_argument, NULL, 'C'},
@@ -187,6 +191,7 @@ int cmd_server(int argc, char **argv)
         {"write-kubeconfig", required_argument, NULL, 'k'},
         {"storage", required_argument, NULL, 's'},
         {"http-threads", required_argument, NULL, 't'},
+        {"watch-cache-size", required_argument, NULL, 'w'},
         {"v", required_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -210,6 +215,18 @@ int cmd_server(int argc, char **argv)
         case 't':
             threads = atoi(optarg);
             break;
+        case 'w': {
+            char *end;
+            ring = strtol(optarg, &end, 10);
+            if (*end || ring < 16 || ring > (1L << 24)) {
+                fprintf(stderr,
+                        "ckube server: --watch-cache-size wants a number from 16 to %ld, got "
+                        "\"%s\"\n",
+                        1L << 24, optarg);
+                return 2;
+            }
+            break;
+        }
         case 'C':
             if (!optarg || !strcmp(optarg, "true")) {
                 run_cm = true;
@@ -278,6 +295,7 @@ int cmd_server(int argc, char **argv)
         .port = port,
         .kubeconfig_path = kubeconfig,
         .nloops = threads,
+        .watch_ring = (size_t)ring,
     };
     char err[512] = "";
     apiserver *s = apiserver_new(&cfg, err, sizeof err);

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckube_harness import Server  # noqa: E402
 
 BOOKMARK_INTERVAL = 30
-RING = 4096
+RING = 512  # the server runs with --watch-cache-size RING
 FAILURES = []
 PASSED = []
 SRV = None
@@ -773,7 +773,7 @@ def t_crd_deletion_ends_watches():
 def main():
     global SRV
     t0 = time.monotonic()
-    SRV = Server().start()
+    SRV = Server("--watch-cache-size", str(RING)).start()
     bm = bookmark_watch()
     bm_t0 = time.monotonic()
     for t in (t_initial_events, t_from_list_rv, t_label_transitions,
