@@ -396,6 +396,23 @@ s_survived() {
     expect_eq "$(jq -r .type "$TMP/late.watch" | tr '\n' ' ')" "ADDED " "watch after abuse"
 }
 
+# bad command-line flags: a clear message, exit 2, no server
+s_flags() {
+    local out rc
+    for args in "--watch-cache-size 3" "--watch-cache-size x" "--listen 0.0.0.0:1" \
+        "--storage etcd" "--controller-manager=maybe" "--no-such-flag"; do
+        rc=0
+        # shellcheck disable=SC2086
+        out=$("$CKUBE_BIN" server --data-dir "$TMP/flags" $args 2>&1) || rc=$?
+        expect_eq "$rc" 2 "exit status of: ckube server $args"
+        [ -n "$out" ] || fail "no message for: ckube server $args"
+    done
+    out=$("$CKUBE_BIN" server --watch-cache-size 3 2>&1) || true
+    expect_eq "$out" 'ckube server: --watch-cache-size wants a number from 16 to 16777216, got "3"' \
+        "--watch-cache-size message"
+}
+
+section flags s_flags
 section setup s_setup
 section malformed s_malformed
 section wrong_type s_wrong_type
