@@ -105,12 +105,13 @@ typedef struct req_ctx {
     const char *want_discovery;      /* aggregated discovery: "v2", "v2beta1" or NULL */
     char *warning;                   /* a Warning header to add, owned */
     /* For the request metrics: when it arrived (monotonic ns), the status
-     * answered (0 until a reply starts), what upstream's labels need, and
-     * the long-running gauge a watch holds up while open. */
+     * answered (0 until a reply starts), whether a patch was an apply (set
+     * by do_patch, which reads the body type anyway), and the long-running
+     * gauge a watch holds up while open. */
     uint64_t start_ns;
     const char *method; /* "GET", ... (static) */
     int code;
-    bool is_apply, dry_run_all;
+    bool is_apply;
     struct ckube_metric *longrunning;
 } req_ctx;
 

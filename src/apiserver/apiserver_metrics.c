@@ -35,6 +35,7 @@
 
 #include "apiserver/apiserver.h"
 #include "ckube/metrics.h"
+#include "common/text.h"
 
 struct apimetrics {
     ckube_metrics_registry *reg;
@@ -62,16 +63,6 @@ typedef struct mcache_entry {
 struct apimetrics_cache {
     mcache_entry slot[MCACHE_SLOTS];
 };
-
-static uint64_t fnv1a(const char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603u;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211u;
-    }
-    return h;
-}
 
 /* ---- labels -------------------------------------------------------- */
 
@@ -104,11 +95,13 @@ static const char *reported_verb(const req_ctx *rc)
     return "GET";
 }
 
-static void labels_of(const req_ctx *rc, req_labels *l)
+/* (rc's query is still there: req_ctx_free counts before it clears it) */
+static void labels_of(req_ctx *rc, req_labels *l)
 {
     const request_info *ri = &rc->ri;
+    const char *dry = rc->method && strcmp(rc->method, "GET") ? req_query(rc, "dryRun") : NULL;
     l->verb = reported_verb(rc);
-    l->dry_run = rc->dry_run_all ? "All" : "";
+    l->dry_run = dry && !strcmp(dry, "All") ? "All" : "";
     bool res = ri->is_resource;
     l->group = res ? ri->group : "";
     l->version = res ? ri->version : "";
@@ -144,7 +137,7 @@ static void children(apimetrics *m, apimetrics_cache *cache, const req_labels *l
     mcache_entry *e = NULL;
     uint64_t h = 0;
     if (len && cache) {
-        h = fnv1a(key, len);
+        h = ckube__fnv1a(CKUBE__FNV1A_INIT, key, len);
         e = &cache->slot[h % MCACHE_SLOTS];
         if (e->hash == h && e->len == len && !memcmp(e->key, key, len)) {
             *count = e->count;

@@ -167,6 +167,33 @@ static bool is_core_namespaces(const resource_type *t)
     return !*t->group && !strcmp(t->resource, "namespaces");
 }
 
+/* A subresource of a type, as both discovery forms describe it: the kind
+ * it answers with, and its verbs (update only, or get, patch, update). */
+typedef struct subresource {
+    const char *name;
+    const char *group, *version, *kind;
+    bool update_only;
+} subresource;
+
+/* t's subresources, by name; returns how many (at most 3). */
+static size_t subresources_of(const resource_type *t, subresource out[3])
+{
+    size_t n = 0;
+    if (is_core_namespaces(t))
+        out[n++] = (subresource){"finalize", "", t->version, "Namespace", true};
+    if (t->scale_subresource)
+        out[n++] = (subresource){"scale", "autoscaling", "v1", "Scale", false};
+    if (t->status_subresource)
+        out[n++] = (subresource){"status", t->group, t->version, t->kind, false};
+    return n;
+}
+
+static json_t *subresource_verbs(const subresource *sr)
+{
+    return sr->update_only ? json_pack("[s]", "update")
+                           : json_pack("[s,s,s]", "get", "patch", "update");
+}
+
 static json_t *resource_list(const char *group, const char *version)
 {
     size_t n;
@@ -188,26 +215,21 @@ static json_t *resource_list(const char *group, const char *version)
         if (t->categories)
             json_object_set_new(r, "categories", strv_json(t->categories));
         json_array_append_new(res, r);
-        char sub[256];
-        if (t->status_subresource) {
-            snprintf(sub, sizeof sub, "%s/status", t->resource);
-            json_array_append_new(res,
-                                  json_pack("{s:s,s:s,s:b,s:s,s:[s,s,s]}", "name", sub,
-                                            "singularName", "", "namespaced", t->namespaced, "kind",
-                                            t->kind, "verbs", "get", "patch", "update"));
-        }
-        if (t->scale_subresource) {
-            snprintf(sub, sizeof sub, "%s/scale", t->resource);
-            json_array_append_new(res, json_pack("{s:s,s:s,s:b,s:s,s:s,s:s,s:[s,s,s]}", "name", sub,
-                                                 "singularName", "", "namespaced", t->namespaced,
-                                                 "group", "autoscaling", "version", "v1", "kind",
-                                                 "Scale", "verbs", "get", "patch", "update"));
-        }
-        if (is_core_namespaces(t)) {
-            json_array_append_new(res,
-                                  json_pack("{s:s,s:s,s:b,s:s,s:[s]}", "name",
-                                            "namespaces/finalize", "singularName", "", "namespaced",
-                                            false, "kind", "Namespace", "verbs", "update"));
+        /* (this list has them status first, as it always has) */
+        subresource subs[3];
+        for (size_t k = subresources_of(t, subs); k-- > 0;) {
+            const subresource *sr = &subs[k];
+            char name[256];
+            snprintf(name, sizeof name, "%s/%s", t->resource, sr->name);
+            json_t *e = json_pack("{s:s,s:s,s:b}", "name", name, "singularName", "", "namespaced",
+                                  t->namespaced);
+            if (strcmp(sr->group, t->group) || strcmp(sr->version, t->version)) {
+                json_object_set_new(e, "group", json_string(sr->group));
+                json_object_set_new(e, "version", json_string(sr->version));
+            }
+            json_object_set_new(e, "kind", json_string(sr->kind));
+            json_object_set_new(e, "verbs", subresource_verbs(sr));
+            json_array_append_new(res, e);
         }
     }
     registry_list_free(types, n);
@@ -248,11 +270,6 @@ static json_t *gvk_json(const char *group, const char *version, const char *kind
     return json_pack("{s:s,s:s,s:s}", "group", group, "version", version, "kind", kind);
 }
 
-static json_t *subresource_json(const char *name, json_t *kind, json_t *verbs)
-{
-    return json_pack("{s:s,s:o,s:o}", "subresource", name, "responseKind", kind, "verbs", verbs);
-}
-
 /* APIResourceDiscovery of one type. */
 static json_t *resource_discovery(const resource_type *t)
 {
@@ -266,18 +283,13 @@ static json_t *resource_discovery(const resource_type *t)
         json_object_set_new(r, "categories", strv_json(t->categories));
     /* Subresources by name, as upstream. */
     json_t *subs = json_array();
-    if (is_core_namespaces(t))
-        json_array_append_new(subs,
-                              subresource_json("finalize", gvk_json("", t->version, "Namespace"),
-                                               json_pack("[s]", "update")));
-    if (t->scale_subresource)
-        json_array_append_new(subs,
-                              subresource_json("scale", gvk_json("autoscaling", "v1", "Scale"),
-                                               json_pack("[s,s,s]", "get", "patch", "update")));
-    if (t->status_subresource)
-        json_array_append_new(subs,
-                              subresource_json("status", gvk_json(t->group, t->version, t->kind),
-                                               json_pack("[s,s,s]", "get", "patch", "update")));
+    subresource list[3];
+    size_t ns = subresources_of(t, list);
+    for (size_t k = 0; k < ns; k++)
+        json_array_append_new(
+            subs, json_pack("{s:s,s:o,s:o}", "subresource", list[k].name, "responseKind",
+                            gvk_json(list[k].group, list[k].version, list[k].kind), "verbs",
+                            subresource_verbs(&list[k])));
     if (json_array_size(subs))
         json_object_set_new(r, "subresources", subs);
     else

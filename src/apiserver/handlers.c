@@ -1436,6 +1436,7 @@ static void do_patch(req_ctx *rc, write_kind kind)
         return;
     }
     bool apply = bt == BODY_APPLY_PATCH;
+    rc->is_apply = apply;
     if (!apply && req_query(rc, "force")) {
         ckube_status *st = ckube_status_invalid_begin("meta.k8s.io", "PatchOptions", "");
         ckube_field_forbidden(st, "force", "may not be specified for non-apply patch");

@@ -9,11 +9,11 @@
  * store answers, ckube's counterpart of upstream's etcd check) and, for
  * /readyz only, shutdown (fails once the server is stopping, so a load
  * balancer stops sending it requests while it drains). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apiserver/apiserver.h"
+#include "common/text.h"
 
 typedef struct check {
     const char *name;
@@ -71,13 +71,8 @@ bool handle_health(req_ctx *rc, const char *path)
     if (!endpoint)
         return false;
     bool ready = !strcmp(endpoint, "readyz");
-    char *out = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&out, &len);
-    if (!f) {
-        reply_raw(rc, 500, "text/plain; charset=utf-8", "out of memory", 13);
-        return true;
-    }
+    /* The verbose form, built whole; terse answers are "ok". */
+    ckube__strbuf list = {0};
     bool ok = true, found = false;
     for (size_t i = 0; i < sizeof checks / sizeof *checks; i++) {
         const check *c = &checks[i];
@@ -85,38 +80,26 @@ bool handle_health(req_ctx *rc, const char *path)
             (!one && excluded(rc, c->name)))
             continue;
         found = true;
-        const char *why = c->run(rc->srv);
-        ok &= !why;
-        if (why)
-            fprintf(f, "[-]%s failed: reason withheld\n", c->name);
-        else
-            fprintf(f, "[+]%s ok\n", c->name);
+        bool passed = !c->run(rc->srv);
+        ok &= passed;
+        ckube__sb_printf(&list, passed ? "[+]%s ok\n" : "[-]%s failed: reason withheld\n", c->name);
     }
-    fclose(f);
     if (one && !found) {
-        free(out);
+        free(ckube__sb_take(&list));
         reply_status(rc, ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
                                           "the server could not find the requested resource"));
         return true;
     }
-    /* Terse unless asked, or failing (then the list says what failed). */
-    bool verbose = req_query(rc, "verbose") != NULL || !ok;
-    char *body = NULL;
-    int blen;
-    if (one)
-        blen = ok ? asprintf(&body, "ok") : asprintf(&body, "%s", out);
-    else if (verbose)
-        blen = asprintf(&body, "%s%s check %s\n", out, endpoint, ok ? "passed" : "failed");
-    else
-        blen = asprintf(&body, "ok");
-    free(out);
-    if (blen < 0) {
-        reply_raw(rc, 500, "text/plain; charset=utf-8", "out of memory", 13);
-        return true;
-    }
+    if (!one)
+        ckube__sb_printf(&list, "%s check %s\n", endpoint, ok ? "passed" : "failed");
+    char *text = ckube__sb_take(&list);
+    /* Terse unless asked (not for one check), or failing: then the list
+     * says what failed. */
+    bool verbose = !ok || (!one && req_query(rc, "verbose"));
+    const char *body = verbose && text ? text : ok ? "ok" : "internal server error";
     struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
     evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-    reply_raw(rc, ok ? 200 : 500, "text/plain; charset=utf-8", body, (size_t)blen);
-    free(body);
+    reply_raw(rc, ok ? 200 : 500, "text/plain; charset=utf-8", body, strlen(body));
+    free(text);
     return true;
 }

@@ -409,13 +409,6 @@ static void handle_request(struct evhttp_request *req, void *arg)
                                           "application/json"));
         return;
     }
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-        /* (labels of the request metrics) */
-        const char *dr = req_query(rc, "dryRun");
-        const char *ct = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
-        rc->dry_run_all = dr && !strcmp(dr, "All");
-        rc->is_apply = ct && !strncasecmp(ct, "application/apply-patch", 23);
-    }
     const char *inc = req_query(rc, "includeObject");
     if (inc)
         rc->include_object = !strcmp(inc, "None") ? 0 : !strcmp(inc, "Object") ? 2 : 1;

@@ -1,5 +1,6 @@
 /* The canonical-JSON scanner; see jscan.h for what "canonical" means. */
 #include "apiserver/jscan.h"
+#include "common/text.h"
 #include "common/utf8.h"
 
 #include <stdlib.h>
@@ -178,16 +179,6 @@ typedef struct keyvec {
     size_t n, cap;
     keyrec local[64];
 } keyvec;
-
-static uint64_t hash_bytes(const unsigned char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
 
 static bool keyvec_push(keyvec *kv, uint64_t hash, size_t off, size_t len)
 {
@@ -380,7 +371,8 @@ static bool validate(const unsigned char *base, size_t len, keyvec *keys, jscan_
             if (!p)
                 return false;
             size_t klen = (size_t)(p - 1 - k);
-            if (!keyvec_push(keys, hash_bytes(k, klen), (size_t)(k - base), klen))
+            if (!keyvec_push(keys, ckube__fnv1a(CKUBE__FNV1A_INIT, k, klen), (size_t)(k - base),
+                             klen))
                 return false;
             tag = key_tag(stack[depth - 1].role, k, klen);
         }

@@ -436,12 +436,10 @@ ckube_metric_type ckube_metric_family_type(const ckube_metric_family *fam)
 
 static uint64_t hash_values(size_t n, const char *const *values)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a, with a separator per value */
-    for (size_t i = 0; i < n; i++) {
-        for (const unsigned char *p = (const unsigned char *)values[i]; *p; p++)
-            h = (h ^ *p) * 1099511628211ull;
-        h = (h ^ 0xffu) * 1099511628211ull;
-    }
+    static const unsigned char sep = 0xff; /* one after each value */
+    uint64_t h = CKUBE__FNV1A_INIT;
+    for (size_t i = 0; i < n; i++)
+        h = ckube__fnv1a(ckube__fnv1a(h, values[i], strlen(values[i])), &sep, 1);
     return h;
 }
 

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A growable string. Zero-initialize it; `s` stays NUL-terminated (or
  * NULL while empty). After an allocation failure every operation is a
@@ -23,6 +24,18 @@ void ckube__sb_printf(ckube__strbuf *b, const char *fmt, ...) __attribute__((for
 /* Hands over the text (caller frees; "" if nothing was added), or frees
  * it and returns NULL if an allocation failed. */
 char *ckube__sb_take(ckube__strbuf *b);
+
+/* FNV-1a over n bytes, continuing from h: start from CKUBE__FNV1A_INIT.
+ * The one small non-cryptographic hash of the project (hash tables of
+ * the metrics registry, the key scanner, the server's metric caches). */
+#define CKUBE__FNV1A_INIT 1469598103934665603ull
+static inline uint64_t ckube__fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
 
 /* Sets *err (when err is non-NULL and *err still NULL) to a malloc'd
  * message. The first error recorded wins: it is the innermost, most

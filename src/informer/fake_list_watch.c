@@ -862,9 +862,10 @@ static int fake_watch_open(void *ctx, const ckube_list_opts *opts, void **out, c
     s->bookmarks = o.allow_watch_bookmarks;
     if (o.timeout_seconds.set && o.timeout_seconds.value > 0)
         s->deadline = ckube_clock_now(f->clock) + CKUBE_SEC(o.timeout_seconds.value);
-    if (o.send_initial_events) {
-        /* The current state as ADDED, then the bookmark that ends it
-         * (annotated k8s.io/initial-events-end), then live events. */
+    if (o.send_initial_events || from_now) {
+        /* The current state as ADDED; a watch-list then gets the bookmark
+         * that ends it (annotated k8s.io/initial-events-end). Live events
+         * follow. */
         json_t *items = objects_sorted_locked(f);
         size_t i;
         json_t *obj;
@@ -873,20 +874,13 @@ static int fake_watch_open(void *ctx, const ckube_list_opts *opts, void **out, c
             stream_push(s, CKUBE_WATCH_ADDED, json_incref(obj));
         }
         json_decref(items);
-        json_t *bm =
-            json_pack("{s:s, s:s, s:{s:{s:s}}}", "kind", f->kind, "apiVersion", f->api_version,
-                      "metadata", "annotations", "k8s.io/initial-events-end", "true");
-        set_rv(bm, f->rv);
-        stream_push(s, CKUBE_WATCH_BOOKMARK, bm);
-    } else if (from_now) {
-        json_t *items = objects_sorted_locked(f);
-        size_t i;
-        json_t *obj;
-        json_array_foreach(items, i, obj)
-        {
-            stream_push(s, CKUBE_WATCH_ADDED, json_incref(obj));
+        if (o.send_initial_events) {
+            json_t *bm =
+                json_pack("{s:s, s:s, s:{s:{s:s}}}", "kind", f->kind, "apiVersion", f->api_version,
+                          "metadata", "annotations", "k8s.io/initial-events-end", "true");
+            set_rv(bm, f->rv);
+            stream_push(s, CKUBE_WATCH_BOOKMARK, bm);
         }
-        json_decref(items);
     } else {
         for (size_t i = 0; i < f->nhist; i++)
             if (f->hist[i].rv > from)

@@ -25,7 +25,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckube_harness import Server, run_unittests  # noqa: E402
 
-SERVER = None
+SERVER = Server("--controller-manager=false")
+setUpModule, tearDownModule = SERVER.start, SERVER.stop
 SDK = "/usr/lib/google-cloud-sdk/bin"
 V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
@@ -257,15 +258,6 @@ class DiscoveryTest(unittest.TestCase):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("/apis/kubectl.example.com/v2/namespaces/default/gizmos", r.stderr)
-
-
-def setUpModule():
-    global SERVER
-    SERVER = Server("--controller-manager=false").start()
-
-
-def tearDownModule():
-    SERVER.stop()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from ckube_harness import Server, run_unittests  # noqa: E402
 
 from kubernetes import client  # noqa: E402
 
-SERVER = None
+SERVER = Server("--controller-manager=false")
+setUpModule, tearDownModule = SERVER.start, SERVER.stop
 SDK = "/usr/lib/google-cloud-sdk/bin"
 AUTHZ = "/apis/authorization.k8s.io/v1"
 
@@ -111,15 +112,6 @@ class ReviewsTest(unittest.TestCase):
         st, b = call("GET", AUTHZ)
         verbs = {r["name"]: r["verbs"] for r in b["resources"]}
         self.assertEqual(verbs["selfsubjectaccessreviews"], ["create"])
-
-
-def setUpModule():
-    global SERVER
-    SERVER = Server("--controller-manager=false").start()
-
-
-def tearDownModule():
-    SERVER.stop()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckube_harness import Server, run_unittests  # noqa: E402
 
-SERVER = None
+SERVER = Server("--controller-manager=false")
+setUpModule, tearDownModule = SERVER.start, SERVER.stop
 CM = "/api/v1/namespaces/default/configmaps"
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
@@ -246,15 +247,6 @@ class HealthTest(unittest.TestCase):
         self.assertEqual(self.get("/livez/shutdown")[0], 404)
         self.assertEqual(self.get("/readyz/etcd")[0], 404)
         self.assertEqual(self.get("/readyzz")[0], 404)
-
-
-def setUpModule():
-    global SERVER
-    SERVER = Server("--controller-manager=false").start()
-
-
-def tearDownModule():
-    SERVER.stop()
 
 
 if __name__ == "__main__":
