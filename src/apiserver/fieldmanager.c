@@ -99,12 +99,14 @@ static const char *str_or(const char *s, const char *dflt)
  * 1. field sets
  * ====================================================================== */
 
+/* One allocation per node: the path element is stored inline (sets are
+ * built on every write, so their allocations are on the write path). */
 struct fm_set {
-    char *pe;       /* path element; NULL at the root */
     bool member;    /* this path itself is in the set */
     fm_set *parent; /* NULL at the root */
     fm_set **kids;  /* sorted by pe_cmp */
     size_t n, cap;
+    char pe[]; /* path element; "" at the root */
 };
 
 /* Upstream orders path elements: field names, then keys, then values,
@@ -140,7 +142,15 @@ static int pe_cmp(const char *a, const char *b)
 
 static fm_set *set_new(void)
 {
-    return xcalloc(1, sizeof(fm_set));
+    return xcalloc(1, sizeof(fm_set) + 1);
+}
+
+static fm_set *node_new(const char *pe)
+{
+    size_t n = strlen(pe);
+    fm_set *c = xcalloc(1, sizeof(fm_set) + n + 1);
+    memcpy(c->pe, pe, n + 1);
+    return c;
 }
 
 void fm_set_free(fm_set *s)
@@ -150,7 +160,6 @@ void fm_set_free(fm_set *s)
     for (size_t i = 0; i < s->n; i++)
         fm_set_free(s->kids[i]);
     free(s->kids);
-    free(s->pe);
     free(s);
 }
 
@@ -187,8 +196,7 @@ static fm_set *set_child(fm_set *s, const char *pe)
         s->kids = xrealloc(s->kids, s->cap * sizeof *s->kids);
     }
     memmove(s->kids + i + 1, s->kids + i, (s->n - i) * sizeof *s->kids);
-    fm_set *c = set_new();
-    c->pe = xstrdup(pe);
+    fm_set *c = node_new(pe);
     c->parent = s;
     s->kids[i] = c;
     s->n++;
@@ -848,15 +856,27 @@ static long lindex_find(const lindex *ix, const char *pe)
  * 3. walks
  * ====================================================================== */
 
-/* "f:" + key (on every field of every write: no printf). */
-static char *key_pe(const char *key)
+/* "f:" + key, built on every field of every write: in the caller's
+ * buffer when it fits (nearly always), else malloc'd. pe_done frees. */
+typedef struct pe_buf {
+    char *p;
+    char small[96];
+} pe_buf;
+
+static const char *key_pe(pe_buf *b, const char *key)
 {
     size_t n = strlen(key);
-    char *pe = xcalloc(1, n + 3);
-    pe[0] = 'f';
-    pe[1] = ':';
-    memcpy(pe + 2, key, n);
-    return pe;
+    b->p = n + 3 <= sizeof b->small ? b->small : xcalloc(1, n + 3);
+    b->p[0] = 'f';
+    b->p[1] = ':';
+    memcpy(b->p + 2, key, n + 1);
+    return b->p;
+}
+
+static void pe_done(pe_buf *b)
+{
+    if (b->p != b->small)
+        free(b->p);
 }
 
 /* ---- the field set of a configuration (upstream's ToFieldSet) ---- */
@@ -880,9 +900,9 @@ static int toset(toset_ctx *w, const tnode *n, const json_t *v, fm_set *node)
             bool named;
             if (!tn_field(n, tn_is_root(n), key, &c, &named))
                 continue;
-            char *pe = key_pe(key);
-            fm_set *ch = set_child(node, pe);
-            free(pe);
+            pe_buf pb;
+            fm_set *ch = set_child(node, key_pe(&pb, key));
+            pe_done(&pb);
             if (toset(w, &c, val, ch))
                 return -1;
             if (!named)
@@ -1013,11 +1033,11 @@ static void cmp_map(cmp_ctx *c, const tnode *n, const json_t *l, const json_t *r
         bool named;
         if (!tn_field(n, root, key, &ct, &named))
             continue;
-        char *pe = key_pe(key);
-        cmp_push(c, pe);
+        pe_buf pb;
+        cmp_push(c, key_pe(&pb, key));
         cmp_walk(c, &ct, v, json_object_get(r, key));
         c->depth--;
-        free(pe);
+        pe_done(&pb);
     }
     json_object_foreach((json_t *)r, key, v)
     {
@@ -1025,11 +1045,11 @@ static void cmp_map(cmp_ctx *c, const tnode *n, const json_t *l, const json_t *r
         bool named;
         if (json_object_get(l, key) || !tn_field(n, root, key, &ct, &named))
             continue;
-        char *pe = key_pe(key);
-        cmp_push(c, pe);
+        pe_buf pb;
+        cmp_push(c, key_pe(&pb, key));
         cmp_walk(c, &ct, NULL, v);
         c->depth--;
-        free(pe);
+        pe_done(&pb);
     }
 }
 
@@ -1262,9 +1282,9 @@ static bool remove_walk(const tnode *n, json_t *v, const fm_set *rm)
         bool root = tn_is_root(n);
         json_object_foreach_safe(v, tmp, key, val)
         {
-            char *pe = key_pe(key);
-            const fm_set *c = set_find(rm, pe);
-            free(pe);
+            pe_buf pb;
+            const fm_set *c = set_find(rm, key_pe(&pb, key));
+            pe_done(&pb);
             tnode ct;
             bool named;
             if (!c || !tn_field(n, root, key, &ct, &named))
@@ -1758,10 +1778,12 @@ static int take_changes(const fm_type *t, const char *subresource, fm_managed *m
     filter_ignored(t, subresource, cm.added);
     filter_ignored(t, subresource, cm.modified);
     filter_ignored(t, subresource, cm.removed);
-    fm_set *changed = set_copy(cm.modified);
-    set_union_into(changed, cm.added);
+    bool others = m->n > (self >= 0 ? 1u : 0u); /* a create has none */
+    fm_set *changed = others ? set_copy(cm.modified) : NULL;
+    if (changed)
+        set_union_into(changed, cm.added);
     conflicts found = {0};
-    for (size_t i = 0; i < m->n; i++) {
+    for (size_t i = 0; others && i < m->n; i++) {
         if ((long)i == self)
             continue;
         fm_set *c = set_intersect(m->e[i].set, changed);
