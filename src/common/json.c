@@ -3,6 +3,7 @@
 #include "common/json_parse.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,10 +158,41 @@ static void random_bytes(unsigned char *b, size_t n)
     }
 }
 
+/* Random bytes for uids, one getrandom() per 32 of them rather than per
+ * object created. Per thread; a forked child starts with an empty pool so
+ * it never repeats its parent's ids. */
+static _Thread_local unsigned char uid_pool[512];
+static _Thread_local size_t uid_left;
+static pthread_once_t uid_once = PTHREAD_ONCE_INIT;
+
+static void uid_pool_forget(void)
+{
+    explicit_bzero(uid_pool, sizeof uid_pool);
+    uid_left = 0;
+}
+
+static void uid_pool_init(void)
+{
+    pthread_atfork(NULL, NULL, uid_pool_forget);
+}
+
+static void uid_bytes(unsigned char *b, size_t n)
+{
+    pthread_once(&uid_once, uid_pool_init);
+    if (uid_left < n) {
+        random_bytes(uid_pool, sizeof uid_pool);
+        uid_left = sizeof uid_pool;
+    }
+    unsigned char *p = uid_pool + sizeof uid_pool - uid_left;
+    memcpy(b, p, n);
+    explicit_bzero(p, n); /* handed out once */
+    uid_left -= n;
+}
+
 void ckube_uuid4(char *buf, size_t n)
 {
     unsigned char b[16];
-    random_bytes(b, sizeof b);
+    uid_bytes(b, sizeof b);
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
     /* 8-4-4-4-12 lowercase hex (one per object created: no printf). */

@@ -1,7 +1,8 @@
 /* ckube/json.h's writers: ckube_json_dumps against jansson's
  * json_dumps(JSON_COMPACT | JSON_ENCODE_ANY), the reference it must match
  * byte for byte, on the values API objects hold and on the edges of the
- * encoding; and the uid generator's RFC 4122 version-4 form. */
+ * encoding; and the uid generator's RFC 4122 version-4 form, its
+ * uniqueness across its pool and across fork(). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -226,6 +229,56 @@ static void test_uuid4(void **state)
     assert_int_equal(strlen(small), 8);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* Ids come from a per-thread pool of random bytes: many more than one
+ * pool holds are all distinct. */
+static void test_uuid4_many_distinct(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    char(*ids)[37] = calloc(N, sizeof *ids);
+    assert_non_null(ids);
+    for (size_t i = 0; i < N; i++)
+        ckube_uuid4(ids[i], sizeof ids[i]);
+    qsort(ids, N, sizeof *ids, cmp_str);
+    for (size_t i = 1; i < N; i++)
+        assert_string_not_equal(ids[i - 1], ids[i]);
+    free(ids);
+}
+
+/* A forked child does not hand out the ids its parent still holds in
+ * its pool. */
+static void test_uuid4_fork(void **state)
+{
+    (void)state;
+    char first[37], parent_next[37], child_next[37] = "";
+    ckube_uuid4(first, sizeof first); /* the pool is filled now */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char id[37];
+        ckube_uuid4(id, sizeof id);
+        ssize_t w = write(fds[1], id, sizeof id);
+        _exit(w == (ssize_t)sizeof id ? 0 : 1);
+    }
+    close(fds[1]);
+    assert_int_equal(read(fds[0], child_next, sizeof child_next), (ssize_t)sizeof child_next);
+    close(fds[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ckube_uuid4(parent_next, sizeof parent_next);
+    assert_int_equal(strlen(child_next), 36);
+    assert_string_not_equal(child_next, parent_next);
+    assert_string_not_equal(child_next, first);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +291,8 @@ int main(void)
         cmocka_unit_test(test_large_strings),
         cmocka_unit_test(test_null_input),
         cmocka_unit_test(test_uuid4),
+        cmocka_unit_test(test_uuid4_many_distinct),
+        cmocka_unit_test(test_uuid4_fork),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
