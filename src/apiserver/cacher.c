@@ -818,6 +818,7 @@ static int loader_copy(void *arg, const storage_kv *kv)
 
 static void *loader_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-cacheload"); /* top -H, perf, gdb */
     loader *L = arg;
     int64_t rev = 0;
     int rc = storage_range(L->st, "/registry/", loader_copy, L, &rev);

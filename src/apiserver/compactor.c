@@ -23,6 +23,7 @@ struct compactor {
 
 static void *compactor_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-compact"); /* top -H, perf, gdb */
     compactor *c = arg;
     int64_t seen = storage_current_rev(c->st);
     pthread_mutex_lock(&c->mu);

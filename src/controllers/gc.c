@@ -474,6 +474,7 @@ static void apply_observed(gc *g, struct gevent *ev)
 
 static void *graph_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "gc-graph"); /* top -H, perf, gdb */
     gc *g = arg;
     for (;;) {
         pthread_mutex_lock(&g->qmu);
@@ -964,6 +965,7 @@ static struct worker_arg *worker_args(gc *g, bool orphan)
 
 static void *worker_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "gc-worker"); /* top -H, perf, gdb */
     struct worker_arg a = *(struct worker_arg *)arg;
     free(arg);
     gc *g = a.g;
@@ -1208,6 +1210,7 @@ static int start_workers(gc *g)
 
 static void *run_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "gc-run"); /* top -H, perf, gdb */
     gc *g = arg;
     /* First discovery: retried until it works. */
     while (!is_stopping(g) && resync(g) != 0) {

@@ -861,6 +861,7 @@ static uint64_t list_and_watch(ckube_reflector *r)
 
 static void *reflector_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-reflector"); /* top -H, perf, gdb */
     ckube_reflector *r = arg;
     CKUBE_V(2, "%sstarting reflector for %s", r->prefix, r->what);
     while (!is_stopping(r)) {

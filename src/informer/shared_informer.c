@@ -384,6 +384,7 @@ static void call_handler(struct ckube_handler_reg *reg, const struct note *n)
 
 static void *handler_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-handler"); /* top -H, perf, gdb */
     struct ckube_handler_reg *reg = arg;
     pthread_mutex_lock(&reg->mu);
     for (;;) {
@@ -582,6 +583,7 @@ static void maybe_trim(ckube_shared_informer *inf)
 
 static void *controller_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-informer"); /* top -H, perf, gdb */
     ckube_shared_informer *inf = arg;
     for (;;) {
         pthread_mutex_lock(&inf->mu);

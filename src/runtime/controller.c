@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -701,6 +702,7 @@ static void process(ckube_controller *c, const char *key)
 
 static void *worker_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-worker"); /* top -H, perf, gdb */
     ckube_controller *c = arg;
     char *key;
     while ((key = ckube_workqueue_get(c->queue)) != NULL) {

@@ -827,6 +827,7 @@ static void handle(ckube_event_recorder *r, const struct ev *e)
 
 static void *sender_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-events"); /* top -H, perf, gdb */
     ckube_event_recorder *r = arg;
     pthread_mutex_lock(&r->mu);
     for (;;) {

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -570,6 +571,7 @@ static void stop_everything(ckube_manager *m)
 
 static void *stopper_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-stopper"); /* top -H, perf, gdb */
     ckube_manager *m = arg;
     stop_everything(m);
     pthread_mutex_lock(&m->mu);
@@ -616,6 +618,7 @@ static int start_elected(ckube_manager *m)
 
 static void *loop_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-manager"); /* top -H, perf, gdb */
     ckube_manager *m = arg;
     int code = CKUBE_MANAGER_EXIT_OK;
     bool done = false;
@@ -711,8 +714,7 @@ int ckube_manager_start(ckube_manager *m)
         return -1;
     CKUBE_INFO("Starting manager");
     int caches = -1;
-    bool ok = start_http(m) == 0 && (caches = start_caches(m)) == 0 &&
-              start_list(&m->others) == 0;
+    bool ok = start_http(m) == 0 && (caches = start_caches(m)) == 0 && start_list(&m->others) == 0;
     if (caches == 1) { /* stopped while waiting: a clean stop, not a failure */
         stop_everything(m);
         pthread_mutex_lock(&m->mu);

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -462,6 +463,7 @@ int manager_http_listen_health(manager_http *h, const char *addr, manager_checks
 
 static void *http_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "ckube-mgr-http"); /* top -H, perf, gdb */
     manager_http *h = arg;
     event_base_dispatch(h->base);
     return NULL;

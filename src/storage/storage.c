@@ -243,6 +243,7 @@ static void run_group(storage_committer *c, size_t n)
 
 static void *committer_main(void *p)
 {
+    pthread_setname_np(pthread_self(), "ckube-commit"); /* top -H, perf, gdb */
     storage_committer *c = p;
     for (;;) {
         size_t n = 0;

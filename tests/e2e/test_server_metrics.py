@@ -2,7 +2,7 @@
 server`: kube-apiserver's metric names and labels, counted for every kind
 of request (buffered, streamed list, watch), the long-running gauge of open
 watches, stored objects per resource (a CRD's too), process metrics, and a
-well-formed Prometheus text exposition; and the health endpoints
+well-formed Prometheus text exposition, named threads; and the health endpoints
 (/healthz, /livez, /readyz: terse, verbose, exclude, one check, 404)."""
 import http.client
 import json
@@ -217,6 +217,18 @@ class ServerMetricsTest(unittest.TestCase):
         self.assertEqual(value(m, "ckube_storage_failed_commits_total"), 0)
         rv = int(json.loads(call("GET", path + "/g2")[2])["metadata"]["resourceVersion"])
         self.assertGreaterEqual(value(m, "ckube_storage_revision"), rv)
+
+    def test_threads_are_named(self):
+        # what `top -H`, perf and gdb show: each thread says what it does
+        pid = SERVER.proc.pid
+        names = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                names.append(f.read().strip())
+        self.assertIn("ckube-http", names)
+        self.assertIn("ckube-commit", names)
+        self.assertIn("ckube-compact", names)
+        self.assertEqual(names.count("ckube"), 1, names)  # only the main thread
 
     def test_kubectl_get_raw(self):
         r = subprocess.run(["kubectl", "--kubeconfig", SERVER.kubeconfig, "get", "--raw",
