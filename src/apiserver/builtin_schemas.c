@@ -25,6 +25,8 @@
 #define EVTS "io.k8s.api.events.v1."
 #define INTSTR "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 #define QTY "io.k8s.apimachinery.pkg.api.resource.Quantity"
+#define AUTHZ "io.k8s.api.authorization.v1."
+#define AUTHN "io.k8s.api.authentication.v1."
 
 /* The macros and tables are laid out by hand: one property per line reads
  * better than what a formatter makes of long string concatenations. */
@@ -45,6 +47,9 @@
 #define P_STRLIST(n, d) "`" n "`:{`type`:`array`,`items`:{`type`:`string`},`description`:`" d "`},"
 #define P_I64LIST(n, d)                                                                            \
     "`" n "`:{`type`:`array`,`items`:{`type`:`integer`,`format`:`int64`},`description`:`" d "`},"
+#define P_STRLISTMAP(n, d)                                                                         \
+    "`" n "`:{`type`:`object`,`additionalProperties`:{`type`:`array`,`items`:{`type`:`string`}},"  \
+    "`description`:`" d "`},"
 #define P_REF(n, r, d) "`" n "`:{`$ckref`:`" r "`,`description`:`" d "`},"
 #define P_REFLIST(n, r, d)                                                                         \
     "`" n "`:{`type`:`array`,`items`:{`$ckref`:`" r "`},`description`:`" d "`},"
@@ -776,6 +781,91 @@ static const schema_text fragments[] = {
      OBJ_REQ("A series of repeated events.", "`count`,`lastObservedTime`",
              P_I32("count", "Occurrences in the series so far.")
              P_TIME("lastObservedTime", "When the last occurrence was observed."))},
+
+    /* --- authorization.k8s.io/v1, authentication.k8s.io/v1: the review
+     * types. Nothing is marked required: as upstream, their own
+     * validation (reviews.c) decides what a question must hold. --- */
+    {AUTHZ "ResourceAttributes",
+     OBJ("The request on a resource that an access review asks about.",
+         P_STR("namespace", "Namespace of the request; empty for cluster-scoped resources, or "
+                            "for all namespaces when the resource is namespaced.")
+         P_STR("verb", "API verb (get, list, watch, create, update, patch, delete, "
+                       "deletecollection, proxy) or '*' for all.")
+         P_STR("group", "API group of the resource; '*' for all.")
+         P_STR("version", "API version of the resource; '*' for all.")
+         P_STR("resource", "Resource type; '*' for all.")
+         P_STR("subresource", "Subresource; empty for none, '*' for all.")
+         P_STR("name", "Name of the object the request is for; empty for all of them.")
+         P_REF("fieldSelector", AUTHZ "FieldSelectorAttributes",
+               "The field selector of a list, watch or deletecollection.")
+         P_REF("labelSelector", AUTHZ "LabelSelectorAttributes",
+               "The label selector of a list, watch or deletecollection."))},
+    {AUTHZ "FieldSelectorAttributes",
+     OBJ("A field selector in an access review: as it was sent, or parsed.",
+         P_STR("rawSelector", "The selector as written in the request's query.")
+         P_ANYLIST("requirements", "The parsed requirements (key, operator, values)."))},
+    {AUTHZ "LabelSelectorAttributes",
+     OBJ("A label selector in an access review: as it was sent, or parsed.",
+         P_STR("rawSelector", "The selector as written in the request's query.")
+         P_REFLIST("requirements", META "LabelSelectorRequirement",
+                   "The parsed requirements."))},
+    {AUTHZ "NonResourceAttributes",
+     OBJ("A request on a URL that is not a resource, such as /healthz.",
+         P_STR("path", "URL path of the request.")
+         P_STR("verb", "HTTP verb, lower case."))},
+    {AUTHZ "SubjectAccessReviewSpec",
+     OBJ("The question: may this user make this request? Exactly one of "
+         "resourceAttributes and nonResourceAttributes is set.",
+         P_REF("resourceAttributes", AUTHZ "ResourceAttributes", "A request on a resource.")
+         P_REF("nonResourceAttributes", AUTHZ "NonResourceAttributes",
+               "A request on a non-resource URL.")
+         P_STR("user", "User to check for. User or groups is required.")
+         P_STRLIST("groups", "Groups the user belongs to.")
+         P_STRLISTMAP("extra", "Extra attributes of the user, as an authenticator reports them.")
+         P_STR("uid", "UID of the user."))},
+    {AUTHZ "SelfSubjectAccessReviewSpec",
+     OBJ("The question: may I make this request? Exactly one of resourceAttributes and "
+         "nonResourceAttributes is set.",
+         P_REF("resourceAttributes", AUTHZ "ResourceAttributes", "A request on a resource.")
+         P_REF("nonResourceAttributes", AUTHZ "NonResourceAttributes",
+               "A request on a non-resource URL."))},
+    {AUTHZ "SubjectAccessReviewStatus",
+     OBJ("The answer to an access review.",
+         P_BOOL("allowed", "True if the request is allowed.")
+         P_BOOL("denied", "True if the request is denied outright, whatever other "
+                          "authorizers say.")
+         P_STR("reason", "Why the request is allowed or denied, if the authorizer says.")
+         P_STR("evaluationError", "Why the authorizer could not decide, if it could not; "
+                                  "allowed may still be true."))},
+    {AUTHZ "SelfSubjectRulesReviewSpec",
+     OBJ("The question: what may I do in this namespace?",
+         P_STR("namespace", "Namespace to list the rules of."))},
+    {AUTHZ "ResourceRule",
+     OBJ("What the subject may do to resources. '*' in a list means all.",
+         P_STRLIST("verbs", "Allowed verbs.")
+         P_STRLIST("apiGroups", "API groups of the resources.")
+         P_STRLIST("resources", "Resources, with subresources as resource/subresource.")
+         P_STRLIST("resourceNames", "Names of the objects; empty for all."))},
+    {AUTHZ "NonResourceRule",
+     OBJ("What the subject may do to non-resource URLs.",
+         P_STRLIST("verbs", "Allowed HTTP verbs, lower case.")
+         P_STRLIST("nonResourceURLs", "URL paths; a trailing * matches any suffix."))},
+    {AUTHZ "SubjectRulesReviewStatus",
+     OBJ("The answer to a rules review. It may be incomplete: the list is a guide for "
+         "clients, not what authorization decides.",
+         P_REFLIST("resourceRules", AUTHZ "ResourceRule", "Rules on resources.")
+         P_REFLIST("nonResourceRules", AUTHZ "NonResourceRule", "Rules on other URLs.")
+         P_BOOL("incomplete", "True if the authorizer could not list every rule.")
+         P_STR("evaluationError", "Why the list is incomplete, if it is."))},
+    {AUTHN "UserInfo",
+     OBJ("A user, as the authenticator saw the request.",
+         P_STR("username", "Name of the user.")
+         P_STR("uid", "Unique identifier of the user across time.")
+         P_STRLIST("groups", "Groups the user belongs to.")
+         P_STRLISTMAP("extra", "Other attributes the authenticator reports."))},
+    {AUTHN "SelfSubjectReviewStatus",
+     OBJ("Who the server thinks made the request.",
+         P_REF("userInfo", AUTHN "UserInfo", "The authenticated user."))},
 };
 
 /* ---------------------------------------------------------- kinds */
@@ -894,6 +984,42 @@ static const root_text roots[] = {
               P_TIME("deprecatedFirstTimestamp", "core/v1 firstTimestamp.")
               P_TIME("deprecatedLastTimestamp", "core/v1 lastTimestamp.")
               P_I32("deprecatedCount", "core/v1 count."))}},
+    {"authorization.k8s.io", "v1", "SelfSubjectAccessReview",
+     {AUTHZ "SelfSubjectAccessReview",
+      OBJ("Asks whether the requester may do something. Answered, never stored.",
+          TYPEMETA OBJMETA
+          P_REF("spec", AUTHZ "SelfSubjectAccessReviewSpec", "The question.")
+          P_REF("status", AUTHZ "SubjectAccessReviewStatus", "The answer, set by the server."))}},
+    {"authorization.k8s.io", "v1", "SubjectAccessReview",
+     {AUTHZ "SubjectAccessReview",
+      OBJ("Asks whether a user may do something. Answered, never stored.",
+          TYPEMETA OBJMETA
+          P_REF("spec", AUTHZ "SubjectAccessReviewSpec", "The question.")
+          P_REF("status", AUTHZ "SubjectAccessReviewStatus", "The answer, set by the server."))}},
+    {"authorization.k8s.io", "v1", "LocalSubjectAccessReview",
+     {AUTHZ "LocalSubjectAccessReview",
+      OBJ("Asks whether a user may do something in one namespace (the review's own). "
+          "Answered, never stored.",
+          TYPEMETA OBJMETA
+          P_REF("spec", AUTHZ "SubjectAccessReviewSpec",
+                "The question; its namespace must be empty or the review's.")
+          P_REF("status", AUTHZ "SubjectAccessReviewStatus", "The answer, set by the server."))}},
+    {"authorization.k8s.io", "v1", "SelfSubjectRulesReview",
+     {AUTHZ "SelfSubjectRulesReview",
+      OBJ("Lists what the requester may do in a namespace. Answered, never stored.",
+          TYPEMETA OBJMETA
+          P_REF("spec", AUTHZ "SelfSubjectRulesReviewSpec", "The question.")
+          P_REF("status", AUTHZ "SubjectRulesReviewStatus", "The answer, set by the server."))}},
+    {"authentication.k8s.io", "v1", "SelfSubjectReview",
+     {AUTHN "SelfSubjectReview",
+      OBJ("Asks who the server takes the requester to be. Answered, never stored.",
+          TYPEMETA OBJMETA
+          P_REF("status", AUTHN "SelfSubjectReviewStatus", "The answer, set by the server."))}},
+    {"authentication.k8s.io", "v1beta1", "SelfSubjectReview",
+     {"io.k8s.api.authentication.v1beta1.SelfSubjectReview",
+      OBJ("Asks who the server takes the requester to be. Answered, never stored.",
+          TYPEMETA OBJMETA
+          P_REF("status", AUTHN "SelfSubjectReviewStatus", "The answer, set by the server."))}},
 };
 
 /* clang-format on */

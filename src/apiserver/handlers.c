@@ -346,6 +346,23 @@ static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckub
     return unknown_fields(rc, unknown, nunknown, validation);
 }
 
+/* A built-in's body that does not fit its Go types fails decoding
+ * upstream: 400, not 422. Returns that 400 when the schema found a field
+ * of the wrong type in a built-in (inv is left to the caller), else NULL. */
+static ckube_status *decoding_error(const resource_type *t, const ckube_status *inv)
+{
+    if (t->is_custom)
+        return NULL;
+    for (size_t i = 0; i < inv->ncauses; i++) {
+        if (inv->causes[i].type && !strcmp(inv->causes[i].type, CKUBE_CAUSE_FIELD_TYPE_INVALID))
+            return ckube_status_bad_request(
+                "%s in version \"%s\" cannot be handled as a %s: %s: %s", t->kind, t->version,
+                t->kind, inv->causes[i].field ? inv->causes[i].field : "",
+                inv->causes[i].message ? inv->causes[i].message : "invalid type");
+    }
+    return NULL;
+}
+
 /* ObjectMeta fields; anything else in metadata is dropped, as decoding
  * into ObjectMeta does upstream (metadata coercion). */
 static void coerce_metadata(json_t *obj)
@@ -393,20 +410,10 @@ static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old
         ckube_status_free(inv);
         return st;
     }
-    if (!t->is_custom) {
-        /* A built-in's body that does not fit its Go types fails decoding
-         * upstream: 400, not 422. */
-        for (size_t i = 0; i < inv->ncauses; i++) {
-            if (inv->causes[i].type &&
-                !strcmp(inv->causes[i].type, CKUBE_CAUSE_FIELD_TYPE_INVALID)) {
-                ckube_status *bad = ckube_status_bad_request(
-                    "%s in version \"%s\" cannot be handled as a %s: %s: %s", t->kind, t->version,
-                    t->kind, inv->causes[i].field ? inv->causes[i].field : "",
-                    inv->causes[i].message ? inv->causes[i].message : "invalid type");
-                ckube_status_free(inv);
-                return bad;
-            }
-        }
+    ckube_status *bad = decoding_error(t, inv);
+    if (bad) {
+        ckube_status_free(inv);
+        return bad;
     }
     ckube_validate_object_meta(obj, t->namespaced, t->name_kind, inv);
     if (old) {
@@ -2094,26 +2101,39 @@ static void do_review(req_ctx *rc)
 {
     const resource_type *t = rc->type;
     ckube_status *st = NULL;
+    int fv = field_validation(rc);
+    if (fv < 0) {
+        reply_status(rc, ckube_status_bad_request(
+                             "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\""));
+        return;
+    }
     body_type bt = content_type(rc);
-    json_t *obj = read_body(rc, bt, 1, &st);
+    json_t *obj = read_body(rc, bt, fv, &st);
     if (!st && !json_is_object(obj))
         st = ckube_status_bad_request("the body of the request must be a %s object", t->kind);
     if (!st)
         st = check_gvk(rc, obj);
+    ckube_status *inv = st ? NULL : ckube_status_invalid_begin(t->group, t->kind, "");
+    /* Unknown fields are dropped (and reported as fieldValidation asks),
+     * ill-typed ones are a 400, as decoding the body does upstream. */
+    if (!st)
+        st = apply_schema(rc, obj, fv, inv);
+    if (!st)
+        st = decoding_error(t, inv);
     if (st) {
+        ckube_status_free(inv);
         json_decref(obj);
         reply_status(rc, st);
         return;
     }
-    st = ckube_status_invalid_begin(t->group, t->kind, "");
-    t->review(t, obj, rc->ri.ns, st);
-    if (st->ncauses) {
-        ckube_status_invalid_finish(st);
+    t->review(t, obj, rc->ri.ns, inv);
+    if (inv->ncauses) {
+        ckube_status_invalid_finish(inv);
         json_decref(obj);
-        reply_status(rc, st);
+        reply_status(rc, inv);
         return;
     }
-    ckube_status_free(st);
+    ckube_status_free(inv);
     reply_json(rc, 201, obj);
 }
 

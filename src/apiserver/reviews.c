@@ -10,12 +10,13 @@
  * ckube has no authentication or authorization yet (loopback only), so the
  * answers are those of a kube-apiserver with anonymous requests and the
  * AlwaysAllow authorizer: every access is allowed, the rules are "*", the
- * user is system:anonymous. The requests are validated as upstream
- * validates them. */
+ * user is system:anonymous. The requests are decoded against the types'
+ * schemas (builtin_schemas.c) and validated as upstream validates them. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "apiserver/apiserver.h"
+#include "apiserver/builtin_schemas.h"
 #include "ckube/json.h"
 #include "ckube/validation.h"
 
@@ -132,7 +133,8 @@ int review_types_register(void)
         t->verbs = VERB_CREATE;
         t->review = d->review;
         t->name_kind = CKUBE_NAME_DNS1123_SUBDOMAIN;
-        if (!t->group || !t->version || !t->resource || !t->kind || !t->singular ||
+        t->schema = builtin_schema(d->group, d->version, d->kind); /* explain, /openapi */
+        if (!t->schema || !t->group || !t->version || !t->resource || !t->kind || !t->singular ||
             registry_add(t) != 0) {
             resource_type_unref(t);
             return -1;

@@ -1,8 +1,9 @@
 """End-to-end tests of the review resources against a real `ckube server`:
 kubectl auth can-i (JSON from kubectl 1.27, protobuf from 1.33), can-i
---list, auth whoami, the official Python client's review calls, the
-validation upstream applies to the questions, and that nothing is stored
-and no other verb is allowed."""
+--list, auth whoami, kubectl explain of the review types, the official
+Python client's review calls, the decoding and validation upstream applies
+to the questions, and that nothing is stored and no other verb is
+allowed."""
 import http.client
 import json
 import os
@@ -21,12 +22,15 @@ SDK = "/usr/lib/google-cloud-sdk/bin"
 AUTHZ = "/apis/authorization.k8s.io/v1"
 
 
-def call(method, path, body=None):
+def call(method, path, body=None, headers=None):
+    """(status, decoded body); with a `headers` list, also the response's headers."""
     conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
     try:
         data = json.dumps(body).encode() if body is not None else None
         conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
         r = conn.getresponse()
+        if headers is not None:
+            headers.extend(r.getheaders())
         return r.status, json.loads(r.read() or b"null")
     finally:
         conn.close()
@@ -57,6 +61,29 @@ class ReviewsTest(unittest.TestCase):
             info = json.loads(out)["status"]["userInfo"]
             self.assertEqual(info, {"username": "system:anonymous",
                                     "groups": ["system:unauthenticated"]})
+
+    def test_kubectl_explain(self):
+        # the review types have schemas: /openapi/v3 and kubectl explain
+        for v in ("1.27", "1.33"):
+            rc, out, err = kubectl(v, "explain", "selfsubjectaccessreview.spec.resourceAttributes")
+            self.assertEqual(rc, 0, v + err)
+            self.assertIn("KIND:       SelfSubjectAccessReview", out)
+            for field in ("namespace", "verb", "group", "resource", "subresource", "name",
+                          "fieldSelector", "labelSelector"):
+                self.assertRegex(out, r"\n  %s\t<" % field, v)
+            rc, out, err = kubectl(v, "explain", "subjectaccessreview.spec.extra")
+            self.assertEqual(rc, 0, v + err)
+            self.assertIn("map[string][]string", out)
+            rc, out, err = kubectl(v, "explain", "selfsubjectrulesreview.status.resourceRules")
+            self.assertEqual(rc, 0, v + err)
+            self.assertIn("resourceNames\t<[]string>", out)
+        rc, out, err = kubectl("1.33", "explain", "selfsubjectreview.status.userInfo")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("username\t<string>", out)
+        rc, out, err = kubectl("1.27", "explain", "selfsubjectreviews",
+                               "--api-version=authentication.k8s.io/v1beta1")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("VERSION:    v1beta1", out)
 
     def test_python_client(self):
         api = client.AuthorizationV1Api(SERVER.client())
@@ -101,6 +128,30 @@ class ReviewsTest(unittest.TestCase):
         self.assertEqual(b["details"]["causes"][0]["field"], "spec.resourceAttributes.namespace")
         st, b = call("POST", ssar, {"apiVersion": "v1", "kind": "ConfigMap"})
         self.assertEqual(st, 400, b)
+        # decoded against the schema: unknown fields as fieldValidation asks,
+        # ill-typed ones a 400
+        q = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+             "spec": {"resourceAttributes": {"verb": "get", "bogus": 1}}}
+        st, b = call("POST", ssar + "?fieldValidation=Strict", q)
+        self.assertEqual(st, 400, b)
+        self.assertIn('strict decoding error: unknown field '
+                      '"spec.resourceAttributes.bogus"', b["message"])
+        hdrs = []
+        st, b = call("POST", ssar, q, hdrs)
+        self.assertEqual(st, 201, b)
+        self.assertEqual(b["spec"]["resourceAttributes"], {"verb": "get"})  # dropped
+        self.assertTrue(b["status"]["allowed"])
+        self.assertIn(("Warning", '299 - "unknown field \\"spec.resourceAttributes.bogus\\""'),
+                      hdrs)
+        st, b = call("POST", ssar + "?fieldValidation=Ignore", q, hdrs)
+        self.assertEqual(st, 201, b)
+        st, b = call("POST", ssar, {"apiVersion": "authorization.k8s.io/v1",
+                                    "kind": "SelfSubjectAccessReview",
+                                    "spec": {"resourceAttributes": {"verb": 5}}})
+        self.assertEqual(st, 400, b)
+        self.assertIn("spec.resourceAttributes.verb", b["message"])
+        st, b = call("POST", ssar + "?fieldValidation=Sometimes", q)
+        self.assertEqual((st, b["reason"]), (400, "BadRequest"))
         st, b = call("POST", ssar, ["not", "an", "object"])
         self.assertEqual(st, 400, b)
         # create only: no list, get, delete
