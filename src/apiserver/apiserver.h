@@ -60,11 +60,13 @@ struct loop {
     pthread_t thread;
     struct event *wake;
     pthread_mutex_t mu;
-    loop_task *tasks, *tasks_tail;   /* guarded by mu */
-    LIST_HEAD(, http_watch) watches; /* loop thread only */
-    LIST_HEAD(, list_stream) lists;  /* streaming list replies; loop thread only */
-    unsigned long crd_retired_seen;  /* crd_retired_generation at the last flush */
-    apimetrics_cache *mcache;        /* metric children by labels; loop thread only */
+    loop_task *tasks, *tasks_tail;     /* guarded by mu */
+    LIST_HEAD(, http_watch) watches;   /* loop thread only */
+    LIST_HEAD(, list_stream) lists;    /* streaming list replies; loop thread only */
+    unsigned long crd_retired_seen;    /* crd_retired_generation at the last flush */
+    apimetrics_cache *mcache;          /* metric children by labels; loop thread only */
+    struct evhttp_bound_socket *bound; /* the listener; NULL once draining */
+    bool exiting;                      /* stopping: watches closed; loop thread only */
 };
 
 struct apiserver {
@@ -76,6 +78,10 @@ struct apiserver {
     int nloops;
     int port; /* bound port */
     int listen_fds[16];
+    /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain): */
+    atomic_bool shutting_down; /* /readyz fails; everything is still served */
+    atomic_bool draining;      /* listeners closed, replies close connections */
+    atomic_long inflight;      /* requests alive that are not long-running */
     atomic_bool stopping;
     pthread_mutex_t stop_mu;
     pthread_cond_t stop_cv;
@@ -113,6 +119,7 @@ typedef struct req_ctx {
     int code;
     bool is_apply;
     struct ckube_metric *longrunning;
+    bool long_running; /* a watch: not waited for by apiserver_drain */
 } req_ctx;
 
 /* Life cycle. apiserver_start binds and starts the loops; apiserver_stop
@@ -122,6 +129,26 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen);
 int apiserver_start(apiserver *s, char *err, size_t errlen);
 void apiserver_stop(apiserver *s);
 void apiserver_wait(apiserver *s);
+
+/* Graceful shutdown, in kube-apiserver's order. apiserver_shutdown_begin
+ * makes /readyz fail at once (its "shutdown" check) while every request
+ * is still served, so load balancers move away during the delay that
+ * follows (--shutdown-delay-duration). apiserver_drain_begin then closes
+ * the listeners (new connections are refused) and answers what comes in
+ * on open connections with "Connection: close"; the caller waits, as long
+ * as it allows, for apiserver_inflight (the requests in flight that are
+ * not long-running: a write waiting for its commit, a list being
+ * streamed) to reach 0. apiserver_stop then ends the watches. Callable
+ * from any thread but the loops', in this order, before apiserver_stop. */
+void apiserver_shutdown_begin(apiserver *s);
+void apiserver_drain_begin(apiserver *s);
+long apiserver_inflight(apiserver *s);
+
+/* Marks a request long-running (a watch) once its reply has started: the
+ * long-running gauge goes up and apiserver_drain stops waiting for it. */
+void req_long_running(req_ctx *rc);
+/* Adds "Connection: close" to the reply's headers while draining. */
+void req_close_if_draining(req_ctx *rc);
 void apiserver_free(apiserver *s);
 
 /* Runs fn(arg) on loop `lp`'s thread soon. Thread-safe. */

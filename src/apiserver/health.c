@@ -7,8 +7,9 @@
  *
  * Checks: ping (the server answers), log (logging works), storage (the
  * store answers, ckube's counterpart of upstream's etcd check) and, for
- * /readyz only, shutdown (fails once the server is stopping, so a load
- * balancer stops sending it requests while it drains). */
+ * /readyz only, shutdown (fails from the moment a shutdown begins, through
+ * --shutdown-delay-duration and the drain, so a load balancer stops
+ * sending the server requests while it still answers them). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +36,9 @@ static const char *check_storage(apiserver *srv)
 
 static const char *check_shutdown(apiserver *srv)
 {
-    return atomic_load(&srv->stopping) ? "process is shutting down" : NULL;
+    return atomic_load(&srv->shutting_down) || atomic_load(&srv->stopping)
+               ? "process is shutting down"
+               : NULL;
 }
 
 static const check checks[] = {

@@ -61,10 +61,15 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         t = next;
     }
     watch_loop_flush(lp);
-    if (atomic_load(&lp->srv->stopping)) {
+    if (atomic_load(&lp->srv->stopping) && !lp->exiting) {
+        /* Watches end with their last chunk, and the loop runs a little
+         * longer so that it and the replies still queued reach their
+         * clients (a clean end of stream, not a reset). */
+        lp->exiting = true;
         watch_loop_close_all(lp);
         list_stream_close_all(lp);
-        event_base_loopexit(lp->base, NULL);
+        struct timeval flush = {0, 100 * 1000};
+        event_base_loopexit(lp->base, &flush);
     }
 }
 
@@ -128,6 +133,8 @@ void req_ctx_free(req_ctx *rc)
     if (!rc)
         return;
     apimetrics_request_done(rc);
+    if (!rc->long_running)
+        atomic_fetch_sub(&rc->srv->inflight, 1);
     evhttp_clear_headers(&rc->query);
     resource_type_unref(rc->type);
     free(rc->warning);
@@ -170,6 +177,22 @@ static void add_common_headers(req_ctx *rc, const char *content_type)
     evhttp_add_header(h, "Cache-Control", "no-cache, private");
     if (rc->warning)
         evhttp_add_header(h, "Warning", rc->warning);
+    req_close_if_draining(rc);
+}
+
+void req_close_if_draining(req_ctx *rc)
+{
+    if (atomic_load(&rc->srv->draining))
+        evhttp_add_header(evhttp_request_get_output_headers(rc->req), "Connection", "close");
+}
+
+void req_long_running(req_ctx *rc)
+{
+    if (rc->long_running)
+        return;
+    rc->long_running = true;
+    atomic_fetch_sub(&rc->srv->inflight, 1);
+    apimetrics_watch_started(rc);
 }
 
 void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf)
@@ -349,6 +372,7 @@ static void handle_request(struct evhttp_request *req, void *arg)
         return;
     }
     rc->srv = lp->srv;
+    atomic_fetch_add(&rc->srv->inflight, 1); /* until req_ctx_free */
     rc->lp = lp;
     rc->req = req;
     struct timespec now;
@@ -593,7 +617,8 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
         evhttp_set_max_headers_size(lp->http, 1 << 20);
         evhttp_set_timeout(lp->http, 3600);
         evhttp_set_gencb(lp->http, handle_request, lp);
-        if (!evhttp_accept_socket_with_handle(lp->http, fd)) {
+        lp->bound = evhttp_accept_socket_with_handle(lp->http, fd);
+        if (!lp->bound) {
             snprintf(err, errlen, "evhttp_accept_socket failed");
             return -1;
         }
@@ -603,6 +628,35 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
         pthread_create(&s->loops[i].thread, NULL, loop_main, &s->loops[i]);
     s->compactor = compactor_start(s->st, s->cfg.compact_interval);
     return 0;
+}
+
+void apiserver_shutdown_begin(apiserver *s)
+{
+    atomic_store(&s->shutting_down, true);
+}
+
+/* On the loop's thread: closes its listener (its dup of the socket; the
+ * port refuses connections once every loop has closed its own). */
+static void stop_accepting(void *arg)
+{
+    loop *lp = arg;
+    if (lp->bound) {
+        evhttp_del_accept_socket(lp->http, lp->bound);
+        lp->bound = NULL;
+    }
+}
+
+void apiserver_drain_begin(apiserver *s)
+{
+    atomic_store(&s->shutting_down, true);
+    atomic_store(&s->draining, true);
+    for (int i = 0; i < s->nloops; i++)
+        loop_post(&s->loops[i], stop_accepting, &s->loops[i]);
+}
+
+long apiserver_inflight(apiserver *s)
+{
+    return atomic_load(&s->inflight);
 }
 
 void apiserver_stop(apiserver *s)

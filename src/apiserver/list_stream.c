@@ -166,6 +166,7 @@ void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, si
     evhttp_add_header(h, "Cache-Control", "no-cache, private");
     if (rc->warning)
         evhttp_add_header(h, "Warning", rc->warning);
+    req_close_if_draining(rc);
     evhttp_send_reply_start(rc->req, 200, "OK");
     rc->code = 200;
     ls->conn = evhttp_request_get_connection(rc->req);

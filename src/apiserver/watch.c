@@ -749,7 +749,7 @@ void handle_watch(req_ctx *rc)
     evhttp_add_header(h, "Cache-Control", "no-cache, private");
     evhttp_send_reply_start(rc->req, 200, "OK");
     rc->code = 200;
-    apimetrics_watch_started(rc);
+    req_long_running(rc);
     w->conn = evhttp_request_get_connection(rc->req);
     struct bufferevent *bev = w->conn ? evhttp_connection_get_bufferevent(w->conn) : NULL;
     w->fd = bev ? bufferevent_getfd(bev) : -1;

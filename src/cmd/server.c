@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "apiserver/apiserver.h"
 #include "ckube/log.h"
+#include "ckube/clock.h"
 #include "ckube/json.h"
 #include "cmd/cm_child.h"
 #include "cmd/cmd.h"
@@ -34,6 +36,12 @@ static void server_usage(FILE *f)
                "  --controller-manager=BOOL run the built-in controllers (default true): the\n"
                "                            ckube-controller-manager beside this binary, as a\n"
                "                            supervised child process on the same Lease\n"
+               "  --shutdown-delay-duration D\n"
+               "                            on SIGTERM, keep serving for D (\"10s\", \"1m\";\n"
+               "                            default 0) with /readyz failing, so load balancers\n"
+               "                            move away first; then requests in flight finish\n"
+               "                            (up to 60s) before the server exits. A second\n"
+               "                            signal stops it at once\n"
                "  -v, --v N                 log verbosity (klog levels)\n"
                "  -h, --help                this help\n");
 }
@@ -175,6 +183,43 @@ static int wait_for_shutdown(const sigset_t *set, cm_child *ctl)
     }
 }
 
+/* How long requests in flight get to finish once the listeners close
+ * (kube-apiserver gives non-long-running requests 60 s as well). */
+#define DRAIN_TIMEOUT_MS 60000
+
+/* Waits until `until` (monotonic ns) or, when `drained` is set, until
+ * that server has no request in flight. Returns false if a second
+ * SIGTERM or SIGINT came first: the user asks to stop now. */
+static bool shutdown_wait(const sigset_t *set, uint64_t until, apiserver *drained)
+{
+    for (;;) {
+        uint64_t now = ckube_monotonic_ns();
+        if (now >= until || (drained && apiserver_inflight(drained) <= 0))
+            return true;
+        uint64_t left = until - now;
+        if (drained && left > 5000000u)
+            left = 5000000u; /* look at the count every 5 ms */
+        struct timespec ts = {.tv_sec = (time_t)(left / 1000000000u),
+                              .tv_nsec = (long)(left % 1000000000u)};
+        int sig = sigtimedwait(set, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) {
+            CKUBE_INFO("received a second %s, stopping now", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            return false;
+        }
+    }
+}
+
+/* "0", "0s" or what ckube_parse_duration takes, up to an hour; -1 if not. */
+static int64_t parse_delay(const char *s)
+{
+    if (!strcmp(s, "0") || !strcmp(s, "0s"))
+        return 0;
+    uint64_t ns = ckube_parse_duration(s);
+    if (!ns || ns > 3600ull * 1000000000u)
+        return -1;
+    return (int64_t)ns;
+}
+
 int cmd_server(int argc, char **argv)
 {
     const char *data_dir = "./.ckube";
@@ -184,7 +229,9 @@ int cmd_server(int argc, char **argv)
     int threads = 0;
     long ring = 0;
     bool run_cm = true;
+    int64_t delay_ns = 0;
     static const struct option opts[] = {
+        {"shutdown-delay-duration", required_argument, NULL, 'D'},
         {"controller-manager", optional_argument, NULL, 'C'},
         {"data-dir", required_argument, NULL, 'd'},
         {"listen", required_argument, NULL, 'l'},
@@ -227,6 +274,16 @@ int cmd_server(int argc, char **argv)
             }
             break;
         }
+        case 'D':
+            delay_ns = parse_delay(optarg);
+            if (delay_ns < 0) {
+                fprintf(stderr,
+                        "ckube server: --shutdown-delay-duration wants a duration from 0s to 1h "
+                        "(\"10s\", \"1m30s\"), got \"%s\"\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'C':
             if (!optarg || !strcmp(optarg, "true")) {
                 run_cm = true;
@@ -328,6 +385,11 @@ int cmd_server(int argc, char **argv)
     int sig = wait_for_shutdown(&set, ctl);
     int rc = 0;
     CKUBE_INFO("received %s, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    /* kube-apiserver's order: not ready at once, still serving; after the
+     * delay, no new connections and the requests in flight finish; then
+     * watches end and the store closes. */
+    apiserver_shutdown_begin(s);
+    uint64_t t0 = ckube_monotonic_ns();
     if (ctl) {
         /* Controllers first (releasing their Lease) while the API is up;
          * their own graceful shutdown takes up to 30 s. */
@@ -335,6 +397,17 @@ int cmd_server(int argc, char **argv)
             rc = 1;
         cm_child_free(ctl);
     }
+    bool patient = true;
+    if (delay_ns > 0) {
+        CKUBE_INFO("/readyz is failing; serving for %.1fs more (--shutdown-delay-duration)",
+                   (double)delay_ns / 1e9);
+        patient = shutdown_wait(&set, t0 + (uint64_t)delay_ns, NULL);
+    }
+    apiserver_drain_begin(s);
+    if (patient)
+        shutdown_wait(&set, ckube_monotonic_ns() + (uint64_t)DRAIN_TIMEOUT_MS * 1000000u, s);
+    if (apiserver_inflight(s) > 0)
+        CKUBE_WARN("stopping with %ld requests in flight", apiserver_inflight(s));
     apiserver_stop(s);
     apiserver_free(s);
     CKUBE_INFO("stopped");

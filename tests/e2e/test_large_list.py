@@ -9,6 +9,7 @@ and leak nothing (the server must exit 0 under the sanitizers)."""
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -190,7 +191,9 @@ class LargeListTest(unittest.TestCase):
 
 class ZStopMidListTest(unittest.TestCase):
     """Runs last: the server is stopped while a list is being streamed to
-    a client that does not read; it must exit 0 (no leak, no crash)."""
+    a client that does not read. The graceful shutdown waits for the list
+    (up to 60 s); a second SIGTERM stops it at once, dropping the list,
+    and it must still exit 0 (no leak, no crash)."""
 
     def test_stop_while_streaming(self):
         # 8 MB: more than the kernel's socket buffers take in.
@@ -198,10 +201,20 @@ class ZStopMidListTest(unittest.TestCase):
         try:
             self.assertTrue(s.recv(100).startswith(b"HTTP/1.1 200"))
             time.sleep(0.3)
-            SERVER.stop()
+            SERVER.proc.send_signal(signal.SIGTERM)
+            deadline = time.time() + 20
+            while "received SIGTERM, shutting down" not in server_log():
+                self.assertLess(time.time(), deadline, SERVER.logtail(5))
+                time.sleep(0.05)
+            time.sleep(0.5)
+            self.assertIsNone(SERVER.proc.poll(), "did not wait for the list in flight")
+            SERVER.stop()  # the second SIGTERM
         finally:
             s.close()
-        self.assertTrue("dropped at shutdown after" in server_log(), SERVER.logtail(5))
+        log = server_log()
+        self.assertIn("received a second SIGTERM, stopping now", log)
+        self.assertIn("stopping with 1 requests in flight", log)
+        self.assertTrue("dropped at shutdown after" in log, SERVER.logtail(5))
 
 
 def setUpModule():
