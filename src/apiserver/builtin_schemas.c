@@ -80,6 +80,11 @@
     P_STR("kind", "The REST resource this object represents, in CamelCase. Servers infer it "      \
                   "from the endpoint the client submits requests to.")
 #define OBJMETA P_REF("metadata", META "ObjectMeta", "Standard object metadata.")
+/* What an access review asks about (both kinds of spec). */
+#define ACCESS_ATTRS                                                                               \
+    P_REF("resourceAttributes", AUTHZ "ResourceAttributes", "A request on a resource.")           \
+    P_REF("nonResourceAttributes", AUTHZ "NonResourceAttributes",                                \
+          "A request on a non-resource URL.")
 
 typedef struct schema_text {
     const char *name; /* definition name */
@@ -816,9 +821,7 @@ static const schema_text fragments[] = {
     {AUTHZ "SubjectAccessReviewSpec",
      OBJ("The question: may this user make this request? Exactly one of "
          "resourceAttributes and nonResourceAttributes is set.",
-         P_REF("resourceAttributes", AUTHZ "ResourceAttributes", "A request on a resource.")
-         P_REF("nonResourceAttributes", AUTHZ "NonResourceAttributes",
-               "A request on a non-resource URL.")
+         ACCESS_ATTRS
          P_STR("user", "User to check for. User or groups is required.")
          P_STRLIST("groups", "Groups the user belongs to.")
          P_STRLISTMAP("extra", "Extra attributes of the user, as an authenticator reports them.")
@@ -826,9 +829,7 @@ static const schema_text fragments[] = {
     {AUTHZ "SelfSubjectAccessReviewSpec",
      OBJ("The question: may I make this request? Exactly one of resourceAttributes and "
          "nonResourceAttributes is set.",
-         P_REF("resourceAttributes", AUTHZ "ResourceAttributes", "A request on a resource.")
-         P_REF("nonResourceAttributes", AUTHZ "NonResourceAttributes",
-               "A request on a non-resource URL."))},
+         ACCESS_ATTRS)},
     {AUTHZ "SubjectAccessReviewStatus",
      OBJ("The answer to an access review.",
          P_BOOL("allowed", "True if the request is allowed.")
