@@ -137,6 +137,31 @@ def proc_mem(pid):
     return rss, hwm
 
 
+def proc_cpu_s(pid):
+    """User + system CPU seconds of a process (its threads, not its
+    children), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def with_server_cpu(proc, run):
+    """Runs run() (a bench_load call) and adds to its result the server's
+    CPU time per request it handled: on a machine shared with other
+    tenants, throughput moves by 2x between rounds, CPU per request much
+    less, so it is the figure to compare a change of the hot path by."""
+    before = proc_cpu_s(proc.pid)
+    d = run()
+    after = proc_cpu_s(proc.pid)
+    n = d.get("issued") or d.get("ok") or 0
+    if before is not None and after is not None and n:
+        d["server_cpu_us_per_op"] = (after - before) * 1e6 / n
+    return d
+
+
 def child_pids(pid):
     """The direct children of PID (the server's controller-manager)."""
     out = []
@@ -377,9 +402,9 @@ def etcd_create_round(tmp, r):
             STATE["etcd_startup"] = e.startup_ms
             time.sleep(1.0)
             STATE["etcd_rss_idle"] = e.rss()[0]
-        d = loadgen(["--mode", "create", "--flavour", "etcd", "--url", e.url,
-                     "--namespace", "default", "--prefix", "cm", "--conns", 64,
-                     "--duration", DUR["create"]], DUR["create"] + 60)
+        d = with_server_cpu(e.proc, lambda: loadgen(
+            ["--mode", "create", "--flavour", "etcd", "--url", e.url, "--namespace", "default",
+             "--prefix", "cm", "--conns", 64, "--duration", DUR["create"]], DUR["create"] + 60))
         STATE.setdefault("etcd_create", []).append(d)
         print("  round %d etcd : %6.0f/s p50 %6.2f ms p99 %6.2f ms"
               % (r, d["per_s"], d["p50_ms"], d["p99_ms"]), flush=True)
@@ -391,9 +416,9 @@ def etcd_create_round(tmp, r):
 def ckube_create_round(tmp, r):
     s = Server("ckube", tmp, "create-%d" % r, CM_OFF).start(30)
     try:
-        d = loadgen(["--mode", "create", "--url", s.url, "--namespace", "default",
-                     "--prefix", "cm", "--conns", 64, "--duration", DUR["create"]],
-                    DUR["create"] + 60)
+        d = with_server_cpu(s.proc, lambda: loadgen(
+            ["--mode", "create", "--url", s.url, "--namespace", "default", "--prefix", "cm",
+             "--conns", 64, "--duration", DUR["create"]], DUR["create"] + 60))
         STATE.setdefault("ckube_create", []).append(d)
         print("  round %d ckube: %6.0f/s p50 %6.2f ms p99 %6.2f ms"
               % (r, d["per_s"], d["p50_ms"], d["p99_ms"]), flush=True)
@@ -458,8 +483,9 @@ def phase_get(s):
     # a cross-check of the load generator, not a metric): noise on a shared
     # machine moves single runs by 2x, so the value is the median round.
     for r in range(REPEAT["get"]):
-        d = loadgen(["--mode", "get", "--url", s.url, "--path", path, "--conns", 64,
-                     "--warmup", 1, "--duration", DUR["get"]], DUR["get"] + 60)
+        d = with_server_cpu(s.proc, lambda: loadgen(
+            ["--mode", "get", "--url", s.url, "--path", path, "--conns", 64, "--warmup", 1,
+             "--duration", DUR["get"]], DUR["get"] + 60))
         STATE.setdefault("get_closed", []).append(d)
         w = wrk_get(s.url + path, DUR["get"])
         if w is not None:
@@ -671,6 +697,12 @@ def phase_workqueue():
 # ------------------------------------------------------- metrics + table
 
 
+def med_of(runs, key):
+    """Median of runs' key where present, or None."""
+    vals = [x[key] for x in runs if x.get(key) is not None]
+    return median(vals) if vals else None
+
+
 def build_results():
     S = STATE
     k = "%dk" % (N // 1000)
@@ -693,8 +725,18 @@ def build_results():
             note=S.get("etcd_skip") or "64 clients, 1 KiB ConfigMaps, median of alternating "
             "rounds; etcd: plain /v3/kv/put of the same JSON bytes (base64), default durable "
             "settings, data on the same disk")
+        cpu, peer_cpu = med_of(ccs, "server_cpu_us_per_op"), med_of(ecs, "server_cpu_us_per_op")
+        put("create_server_cpu_us", cpu, "us", peer_cpu, "etcd %s" % etcd_version() if ecs else None,
+            rounds=[round(x["server_cpu_us_per_op"], 1) for x in ccs
+                    if "server_cpu_us_per_op" in x],
+            peer_rounds=[round(x["server_cpu_us_per_op"], 1) for x in ecs
+                         if "server_cpu_us_per_op" in x],
+            note="the server process's CPU time (user + system) per create in the create "
+            "rounds, median round; the peer's per put. Steadier than throughput on a shared "
+            "machine: compare hot-path changes by it")
     else:
         skip("create_per_s", "1/s", "create phase did not run")
+        skip("create_server_cpu_us", "us", "create phase did not run")
 
     gs, go = S.get("get_closed") or [], S.get("get_open")
     if gs:
@@ -704,11 +746,17 @@ def build_results():
             rounds=[round(x["per_s"]) for x in gs], loadgen_cpu_pct=g["loadgen_cpu_pct"],
             wrk_per_s=[round(x) for x in S.get("wrk_get") or []],
             errors=sum(x["errors"] for x in gs))
+        put("get_server_cpu_us", med_of(gs, "server_cpu_us_per_op"), "us",
+            rounds=[round(x["server_cpu_us_per_op"], 2) for x in gs
+                    if "server_cpu_us_per_op" in x],
+            note="the server process's CPU time per GET in the closed-loop rounds (warm-up "
+            "included), median round")
         put("get_p50_ms", g["p50_ms"], "ms", note="closed loop, 64 connections (same round)")
         put("get_p99_ms", g["p99_ms"], "ms", note="closed loop, 64 connections (same round)",
             p999_ms=g["p999_ms"], max_ms=g["max_ms"])
     else:
-        for m, u in (("get_per_s", "1/s"), ("get_p50_ms", "ms"), ("get_p99_ms", "ms")):
+        for m, u in (("get_per_s", "1/s"), ("get_server_cpu_us", "us"), ("get_p50_ms", "ms"),
+                     ("get_p99_ms", "ms")):
             skip(m, u, "get phase did not run")
     if go:
         g5 = S.get("get_open_5k") or {}
