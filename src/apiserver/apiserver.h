@@ -78,7 +78,7 @@ struct apiserver {
     int nloops;
     int port; /* bound port */
     int listen_fds[16];
-    /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain): */
+    /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain_begin): */
     atomic_bool shutting_down; /* /readyz fails; everything is still served */
     atomic_bool draining;      /* listeners closed, replies close connections */
     atomic_long inflight;      /* requests alive that are not long-running */
@@ -118,8 +118,8 @@ typedef struct req_ctx {
     const char *method; /* "GET", ... (static) */
     int code;
     bool is_apply;
-    struct ckube_metric *longrunning;
-    bool long_running; /* a watch: not waited for by apiserver_drain */
+    struct ckube_metric *longrunning_gauge;
+    bool long_running; /* a watch (req_long_running): not counted in inflight */
 } req_ctx;
 
 /* Life cycle. apiserver_start binds and starts the loops; apiserver_stop
@@ -145,7 +145,7 @@ void apiserver_drain_begin(apiserver *s);
 long apiserver_inflight(apiserver *s);
 
 /* Marks a request long-running (a watch) once its reply has started: the
- * long-running gauge goes up and apiserver_drain stops waiting for it. */
+ * long-running gauge goes up and it leaves apiserver_inflight's count. */
 void req_long_running(req_ctx *rc);
 /* Adds "Connection: close" to the reply's headers while draining. */
 void req_close_if_draining(req_ctx *rc);

@@ -170,8 +170,8 @@ void apimetrics_request_done(req_ctx *rc)
     ckube_metric *count, *duration;
     children(m, rc->lp ? rc->lp->mcache : NULL, &l, &count, &duration);
     ckube_counter_inc(count);
-    if (rc->longrunning) {
-        ckube_gauge_dec(rc->longrunning);
+    if (rc->longrunning_gauge) {
+        ckube_gauge_dec(rc->longrunning_gauge);
         return; /* upstream's latency histogram leaves watches out */
     }
     struct timespec ts;
@@ -183,14 +183,14 @@ void apimetrics_request_done(req_ctx *rc)
 void apimetrics_watch_started(req_ctx *rc)
 {
     apimetrics *m = rc->srv ? rc->srv->metrics : NULL;
-    if (!m || rc->longrunning)
+    if (!m || rc->longrunning_gauge)
         return;
     req_labels l;
     labels_of(rc, &l);
     const char *v[] = {"WATCH",       l.group, l.version,  l.resource,
                        l.subresource, l.scope, "apiserver"};
-    rc->longrunning = ckube_metric_with(m->longrunning, v);
-    ckube_gauge_inc(rc->longrunning);
+    rc->longrunning_gauge = ckube_metric_with(m->longrunning, v);
+    ckube_gauge_inc(rc->longrunning_gauge);
 }
 
 /* ---- collected at render time ------------------------------------------ */

@@ -140,17 +140,17 @@ static int pe_cmp(const char *a, const char *b)
     return strcmp(a + 2, b + 2);
 }
 
-static fm_set *set_new(void)
-{
-    return xcalloc(1, sizeof(fm_set) + 1);
-}
-
 static fm_set *node_new(const char *pe)
 {
     size_t n = strlen(pe);
     fm_set *c = xcalloc(1, sizeof(fm_set) + n + 1);
     memcpy(c->pe, pe, n + 1);
     return c;
+}
+
+static fm_set *set_new(void)
+{
+    return node_new(""); /* a root */
 }
 
 void fm_set_free(fm_set *s)

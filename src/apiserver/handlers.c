@@ -175,6 +175,18 @@ static int field_validation(req_ctx *rc)
     return -1;
 }
 
+/* field_validation, or a 400 sent (and false) when the value is not one
+ * upstream accepts. */
+static bool field_validation_or_reply(req_ctx *rc, int *fv)
+{
+    *fv = field_validation(rc);
+    if (*fv >= 0)
+        return true;
+    reply_status(rc, ckube_status_bad_request(
+                         "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\""));
+    return false;
+}
+
 /* dryRun: 1 for All, 0 absent, -1 invalid. */
 static int dry_run(req_ctx *rc)
 {
@@ -1320,12 +1332,9 @@ static bool write_params(req_ctx *rc, write_req *w)
                                               req_query(rc, "dryRun")));
         return false;
     }
-    int fv = field_validation(rc);
-    if (fv < 0) {
-        reply_status(rc, ckube_status_bad_request(
-                             "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\""));
+    int fv;
+    if (!field_validation_or_reply(rc, &fv))
         return false;
-    }
     w->dry_run = dr == 1;
     w->validation = fv;
     return true;
@@ -2101,12 +2110,9 @@ static void do_review(req_ctx *rc)
 {
     const resource_type *t = rc->type;
     ckube_status *st = NULL;
-    int fv = field_validation(rc);
-    if (fv < 0) {
-        reply_status(rc, ckube_status_bad_request(
-                             "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\""));
+    int fv;
+    if (!field_validation_or_reply(rc, &fv))
         return;
-    }
     body_type bt = content_type(rc);
     json_t *obj = read_body(rc, bt, fv, &st);
     if (!st && !json_is_object(obj))

@@ -328,6 +328,25 @@ static void feed_drop(feed *fd)
  * *delay set to a server-requested wait (0 = use the backoff). A sink
  * with replace_begin gets the objects while they are decoded; a failed
  * list is then aborted (what was handed over stays, nothing is deleted). */
+/* Hands a complete list to the sink (ending the incremental replace fed
+ * through `fd`, or whole from `all`) and makes its RV the one to watch
+ * from. Returns how many objects the list had. */
+static size_t store_list(ckube_reflector *r, bool inc, feed *fd, ckube__clist *all, const char *rv)
+{
+    size_t n = all->n;
+    if (inc) {
+        feed_flush(fd);
+        n = fd->total;
+        if (r->sink.replace_end(r->sink.ctx, rv) != 0 || fd->failed)
+            CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);
+    } else if (r->sink.replace(r->sink.ctx, all->items, all->n, rv) != 0) {
+        CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);
+    }
+    set_last_rv(r, rv);
+    r->rv_unavailable = false;
+    return n;
+}
+
 static int do_list(ckube_reflector *r, uint64_t *delay)
 {
     *delay = 0;
@@ -435,20 +454,10 @@ again:;
             CKUBE_WARN("%sskipping %zu listed %s that are not objects", r->prefix, all.skipped,
                        r->what);
         uint64_t t0 = ckube_monotonic_ns();
-        size_t n = all.n;
-        if (inc) {
-            feed_flush(&fd);
-            n = fd.total;
-            if (r->sink.replace_end(r->sink.ctx, list_rv) != 0 || fd.failed)
-                CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);
-        } else if (r->sink.replace(r->sink.ctx, all.items, all.n, list_rv) != 0) {
-            CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);
-        }
+        size_t n = store_list(r, inc, &fd, &all, list_rv);
         CKUBE_V(4, "%slist of %s: %.1f ms to receive and decode, %.1f ms to queue", r->prefix,
                 r->what, (double)(t0 - list_start) / 1e6,
                 (double)(ckube_monotonic_ns() - t0) / 1e6);
-        set_last_rv(r, list_rv);
-        r->rv_unavailable = false;
         CKUBE_V(2, "%slisted %zu %s at resourceVersion %s", r->prefix, n, r->what,
                 list_rv ? list_rv : "(none)");
     } else if (inc) {
@@ -767,18 +776,7 @@ static enum next_step watch_list_once(ckube_reflector *r, uint64_t *delay, bool 
             }
         } else if (ev.type == CKUBE_WATCH_BOOKMARK && initial_events_end(ev.obj)) {
             const char *brv = ckube__cobj_rv(ev.obj);
-            size_t n = inc ? fd.total : all.n;
-            int src;
-            if (inc) {
-                feed_flush(&fd);
-                src = r->sink.replace_end(r->sink.ctx, brv) != 0 || fd.failed;
-            } else {
-                src = r->sink.replace(r->sink.ctx, all.items, all.n, brv);
-            }
-            if (src)
-                CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);
-            set_last_rv(r, brv);
-            r->rv_unavailable = false;
+            size_t n = store_list(r, inc, &fd, &all, brv);
             *synced = true;
             inc = false; /* handed over: nothing to abort */
             CKUBE_V(2, "%slisted %zu %s at resourceVersion %s (streamed, %.1f ms)", r->prefix, n,
