@@ -397,7 +397,9 @@ static void send_chunk(http_watch *w, struct evbuffer *buf)
     struct evbuffer *out = w->out;
     size_t done = 0;
     struct evbuffer_iovec v[SEND_IOV];
-    int nv = evbuffer_peek(buf, -1, NULL, v, SEND_IOV);
+    /* An explicit length: with -1 evbuffer_peek fills the vectors and
+     * returns at most their number, hiding that more chains follow. */
+    int nv = evbuffer_peek(buf, (ev_ssize_t)len, NULL, v, SEND_IOV);
     if (nv > 0 && nv <= SEND_IOV) {
         piece pc[SEND_IOV + 2];
         pc[0] = (piece){hdr, hl, NULL};
