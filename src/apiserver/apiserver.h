@@ -2,7 +2,8 @@
  * share (event loops, per-request context, reply helpers).
  *
  * Threads: N HTTP loop threads (libevent; each has its own event_base and
- * evhttp on a SO_REUSEPORT socket), the storage's committer thread, and the
+ * httpd accepting from its duplicate of the listening socket), the
+ * storage's committer thread, and the
  * caller's thread that waits for shutdown. Request handlers run on their
  * loop thread and never block: reads come from the cacher, writes go to
  * storage asynchronously and their completion is posted back to the loop.
@@ -13,6 +14,8 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+
+#include "apiserver/httpd.h"
 #include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -56,7 +59,7 @@ struct loop {
     apiserver *srv;
     int index;
     struct event_base *base;
-    struct evhttp *http;
+    httpd *http; /* connections accepted by this loop */
     pthread_t thread;
     struct event *wake;
     pthread_mutex_t mu;
@@ -65,7 +68,6 @@ struct loop {
     LIST_HEAD(, list_stream) lists;    /* streaming list replies; loop thread only */
     unsigned long crd_retired_seen;    /* crd_retired_generation at the last flush */
     apimetrics_cache *mcache;          /* metric children by labels; loop thread only */
-    struct evhttp_bound_socket *bound; /* the listener; NULL once draining */
     bool exiting;                      /* stopping: watches closed; loop thread only */
 };
 
@@ -100,7 +102,7 @@ struct apiserver {
 typedef struct req_ctx {
     apiserver *srv;
     loop *lp;
-    struct evhttp_request *req;
+    httpd_req *req;
     request_info ri;
     struct evkeyvalq query;
     resource_type *type; /* reference; NULL for non-resource paths */
@@ -149,6 +151,9 @@ long apiserver_inflight(apiserver *s);
 void req_long_running(req_ctx *rc);
 /* Adds "Connection: close" to the reply's headers while draining. */
 void req_close_if_draining(req_ctx *rc);
+/* Content-Type, Cache-Control, a Warning if any, Connection: close when
+ * draining: what every reply carries. */
+void req_add_common_headers(req_ctx *rc, const char *content_type);
 void apiserver_free(apiserver *s);
 
 /* Runs fn(arg) on loop `lp`'s thread soon. Thread-safe. */

@@ -356,11 +356,10 @@ static void reply_aggregated(req_ctx *rc, bool core)
     for (char *p = hex; *p; p++)
         *p = (char)toupper((unsigned char)*p);
     snprintf(etag, sizeof etag, "\"%s\"", hex);
-    struct evkeyvalq *out = evhttp_request_get_output_headers(rc->req);
-    evhttp_add_header(out, "ETag", etag);
-    evhttp_add_header(out, "Vary", "Accept");
+    httpd_add_header(rc->req, "ETag", etag);
+    httpd_add_header(rc->req, "Vary", "Accept");
     const char *inm =
-        evhttp_find_header(evhttp_request_get_input_headers(rc->req), "If-None-Match");
+        httpd_req_header(rc->req, "If-None-Match");
     char ctype[128];
     snprintf(ctype, sizeof ctype, "application/json;g=apidiscovery.k8s.io;v=%s;as=%s",
              rc->want_discovery, "APIGroupDiscoveryList");
@@ -389,7 +388,7 @@ bool handle_discovery(req_ctx *rc)
         if (!*ri->version) {
             char addr[128];
             snprintf(addr, sizeof addr, "%s:%d", rc->srv->cfg.listen_host, rc->srv->port);
-            evhttp_add_header(evhttp_request_get_output_headers(rc->req), "Vary", "Accept");
+            httpd_add_header(rc->req, "Vary", "Accept");
             reply_json(rc, 200,
                        json_pack("{s:s,s:[s],s:[{s:s,s:s}]}", "kind", "APIVersions", "versions",
                                  "v1", "serverAddressByClientCIDRs", "clientCIDR", "0.0.0.0/0",
@@ -413,7 +412,7 @@ bool handle_discovery(req_ctx *rc)
                 json_array_append_new(groups, group_json(types, n, names[i]));
         free(names);
         registry_list_free(types, n);
-        evhttp_add_header(evhttp_request_get_output_headers(rc->req), "Vary", "Accept");
+        httpd_add_header(rc->req, "Vary", "Accept");
         reply_json(rc, 200,
                    json_pack("{s:s,s:s,s:o}", "kind", "APIGroupList", "apiVersion", "v1", "groups",
                              groups));

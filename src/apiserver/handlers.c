@@ -76,7 +76,7 @@ typedef enum {
 
 static body_type content_type(req_ctx *rc)
 {
-    const char *ct = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Content-Type");
+    const char *ct = httpd_req_header(rc->req, "Content-Type");
     if (!ct || !*ct)
         return BODY_JSON;
     size_t n = strcspn(ct, ";");
@@ -106,7 +106,7 @@ static body_type content_type(req_ctx *rc)
  * Returns NULL and sets *st on error. */
 static json_t *read_body(req_ctx *rc, body_type bt, int validation, ckube_status **st)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
+    struct evbuffer *in = httpd_req_body(rc->req);
     size_t len = evbuffer_get_length(in);
     if (len > APISERVER_MAX_BODY) {
         *st = ckube_status_new(413, CKUBE_REASON_TOO_LARGE, "Request entity too large: limit is %u",
@@ -1356,7 +1356,7 @@ static bool write_manager(req_ctx *rc, write_req *w, const char *options_kind, b
         w->manager = strdup(m);
     else
         w->manager = fm_manager_from_user_agent(
-            evhttp_find_header(evhttp_request_get_input_headers(rc->req), "User-Agent"));
+            httpd_req_header(rc->req, "User-Agent"));
     return true;
 }
 
@@ -1531,7 +1531,7 @@ static ckube_status *set_propagation(write_req *w, const char *pp, const json_t 
 /* DeleteOptions come from the body when there is one, else the query. */
 static ckube_status *delete_options(req_ctx *rc, write_req *w)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(rc->req);
+    struct evbuffer *in = httpd_req_body(rc->req);
     if (evbuffer_get_length(in) > 0) {
         ckube_status *st = NULL;
         body_type bt = content_type(rc);

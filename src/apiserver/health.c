@@ -100,8 +100,7 @@ bool handle_health(req_ctx *rc, const char *path)
      * says what failed. */
     bool verbose = !ok || (!one && req_query(rc, "verbose"));
     const char *body = verbose && text ? text : ok ? "ok" : "internal server error";
-    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
-    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    httpd_add_header(rc->req, "X-Content-Type-Options", "nosniff");
     reply_raw(rc, ok ? 200 : 500, "text/plain; charset=utf-8", body, strlen(body));
     free(text);
     return true;

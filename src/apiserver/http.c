@@ -170,20 +170,19 @@ void req_add_warning(req_ctx *rc, const char *msg)
     rc->warning = w;
 }
 
-static void add_common_headers(req_ctx *rc, const char *content_type)
+void req_add_common_headers(req_ctx *rc, const char *content_type)
 {
-    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
-    evhttp_add_header(h, "Content-Type", content_type);
-    evhttp_add_header(h, "Cache-Control", "no-cache, private");
+    httpd_add_header(rc->req, "Content-Type", content_type);
+    httpd_add_header(rc->req, "Cache-Control", "no-cache, private");
     if (rc->warning)
-        evhttp_add_header(h, "Warning", rc->warning);
+        httpd_add_header(rc->req, "Warning", rc->warning);
     req_close_if_draining(rc);
 }
 
 void req_close_if_draining(req_ctx *rc)
 {
     if (atomic_load(&rc->srv->draining))
-        evhttp_add_header(evhttp_request_get_output_headers(rc->req), "Connection", "close");
+        httpd_add_header(rc->req, "Connection", "close");
 }
 
 void req_long_running(req_ctx *rc)
@@ -198,10 +197,10 @@ void req_long_running(req_ctx *rc)
 void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf)
 {
     rc->code = code;
-    add_common_headers(rc, "application/json");
-    evhttp_send_reply(rc->req, code, ckube__http_reason(code), buf);
+    req_add_common_headers(rc, "application/json");
     CKUBE_V(4, "%s %s -> %d", rc->ri.verb[0] ? rc->ri.verb : "request",
-            evhttp_request_get_uri(rc->req), code);
+            httpd_req_target(rc->req), code);
+    httpd_send_reply(rc->req, code, buf);
     req_ctx_free(rc);
 }
 
@@ -210,8 +209,8 @@ void reply_raw(req_ctx *rc, int code, const char *content_type, const char *data
     struct evbuffer *buf = evbuffer_new();
     evbuffer_add(buf, data, len);
     rc->code = code;
-    add_common_headers(rc, content_type);
-    evhttp_send_reply(rc->req, code, ckube__http_reason(code), buf);
+    req_add_common_headers(rc, content_type);
+    httpd_send_reply(rc->req, code, buf);
     evbuffer_free(buf);
     req_ctx_free(rc);
 }
@@ -237,37 +236,14 @@ void reply_json(req_ctx *rc, int code, json_t *body)
 void reply_status(req_ctx *rc, ckube_status *st)
 {
     int code = st->code ? st->code : 500;
-    CKUBE_V(2, "%s %s: %d %s",
-            evhttp_request_get_command(rc->req) == EVHTTP_REQ_GET ? "GET" : "write",
-            evhttp_request_get_uri(rc->req), code, st->message ? st->message : "");
+    CKUBE_V(2, "%s %s: %d %s", rc->method, httpd_req_target(rc->req), code,
+            st->message ? st->message : "");
     json_t *j = ckube_status_to_json(st);
     ckube_status_free(st);
     reply_json(rc, code, j);
 }
 
 /* ---- dispatch ---------------------------------------------------------- */
-
-static const char *method_name(enum evhttp_cmd_type c)
-{
-    switch (c) {
-    case EVHTTP_REQ_GET:
-        return "GET";
-    case EVHTTP_REQ_POST:
-        return "POST";
-    case EVHTTP_REQ_PUT:
-        return "PUT";
-    case EVHTTP_REQ_PATCH:
-        return "PATCH";
-    case EVHTTP_REQ_DELETE:
-        return "DELETE";
-    case EVHTTP_REQ_HEAD:
-        return "HEAD";
-    case EVHTTP_REQ_OPTIONS:
-        return "OPTIONS";
-    default:
-        return "OTHER";
-    }
-}
 
 /* The value of media-type parameter `name` in `params` (the part of an
  * Accept entry after its type: ";k=v;k=v"), copied into buf; "" when
@@ -300,12 +276,12 @@ static const char *media_param(const char *params, const char *name, char *buf, 
  * acceptable; YAML is not served. */
 static bool negotiate(req_ctx *rc)
 {
-    const char *accept = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Accept");
+    const char *accept = httpd_req_header(rc->req, "Accept");
     if (!accept || !*accept)
         return true;
     /* The list form answers reads and deletecollection (a DELETE). */
-    enum evhttp_cmd_type cmd = evhttp_request_get_command(rc->req);
-    bool lists = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_DELETE;
+    httpd_method cmd = httpd_req_method(rc->req);
+    bool lists = cmd == HTTPD_GET || cmd == HTTPD_DELETE;
     bool json_ok = false;
     char *dup = strdup(accept);
     for (char *save = NULL, *t = strtok_r(dup, ",", &save); t && !json_ok;
@@ -329,7 +305,7 @@ static bool negotiate(req_ctx *rc)
              * "nopeer" profile is the same on a server without peers. */
             char profile[16];
             media_param(params, "profile", profile, sizeof profile);
-            if (cmd == EVHTTP_REQ_GET && discovery_aggregated_path(&rc->ri) &&
+            if (cmd == HTTPD_GET && discovery_aggregated_path(&rc->ri) &&
                 !strcmp(g, "apidiscovery.k8s.io") && (!strcmp(v, "v2") || !strcmp(v, "v2beta1")) &&
                 (!*profile || !strcmp(profile, "nopeer"))) {
                 rc->want_discovery = !strcmp(v, "v2") ? "v2" : "v2beta1";
@@ -354,7 +330,7 @@ static bool negotiate(req_ctx *rc)
     return json_ok;
 }
 
-static void handle_request(struct evhttp_request *req, void *arg)
+static void handle_request(httpd_req *req, void *arg)
 {
     loop *lp = arg;
     /* Not calloc: glibc's calloc skips the thread cache, and a block this
@@ -368,7 +344,7 @@ static void handle_request(struct evhttp_request *req, void *arg)
         memset(&rc->query, 0, sizeof *rc - offsetof(req_ctx, query));
     }
     if (!rc) {
-        evhttp_send_error(req, 500, "out of memory");
+        httpd_send_reply(req, 500, NULL);
         return;
     }
     rc->srv = lp->srv;
@@ -381,17 +357,40 @@ static void handle_request(struct evhttp_request *req, void *arg)
     TAILQ_INIT(&rc->query);
     rc->include_object = 1;
 
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *rawpath = evhttp_uri_get_path(uri);
-    const char *rawquery = evhttp_uri_get_query(uri);
-    if (rawquery && parse_query(rawquery, &rc->query) != 0) {
-        reply_status(rc, ckube_status_bad_request("invalid query string"));
+    const char *method = httpd_req_method_name(req);
+    rc->method = method;
+    const char *target = httpd_req_target(req);
+    CKUBE_V(5, "%s %s", method, target);
+    if (httpd_req_body_too_large(req)) {
+        reply_status(rc, ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                                          "Request entity too large: limit is %u",
+                                          APISERVER_MAX_BODY));
         return;
     }
-    char *path = evhttp_uridecode(rawpath ? rawpath : "/", 0, NULL);
-    const char *method = method_name(evhttp_request_get_command(req));
-    rc->method = method;
-    CKUBE_V(5, "%s %s", method, evhttp_request_get_uri(req));
+    /* origin-form "/path?query"; an absolute-form target (a proxy's
+     * "http://host/path") is reduced to its path. */
+    if (!strncasecmp(target, "http://", 7) || !strncasecmp(target, "https://", 8)) {
+        const char *p = strchr(strstr(target, "//") + 2, '/');
+        target = p ? p : "/";
+    }
+    const char *qmark = strchr(target, '?');
+    size_t plen = qmark ? (size_t)(qmark - target) : strcspn(target, "#");
+    if (qmark) {
+        char *rawquery = strndup(qmark + 1, strcspn(qmark + 1, "#"));
+        int bad = !rawquery || parse_query(rawquery, &rc->query) != 0;
+        free(rawquery);
+        if (bad) {
+            reply_status(rc, ckube_status_bad_request("invalid query string"));
+            return;
+        }
+    }
+    char *rawpath = strndup(target, plen);
+    char *path = rawpath ? evhttp_uridecode(*rawpath ? rawpath : "/", 0, NULL) : NULL;
+    free(rawpath);
+    if (!path) {
+        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
+        return;
+    }
 
     if (handle_health(rc, path)) {
         free(path);
@@ -549,24 +548,6 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     return s;
 }
 
-/* An event base whose epoll registrations are batched: evhttp disables
- * and re-enables a connection's read and write events around every
- * request, and without the changelist each toggle is an epoll_ctl call
- * (16% of the server's CPU under a GET load). With it, changes are
- * applied once per loop iteration, and a disable followed by an enable
- * costs nothing. Safe here because no descriptor registered in a base
- * shares its file description with another one in the same base (each
- * loop has its own duplicate of the listening socket). */
-static struct event_base *new_base(void)
-{
-    struct event_config *cfg = event_config_new();
-    if (!cfg)
-        return NULL;
-    event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-    struct event_base *b = event_base_new_with_config(cfg);
-    event_config_free(cfg);
-    return b ? b : event_base_new();
-}
 
 int apiserver_start(apiserver *s, char *err, size_t errlen)
 {
@@ -605,21 +586,14 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
         LIST_INIT(&lp->watches);
         LIST_INIT(&lp->lists);
         lp->mcache = apimetrics_cache_new(); /* NULL: metrics without the cache */
-        lp->base = new_base();
-        lp->http = evhttp_new(lp->base);
-        lp->wake = event_new(lp->base, -1, 0, on_wake, lp);
-        evhttp_set_allowed_methods(lp->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-                                                 EVHTTP_REQ_PATCH | EVHTTP_REQ_DELETE |
-                                                 EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS);
-        /* Bodies up to 4 MiB are read so that 3-4 MiB ones get a Status 413
-         * from us; larger ones get libevent's bare 413. */
-        evhttp_set_max_body_size(lp->http, APISERVER_MAX_BODY + (1u << 20));
-        evhttp_set_max_headers_size(lp->http, 1 << 20);
-        evhttp_set_timeout(lp->http, 3600);
-        evhttp_set_gencb(lp->http, handle_request, lp);
-        lp->bound = evhttp_accept_socket_with_handle(lp->http, fd);
-        if (!lp->bound) {
-            snprintf(err, errlen, "evhttp_accept_socket failed");
+        lp->base = event_base_new();
+        lp->wake = lp->base ? event_new(lp->base, -1, 0, on_wake, lp) : NULL;
+        /* A body over the limit is answered with a Status 413 as soon as
+         * its length is known, and not read. */
+        httpd_config hc = {.max_body = APISERVER_MAX_BODY, .idle_timeout = 3600};
+        lp->http = lp->wake ? httpd_new(lp->base, fd, &hc, handle_request, lp) : NULL;
+        if (!lp->http) {
+            snprintf(err, errlen, "starting the HTTP loop: out of memory");
             return -1;
         }
         s->nloops = i + 1;
@@ -640,10 +614,7 @@ void apiserver_shutdown_begin(apiserver *s)
 static void stop_accepting(void *arg)
 {
     loop *lp = arg;
-    if (lp->bound) {
-        evhttp_del_accept_socket(lp->http, lp->bound);
-        lp->bound = NULL;
-    }
+    httpd_stop_accepting(lp->http);
 }
 
 void apiserver_drain_begin(apiserver *s)
@@ -705,7 +676,7 @@ void apiserver_free(apiserver *s)
         watch_loop_close_all(lp);
         list_stream_close_all(lp);
         event_base_loop(lp->base, EVLOOP_NONBLOCK);
-        evhttp_free(lp->http);
+        httpd_free(lp->http);
         event_free(lp->wake);
         event_base_free(lp->base);
         pthread_mutex_destroy(&lp->mu);

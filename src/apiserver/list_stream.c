@@ -18,7 +18,6 @@
  * Everything here runs on the request's loop thread.
  */
 #include <event2/buffer.h>
-#include <event2/http.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +30,6 @@
 struct list_stream {
     LIST_ENTRY(list_stream) link;
     req_ctx *rc;
-    struct evhttp_connection *conn;
     cobj **objs; /* owned array; entries owned until sent (then NULL) */
     size_t n, next;
     char *head; /* owned: everything up to and including "\"items\":[" */
@@ -40,7 +38,7 @@ struct list_stream {
 
 bool list_stream_wanted(req_ctx *rc, cobj *const *objs, size_t n)
 {
-    if (evhttp_request_get_command(rc->req) != EVHTTP_REQ_GET)
+    if (httpd_req_method(rc->req) != HTTPD_GET)
         return false;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -87,12 +85,10 @@ static void add_item(list_stream *ls, struct evbuffer *out, const cobj *o)
     free(s);
 }
 
-static void on_drained(struct evhttp_connection *conn, void *arg);
-
 /* Writes the next chunk, or the end. */
 static void pump(list_stream *ls)
 {
-    struct evhttp_request *req = ls->rc->req;
+    httpd_req *req = ls->rc->req;
     struct evbuffer *out = evbuffer_new();
     if (ls->head) {
         evbuffer_add(out, ls->head, ls->head_len);
@@ -108,43 +104,37 @@ static void pump(list_stream *ls)
         ls->objs[ls->next++] = NULL;
     }
     if (ls->next < ls->n) {
-        evhttp_send_reply_chunk_with_cb(req, out, on_drained, ls);
+        httpd_send_chunk(req, out);
+        httpd_notify_drained(req);
         evbuffer_free(out);
         return;
     }
     evbuffer_add(out, "]}", 2);
     CKUBE_V(5, "list of %s: all %zu items written", ls->rc->type->resource, ls->n);
-    evhttp_send_reply_chunk(req, out);
+    httpd_send_chunk(req, out);
     evbuffer_free(out);
     LIST_REMOVE(ls, link);
-    evhttp_connection_set_closecb(ls->conn, NULL, NULL);
     stream_free(ls);
-    evhttp_send_reply_end(req);
+    httpd_send_end(req);
 }
 
 /* The previous chunk is in the kernel: write the next one. */
-static void on_drained(struct evhttp_connection *conn, void *arg)
+static void on_drained(httpd_req *req, void *arg)
 {
-    (void)conn;
+    (void)req;
     pump(arg);
 }
 
-/* The connection is going away. After a write error or EOF libevent has
- * detached the request (it then belongs to us: ending the reply frees
- * it); when the connection itself is being freed, the request is still
- * attached and goes with it. */
-static void on_conn_closed(struct evhttp_connection *conn, void *arg)
+/* The client went away (or its connection failed): stop; httpd frees the
+ * request after this returns. */
+static void on_conn_closed(httpd_req *req, void *arg)
 {
-    (void)conn;
+    (void)req;
     list_stream *ls = arg;
-    struct evhttp_request *req = ls->rc->req;
-    bool detached = evhttp_request_get_connection(req) == NULL;
     CKUBE_V(4, "list of %s: client went away after %zu of %zu items", ls->rc->type->resource,
             ls->next, ls->n);
     LIST_REMOVE(ls, link);
     stream_free(ls);
-    if (detached)
-        evhttp_send_reply_end(req);
 }
 
 void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, size_t n)
@@ -161,17 +151,10 @@ void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, si
     ls->n = n;
     ls->head = head;
     ls->head_len = head_len;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
-    evhttp_add_header(h, "Content-Type", "application/json");
-    evhttp_add_header(h, "Cache-Control", "no-cache, private");
-    if (rc->warning)
-        evhttp_add_header(h, "Warning", rc->warning);
-    req_close_if_draining(rc);
-    evhttp_send_reply_start(rc->req, 200, "OK");
+    req_add_common_headers(rc, "application/json");
+    httpd_send_start(rc->req, 200, on_conn_closed, on_drained, ls);
     rc->code = 200;
-    ls->conn = evhttp_request_get_connection(rc->req);
     LIST_INSERT_HEAD(&rc->lp->lists, ls, link);
-    evhttp_connection_set_closecb(ls->conn, on_conn_closed, ls);
     CKUBE_V(4, "list of %s: streaming %zu items", rc->type->resource, n);
     pump(ls);
 }
@@ -180,12 +163,11 @@ void list_stream_close_all(loop *lp)
 {
     list_stream *ls;
     while ((ls = LIST_FIRST(&lp->lists))) {
-        struct evhttp_connection *conn = ls->conn;
+        httpd_req *req = ls->rc->req;
         LIST_REMOVE(ls, link);
         CKUBE_V(4, "list of %s: dropped at shutdown after %zu of %zu items", ls->rc->type->resource,
                 ls->next, ls->n);
-        evhttp_connection_set_closecb(conn, NULL, NULL);
         stream_free(ls);
-        evhttp_connection_free(conn); /* frees the request with it */
+        httpd_abort(req);
     }
 }

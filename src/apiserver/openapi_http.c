@@ -31,7 +31,7 @@ static void refresh(apiserver *s)
  * type information, rather than JSON it would fail to decode. */
 static bool accepts_json(req_ctx *rc)
 {
-    const char *a = evhttp_find_header(evhttp_request_get_input_headers(rc->req), "Accept");
+    const char *a = httpd_req_header(rc->req, "Accept");
     return !a || !*a || strstr(a, "json") || strstr(a, "*/*");
 }
 

@@ -15,27 +15,23 @@
  *    have the same key), so these watches need no ADDED/DELETED
  *    translation: each only picks which of the group's lines it gets.
  *  - A chunk (framing included) is written straight to the socket, in one
- *    send or sendmsg, when nothing is queued in the connection's
- *    bufferevent, the usual case (a watch that takes all of its group's
- *    lines sends one contiguous run of the batch). Handing it to evhttp
- *    costs, per event and watcher, an epoll_ctl to arm EV_WRITE, a wake-up,
- *    the writev, an epoll_ctl to disarm, and several small evbuffer chains.
- *    Whatever the socket does not take is queued in the bufferevent's
+ *    send or sendmsg, when nothing is queued in the connection's output
+ *    (httpd_req_output), the usual case (a watch that takes all of its
+ *    group's lines sends one contiguous run of the batch): no evbuffer
+ *    chains, no copy. Whatever the socket does not take is queued in that
  *    output, after what is already there, so the byte order of the stream
- *    is kept and libevent writes the rest (and reports a broken
- *    connection) exactly as before.
+ *    is kept, and httpd writes the rest (and reports a broken connection
+ *    through on_conn_closed).
  * Other watches (label selectors, other field selectors, tables for
  * kubectl get -w, types with a present hook) are collected and encoded per
  * watch, then written the same way.
  *
- * Writing to the descriptor directly assumes the connection is a plain
- * socket bufferevent (no TLS filter) and the reply is chunked (HTTP/1.1);
- * otherwise (HTTP/1.0) chunks go through evhttp_send_reply_chunk.
+ * Writing to the descriptor directly assumes a plain socket (no TLS) and
+ * a chunked reply (HTTP/1.1); otherwise (HTTP/1.0) chunks go through
+ * httpd_send_chunk.
  */
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/http.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -65,13 +61,11 @@ struct http_watch {
     bool bookmarks;
     bool direct; /* chunked reply on a plain socket: chunks may go to fd */
     int fd;
-    struct evbuffer *out; /* the connection's output buffer (borrowed), or NULL */
+    struct evbuffer *out; /* the connection's output queue (borrowed), or NULL */
     bool shared;          /* may take its group's shared lines (groupable) */
     int group;            /* index into the running flush's groups, or -1 */
-    struct evhttp_connection *conn;
     struct event *timeout_ev;
     struct event *bookmark_ev;
-    struct event *close_ev;
 };
 
 static void watch_free(http_watch *w)
@@ -80,8 +74,6 @@ static void watch_free(http_watch *w)
         event_free(w->timeout_ev);
     if (w->bookmark_ev)
         event_free(w->bookmark_ev);
-    if (w->close_ev)
-        event_free(w->close_ev);
     ckube_selector_free(w->ls);
     ckube_selector_free(w->fs);
     free(w->cw.bucket);
@@ -93,48 +85,30 @@ static void watch_free(http_watch *w)
 static void watch_end(http_watch *w)
 {
     LIST_REMOVE(w, link);
-    evhttp_connection_set_closecb(w->conn, NULL, NULL);
-    struct evhttp_request *req = w->rc->req;
+    httpd_req *req = w->rc->req;
     watch_free(w);
-    evhttp_send_reply_end(req);
+    httpd_send_end(req);
 }
 
-/* The peer is gone: drop the connection without writing. */
+/* Cuts the stream (a reader too slow): the client sees the connection
+ * close without the terminating chunk. */
 static void watch_abort(http_watch *w)
 {
     LIST_REMOVE(w, link);
-    struct evhttp_connection *conn = w->conn;
-    evhttp_connection_set_closecb(conn, NULL, NULL);
+    httpd_req *req = w->rc->req;
+    watch_free(w);
+    httpd_abort(req);
+}
+
+/* The client went away, or a write failed; httpd frees the request after
+ * this returns. */
+static void on_conn_closed(httpd_req *req, void *arg)
+{
+    (void)req;
+    http_watch *w = arg;
     CKUBE_V(4, "watch of %s: client went away", w->rc->type->resource);
-    watch_free(w);
-    evhttp_connection_free(conn);
-}
-
-/* libevent noticed the connection failed (a write error). The request has
- * been detached from the connection; ending the reply frees it. */
-static void on_conn_closed(struct evhttp_connection *conn, void *arg)
-{
-    http_watch *w = arg;
     LIST_REMOVE(w, link);
-    struct evhttp_request *req = w->rc->req;
     watch_free(w);
-    evhttp_send_reply_end(req);
-}
-
-static void on_readable(evutil_socket_t fd, short what, void *arg)
-{
-    http_watch *w = arg;
-    char c;
-    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        watch_abort(w);
-        return;
-    }
-    if (n > 0) {
-        /* The client sent more (a pipelined request); stop polling, a
-         * failed write will tell us when it leaves. */
-        event_del(w->close_ev);
-    }
 }
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
@@ -290,7 +264,7 @@ static void advance(const piece *pc, size_t n, size_t *i, size_t *skip, size_t b
 /* Writes the pieces to the socket as far as it takes them without
  * blocking, if the stream allows it (direct, nothing queued before).
  * Returns the number of bytes written; on an error other than EAGAIN it
- * stops: the caller queues the rest and libevent, writing it, meets the
+ * stops: the caller queues the rest and httpd, writing it, meets the
  * error again and closes the connection through its usual path. */
 static size_t write_now(http_watch *w, struct evbuffer *out, const piece *pc, size_t n)
 {
@@ -333,9 +307,11 @@ static size_t write_now(http_watch *w, struct evbuffer *out, const piece *pc, si
     return done;
 }
 
-/* Queues pc[0..n) minus its first `done` bytes at the end of `out`. */
-static void queue_rest(struct evbuffer *out, const piece *pc, size_t n, size_t done)
+/* Queues pc[0..n) minus its first `done` bytes at the end of the
+ * connection's output, and has httpd write it. */
+static void queue_rest(http_watch *w, const piece *pc, size_t n, size_t done)
 {
+    struct evbuffer *out = w->out;
     size_t i = 0, skip = 0;
     advance(pc, n, &i, &skip, done);
     for (; i < n; i++, skip = 0) {
@@ -352,9 +328,11 @@ static void queue_rest(struct evbuffer *out, const piece *pc, size_t n, size_t d
         if (evbuffer_add(out, p, len) != 0)
             CKUBE_ERROR("watch: out of memory queueing %zu bytes", len);
     }
+    if (evbuffer_get_length(out))
+        httpd_flush(w->rc->req);
 }
 
-/* Writes a chunk's size line ("%zx\r\n", as evhttp does) into buf (at
+/* Writes a chunk's size line ("%zx\r\n") into buf (at
  * least 19 bytes); returns its length. */
 static size_t chunk_size_line(char *buf, size_t len)
 {
@@ -378,7 +356,7 @@ static void send_pieces(http_watch *w, piece *pc, size_t n, size_t payload)
     char hdr[24];
     pc[0] = (piece){hdr, chunk_size_line(hdr, payload), NULL};
     pc[n - 1] = (piece){"\r\n", 2, NULL};
-    queue_rest(w->out, pc, n, write_now(w, w->out, pc, n));
+    queue_rest(w, pc, n, write_now(w, w->out, pc, n));
 }
 
 /* Sends the contents of `buf` as one chunk (buf is left empty or
@@ -389,7 +367,7 @@ static void send_chunk(http_watch *w, struct evbuffer *buf)
     if (!len)
         return;
     if (!w->direct) {
-        evhttp_send_reply_chunk(w->rc->req, buf);
+        httpd_send_chunk(w->rc->req, buf);
         return;
     }
     char hdr[24];
@@ -418,6 +396,7 @@ static void send_chunk(http_watch *w, struct evbuffer *buf)
     done -= p;
     static const char crlf[] = "\r\n";
     evbuffer_add(out, &crlf[done], 2 - done);
+    httpd_flush(w->rc->req);
 }
 
 /* A 410 ERROR event, then the end: the client must relist. */
@@ -608,7 +587,7 @@ static bool flush_member(http_watch *w, group *g)
         /* Every line: the batch already holds the whole chunk. */
         batch *b = g->lines;
         piece whole = {b->data + b->head, BATCH_HEAD - b->head + b->len + 2, b};
-        queue_rest(w->out, &whole, 1, write_now(w, w->out, &whole, 1));
+        queue_rest(w, &whole, 1, write_now(w, w->out, &whole, 1));
     } else if (payload) {
         send_pieces(w, g->pc, np + 1, payload);
     }
@@ -744,24 +723,19 @@ void handle_watch(req_ctx *rc)
     bool expired = cacher_watch_begin(rc->srv->cache, &w->cw, initial_events ? 0 : from, &initial,
                                       &ninitial, &oldest) != 0;
 
-    struct evkeyvalq *h = evhttp_request_get_output_headers(rc->req);
-    evhttp_add_header(h, "Content-Type",
-                      w->table ? "application/json;as=Table;v=v1;g=meta.k8s.io"
-                               : "application/json");
-    evhttp_add_header(h, "Cache-Control", "no-cache, private");
-    evhttp_send_reply_start(rc->req, 200, "OK");
+    httpd_add_header(rc->req, "Content-Type",
+                     w->table ? "application/json;as=Table;v=v1;g=meta.k8s.io"
+                              : "application/json");
+    httpd_add_header(rc->req, "Cache-Control", "no-cache, private");
+    httpd_send_start(rc->req, 200, on_conn_closed, NULL, w);
     rc->code = 200;
     req_long_running(rc);
-    w->conn = evhttp_request_get_connection(rc->req);
-    struct bufferevent *bev = w->conn ? evhttp_connection_get_bufferevent(w->conn) : NULL;
-    w->fd = bev ? bufferevent_getfd(bev) : -1;
-    const char *te = evhttp_find_header(h, "Transfer-Encoding");
-    w->out = bev ? bufferevent_get_output(bev) : NULL;
-    w->direct = w->fd >= 0 && w->out && te && !strcasecmp(te, "chunked");
+    w->fd = httpd_req_fd(rc->req);
+    w->out = httpd_req_output(rc->req);
+    w->direct = w->fd >= 0 && w->out && httpd_req_chunked(rc->req);
     w->group = -1;
     w->shared = groupable(w);
     LIST_INSERT_HEAD(&rc->lp->watches, w, link);
-    evhttp_connection_set_closecb(w->conn, on_conn_closed, w);
     if (expired) {
         send_expired(w, from, oldest);
         watch_end(w);
@@ -788,10 +762,6 @@ void handle_watch(req_ctx *rc)
         struct timeval bt = {BOOKMARK_INTERVAL_SEC, 0};
         w->bookmark_ev = event_new(base, -1, EV_PERSIST, on_bookmark, w);
         evtimer_add(w->bookmark_ev, &bt);
-    }
-    if (w->fd >= 0) {
-        w->close_ev = event_new(base, w->fd, EV_READ | EV_PERSIST, on_readable, w);
-        event_add(w->close_ev, NULL);
     }
     CKUBE_V(3, "watch %s from %" PRId64 " started", t->resource, from);
     /* Events applied between begin and now are delivered at once. */

@@ -1,0 +1,927 @@
+/* httpd.c - HTTP/1.1 connections on a libevent loop (see httpd.h).
+ *
+ * A connection's life: accepted non-blocking; its read event is
+ * registered once and stays (EV_PERSIST) so that every request costs one
+ * read(). Bytes are parsed straight from the loop's scratch buffer; only
+ * what arrives while a request is being served (pipelined requests, or a
+ * client's EOF) is kept, in `in`, and parsed when that request is done.
+ * A reply is appended to `out` and written at once (one writev); the write
+ * event is armed only while the kernel does not take everything.
+ *
+ * Re-entrancy: owners call httpd_* from handlers, from loop tasks and
+ * from httpd's own callbacks. None of those calls frees a connection or
+ * calls back: a connection that must die is marked `dead` and its write
+ * event activated, and the event callback (on_write) frees it. Event
+ * callbacks hold `busy` while they run, so a connection is never freed
+ * under them.
+ */
+#include "apiserver/httpd.h"
+
+#include <errno.h>
+#include <http_parser.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckube/log.h"
+
+const char *ckube__http_reason(int code);
+
+#define READ_SCRATCH (64u * 1024)
+#define MAX_HEADER_BYTES (1u << 20)   /* Go's DefaultMaxHeaderBytes */
+#define MAX_PENDING_INPUT (1u << 20)  /* unparsed bytes kept while serving */
+#define ACCEPT_BATCH 64               /* connections accepted per wake-up */
+#define SWEEP_INTERVAL 30             /* seconds between idle checks */
+
+typedef struct httpd_conn httpd_conn;
+
+struct httpd {
+    struct event_base *base;
+    int lfd;
+    struct event *lev;
+    struct event *sweep;
+    httpd_handler handler;
+    void *arg;
+    httpd_config cfg;
+    LIST_HEAD(, httpd_conn) conns;
+    char scratch[READ_SCRATCH];
+    time_t date_sec;
+    char date[40]; /* "Date: ...\r\n" for date_sec */
+    size_t date_len;
+};
+
+struct httpd_conn {
+    LIST_ENTRY(httpd_conn) link;
+    httpd *h;
+    int fd;
+    struct event *rev, *wev;
+    http_parser parser;
+    struct evbuffer *in;  /* unparsed input */
+    struct evbuffer *out; /* queued output */
+    httpd_req *parsing;   /* being received */
+    httpd_req *cur;       /* dispatched, not finished */
+    time_t last_active;
+    int busy;          /* event callbacks on the stack */
+    bool wev_armed;    /* wev is pending */
+    bool read_off;     /* rev removed: input backlog or EOF */
+    bool close_after;  /* close once the current reply is out */
+    bool dead;         /* to be freed by the next callback */
+    bool peer_eof;
+    bool ready;        /* `parsing` is ready to dispatch (parser paused) */
+    bool discarding;   /* the body being received is dropped (too large) */
+};
+
+struct httpd_req {
+    httpd_conn *conn; /* NULL once detached (connection gone) */
+    httpd_method method;
+    unsigned char vmajor, vminor;
+    bool keep_alive;
+    bool too_large;
+    bool head;
+    /* received: target and headers in one buffer, "name\0value\0"... */
+    char *target;
+    size_t target_len, target_cap;
+    char *hbuf;
+    size_t hlen, hcap;
+    size_t *hnames; /* offsets of header names in hbuf */
+    size_t nh, hncap;
+    bool in_value; /* the parser is inside a header value */
+    struct evbuffer *body;
+    /* reply */
+    char *ohdr; /* "Name: value\r\n"... */
+    size_t olen, ocap;
+    bool started, chunked, streaming, want_drained;
+    bool said_close; /* the owner added "Connection: close" */
+    void (*on_closed)(httpd_req *, void *);
+    void (*on_drained)(httpd_req *, void *);
+    void *cb_arg;
+};
+
+static void conn_kill(httpd_conn *c);
+static void process_input(httpd_conn *c);
+
+/* ---- small buffers ------------------------------------------------------ */
+
+static int grow(char **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 256;
+    while (n < need)
+        n *= 2;
+    char *p = realloc(*buf, n);
+    if (!p)
+        return -1;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
+static int append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+    if (grow(buf, cap, *len + n + 1) != 0)
+        return -1;
+    memcpy(*buf + *len, p, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return 0;
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+static httpd_req *req_new(httpd_conn *c)
+{
+    httpd_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->conn = c;
+    r->body = evbuffer_new();
+    if (!r->body) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void req_free(httpd_req *r)
+{
+    if (!r)
+        return;
+    evbuffer_free(r->body);
+    free(r->target);
+    free(r->hbuf);
+    free(r->hnames);
+    free(r->ohdr);
+    free(r);
+}
+
+httpd_method httpd_req_method(const httpd_req *r)
+{
+    return r->method;
+}
+
+const char *httpd_req_method_name(const httpd_req *r)
+{
+    static const char *const names[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
+                                        "OPTIONS"};
+    return names[r->method];
+}
+
+const char *httpd_req_target(const httpd_req *r)
+{
+    return r->target ? r->target : "/";
+}
+
+const char *httpd_req_header(const httpd_req *r, const char *name)
+{
+    for (size_t i = 0; i < r->nh; i++) {
+        const char *n = r->hbuf + r->hnames[i];
+        if (!strcasecmp(n, name))
+            return n + strlen(n) + 1;
+    }
+    return NULL;
+}
+
+struct evbuffer *httpd_req_body(httpd_req *r)
+{
+    return r->body;
+}
+
+bool httpd_req_body_too_large(const httpd_req *r)
+{
+    return r->too_large;
+}
+
+/* ---- parser callbacks ------------------------------------------------- */
+
+static int on_message_begin(http_parser *p)
+{
+    httpd_conn *c = p->data;
+    if (!c->parsing && !(c->parsing = req_new(c)))
+        return -1;
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    httpd_req *r = ((httpd_conn *)p->data)->parsing;
+    return append(&r->target, &r->target_len, &r->target_cap, at, len);
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    httpd_req *r = ((httpd_conn *)p->data)->parsing;
+    if (r->in_value || r->nh == 0) {
+        /* A new header: close the previous value, note the name. */
+        if (r->nh && append(&r->hbuf, &r->hlen, &r->hcap, "", 1) != 0)
+            return -1;
+        if (r->nh == r->hncap) {
+            size_t n = r->hncap ? r->hncap * 2 : 16;
+            size_t *p2 = realloc(r->hnames, n * sizeof *p2);
+            if (!p2)
+                return -1;
+            r->hnames = p2;
+            r->hncap = n;
+        }
+        r->hnames[r->nh++] = r->hlen;
+        r->in_value = false;
+    }
+    return append(&r->hbuf, &r->hlen, &r->hcap, at, len);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    httpd_req *r = ((httpd_conn *)p->data)->parsing;
+    if (!r->in_value) {
+        if (append(&r->hbuf, &r->hlen, &r->hcap, "", 1) != 0) /* ends the name */
+            return -1;
+        r->in_value = true;
+    }
+    return append(&r->hbuf, &r->hlen, &r->hcap, at, len);
+}
+
+static bool method_of(unsigned m, httpd_method *out)
+{
+    switch (m) {
+    case HTTP_GET:
+        *out = HTTPD_GET;
+        return true;
+    case HTTP_HEAD:
+        *out = HTTPD_HEAD;
+        return true;
+    case HTTP_POST:
+        *out = HTTPD_POST;
+        return true;
+    case HTTP_PUT:
+        *out = HTTPD_PUT;
+        return true;
+    case HTTP_PATCH:
+        *out = HTTPD_PATCH;
+        return true;
+    case HTTP_DELETE:
+        *out = HTTPD_DELETE;
+        return true;
+    case HTTP_OPTIONS:
+        *out = HTTPD_OPTIONS;
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void queue_error(httpd_conn *c, int code);
+
+static int on_headers_complete(http_parser *p)
+{
+    httpd_conn *c = p->data;
+    httpd_req *r = c->parsing;
+    if (r->nh && !r->in_value && append(&r->hbuf, &r->hlen, &r->hcap, "", 1) != 0)
+        return -1; /* a last name without a value */
+    if (r->nh && append(&r->hbuf, &r->hlen, &r->hcap, "", 1) != 0)
+        return -1;
+    if (!method_of(p->method, &r->method)) {
+        queue_error(c, 405);
+        return -1;
+    }
+    r->vmajor = (unsigned char)p->http_major;
+    r->vminor = (unsigned char)p->http_minor;
+    r->keep_alive = http_should_keep_alive(p) != 0;
+    r->head = r->method == HTTPD_HEAD;
+    bool has_body = (p->flags & F_CHUNKED) || (p->content_length > 0 &&
+                                                p->content_length != UINT64_MAX);
+    if (p->content_length != UINT64_MAX && p->content_length > c->h->cfg.max_body) {
+        /* Answer now, without reading the body (a client that sent
+         * Expect: 100-continue does not send it); what arrives anyway is
+         * read and dropped, then the connection closes. */
+        r->too_large = true;
+        c->discarding = true;
+        c->ready = true;
+        http_parser_pause(p, 1);
+        return 0;
+    }
+    if (has_body && r->vmajor == 1 && r->vminor >= 1) {
+        const char *expect = httpd_req_header(r, "Expect");
+        if (expect && !strcasecmp(expect, "100-continue"))
+            evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    }
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    httpd_conn *c = p->data;
+    if (c->discarding)
+        return 0;
+    httpd_req *r = c->parsing;
+    if (evbuffer_get_length(r->body) + len > c->h->cfg.max_body) {
+        /* A chunked body over the limit: stop keeping it and answer. */
+        evbuffer_drain(r->body, evbuffer_get_length(r->body));
+        r->too_large = true;
+        c->discarding = true;
+        c->ready = true;
+        http_parser_pause(p, 1);
+        return 0;
+    }
+    return evbuffer_add(r->body, at, len);
+}
+
+static int on_message_complete(http_parser *p)
+{
+    httpd_conn *c = p->data;
+    if (c->discarding) {
+        /* The rejected request's body is over: nothing more is read. */
+        c->discarding = false;
+        c->close_after = true;
+        http_parser_pause(p, 1);
+        return 0;
+    }
+    c->ready = true;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* Marks the connection for freeing by its next event callback. */
+static void conn_doom(httpd_conn *c)
+{
+    c->dead = true;
+    if (!c->busy)
+        event_active(c->wev, EV_WRITE, 1);
+}
+
+/* Writes as much of `out` as the socket takes; arms the write event for
+ * the rest. A failed socket dooms the connection. */
+static void conn_flush(httpd_conn *c)
+{
+    while (evbuffer_get_length(c->out) > 0) {
+        int n = evbuffer_write(c->out, c->fd);
+        if (n > 0)
+            continue;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->wev_armed) {
+                event_add(c->wev, NULL);
+                c->wev_armed = true;
+            }
+            return;
+        }
+        CKUBE_V(5, "http: write: %s", n < 0 ? strerror(errno) : "closed");
+        conn_doom(c);
+        return;
+    }
+    if (c->wev_armed) {
+        event_del(c->wev);
+        c->wev_armed = false;
+    }
+}
+
+static void refresh_date(httpd *h)
+{
+    struct timeval tv;
+    event_base_gettimeofday_cached(h->base, &tv);
+    if (tv.tv_sec == h->date_sec && h->date_len)
+        return;
+    h->date_sec = tv.tv_sec;
+    struct tm tm;
+    gmtime_r(&h->date_sec, &tm);
+    h->date_len = strftime(h->date, sizeof h->date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+}
+
+static size_t put_uint(char *p, unsigned long long v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* Queues the status line and headers. `length` < 0: a streamed body. */
+static void queue_head(httpd_req *r, int code, long long length)
+{
+    httpd_conn *c = r->conn;
+    httpd *h = c->h;
+    bool http11 = r->vmajor == 1 && r->vminor >= 1;
+    if (!r->keep_alive)
+        c->close_after = true;
+    if (length < 0 && !http11)
+        c->close_after = true; /* the body ends with the connection */
+    char line[96];
+    size_t n = 0;
+    memcpy(line, http11 ? "HTTP/1.1 " : "HTTP/1.0 ", 9);
+    n = 9;
+    n += put_uint(line + n, (unsigned)code);
+    line[n++] = ' ';
+    const char *reason = ckube__http_reason(code);
+    size_t rl = strlen(reason);
+    if (rl > sizeof line - n - 2)
+        rl = sizeof line - n - 2;
+    memcpy(line + n, reason, rl);
+    n += rl;
+    line[n++] = '\r';
+    line[n++] = '\n';
+    evbuffer_add(c->out, line, n);
+    if (r->olen)
+        evbuffer_add(c->out, r->ohdr, r->olen);
+    refresh_date(h);
+    evbuffer_add(c->out, h->date, h->date_len);
+    char tail[96];
+    n = 0;
+    if (length >= 0) {
+        memcpy(tail, "Content-Length: ", 16);
+        n = 16;
+        n += put_uint(tail + n, (unsigned long long)length);
+        tail[n++] = '\r';
+        tail[n++] = '\n';
+    } else if (http11) {
+        memcpy(tail, "Transfer-Encoding: chunked\r\n", 28);
+        n = 28;
+        r->chunked = true;
+    }
+    bool closing = c->close_after || r->too_large;
+    if (closing && !r->said_close) {
+        memcpy(tail + n, "Connection: close\r\n", 19);
+        n += 19;
+    } else if (!closing && !http11) {
+        memcpy(tail + n, "Connection: keep-alive\r\n", 24);
+        n += 24;
+    }
+    tail[n++] = '\r';
+    tail[n++] = '\n';
+    evbuffer_add(c->out, tail, n);
+    r->started = true;
+}
+
+void httpd_add_header(httpd_req *r, const char *name, const char *value)
+{
+    if (r->conn && !strcasecmp(name, "Connection") && !strcasecmp(value, "close")) {
+        r->conn->close_after = true;
+        r->said_close = true;
+    }
+    size_t nl = strlen(name), vl = strlen(value);
+    if (grow(&r->ohdr, &r->ocap, r->olen + nl + vl + 5) != 0)
+        return;
+    memcpy(r->ohdr + r->olen, name, nl);
+    r->olen += nl;
+    memcpy(r->ohdr + r->olen, ": ", 2);
+    r->olen += 2;
+    /* A value never ends a header early (no CR or LF passes). */
+    for (size_t i = 0; i < vl; i++)
+        r->ohdr[r->olen++] = (value[i] == '\r' || value[i] == '\n') ? ' ' : value[i];
+    memcpy(r->ohdr + r->olen, "\r\n", 2);
+    r->olen += 2;
+}
+
+/* The request is finished: the connection goes on with the next one. */
+static void finish(httpd_req *r)
+{
+    httpd_conn *c = r->conn;
+    req_free(r);
+    if (!c)
+        return;
+    c->cur = NULL;
+    conn_flush(c);
+    if (c->dead)
+        return;
+    /* Pipelined input, a close to do, or reading to resume: the event
+     * callback does it (unless one is on the stack and will). */
+    if (!c->busy && (c->close_after || c->read_off || evbuffer_get_length(c->in)))
+        event_active(c->wev, EV_WRITE, 1);
+}
+
+void httpd_send_reply(httpd_req *r, int code, struct evbuffer *body)
+{
+    httpd_conn *c = r->conn;
+    if (!c || c->dead) {
+        if (body)
+            evbuffer_drain(body, evbuffer_get_length(body));
+        finish(r);
+        return;
+    }
+    size_t len = body ? evbuffer_get_length(body) : 0;
+    queue_head(r, code, (long long)len);
+    if (body) {
+        if (r->head)
+            evbuffer_drain(body, len);
+        else
+            evbuffer_add_buffer(c->out, body);
+    }
+    finish(r);
+}
+
+void httpd_send_start(httpd_req *r, int code, void (*on_closed)(httpd_req *, void *),
+                      void (*on_drained)(httpd_req *, void *), void *arg)
+{
+    r->streaming = true;
+    r->on_closed = on_closed;
+    r->on_drained = on_drained;
+    r->cb_arg = arg;
+    httpd_conn *c = r->conn;
+    if (!c)
+        return;
+    queue_head(r, code, -1);
+    conn_flush(c);
+}
+
+static size_t chunk_line(char *buf, size_t len)
+{
+    char tmp[16];
+    size_t n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[len & 15];
+        len >>= 4;
+    } while (len);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    buf[n] = '\r';
+    buf[n + 1] = '\n';
+    return n + 2;
+}
+
+void httpd_send_chunk(httpd_req *r, struct evbuffer *buf)
+{
+    httpd_conn *c = r->conn;
+    size_t len = evbuffer_get_length(buf);
+    if (!c || c->dead || r->head || !len) {
+        evbuffer_drain(buf, len);
+        return;
+    }
+    if (r->chunked) {
+        char line[24];
+        evbuffer_add(c->out, line, chunk_line(line, len));
+        evbuffer_add_buffer(c->out, buf);
+        evbuffer_add(c->out, "\r\n", 2);
+    } else {
+        evbuffer_add_buffer(c->out, buf);
+    }
+    conn_flush(c);
+}
+
+void httpd_notify_drained(httpd_req *r)
+{
+    r->want_drained = true;
+    httpd_conn *c = r->conn;
+    if (c && !c->dead && evbuffer_get_length(c->out) == 0)
+        event_active(c->wev, EV_WRITE, 1);
+}
+
+void httpd_send_end(httpd_req *r)
+{
+    httpd_conn *c = r->conn;
+    if (c && !c->dead && r->chunked && !r->head)
+        evbuffer_add(c->out, "0\r\n\r\n", 5);
+    finish(r);
+}
+
+void httpd_abort(httpd_req *r)
+{
+    httpd_conn *c = r->conn;
+    if (c) {
+        c->cur = NULL;
+        conn_doom(c);
+    }
+    req_free(r);
+}
+
+int httpd_req_fd(const httpd_req *r)
+{
+    return r->conn && !r->conn->dead ? r->conn->fd : -1;
+}
+
+struct evbuffer *httpd_req_output(httpd_req *r)
+{
+    return r->conn && !r->conn->dead ? r->conn->out : NULL;
+}
+
+bool httpd_req_chunked(const httpd_req *r)
+{
+    return r->chunked && !r->head;
+}
+
+void httpd_flush(httpd_req *r)
+{
+    if (r->conn && !r->conn->dead)
+        conn_flush(r->conn);
+}
+
+/* A reply to a request that never reached a handler (malformed). */
+static void queue_error(httpd_conn *c, int code)
+{
+    char buf[160];
+    const char *reason = ckube__http_reason(code);
+    int n = snprintf(buf, sizeof buf,
+                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                     "Connection: close\r\nContent-Length: %zu\r\n\r\n%d %s",
+                     code, reason, strlen(reason) + 4, code, reason);
+    evbuffer_add(c->out, buf, (size_t)n);
+    c->close_after = true;
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+static void conn_free(httpd_conn *c)
+{
+    LIST_REMOVE(c, link);
+    httpd_req *r = c->cur;
+    c->cur = NULL;
+    if (r) {
+        r->conn = NULL;
+        if (r->streaming && r->on_closed) {
+            r->on_closed(r, r->cb_arg);
+            req_free(r);
+        }
+        /* otherwise the owner still holds it and frees it by replying */
+    }
+    req_free(c->parsing);
+    event_free(c->rev);
+    event_free(c->wev);
+    close(c->fd);
+    evbuffer_free(c->in);
+    evbuffer_free(c->out);
+    free(c);
+}
+
+static void conn_kill(httpd_conn *c)
+{
+    c->dead = true;
+    if (!c->busy)
+        conn_free(c);
+}
+
+/* Dispatches the request the parser completed, if any. */
+static void dispatch(httpd_conn *c)
+{
+    c->ready = false;
+    httpd_req *r = c->parsing;
+    c->parsing = NULL;
+    if (!r)
+        return;
+    if (c->parser.upgrade)
+        c->close_after = true; /* no protocol switch is offered */
+    c->cur = r;
+    c->h->handler(r, c->h->arg);
+}
+
+/* Parses data[0..len) while no request is being served; returns the bytes
+ * consumed (the rest waits in `in`). */
+static size_t feed(httpd_conn *c, const char *data, size_t len)
+{
+    size_t done = 0;
+    while (done < len && !c->cur && !c->dead && !c->close_after) {
+        size_t n = http_parser_execute(&c->parser, &parser_settings, data + done, len - done);
+        done += n;
+        enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+        if (e == HPE_PAUSED) {
+            http_parser_pause(&c->parser, 0);
+            if (c->ready)
+                dispatch(c);
+            continue;
+        }
+        if (e != HPE_OK) {
+            if (!c->close_after) /* (a 405 was queued already) */
+                queue_error(c, e == HPE_HEADER_OVERFLOW ? 431 : 400);
+            CKUBE_V(4, "http: bad request: %s", http_errno_name(e));
+            req_free(c->parsing);
+            c->parsing = NULL;
+            c->close_after = true;
+            return len;
+        }
+        if (n == 0)
+            break;
+    }
+    return done;
+}
+
+/* Parses what waits in `in`, then decides what the connection does next. */
+static void process_input(httpd_conn *c)
+{
+    while (!c->cur && !c->dead && !c->close_after && evbuffer_get_length(c->in)) {
+        size_t len = evbuffer_get_length(c->in);
+        const char *p = (const char *)evbuffer_pullup(c->in, (ssize_t)len);
+        size_t n = feed(c, p, len);
+        evbuffer_drain(c->in, n);
+        if (n == 0)
+            break;
+    }
+}
+
+static void settle(httpd_conn *c)
+{
+    if (c->dead)
+        return;
+    if (c->wev_armed == false && evbuffer_get_length(c->out))
+        conn_flush(c);
+    if (c->dead)
+        return;
+    if (!c->cur && (c->close_after || c->peer_eof) && evbuffer_get_length(c->out) == 0) {
+        conn_kill(c);
+        return;
+    }
+    if (c->read_off && !c->peer_eof && !c->close_after &&
+        (!c->cur || evbuffer_get_length(c->in) < MAX_PENDING_INPUT / 2)) {
+        event_add(c->rev, NULL);
+        c->read_off = false;
+    }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    httpd_conn *c = arg;
+    httpd *h = c->h;
+    c->busy++;
+    ssize_t n = read(fd, h->scratch, sizeof h->scratch);
+    if (n > 0) {
+        struct timeval now;
+        event_base_gettimeofday_cached(h->base, &now);
+        c->last_active = now.tv_sec;
+        if (c->cur || c->close_after || evbuffer_get_length(c->in)) {
+            if (!c->close_after) /* (after a close, input is dropped) */
+                evbuffer_add(c->in, h->scratch, (size_t)n);
+            process_input(c);
+        } else {
+            size_t used = feed(c, h->scratch, (size_t)n);
+            if (used < (size_t)n && !c->close_after)
+                evbuffer_add(c->in, h->scratch + used, (size_t)n - used);
+        }
+        if (!c->dead && c->cur && evbuffer_get_length(c->in) >= MAX_PENDING_INPUT) {
+            event_del(c->rev); /* the client sends far ahead: wait */
+            c->read_off = true;
+        }
+    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        /* The peer closed (or reset). A streamed reply has lost its
+         * reader; a reply still being prepared is written all the same
+         * (a client that half-closed reads it), then the connection
+         * closes. */
+        c->peer_eof = true;
+        event_del(c->rev);
+        c->read_off = true;
+        if (n < 0 || (c->cur && c->cur->streaming))
+            c->dead = true;
+        else
+            process_input(c);
+    }
+    if (!c->dead)
+        settle(c);
+    c->busy--;
+    if (c->dead)
+        conn_free(c);
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    httpd_conn *c = arg;
+    c->busy++;
+    if (!c->dead)
+        conn_flush(c);
+    if (!c->dead && c->cur && c->cur->want_drained && evbuffer_get_length(c->out) == 0) {
+        httpd_req *r = c->cur;
+        r->want_drained = false;
+        if (r->on_drained)
+            r->on_drained(r, r->cb_arg);
+    }
+    if (!c->dead && !c->cur)
+        process_input(c);
+    if (!c->dead)
+        settle(c);
+    c->busy--;
+    if (c->dead)
+        conn_free(c);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    (void)what;
+    httpd *h = arg;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                errno != ECONNABORTED)
+                CKUBE_V(2, "http: accept: %s", strerror(errno));
+            return;
+        }
+        httpd_conn *c = calloc(1, sizeof *c);
+        if (c) {
+            c->h = h;
+            c->fd = fd;
+            c->in = evbuffer_new();
+            c->out = evbuffer_new();
+            c->rev = event_new(h->base, fd, EV_READ | EV_PERSIST, on_read, c);
+            c->wev = event_new(h->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+        }
+        if (!c || !c->in || !c->out || !c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
+            CKUBE_ERROR("http: out of memory accepting a connection");
+            if (c) {
+                if (c->rev)
+                    event_free(c->rev);
+                if (c->wev)
+                    event_free(c->wev);
+                if (c->in)
+                    evbuffer_free(c->in);
+                if (c->out)
+                    evbuffer_free(c->out);
+                free(c);
+            }
+            close(fd);
+            continue;
+        }
+        http_parser_init(&c->parser, HTTP_REQUEST);
+        c->parser.data = c;
+        c->last_active = time(NULL);
+        LIST_INSERT_HEAD(&h->conns, c, link);
+    }
+}
+
+/* Closes connections idle (no request in service) for longer than the
+ * timeout, as evhttp and Go's IdleTimeout do. */
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    httpd *h = arg;
+    time_t now = time(NULL);
+    httpd_conn *c = LIST_FIRST(&h->conns), *next;
+    for (; c; c = next) {
+        next = LIST_NEXT(c, link);
+        if (!c->cur && !c->busy && now - c->last_active > (time_t)h->cfg.idle_timeout)
+            conn_kill(c);
+    }
+}
+
+httpd *httpd_new(struct event_base *base, int listen_fd, const httpd_config *cfg,
+                 httpd_handler handler, void *arg)
+{
+    http_parser_set_max_header_size(MAX_HEADER_BYTES); /* (process-wide; idempotent) */
+    httpd *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->base = base;
+    h->lfd = listen_fd;
+    h->handler = handler;
+    h->arg = arg;
+    h->cfg = *cfg;
+    if (!h->cfg.idle_timeout)
+        h->cfg.idle_timeout = 3600;
+    LIST_INIT(&h->conns);
+    h->lev = event_new(base, listen_fd, EV_READ | EV_PERSIST, on_accept, h);
+    h->sweep = event_new(base, -1, EV_PERSIST, on_sweep, h);
+    struct timeval iv = {SWEEP_INTERVAL, 0};
+    if (!h->lev || !h->sweep || event_add(h->lev, NULL) != 0 || event_add(h->sweep, &iv) != 0) {
+        if (h->lev)
+            event_free(h->lev);
+        if (h->sweep)
+            event_free(h->sweep);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void httpd_stop_accepting(httpd *h)
+{
+    if (h->lev) {
+        event_free(h->lev);
+        h->lev = NULL;
+        close(h->lfd);
+        h->lfd = -1;
+    }
+}
+
+void httpd_free(httpd *h)
+{
+    if (!h)
+        return;
+    httpd_stop_accepting(h);
+    event_free(h->sweep);
+    httpd_conn *c;
+    while ((c = LIST_FIRST(&h->conns))) {
+        c->busy = 0;
+        conn_free(c);
+    }
+    free(h);
+}
