@@ -18,6 +18,7 @@
 #include "apiserver/httpd.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <http_parser.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -813,6 +814,45 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
         conn_free(c);
 }
 
+int httpd_adopt(httpd *h, int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        close(fd);
+        return -1;
+    }
+    httpd_conn *c = calloc(1, sizeof *c);
+    if (c) {
+        c->h = h;
+        c->fd = fd;
+        c->in = evbuffer_new();
+        c->out = evbuffer_new();
+        c->rev = event_new(h->base, fd, EV_READ | EV_PERSIST, on_read, c);
+        c->wev = event_new(h->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+    }
+    if (!c || !c->in || !c->out || !c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
+        CKUBE_ERROR("http: out of memory accepting a connection");
+        if (c) {
+            if (c->rev)
+                event_free(c->rev);
+            if (c->wev)
+                event_free(c->wev);
+            if (c->in)
+                evbuffer_free(c->in);
+            if (c->out)
+                evbuffer_free(c->out);
+            free(c);
+        }
+        close(fd);
+        return -1;
+    }
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    c->last_active = time(NULL);
+    LIST_INSERT_HEAD(&h->conns, c, link);
+    return 0;
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
     (void)what;
@@ -825,35 +865,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
                 CKUBE_V(2, "http: accept: %s", strerror(errno));
             return;
         }
-        httpd_conn *c = calloc(1, sizeof *c);
-        if (c) {
-            c->h = h;
-            c->fd = fd;
-            c->in = evbuffer_new();
-            c->out = evbuffer_new();
-            c->rev = event_new(h->base, fd, EV_READ | EV_PERSIST, on_read, c);
-            c->wev = event_new(h->base, fd, EV_WRITE | EV_PERSIST, on_write, c);
-        }
-        if (!c || !c->in || !c->out || !c->rev || !c->wev || event_add(c->rev, NULL) != 0) {
-            CKUBE_ERROR("http: out of memory accepting a connection");
-            if (c) {
-                if (c->rev)
-                    event_free(c->rev);
-                if (c->wev)
-                    event_free(c->wev);
-                if (c->in)
-                    evbuffer_free(c->in);
-                if (c->out)
-                    evbuffer_free(c->out);
-                free(c);
-            }
-            close(fd);
-            continue;
-        }
-        http_parser_init(&c->parser, HTTP_REQUEST);
-        c->parser.data = c;
-        c->last_active = time(NULL);
-        LIST_INSERT_HEAD(&h->conns, c, link);
+        httpd_adopt(h, fd);
     }
 }
 
@@ -888,10 +900,17 @@ httpd *httpd_new(struct event_base *base, int listen_fd, const httpd_config *cfg
     if (!h->cfg.idle_timeout)
         h->cfg.idle_timeout = 3600;
     LIST_INIT(&h->conns);
-    h->lev = event_new(base, listen_fd, EV_READ | EV_PERSIST, on_accept, h);
+    if (listen_fd >= 0 && (!(h->lev = event_new(base, listen_fd, EV_READ | EV_PERSIST,
+                                                 on_accept, h)) ||
+                           event_add(h->lev, NULL) != 0)) {
+        if (h->lev)
+            event_free(h->lev);
+        free(h);
+        return NULL;
+    }
     h->sweep = event_new(base, -1, EV_PERSIST, on_sweep, h);
     struct timeval iv = {SWEEP_INTERVAL, 0};
-    if (!h->lev || !h->sweep || event_add(h->lev, NULL) != 0 || event_add(h->sweep, &iv) != 0) {
+    if (!h->sweep || event_add(h->sweep, &iv) != 0) {
         if (h->lev)
             event_free(h->lev);
         if (h->sweep)
@@ -907,6 +926,8 @@ void httpd_stop_accepting(httpd *h)
     if (h->lev) {
         event_free(h->lev);
         h->lev = NULL;
+    }
+    if (h->lfd >= 0) {
         close(h->lfd);
         h->lfd = -1;
     }

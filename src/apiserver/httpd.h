@@ -18,6 +18,9 @@
  * a 400 for malformed requests and a 431 for headers over 1 MiB (then the
  * connection closes), idle connections closed after an hour.
  *
+ * Writes use writev(), so the process must ignore SIGPIPE (the server
+ * does): a client that vanishes is then an EPIPE, not a signal.
+ *
  * Threading: everything runs on the loop's thread. Callbacks are never
  * made from inside an httpd_* call: a connection that fails while the
  * owner writes to it is reported from the loop afterwards.
@@ -54,9 +57,15 @@ typedef struct httpd_config {
 } httpd_config;
 
 /* Serves connections accepted from `listen_fd` (non-blocking; the httpd
- * owns it and closes it) on `base`. NULL on failure (out of memory). */
+ * owns it and closes it; -1: none, connections come from httpd_adopt) on
+ * `base`. NULL on failure (out of memory). */
 httpd *httpd_new(struct event_base *base, int listen_fd, const httpd_config *cfg,
                  httpd_handler handler, void *arg);
+
+/* Serves `fd`, a connected stream socket, as if it had been accepted (the
+ * httpd owns it from here on, and sets it non-blocking). -1 on failure
+ * (out of memory; fd is closed). */
+int httpd_adopt(httpd *h, int fd);
 
 /* Closes the listening socket; open connections stay. */
 void httpd_stop_accepting(httpd *h);

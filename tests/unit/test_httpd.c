@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,6 +93,7 @@ static void handler(httpd_req *r, void *arg)
 
 static int setup(void **state)
 {
+    signal(SIGPIPE, SIG_IGN); /* as the server does (httpd.h) */
     fixture *f = calloc(1, sizeof *f);
     f->base = event_base_new();
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
