@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <http_parser.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -885,10 +886,16 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+static void set_header_limit(void)
+{
+    http_parser_set_max_header_size(MAX_HEADER_BYTES);
+}
+
 httpd *httpd_new(struct event_base *base, int listen_fd, const httpd_config *cfg,
                  httpd_handler handler, void *arg)
 {
-    http_parser_set_max_header_size(MAX_HEADER_BYTES); /* (process-wide; idempotent) */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, set_header_limit); /* process-wide in http_parser */
     httpd *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
