@@ -547,7 +547,7 @@ void httpd_send_start(httpd_req *r, int code, void (*on_closed)(httpd_req *, voi
     conn_flush(c);
 }
 
-static size_t chunk_line(char *buf, size_t len)
+size_t httpd_chunk_line(char *buf, size_t len)
 {
     char tmp[16];
     size_t n = 0;
@@ -572,7 +572,7 @@ void httpd_send_chunk(httpd_req *r, struct evbuffer *buf)
     }
     if (r->chunked) {
         char line[24];
-        evbuffer_add(c->out, line, chunk_line(line, len));
+        evbuffer_add(c->out, line, httpd_chunk_line(line, len));
         evbuffer_add_buffer(c->out, buf);
         evbuffer_add(c->out, "\r\n", 2);
     } else {

@@ -127,5 +127,8 @@ int httpd_req_fd(const httpd_req *r);
 struct evbuffer *httpd_req_output(httpd_req *r);
 bool httpd_req_chunked(const httpd_req *r);
 void httpd_flush(httpd_req *r);
+/* Writes the size line of a chunk of `len` bytes ("%zx\r\n") into buf (at
+ * least 19 bytes); returns its length. For direct writers' framing. */
+size_t httpd_chunk_line(char *buf, size_t len);
 
 #endif

@@ -332,29 +332,12 @@ static void queue_rest(http_watch *w, const piece *pc, size_t n, size_t done)
         httpd_flush(w->rc->req);
 }
 
-/* Writes a chunk's size line ("%zx\r\n") into buf (at
- * least 19 bytes); returns its length. */
-static size_t chunk_size_line(char *buf, size_t len)
-{
-    char tmp[16];
-    size_t n = 0;
-    do {
-        tmp[n++] = "0123456789abcdef"[len & 15];
-        len >>= 4;
-    } while (len);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = tmp[n - 1 - i];
-    buf[n] = '\r';
-    buf[n + 1] = '\n';
-    return n + 2;
-}
-
 /* Sends one chunk whose payload is pc[1..n-1); pc[0] and pc[n-1] are
  * filled here with the chunk's size line and its closing CRLF. */
 static void send_pieces(http_watch *w, piece *pc, size_t n, size_t payload)
 {
     char hdr[24];
-    pc[0] = (piece){hdr, chunk_size_line(hdr, payload), NULL};
+    pc[0] = (piece){hdr, httpd_chunk_line(hdr, payload), NULL};
     pc[n - 1] = (piece){"\r\n", 2, NULL};
     queue_rest(w, pc, n, write_now(w, w->out, pc, n));
 }
@@ -371,7 +354,7 @@ static void send_chunk(http_watch *w, struct evbuffer *buf)
         return;
     }
     char hdr[24];
-    size_t hl = chunk_size_line(hdr, len);
+    size_t hl = httpd_chunk_line(hdr, len);
     struct evbuffer *out = w->out;
     size_t done = 0;
     struct evbuffer_iovec v[SEND_IOV];
@@ -531,7 +514,7 @@ static void group_collect(cacher *c, group *g)
     atomic_init(&g->lines->refs, 1);
     g->lines->len = total;
     char size_line[BATCH_HEAD];
-    size_t hl = chunk_size_line(size_line, total);
+    size_t hl = httpd_chunk_line(size_line, total);
     g->lines->head = BATCH_HEAD - hl;
     memcpy(g->lines->data + g->lines->head, size_line, hl);
     char *p = g->lines->data + BATCH_HEAD;
