@@ -916,7 +916,11 @@ httpd *httpd_new(struct event_base *base, int listen_fd, const httpd_config *cfg
         return NULL;
     }
     h->sweep = event_new(base, -1, EV_PERSIST, on_sweep, h);
-    struct timeval iv = {SWEEP_INTERVAL, 0};
+    /* Checked every SWEEP_INTERVAL seconds, or as often as the timeout
+     * if that is shorter: a connection goes at most one interval late. */
+    struct timeval iv = {h->cfg.idle_timeout < SWEEP_INTERVAL ? h->cfg.idle_timeout
+                                                               : SWEEP_INTERVAL,
+                         0};
     if (!h->sweep || event_add(h->sweep, &iv) != 0) {
         if (h->lev)
             event_free(h->lev);
