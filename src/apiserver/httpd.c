@@ -38,6 +38,7 @@ const char *ckube__http_reason(int code);
 #define READ_SCRATCH (64u * 1024)
 #define MAX_HEADER_BYTES (1u << 20)   /* Go's DefaultMaxHeaderBytes */
 #define MAX_PENDING_INPUT (1u << 20)  /* unparsed bytes kept while serving */
+#define MAX_PENDING_OUTPUT (1u << 20) /* replies queued before parsing pauses */
 #define ACCEPT_BATCH 64               /* connections accepted per wake-up */
 #define SWEEP_INTERVAL 30             /* seconds between idle checks */
 
@@ -672,6 +673,15 @@ static void conn_kill(httpd_conn *c)
         conn_free(c);
 }
 
+/* The client is not reading its replies: serve no more requests until it
+ * does (a pipelining client that never reads would otherwise make the
+ * queue grow without bound; Go's server writes each reply before reading
+ * the next request, evhttp did too). */
+static bool output_full(const httpd_conn *c)
+{
+    return evbuffer_get_length(c->out) > MAX_PENDING_OUTPUT;
+}
+
 /* Dispatches the request the parser completed, if any. */
 static void dispatch(httpd_conn *c)
 {
@@ -691,7 +701,7 @@ static void dispatch(httpd_conn *c)
 static size_t feed(httpd_conn *c, const char *data, size_t len)
 {
     size_t done = 0;
-    while (done < len && !c->cur && !c->dead && !c->close_after) {
+    while (done < len && !c->cur && !c->dead && !c->close_after && !output_full(c)) {
         size_t n = http_parser_execute(&c->parser, &parser_settings, data + done, len - done);
         done += n;
         enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
@@ -719,7 +729,8 @@ static size_t feed(httpd_conn *c, const char *data, size_t len)
 /* Parses what waits in `in`, then decides what the connection does next. */
 static void process_input(httpd_conn *c)
 {
-    while (!c->cur && !c->dead && !c->close_after && evbuffer_get_length(c->in)) {
+    while (!c->cur && !c->dead && !c->close_after && !output_full(c) &&
+           evbuffer_get_length(c->in)) {
         size_t len = evbuffer_get_length(c->in);
         const char *p = (const char *)evbuffer_pullup(c->in, (ssize_t)len);
         size_t n = feed(c, p, len);
@@ -742,7 +753,7 @@ static void settle(httpd_conn *c)
         return;
     }
     if (c->read_off && !c->peer_eof && !c->close_after &&
-        (!c->cur || evbuffer_get_length(c->in) < MAX_PENDING_INPUT / 2)) {
+        ((!c->cur && !output_full(c)) || evbuffer_get_length(c->in) < MAX_PENDING_INPUT / 2)) {
         event_add(c->rev, NULL);
         c->read_off = false;
     }
@@ -768,7 +779,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
             if (used < (size_t)n && !c->close_after)
                 evbuffer_add(c->in, h->scratch + used, (size_t)n - used);
         }
-        if (!c->dead && c->cur && evbuffer_get_length(c->in) >= MAX_PENDING_INPUT) {
+        if (!c->dead && (c->cur || output_full(c)) &&
+            evbuffer_get_length(c->in) >= MAX_PENDING_INPUT) {
             event_del(c->rev); /* the client sends far ahead: wait */
             c->read_off = true;
         }

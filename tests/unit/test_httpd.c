@@ -80,6 +80,16 @@ static void handler(httpd_req *r, void *arg)
         httpd_notify_drained(r);
         return;
     }
+    if (!strcmp(t, "/big")) {
+        struct evbuffer *b = evbuffer_new();
+        char *big = malloc(64 * 1024);
+        memset(big, 'z', 64 * 1024);
+        evbuffer_add(b, big, 64 * 1024);
+        free(big);
+        httpd_send_reply(r, 200, b);
+        evbuffer_free(b);
+        return;
+    }
     if (!strcmp(t, "/close"))
         httpd_add_header(r, "Connection", "close");
     const char *x = httpd_req_header(r, "x-test");
@@ -596,6 +606,57 @@ stalled:
     close(fd);
 }
 
+/* A client that pipelines requests and does not read the replies: the
+ * server stops serving once 1 MiB of replies waits (the rest would pile
+ * up in memory), and serves everything once the client reads. */
+static void test_unread_replies_pause_serving(void **state)
+{
+    fixture *f = *state;
+    int fd = client(f);
+    enum { N = 2000 };
+    const char *req = "GET /big HTTP/1.1\r\n\r\n";
+    size_t rl = strlen(req);
+    char *all = malloc(rl * N);
+    for (int i = 0; i < N; i++)
+        memcpy(all + (size_t)i * rl, req, rl);
+    send_all(f, fd, all, rl * N); /* 42 KB: the kernel takes it all */
+    free(all);
+    for (int i = 0; i < 200; i++) {
+        turn(f);
+        poll(NULL, 0, 1);
+    }
+    /* 2000 replies are 128 MB; the kernel's buffers hold a few MB of them
+     * and the server 1 MiB more, no further */
+    assert_true(f->handled < 400);
+    /* then read: every reply is the same size (a fixed-width Date) */
+    size_t got = 0, reply = 0, hl = 0;
+    static char buf[1 << 16], head[512];
+    for (int rounds = 0; rounds < 1000000; rounds++) {
+        turn(f);
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0)
+            break;
+        if (n < 0)
+            continue;
+        if (!reply) {
+            size_t k = (size_t)n < sizeof head - 1 - hl ? (size_t)n : sizeof head - 1 - hl;
+            memcpy(head + hl, buf, k);
+            hl += k;
+            head[hl] = 0;
+            char *e = strstr(head, "\r\n\r\n");
+            if (e)
+                reply = (size_t)(e - head) + 4 + 64 * 1024;
+        }
+        got += (size_t)n;
+        if (reply && got >= (size_t)N * reply)
+            break;
+    }
+    assert_true(reply > 0);
+    assert_int_equal(got, (size_t)N * reply);
+    assert_int_equal(f->handled, N);
+    close(fd);
+}
+
 /* Connections idle longer than the timeout are closed. */
 static void test_idle_timeout(void **state)
 {
@@ -654,6 +715,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_streaming, setup, teardown),
         cmocka_unit_test_setup_teardown(test_half_close_still_answered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backpressure_then_resume, setup_big, teardown),
+        cmocka_unit_test_setup_teardown(test_unread_replies_pause_serving, setup, teardown),
         cmocka_unit_test(test_idle_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
