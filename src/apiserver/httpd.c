@@ -4,7 +4,9 @@
  * registered once and stays (EV_PERSIST) so that every request costs one
  * read(). Bytes are parsed straight from the loop's scratch buffer; only
  * what arrives while a request is being served (pipelined requests, or a
- * client's EOF) is kept, in `in`, and parsed when that request is done.
+ * client's EOF), or while over 1 MiB of replies waits for a client that
+ * does not read, is kept, in `in`, and parsed when the connection can go
+ * on (each of the two waits is bounded: reading stops at 1 MiB of `in`).
  * A reply is appended to `out` and written at once (one writev); the write
  * event is armed only while the kernel does not take everything.
  *
