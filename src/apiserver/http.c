@@ -96,12 +96,12 @@ bool req_query_bool(req_ctx *rc, const char *key)
     return v && strcmp(v, "0") && strcasecmp(v, "false");
 }
 
-/* Parses a query string as Go's url.ParseQuery does: '&'-separated,
- * a key without '=' has the value "", '+' is a space. Returns -1 on a bad
- * percent escape. */
-static int parse_query(const char *q, struct evkeyvalq *out)
+/* Parses a query string (q[0..len)) as Go's url.ParseQuery does:
+ * '&'-separated, a key without '=' has the value "", '+' is a space.
+ * Returns -1 on a bad percent escape. */
+static int parse_query(const char *q, size_t len, struct evkeyvalq *out)
 {
-    char *dup = strdup(q);
+    char *dup = strndup(q, len);
     if (!dup)
         return -1;
     int rc = 0;
@@ -375,14 +375,9 @@ static void handle_request(httpd_req *req, void *arg)
     }
     const char *qmark = strchr(target, '?');
     size_t plen = qmark ? (size_t)(qmark - target) : strcspn(target, "#");
-    if (qmark) {
-        char *rawquery = strndup(qmark + 1, strcspn(qmark + 1, "#"));
-        int bad = !rawquery || parse_query(rawquery, &rc->query) != 0;
-        free(rawquery);
-        if (bad) {
-            reply_status(rc, ckube_status_bad_request("invalid query string"));
-            return;
-        }
+    if (qmark && parse_query(qmark + 1, strcspn(qmark + 1, "#"), &rc->query) != 0) {
+        reply_status(rc, ckube_status_bad_request("invalid query string"));
+        return;
     }
     char *rawpath = strndup(target, plen);
     char *path = rawpath ? evhttp_uridecode(*rawpath ? rawpath : "/", 0, NULL) : NULL;

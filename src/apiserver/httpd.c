@@ -34,8 +34,7 @@
 #include <unistd.h>
 
 #include "ckube/log.h"
-
-const char *ckube__http_reason(int code);
+#include "common/text.h"
 
 #define READ_SCRATCH (64u * 1024)
 #define MAX_HEADER_BYTES (1u << 20)   /* Go's DefaultMaxHeaderBytes */
@@ -88,54 +87,33 @@ struct httpd_req {
     unsigned char vmajor, vminor;
     bool keep_alive;
     bool too_large;
-    bool head;
-    /* received: target and headers in one buffer, "name\0value\0"... */
-    char *target;
-    size_t target_len, target_cap;
-    char *hbuf;
-    size_t hlen, hcap;
+    /* received: the target, and the headers as "name\0value\0"... */
+    ckube__strbuf target;
+    ckube__strbuf hbuf;
     size_t *hnames; /* offsets of header names in hbuf */
     size_t nh, hncap;
     bool in_value; /* the parser is inside a header value */
     struct evbuffer *body;
     /* reply */
-    char *ohdr; /* "Name: value\r\n"... */
-    size_t olen, ocap;
-    bool started, chunked, streaming, want_drained;
+    ckube__strbuf ohdr; /* "Name: value\r\n"... */
+    bool chunked, streaming, want_drained;
     bool said_close; /* the owner added "Connection: close" */
     void (*on_closed)(httpd_req *, void *);
     void (*on_drained)(httpd_req *, void *);
     void *cb_arg;
 };
 
-static void conn_kill(httpd_conn *c);
-static void process_input(httpd_conn *c);
-
-/* ---- small buffers ------------------------------------------------------ */
-
-static int grow(char **buf, size_t *cap, size_t need)
+/* Appends n bytes (NULs included) to b; 0, or -1 once out of memory (a
+ * parser callback's failure). */
+static int append(ckube__strbuf *b, const char *p, size_t n)
 {
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 256;
-    while (n < need)
-        n *= 2;
-    char *p = realloc(*buf, n);
-    if (!p)
-        return -1;
-    *buf = p;
-    *cap = n;
-    return 0;
+    ckube__sb_addn(b, p, n);
+    return b->oom ? -1 : 0;
 }
 
-static int append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+static bool is_head(const httpd_req *r)
 {
-    if (grow(buf, cap, *len + n + 1) != 0)
-        return -1;
-    memcpy(*buf + *len, p, n);
-    *len += n;
-    (*buf)[*len] = '\0';
-    return 0;
+    return r->method == HTTPD_HEAD;
 }
 
 /* ---- requests ----------------------------------------------------------- */
@@ -159,10 +137,10 @@ static void req_free(httpd_req *r)
     if (!r)
         return;
     evbuffer_free(r->body);
-    free(r->target);
-    free(r->hbuf);
+    free(r->target.s);
+    free(r->hbuf.s);
     free(r->hnames);
-    free(r->ohdr);
+    free(r->ohdr.s);
     free(r);
 }
 
@@ -180,13 +158,13 @@ const char *httpd_req_method_name(const httpd_req *r)
 
 const char *httpd_req_target(const httpd_req *r)
 {
-    return r->target ? r->target : "/";
+    return r->target.s ? r->target.s : "/";
 }
 
 const char *httpd_req_header(const httpd_req *r, const char *name)
 {
     for (size_t i = 0; i < r->nh; i++) {
-        const char *n = r->hbuf + r->hnames[i];
+        const char *n = r->hbuf.s + r->hnames[i];
         if (!strcasecmp(n, name))
             return n + strlen(n) + 1;
     }
@@ -216,7 +194,7 @@ static int on_message_begin(http_parser *p)
 static int on_url(http_parser *p, const char *at, size_t len)
 {
     httpd_req *r = ((httpd_conn *)p->data)->parsing;
-    return append(&r->target, &r->target_len, &r->target_cap, at, len);
+    return append(&r->target, at, len);
 }
 
 static int on_header_field(http_parser *p, const char *at, size_t len)
@@ -224,7 +202,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
     httpd_req *r = ((httpd_conn *)p->data)->parsing;
     if (r->in_value || r->nh == 0) {
         /* A new header: close the previous value, note the name. */
-        if (r->nh && append(&r->hbuf, &r->hlen, &r->hcap, "", 1) != 0)
+        if (r->nh && append(&r->hbuf, "", 1) != 0)
             return -1;
         if (r->nh == r->hncap) {
             size_t n = r->hncap ? r->hncap * 2 : 16;
@@ -234,21 +212,21 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
             r->hnames = p2;
             r->hncap = n;
         }
-        r->hnames[r->nh++] = r->hlen;
+        r->hnames[r->nh++] = r->hbuf.len;
         r->in_value = false;
     }
-    return append(&r->hbuf, &r->hlen, &r->hcap, at, len);
+    return append(&r->hbuf, at, len);
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
     httpd_req *r = ((httpd_conn *)p->data)->parsing;
     if (!r->in_value) {
-        if (append(&r->hbuf, &r->hlen, &r->hcap, "", 1) != 0) /* ends the name */
+        if (append(&r->hbuf, "", 1) != 0) /* ends the name */
             return -1;
         r->in_value = true;
     }
-    return append(&r->hbuf, &r->hlen, &r->hcap, at, len);
+    return append(&r->hbuf, at, len);
 }
 
 static bool method_of(unsigned m, httpd_method *out)
@@ -286,9 +264,9 @@ static int on_headers_complete(http_parser *p)
 {
     httpd_conn *c = p->data;
     httpd_req *r = c->parsing;
-    if (r->nh && !r->in_value && append(&r->hbuf, &r->hlen, &r->hcap, "", 1) != 0)
+    if (r->nh && !r->in_value && append(&r->hbuf, "", 1) != 0)
         return -1; /* a last name without a value */
-    if (r->nh && append(&r->hbuf, &r->hlen, &r->hcap, "", 1) != 0)
+    if (r->nh && append(&r->hbuf, "", 1) != 0)
         return -1;
     if (!method_of(p->method, &r->method)) {
         queue_error(c, 405);
@@ -297,7 +275,6 @@ static int on_headers_complete(http_parser *p)
     r->vmajor = (unsigned char)p->http_major;
     r->vminor = (unsigned char)p->http_minor;
     r->keep_alive = http_should_keep_alive(p) != 0;
-    r->head = r->method == HTTPD_HEAD;
     bool has_body = (p->flags & F_CHUNKED) || (p->content_length > 0 &&
                                                 p->content_length != UINT64_MAX);
     if (p->content_length != UINT64_MAX && p->content_length > c->h->cfg.max_body) {
@@ -410,13 +387,14 @@ static void refresh_date(httpd *h)
     h->date_len = strftime(h->date, sizeof h->date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
 }
 
-static size_t put_uint(char *p, unsigned long long v)
+/* Writes v in base 10 or 16 (lower case) at p; returns the digits. */
+static size_t put_uint(char *p, unsigned long long v, unsigned base)
 {
     char tmp[24];
     size_t n = 0;
     do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
+        tmp[n++] = "0123456789abcdef"[v % base];
+        v /= base;
     } while (v);
     for (size_t i = 0; i < n; i++)
         p[i] = tmp[n - 1 - i];
@@ -437,7 +415,7 @@ static void queue_head(httpd_req *r, int code, long long length)
     size_t n = 0;
     memcpy(line, http11 ? "HTTP/1.1 " : "HTTP/1.0 ", 9);
     n = 9;
-    n += put_uint(line + n, (unsigned)code);
+    n += put_uint(line + n, (unsigned)code, 10);
     line[n++] = ' ';
     const char *reason = ckube__http_reason(code);
     size_t rl = strlen(reason);
@@ -448,8 +426,8 @@ static void queue_head(httpd_req *r, int code, long long length)
     line[n++] = '\r';
     line[n++] = '\n';
     evbuffer_add(c->out, line, n);
-    if (r->olen)
-        evbuffer_add(c->out, r->ohdr, r->olen);
+    if (r->ohdr.len)
+        evbuffer_add(c->out, r->ohdr.s, r->ohdr.len);
     refresh_date(h);
     evbuffer_add(c->out, h->date, h->date_len);
     char tail[96];
@@ -457,7 +435,7 @@ static void queue_head(httpd_req *r, int code, long long length)
     if (length >= 0) {
         memcpy(tail, "Content-Length: ", 16);
         n = 16;
-        n += put_uint(tail + n, (unsigned long long)length);
+        n += put_uint(tail + n, (unsigned long long)length, 10);
         tail[n++] = '\r';
         tail[n++] = '\n';
     } else if (http11) {
@@ -476,7 +454,6 @@ static void queue_head(httpd_req *r, int code, long long length)
     tail[n++] = '\r';
     tail[n++] = '\n';
     evbuffer_add(c->out, tail, n);
-    r->started = true;
 }
 
 void httpd_add_header(httpd_req *r, const char *name, const char *value)
@@ -485,18 +462,17 @@ void httpd_add_header(httpd_req *r, const char *name, const char *value)
         r->conn->close_after = true;
         r->said_close = true;
     }
-    size_t nl = strlen(name), vl = strlen(value);
-    if (grow(&r->ohdr, &r->ocap, r->olen + nl + vl + 5) != 0)
+    /* Room for the whole line first, so that a header is added whole or
+     * (out of memory) not at all. */
+    ckube__sb_reserve(&r->ohdr, strlen(name) + strlen(value) + 4);
+    if (r->ohdr.oom)
         return;
-    memcpy(r->ohdr + r->olen, name, nl);
-    r->olen += nl;
-    memcpy(r->ohdr + r->olen, ": ", 2);
-    r->olen += 2;
+    ckube__sb_add(&r->ohdr, name);
+    ckube__sb_addn(&r->ohdr, ": ", 2);
     /* A value never ends a header early (no CR or LF passes). */
-    for (size_t i = 0; i < vl; i++)
-        r->ohdr[r->olen++] = (value[i] == '\r' || value[i] == '\n') ? ' ' : value[i];
-    memcpy(r->ohdr + r->olen, "\r\n", 2);
-    r->olen += 2;
+    for (const char *v = value; *v; v++)
+        ckube__sb_addc(&r->ohdr, (*v == '\r' || *v == '\n') ? ' ' : *v);
+    ckube__sb_addn(&r->ohdr, "\r\n", 2);
 }
 
 /* The request is finished: the connection goes on with the next one. */
@@ -528,7 +504,7 @@ void httpd_send_reply(httpd_req *r, int code, struct evbuffer *body)
     size_t len = body ? evbuffer_get_length(body) : 0;
     queue_head(r, code, (long long)len);
     if (body) {
-        if (r->head)
+        if (is_head(r))
             evbuffer_drain(body, len);
         else
             evbuffer_add_buffer(c->out, body);
@@ -552,14 +528,7 @@ void httpd_send_start(httpd_req *r, int code, void (*on_closed)(httpd_req *, voi
 
 size_t httpd_chunk_line(char *buf, size_t len)
 {
-    char tmp[16];
-    size_t n = 0;
-    do {
-        tmp[n++] = "0123456789abcdef"[len & 15];
-        len >>= 4;
-    } while (len);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = tmp[n - 1 - i];
+    size_t n = put_uint(buf, len, 16);
     buf[n] = '\r';
     buf[n + 1] = '\n';
     return n + 2;
@@ -569,7 +538,7 @@ void httpd_send_chunk(httpd_req *r, struct evbuffer *buf)
 {
     httpd_conn *c = r->conn;
     size_t len = evbuffer_get_length(buf);
-    if (!c || c->dead || r->head || !len) {
+    if (!c || c->dead || is_head(r) || !len) {
         evbuffer_drain(buf, len);
         return;
     }
@@ -595,7 +564,7 @@ void httpd_notify_drained(httpd_req *r)
 void httpd_send_end(httpd_req *r)
 {
     httpd_conn *c = r->conn;
-    if (c && !c->dead && r->chunked && !r->head)
+    if (c && !c->dead && r->chunked && !is_head(r))
         evbuffer_add(c->out, "0\r\n\r\n", 5);
     finish(r);
 }
@@ -622,7 +591,7 @@ struct evbuffer *httpd_req_output(httpd_req *r)
 
 bool httpd_req_chunked(const httpd_req *r)
 {
-    return r->chunked && !r->head;
+    return r->chunked && !is_head(r);
 }
 
 void httpd_flush(httpd_req *r)
@@ -728,7 +697,7 @@ static size_t feed(httpd_conn *c, const char *data, size_t len)
     return done;
 }
 
-/* Parses what waits in `in`, then decides what the connection does next. */
+/* Parses what waits in `in`, as far as the connection may go on. */
 static void process_input(httpd_conn *c)
 {
     while (!c->cur && !c->dead && !c->close_after && !output_full(c) &&
@@ -742,11 +711,13 @@ static void process_input(httpd_conn *c)
     }
 }
 
+/* After an event: writes what was queued, closes a connection that is
+ * done, and resumes reading when the backlog allows. */
 static void settle(httpd_conn *c)
 {
     if (c->dead)
         return;
-    if (c->wev_armed == false && evbuffer_get_length(c->out))
+    if (!c->wev_armed && evbuffer_get_length(c->out))
         conn_flush(c);
     if (c->dead)
         return;
@@ -759,6 +730,17 @@ static void settle(httpd_conn *c)
         event_add(c->rev, NULL);
         c->read_off = false;
     }
+}
+
+/* The end of every event callback: settle the connection, and free it
+ * if it died meanwhile (never earlier: see `busy`). */
+static void callback_end(httpd_conn *c)
+{
+    if (!c->dead)
+        settle(c);
+    c->busy--;
+    if (c->dead)
+        conn_free(c);
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
@@ -799,11 +781,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         else
             process_input(c);
     }
-    if (!c->dead)
-        settle(c);
-    c->busy--;
-    if (c->dead)
-        conn_free(c);
+    callback_end(c);
 }
 
 static void on_write(evutil_socket_t fd, short what, void *arg)
@@ -822,11 +800,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     }
     if (!c->dead && !c->cur)
         process_input(c);
-    if (!c->dead)
-        settle(c);
-    c->busy--;
-    if (c->dead)
-        conn_free(c);
+    callback_end(c);
 }
 
 int httpd_adopt(httpd *h, int fd)
@@ -921,29 +895,26 @@ httpd *httpd_new(struct event_base *base, int listen_fd, const httpd_config *cfg
     if (!h->cfg.idle_timeout)
         h->cfg.idle_timeout = 3600;
     LIST_INIT(&h->conns);
-    if (listen_fd >= 0 && (!(h->lev = event_new(base, listen_fd, EV_READ | EV_PERSIST,
-                                                 on_accept, h)) ||
-                           event_add(h->lev, NULL) != 0)) {
-        if (h->lev)
-            event_free(h->lev);
-        free(h);
-        return NULL;
-    }
-    h->sweep = event_new(base, -1, EV_PERSIST, on_sweep, h);
     /* Checked every SWEEP_INTERVAL seconds, or as often as the timeout
      * if that is shorter: a connection goes at most one interval late. */
     struct timeval iv = {h->cfg.idle_timeout < SWEEP_INTERVAL ? h->cfg.idle_timeout
                                                                : SWEEP_INTERVAL,
                          0};
-    if (!h->sweep || event_add(h->sweep, &iv) != 0) {
-        if (h->lev)
-            event_free(h->lev);
-        if (h->sweep)
-            event_free(h->sweep);
-        free(h);
-        return NULL;
-    }
+    if (listen_fd >= 0 &&
+        (!(h->lev = event_new(base, listen_fd, EV_READ | EV_PERSIST, on_accept, h)) ||
+         event_add(h->lev, NULL) != 0))
+        goto fail;
+    if (!(h->sweep = event_new(base, -1, EV_PERSIST, on_sweep, h)) ||
+        event_add(h->sweep, &iv) != 0)
+        goto fail;
     return h;
+fail:
+    if (h->lev)
+        event_free(h->lev);
+    if (h->sweep)
+        event_free(h->sweep);
+    free(h);
+    return NULL;
 }
 
 void httpd_stop_accepting(httpd *h)

@@ -24,8 +24,6 @@
 
 #include "apiserver/httpd.h"
 
-const char *ckube__http_reason(int code);
-
 typedef struct fixture {
     struct event_base *base;
     httpd *h;
