@@ -525,7 +525,9 @@ typedef struct ckube_handler_reg ckube_handler_reg;
 /* A transform (client-go's SetTransform, controller-runtime's
  * cache.Options.DefaultTransform): called with every object before the
  * informer queues and caches it (listed, added, updated and deleted
- * ones), on the reflector's thread. It may change `obj` (owned by the
+ * ones), one call at a time: on the reflector's thread, or, for the
+ * objects of a list past its first MiB, on the thread that builds them
+ * while the reflector decodes the rest. It may change `obj` (owned by the
  * call) in place, typically to drop what the program never reads (large
  * annotations, data) so the cache holds less. It must keep
  * metadata.name, metadata.namespace and metadata.resourceVersion, and

@@ -134,6 +134,12 @@ ckube__clist_stream *ckube__clist_stream_new(const ckube__cobj_opts *o);
  * if the text turns out invalid later (or repeats "items"). */
 void ckube__clist_stream_on_item(ckube__clist_stream *st, int (*fn)(void *ud, ckube__cobj *c),
                                  void *ud);
+/* With on_item, items are built and handed to fn on a thread of the
+ * stream's own once `bytes` of the body have been decoded (default 1
+ * MiB; SIZE_MAX: never), overlapping the decoding: fn is then called on
+ * that thread, still one item at a time and in order, and every item
+ * decoded has been handed over when finish, reset or free returns. */
+void ckube__clist_stream_builder_from(ckube__clist_stream *st, size_t bytes);
 int ckube__clist_stream_feed(ckube__clist_stream *st, const char *p, size_t n);
 int ckube__clist_stream_finish(ckube__clist_stream *st, ckube__clist *out, char **err);
 void ckube__clist_stream_reset(ckube__clist_stream *st);

@@ -259,21 +259,31 @@ typedef struct feed {
     size_t n, total;
     bool failed;
     size_t bytes, reserved; /* of the objects so far / see arena_reserve */
+    void *held;             /* see arena_reserve */
 } feed;
 
-/* glibc grows the heap of a thread's arena one page (and one mprotect
- * call, which splits and merges mappings) at a time, so decoding a
- * large list into fresh memory on the reflector's thread costs thousands
- * of mprotect calls. Allocating `bytes` in blocks below the mmap
- * threshold and freeing them again raises the heap's high-water mark in
- * a few calls: the freed memory is returned (madvise), the mapping stays
- * writable and later growth up to it needs no mprotect. Done in doubling
- * steps as a list grows, so it costs O(log n) calls, and never more than
+/* glibc grows the heap of a thread's arena by what one allocation needs,
+ * a page at a time, each step an mprotect call that splits and merges
+ * mappings, and a page fault on the new page when the chunk header is
+ * written: building a large list's blocks in fresh memory costs
+ * thousands of each (a third of the thread's time at 100k objects).
+ * feed_item runs on the thread that builds the blocks (the reflector's,
+ * or the list decoder's builder thread, cobj.c), so the reserve is made
+ * in the arena the blocks come from. arena_reserve allocates `bytes` in blocks just below the
+ * mmap threshold, one mprotect each and no page touched but the blocks'
+ * headers, keeps the highest one (fd->held) and frees the others in
+ * address order: they coalesce into one free chunk below the held block,
+ * from which the objects are carved without growing the heap. Holding
+ * the top block is what keeps the freed space: freed into the top chunk,
+ * it would be returned (madvise, one call per block) and, in a heap of
+ * its own, unmapped. feed_release frees the held block when the list is
+ * over; what the list did not use then goes back to the system. Done in
+ * doubling steps as the list grows, so the reserve is never more than
  * the list itself needs. Harmless (merely useless) with other mallocs. */
-static void arena_reserve(size_t bytes)
+static void arena_reserve(feed *fd, size_t bytes)
 {
 #if defined(__GLIBC__)
-    enum { BLOCK = 64 * 1024 };
+    enum { BLOCK = 120 * 1024 }; /* the default mmap threshold is 128 KiB */
     size_t n = bytes / BLOCK;
     void **v = n ? malloc(n * sizeof(*v)) : NULL;
     if (!v)
@@ -281,12 +291,24 @@ static void arena_reserve(size_t bytes)
     size_t got = 0;
     while (got < n && (v[got] = malloc(BLOCK)))
         got++;
-    while (got > 0)
-        free(v[--got]);
+    if (got) {
+        /* The previous held block is below the new ones now. */
+        free(fd->held);
+        fd->held = v[--got];
+    }
+    for (size_t i = 0; i < got; i++)
+        free(v[i]);
     free(v);
 #else
+    (void)fd;
     (void)bytes;
 #endif
+}
+
+static void feed_release(feed *fd)
+{
+    free(fd->held);
+    fd->held = NULL;
 }
 
 static void feed_flush(feed *fd)
@@ -306,7 +328,7 @@ static int feed_item(void *ud, ckube__cobj *c)
     fd->bytes += ckube__cobj_bytes(c);
     if (fd->bytes >= RESERVE_FROM && fd->bytes > fd->reserved) {
         size_t step = fd->reserved ? fd->reserved : RESERVE_FROM;
-        arena_reserve(step);
+        arena_reserve(fd, step);
         fd->reserved += step;
     }
     fd->batch[fd->n++] = ckube__cobj_ref(c);
@@ -322,6 +344,7 @@ static void feed_drop(feed *fd)
     for (size_t i = 0; i < fd->n; i++)
         ckube__cobj_unref(fd->batch[i]);
     fd->n = 0;
+    feed_release(fd);
 }
 
 /* Lists every page. Returns 0 after the sink has the list, else -1 with
@@ -336,6 +359,7 @@ static size_t store_list(ckube_reflector *r, bool inc, feed *fd, ckube__clist *a
     size_t n = all->n;
     if (inc) {
         feed_flush(fd);
+        feed_release(fd);
         n = fd->total;
         if (r->sink.replace_end(r->sink.ctx, rv) != 0 || fd->failed)
             CKUBE_ERROR("%scould not store the list of %s", r->prefix, r->what);

@@ -106,6 +106,42 @@ static int same_str(const char *a, const char *b)
     return (!a && !b) || (a && b && !strcmp(a, b));
 }
 
+static int push_item(void *ud, ckube__cobj *c)
+{
+    return ckube__clist_push(ud, ckube__cobj_ref(c));
+}
+
+/* The same list through on_item and the builder thread (started at
+ * once): the same verdict, and the same items when it is a list. */
+static void check_list_builder(const char *text, size_t len, const ckube__cobj_opts *o,
+                               size_t chunk, int r1, const ckube__clist *whole)
+{
+    ckube__clist items = {0}, meta = {0};
+    char *e = NULL;
+    ckube__clist_stream *st = ckube__clist_stream_new(o);
+    if (!st)
+        return;
+    ckube__clist_stream_on_item(st, push_item, &items);
+    ckube__clist_stream_builder_from(st, 0);
+    for (size_t off = 0; off < len; off += chunk)
+        ckube__clist_stream_feed(st, text + off, len - off < chunk ? len - off : chunk);
+    int r = ckube__clist_stream_finish(st, &meta, &e);
+    ckube__clist_stream_free(st);
+    check(r == r1, "list through the builder: another result", text, len);
+    if (r1 == 0) {
+        check(items.n == whole->n && meta.n == 0, "list through the builder: another item count",
+              text, len);
+        for (size_t i = 0; i < whole->n && i < items.n; i++)
+            check(!strcmp(ckube__cobj_json(whole->items[i]), ckube__cobj_json(items.items[i])) &&
+                      !strcmp(ckube__cobj_key(whole->items[i]), ckube__cobj_key(items.items[i])) &&
+                      whole->items[i]->generation == items.items[i]->generation,
+                  "list through the builder: another item", text, len);
+    }
+    ckube__clist_clear(&items);
+    ckube__clist_clear(&meta);
+    free(e);
+}
+
 static void check_list(const char *text, size_t len, const ckube__cobj_opts *o, size_t chunk)
 {
     ckube__clist whole = {0}, fed = {0};
@@ -121,6 +157,7 @@ static void check_list(const char *text, size_t len, const ckube__cobj_opts *o, 
         ckube__clist_stream_feed(st, text + off, len - off < chunk ? len - off : chunk);
     int r2 = ckube__clist_stream_finish(st, &fed, &e2);
     ckube__clist_stream_free(st);
+    check_list_builder(text, len, o, chunk, r1, &whole);
     if (r1 != r2)
         fprintf(stderr, "whole: %d (%s), streamed in %zu-byte chunks: %d (%s)\n", r1, e1 ? e1 : "-",
                 chunk, r2, e2 ? e2 : "-");

@@ -1471,6 +1471,193 @@ static void test_cobj_stream(void **state)
     free(text);
 }
 
+/* ---- the streaming decoder's builder thread ---- */
+
+/* What on_item saw: the items, how many calls came from a thread other
+ * than the test's, and a call at which to refuse (0: never). */
+typedef struct seen {
+    ckube__clist items;
+    pthread_t main;
+    size_t calls, off_thread, refuse_at;
+    size_t at_finish; /* calls when finish returned */
+} seen;
+
+static int seen_item(void *ud, ckube__cobj *c)
+{
+    seen *w = ud;
+    w->calls++;
+    if (!pthread_equal(pthread_self(), w->main))
+        w->off_thread++;
+    if (w->refuse_at && w->calls == w->refuse_at)
+        return -1;
+    return ckube__clist_push(&w->items, ckube__cobj_ref(c));
+}
+
+/* A list of n objects, about 330 bytes each, every seventh one RICH
+ * (escapes in its name, whitespace, managedFields to drop). */
+static char *big_list(size_t n, size_t *len)
+{
+    ckube__strbuf b = {0};
+    ckube__sb_add(&b, "{\"kind\":\"ConfigMapList\",\"metadata\":{\"resourceVersion\":\"9\"},"
+                      "\"items\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            ckube__sb_add(&b, ",");
+        if (i % 7 == 3) {
+            ckube__sb_add(&b, RICH);
+            continue;
+        }
+        ckube__sb_printf(&b,
+                         "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                         "\"o\\u00e9-%zu\",\"namespace\":\"ns%zu\",\"resourceVersion\":\"%zu\","
+                         "\"generation\":%zu},\"data\":{\"pad\":\"%0200zu\"}}",
+                         i, i % 5, i + 100, i, i);
+    }
+    ckube__sb_add(&b, "]}");
+    *len = b.len;
+    return b.s;
+}
+
+/* Feeds text[0, len) in pieces of `chunk` (0: pseudo-random sizes up to
+ * 64 KiB) to st. Returns the last feed's result. */
+static int feed_all(ckube__clist_stream *st, const char *text, size_t len, size_t chunk)
+{
+    unsigned seed = 777;
+    int rc = 0;
+    for (size_t off = 0; off < len && rc == 0;) {
+        size_t n = chunk;
+        if (!n) {
+            seed = seed * 1103515245u + 12345u;
+            n = 1 + (seed >> 8) % 65536;
+        }
+        if (n > len - off)
+            n = len - off;
+        rc = ckube__clist_stream_feed(st, text + off, n);
+        off += n;
+    }
+    return rc;
+}
+
+/* Decodes text with on_item, starting the builder after `from` bytes. */
+static int builder_parse(const char *text, size_t len, size_t chunk, size_t from, seen *w,
+                         ckube__clist *meta, char **err)
+{
+    ckube__clist_stream *st = ckube__clist_stream_new(NULL);
+    assert_non_null(st);
+    w->main = pthread_self();
+    ckube__clist_stream_on_item(st, seen_item, w);
+    ckube__clist_stream_builder_from(st, from);
+    feed_all(st, text, len, chunk);
+    int rc = ckube__clist_stream_finish(st, meta, err);
+    w->at_finish = w->calls;
+    ckube__clist_stream_free(st);
+    return rc;
+}
+
+static void test_cobj_stream_builder(void **state)
+{
+    (void)state;
+    size_t len;
+    char *text = big_list(5000, &len);
+    assert_true(len > 3 * ((size_t)1 << 20) / 2); /* past the default 1 MiB */
+    ckube__clist want = {0};
+    char *err = NULL;
+    assert_int_equal(ckube__cobj_parse_list(text, len, NULL, &want, &err), 0);
+    assert_int_equal(want.n, 5000);
+
+    /* Whenever the builder starts and however the text is cut, on_item
+     * sees every object, in order, and the same blocks as the one-shot
+     * parser builds (fields decoded from escapes included). */
+    const size_t froms[] = {0, 1000, (size_t)1 << 20, SIZE_MAX};
+    const size_t chunks[] = {1, 7, 4096, 0};
+    for (size_t f = 0; f < sizeof froms / sizeof *froms; f++)
+        for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+            if (chunks[c] == 1 && f != 0)
+                continue; /* byte by byte once is enough */
+            seen w = {0};
+            ckube__clist meta = {0};
+            if (builder_parse(text, len, chunks[c], froms[f], &w, &meta, &err) != 0)
+                fail_msg("from %zu, chunk %zu: %s", froms[f], chunks[c], err);
+            assert_int_equal(w.at_finish, 5000);
+            assert_int_equal(meta.n, 0);
+            assert_string_equal(meta.resource_version, "9");
+            w.items.resource_version = meta.resource_version;
+            meta.resource_version = NULL;
+            expect_same_list(&w.items, &want);
+            for (size_t i = 0; i < w.items.n; i++)
+                assert_int_equal(w.items.items[i]->generation, want.items[i]->generation);
+            /* The builder ran (or, with SIZE_MAX, never did). */
+            if (froms[f] == SIZE_MAX)
+                assert_int_equal(w.off_thread, 0);
+            else
+                assert_true(w.off_thread > 0);
+            if (froms[f] == 0)
+                assert_int_equal(w.off_thread, 5000);
+            ckube__clist_clear(&w.items);
+            ckube__clist_clear(&meta);
+        }
+
+    /* on_item refusing an object fails the decoding, on the builder as
+     * inline: no call after the refused one. */
+    for (size_t f = 0; f < 2; f++) {
+        seen w = {.refuse_at = 2500};
+        ckube__clist meta = {0};
+        assert_int_equal(builder_parse(text, len, 0, f ? SIZE_MAX : 0, &w, &meta, &err), -1);
+        assert_non_null(strstr(err, ": out of memory"));
+        free(err);
+        err = NULL;
+        assert_int_equal(w.calls, 2500);
+        assert_int_equal(w.items.n, 2499);
+        ckube__clist_clear(&w.items);
+        ckube__clist_clear(&meta);
+    }
+
+    /* Invalid text after the builder started: an error, and the objects
+     * before it handed over all the same (as inline). */
+    char *bad = strdup(text);
+    char *colon = strstr(bad + len * 3 / 4, "\"data\":");
+    assert_non_null(colon);
+    colon[6] = '!';
+    for (size_t f = 0; f < 2; f++) {
+        seen w = {0};
+        ckube__clist meta = {0};
+        assert_int_equal(builder_parse(bad, len, 0, f ? SIZE_MAX : 0, &w, &meta, &err), -1);
+        assert_non_null(strstr(err, "byte "));
+        free(err);
+        err = NULL;
+        assert_true(w.items.n > 3000 && w.items.n < 5000);
+        for (size_t i = 0; i < w.items.n; i++)
+            assert_string_equal(ckube__cobj_json(w.items.items[i]),
+                                ckube__cobj_json(want.items[i]));
+        ckube__clist_clear(&w.items);
+        ckube__clist_clear(&meta);
+    }
+    free(bad);
+
+    /* Reset (a retried request) and free without finish: what was
+     * decoded has been handed over when they return, as inline. */
+    size_t counts[2][2];
+    for (size_t f = 0; f < 2; f++) {
+        seen w = {.main = pthread_self()};
+        ckube__clist_stream *st = ckube__clist_stream_new(NULL);
+        ckube__clist_stream_on_item(st, seen_item, &w);
+        ckube__clist_stream_builder_from(st, f ? SIZE_MAX : 0);
+        assert_int_equal(feed_all(st, text, len / 2, 4096), 0);
+        ckube__clist_stream_reset(st);
+        counts[f][0] = w.calls;
+        assert_int_equal(feed_all(st, text, len * 2 / 3, 0), 0);
+        ckube__clist_stream_free(st);
+        counts[f][1] = w.calls;
+        assert_int_equal(w.items.n, w.calls);
+        ckube__clist_clear(&w.items);
+    }
+    assert_true(counts[0][0] > 2000);
+    assert_int_equal(counts[0][0], counts[1][0]);
+    assert_int_equal(counts[0][1], counts[1][1]);
+    ckube__clist_clear(&want);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1490,6 +1677,7 @@ int main(void)
         cmocka_unit_test(test_cobj_serializer),
         cmocka_unit_test(test_cobj_list_and_events),
         cmocka_unit_test(test_cobj_stream),
+        cmocka_unit_test(test_cobj_stream_builder),
         cmocka_unit_test(test_store_compact),
         cmocka_unit_test(test_mutation_detector_compact),
     };
