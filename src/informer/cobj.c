@@ -1274,11 +1274,12 @@ static bool grow_to(void **p, size_t *cap, size_t need, size_t elem, size_t firs
     return true;
 }
 
-/* Appends the object scanned into s->out. False when out of memory. */
+/* Appends the object scanned into s->out. False when out of memory (or
+ * s->out is incomplete for that reason). */
 static bool raw_batch_add(raw_batch *b, const scan *s, const item_ctx *ic)
 {
     item_fields f = {0};
-    bool ok = item_fields_get(ic, &f) && s->olen <= UINT32_MAX / 2;
+    bool ok = !s->oom && item_fields_get(ic, &f) && s->olen <= UINT32_MAX / 2;
     size_t need = s->olen + f.ns.n + f.name.n + f.rv.n;
     ok = ok && grow_to((void **)&b->text, &b->cap, b->len + need, 1, BATCH_TEXT * 2) &&
          grow_to((void **)&b->items, &b->items_cap, b->n + 1, sizeof(raw_item), 256);

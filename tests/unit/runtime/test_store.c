@@ -1324,6 +1324,18 @@ static int count_items(void *ud, ckube__cobj *c)
     return ckube__clist_push(l, ckube__cobj_ref(c));
 }
 
+/* The next piece's size: `chunk`, or with 0 a pseudo-random one of 1 to
+ * max bytes; never more than `left`. */
+static size_t next_chunk(unsigned *seed, size_t chunk, size_t max, size_t left)
+{
+    size_t n = chunk;
+    if (!n) {
+        *seed = *seed * 1103515245u + 12345u;
+        n = 1 + (*seed >> 8) % max;
+    }
+    return n < left ? n : left;
+}
+
 /* Feeds text in chunks of `chunk` bytes (0: pseudo-random sizes). */
 static int stream_parse(const char *text, size_t len, size_t chunk, ckube__clist *out,
                         ckube__clist *items_cb, char **err)
@@ -1336,13 +1348,7 @@ static int stream_parse(const char *text, size_t len, size_t chunk, ckube__clist
     size_t off = 0;
     int frc = 0;
     while (off < len && frc == 0) {
-        size_t n = chunk;
-        if (!n) {
-            seed = seed * 1103515245u + 12345u;
-            n = 1 + (seed >> 16) % 97;
-        }
-        if (n > len - off)
-            n = len - off;
+        size_t n = next_chunk(&seed, chunk, 97, len - off);
         /* A fresh copy per chunk: the decoder must not keep pointers into
          * what it was fed. */
         char *copy = malloc(n);
@@ -1525,13 +1531,7 @@ static int feed_all(ckube__clist_stream *st, const char *text, size_t len, size_
     unsigned seed = 777;
     int rc = 0;
     for (size_t off = 0; off < len && rc == 0;) {
-        size_t n = chunk;
-        if (!n) {
-            seed = seed * 1103515245u + 12345u;
-            n = 1 + (seed >> 8) % 65536;
-        }
-        if (n > len - off)
-            n = len - off;
+        size_t n = next_chunk(&seed, chunk, 65536, len - off);
         rc = ckube__clist_stream_feed(st, text + off, n);
         off += n;
     }
