@@ -116,18 +116,18 @@ s_apply_crd() {
 s_discovery() {
     local out
     out=$(ko api-resources)
-    echo "$out" | grep -Eq '^networks +samplecrd\.k8s\.io/v1 +true +Network *$' ||
+    grep -Eq '^networks +samplecrd\.k8s\.io/v1 +true +Network *$' <<<"$out" ||
         fail "api-resources lacks networks: $out"
-    echo "$out" | grep -Eq '^customresourcedefinitions +crd,crds +apiextensions\.k8s\.io/v1 +false +CustomResourceDefinition *$' ||
+    grep -Eq '^customresourcedefinitions +crd,crds +apiextensions\.k8s\.io/v1 +false +CustomResourceDefinition *$' <<<"$out" ||
         fail "api-resources lacks customresourcedefinitions: $out"
     out=$(ko api-resources --api-group=samplecrd.k8s.io -o name)
     expect_eq "$out" "networks.samplecrd.k8s.io" "api-resources --api-group"
     out=$(ko api-versions)
-    echo "$out" | grep -qx 'samplecrd.k8s.io/v1' || fail "api-versions lacks samplecrd.k8s.io/v1: $out"
-    echo "$out" | grep -qx 'apiextensions.k8s.io/v1' || fail "api-versions lacks apiextensions.k8s.io/v1: $out"
+    grep -qx 'samplecrd.k8s.io/v1' <<<"$out" || fail "api-versions lacks samplecrd.k8s.io/v1: $out"
+    grep -qx 'apiextensions.k8s.io/v1' <<<"$out" || fail "api-versions lacks apiextensions.k8s.io/v1: $out"
     out=$(ko get crd)
     first_line_matches "$out" '^NAME +CREATED AT *$' || fail "get crd header: $out"
-    echo "$out" | grep -Eq "^$CRD_NAME +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z *\$" ||
+    grep -Eq "^$CRD_NAME +[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z *\$" <<<"$out" ||
         fail "get crd row: $out"
     # raw discovery document of the new group-version
     expect_eq "$(http_code /apis/samplecrd.k8s.io/v1)" 200 "GET /apis/samplecrd.k8s.io/v1"
@@ -279,7 +279,7 @@ s_delete_crd() {
     # with its usual (stale) cache it must fail too
     kfail get networks >/dev/null
     out=$(ko api-resources)
-    if echo "$out" | grep -q '^networks '; then fail "api-resources still lists networks: $out"; fi
+    if grep -q '^networks ' <<<"$out"; then fail "api-resources still lists networks: $out"; fi
     out=$(k get crd)
     expect_eq "$out" "No resources found" "get crd after the delete"
     # both objects were deleted, and the watcher saw it

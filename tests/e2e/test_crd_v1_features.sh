@@ -88,8 +88,8 @@ s_crds() {
     expect_eq "$out" "customresourcedefinition.apiextensions.k8s.io/bars.e2e.ckube.io created" "create bar CRD"
     ko wait --for=condition=Established crd/foos.e2e.ckube.io crd/bars.e2e.ckube.io --timeout=20s >/dev/null
     out=$(ko api-resources --api-group=e2e.ckube.io)
-    echo "$out" | grep -Eq '^foos +fo,fu +e2e\.ckube\.io/v1 +true +Foo *$' || fail "api-resources foos: $out"
-    echo "$out" | grep -Eq '^bars +e2e\.ckube\.io/v1 +false +Bar *$' || fail "api-resources bars: $out"
+    grep -Eq '^foos +fo,fu +e2e\.ckube\.io/v1 +true +Foo *$' <<<"$out" || fail "api-resources foos: $out"
+    grep -Eq '^bars +e2e\.ckube\.io/v1 +false +Bar *$' <<<"$out" || fail "api-resources bars: $out"
     expect_eq "$(curl_json GET /apis/e2e.ckube.io/v1)" 200 "discovery of e2e.ckube.io/v1"
     out=$(jq -c '[.resources[] | select(.name=="foos") | .singularName, .namespaced, .kind, .shortNames, .categories, (.verbs|sort)]' "$TMP/http.body")
     expect_eq "$out" '["foo",true,"Foo",["fo","fu"],["ckubee2e"],["create","delete","deletecollection","get","list","patch","update","watch"]]' \
@@ -485,7 +485,7 @@ s_patches() {
     expect_eq "$(jq -r '.reason + " " + (.code|tostring)' "$TMP/http.body")" "UnsupportedMediaType 415" "415 Status"
     # upstream's message lists the accepted types and nothing else
     out=$(jq -r .message "$TMP/http.body")
-    echo "$out" | grep -Eqx 'the body of the request was in an unknown format - accepted media types include: application/json-patch\+json, application/merge-patch\+json(, application/apply-patch\+yaml)?' ||
+    grep -Eqx 'the body of the request was in an unknown format - accepted media types include: application/json-patch\+json, application/merge-patch\+json(, application/apply-patch\+yaml)?' <<<"$out" ||
         expect_wording "$out" "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml" \
             "415 message"
     out=$(ko patch foo good --type=merge -p '{"spec":{"replicas":2,"tags":["ab","cd"]},"metadata":{"labels":{"t":"1"}}}')
@@ -573,10 +573,10 @@ s_explain() {
     expect_contains "$out" "Foo" "explain: kind"
     expect_contains "$out" "e2e.ckube.io" "explain: group"
     expect_contains "$out" "The desired state of a Foo." "explain: description"
-    echo "$out" | grep -Eq '^ +image\s+<string> -required-' || fail "explain: image -required-: $out"
-    echo "$out" | grep -Eq '^ +replicas\s+<integer>' || fail "explain: replicas: $out"
-    echo "$out" | grep -Eq '^ +extra\s+<Object>' || fail "explain: extra: $out"
-    echo "$out" | grep -Eq '^ +tags\s+<\[\]string>' || fail "explain: tags: $out"
+    grep -Eq '^ +image\s+<string> -required-' <<<"$out" || fail "explain: image -required-: $out"
+    grep -Eq '^ +replicas\s+<integer>' <<<"$out" || fail "explain: replicas: $out"
+    grep -Eq '^ +extra\s+<Object>' <<<"$out" || fail "explain: extra: $out"
+    grep -Eq '^ +tags\s+<\[\]string>' <<<"$out" || fail "explain: tags: $out"
     out=$(ko explain foos.spec.replicas)
     expect_contains "$out" "Number of copies." "explain a leaf field"
     out=$(ko explain fo)

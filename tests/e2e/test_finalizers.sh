@@ -149,7 +149,7 @@ s_namespace_termination() {
     expect_eq "$(jq -c .spec.finalizers <<<"$BODY")" '["kubernetes"]' "spec.finalizers"
     [ "$(jb .metadata.deletionTimestamp)" != null ] || fail "no deletionTimestamp: $BODY"
     out=$(k get ns term)
-    echo "$out" | grep -Eq '^term +Terminating ' || fail "kubectl get ns: $out"
+    grep -Eq '^term +Terminating ' <<<"$out" || fail "kubectl get ns: $out"
     # no new content ...
     printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: newcm\n  namespace: term\n' >"$TMP/newcm.yaml"
     out=$(kfail create -f "$TMP/newcm.yaml")

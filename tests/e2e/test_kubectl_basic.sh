@@ -159,9 +159,9 @@ s_delete() {
 s_discovery() {
     local out rv rv2 uid
     out=$(k api-resources)
-    echo "$out" | grep -Eq '^configmaps +cm +v1 +true +ConfigMap' ||
+    grep -Eq '^configmaps +cm +v1 +true +ConfigMap' <<<"$out" ||
         fail "api-resources lacks configmaps/cm: $out"
-    echo "$out" | grep -Eq '^deployments +deploy +apps/v1 +true +Deployment' ||
+    grep -Eq '^deployments +deploy +apps/v1 +true +Deployment' <<<"$out" ||
         fail "api-resources lacks deployments: $out"
     out=$(k api-versions)
     expect_contains "$out" "apps/v1" "api-versions"
@@ -193,10 +193,10 @@ s_workloads() {
     out=$(k get deploy)
     first_line_matches "$out" '^NAME +READY +UP-TO-DATE +AVAILABLE +AGE$' ||
         fail "deploy table header: $out"
-    echo "$out" | grep -Eq '^d +0/3 ' || fail "deploy table row: $out"
+    grep -Eq '^d +0/3 ' <<<"$out" || fail "deploy table row: $out"
     out=$(k get deploy -o wide)
     first_line_matches "$out" 'CONTAINERS +IMAGES +SELECTOR' || fail "deploy -o wide: $out"
-    echo "$out" | grep -q 'nginx' || fail "deploy -o wide row: $out"
+    grep -q 'nginx' <<<"$out" || fail "deploy -o wide row: $out"
     out=$(k get all)
     expect_contains "$out" "deployment.apps/d" "get all"
     out=$(k get cm -o wide)
@@ -206,7 +206,7 @@ s_workloads() {
     expect_eq "$(jp secret s -o jsonpath='{.data.k}')" "dg==" "secret data (base64 of v)"
     expect_eq "$(jp secret s -o jsonpath='{.type}')" "Opaque" "secret type"
     out=$(k get secret s)
-    echo "$out" | grep -Eq '^s +Opaque +1 ' || fail "secret table: $out"
+    grep -Eq '^s +Opaque +1 ' <<<"$out" || fail "secret table: $out"
 }
 
 # create / delete -f
@@ -254,8 +254,8 @@ s_paging() {
     expect_eq "$(echo "$out" | grep -c '^p[1-5] ')" "5" "paged table list"
     out=$(k get cm -A)
     first_line_matches "$out" '^NAMESPACE +NAME +DATA +AGE' || fail "get -A header: $out"
-    echo "$out" | grep -Eq '^paging +p3 +1 ' || fail "get -A row: $out"
-    echo "$out" | grep -Eq '^default +capply +1 ' || fail "get -A row: $out"
+    grep -Eq '^paging +p3 +1 ' <<<"$out" || fail "get -A row: $out"
+    grep -Eq '^default +capply +1 ' <<<"$out" || fail "get -A row: $out"
     out=$(k get cm -A -o name --field-selector metadata.name=p2)
     expect_eq "$out" "configmap/p2" "field selector"
     out=$(k get cm -n paging -o name --field-selector 'metadata.name!=p2')
