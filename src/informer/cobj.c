@@ -1236,8 +1236,7 @@ typedef struct raw_item {
 } raw_item;
 
 typedef struct raw_batch {
-    char *text;
-    size_t len, cap;
+    ckube__strbuf text; /* each object's JSON text, then its fields */
     raw_item *items;
     size_t n, items_cap;
 } raw_batch;
@@ -1255,23 +1254,8 @@ typedef struct builder {
 
 static void raw_batch_free(raw_batch *b)
 {
-    free(b->text);
+    free(b->text.s);
     free(b->items);
-}
-
-static bool grow_to(void **p, size_t *cap, size_t need, size_t elem, size_t first)
-{
-    if (need <= *cap)
-        return true;
-    size_t c = *cap ? *cap : first;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*p, c * elem);
-    if (!n)
-        return false;
-    *p = n;
-    *cap = c;
-    return true;
 }
 
 /* Appends the object scanned into s->out. False when out of memory (or
@@ -1280,32 +1264,32 @@ static bool raw_batch_add(raw_batch *b, const scan *s, const item_ctx *ic)
 {
     item_fields f = {0};
     bool ok = !s->oom && item_fields_get(ic, &f) && s->olen <= UINT32_MAX / 2;
-    size_t need = s->olen + f.ns.n + f.name.n + f.rv.n;
-    ok = ok && grow_to((void **)&b->text, &b->cap, b->len + need, 1, BATCH_TEXT * 2) &&
-         grow_to((void **)&b->items, &b->items_cap, b->n + 1, sizeof(raw_item), 256);
-    if (ok) {
-        raw_item *it = &b->items[b->n++];
-        *it = (raw_item){.off = b->len,
-                         .json_len = (uint32_t)s->olen,
-                         .ns_len = (uint32_t)f.ns.n,
-                         .name_len = (uint32_t)f.name.n,
-                         .rv_len = (uint32_t)f.rv.n,
-                         .generation = capture_generation(&ic->gen)};
-        char *p = b->text + b->len;
-        memcpy(p, s->out, s->olen);
-        p += s->olen;
-        if (f.ns.n)
-            memcpy(p, f.ns.p, f.ns.n);
-        p += f.ns.n;
-        if (f.name.n)
-            memcpy(p, f.name.p, f.name.n);
-        p += f.name.n;
-        if (f.rv.n)
-            memcpy(p, f.rv.p, f.rv.n);
-        b->len += need;
+    if (ok && b->n == b->items_cap) {
+        size_t cap = b->items_cap ? b->items_cap * 2 : 256;
+        raw_item *items = realloc(b->items, cap * sizeof(*items));
+        ok = items != NULL;
+        if (ok) {
+            b->items = items;
+            b->items_cap = cap;
+        }
+    }
+    size_t off = b->text.len;
+    ckube__sb_reserve(&b->text, s->olen + f.ns.n + f.name.n + f.rv.n);
+    if (ok && !b->text.oom) {
+        b->items[b->n++] = (raw_item){.off = off,
+                                      .json_len = (uint32_t)s->olen,
+                                      .ns_len = (uint32_t)f.ns.n,
+                                      .name_len = (uint32_t)f.name.n,
+                                      .rv_len = (uint32_t)f.rv.n,
+                                      .generation = capture_generation(&ic->gen)};
+        ckube__sb_addn(&b->text, s->out, s->olen);
+        const field parts[] = {f.ns, f.name, f.rv};
+        for (size_t i = 0; i < 3; i++)
+            if (parts[i].n) /* p may be NULL then */
+                ckube__sb_addn(&b->text, parts[i].p, parts[i].n);
     }
     item_fields_free(&f);
-    return ok;
+    return ok && !b->text.oom;
 }
 
 /* Builds and hands on the batch's objects; false when one could not be
@@ -1314,7 +1298,7 @@ static bool build_batch(builder *bd, const raw_batch *b)
 {
     for (size_t i = 0; i < b->n; i++) {
         const raw_item *it = &b->items[i];
-        const char *p = b->text + it->off;
+        const char *p = b->text.s + it->off;
         field ns = {p + it->json_len, it->ns_len};
         field name = {ns.p + ns.n, it->name_len};
         field rv = {name.p + name.n, it->rv_len};
@@ -1343,7 +1327,7 @@ static void *builder_main(void *arg)
         pthread_mutex_unlock(&bd->mu);
         /* work is ours until busy is cleared. */
         bool ok = skip || build_batch(bd, &bd->work);
-        bd->work.len = bd->work.n = 0;
+        bd->work.text.len = bd->work.n = 0;
         pthread_mutex_lock(&bd->mu);
         if (!ok)
             bd->failed = true;
@@ -1624,7 +1608,7 @@ static int stream_step(ckube__clist_stream *st, bool final)
             ok = scan_item_text(&s, &st->o, &ic);
             if (ok && !raw_batch_add(&st->bld->fill, &s, &ic))
                 ok = fail(&s, s.p, "out of memory");
-            else if (ok && st->bld->fill.len >= BATCH_TEXT && !builder_handoff(st->bld))
+            else if (ok && st->bld->fill.text.len >= BATCH_TEXT && !builder_handoff(st->bld))
                 ok = fail(&s, s.p, "out of memory");
             next = P_AFTER_ITEM;
         } else if (c == '{') {

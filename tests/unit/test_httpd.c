@@ -201,6 +201,13 @@ static const char *recv_until(fixture *f, int fd, const char *want, bool *eof)
     }
 }
 
+/* Sends the NUL-terminated request, then receives as recv_until does. */
+static const char *ask(fixture *f, int fd, const char *req, const char *want, bool *eof)
+{
+    send_all(f, fd, req, strlen(req));
+    return recv_until(f, fd, want, eof);
+}
+
 static void reset(void)
 {
     rlen = 0;
@@ -222,15 +229,13 @@ static void test_keepalive_two_requests(void **state)
     bool eof;
     reset();
     const char *req = "GET /a HTTP/1.1\r\nHost: x\r\nX-Test: one\r\n\r\n";
-    send_all(f, fd, req, strlen(req));
-    const char *r = recv_until(f, fd, "body=", &eof);
+    const char *r = ask(f, fd, req, "body=", &eof);
     assert_non_null(strstr(r, "HTTP/1.1 200 OK\r\n"));
     assert_non_null(strstr(r, "\r\nDate: "));
     assert_non_null(strstr(r, "Content-Length: 18\r\n\r\nGET /a x=one body="));
     reset();
     req = "GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
-    send_all(f, fd, req, strlen(req));
-    r = recv_until(f, fd, "body=", &eof);
+    r = ask(f, fd, req, "body=", &eof);
     assert_false(eof);
     assert_non_null(strstr(r, "GET /b x=- body="));
     close(fd);
@@ -265,12 +270,10 @@ static void test_chunked_body_and_expect(void **state)
     bool eof;
     reset();
     const char *h = "PUT /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n";
-    send_all(f, fd, h, strlen(h));
-    const char *r = recv_until(f, fd, "100 Continue", &eof);
+    const char *r = ask(f, fd, h, "100 Continue", &eof);
     assert_non_null(strstr(r, "HTTP/1.1 100 Continue\r\n\r\n"));
     const char *body = "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-    send_all(f, fd, body, strlen(body));
-    r = recv_until(f, fd, "body=abcde", &eof);
+    r = ask(f, fd, body, "body=abcde", &eof);
     assert_non_null(strstr(r, "PUT /c x=- body=abcde"));
     close(fd);
 }
@@ -283,8 +286,7 @@ static void test_too_large_closes(void **state)
     reset();
     /* Content-Length over max_body: answered before the body is sent */
     const char *h = "POST /big HTTP/1.1\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n";
-    send_all(f, fd, h, strlen(h));
-    const char *r = recv_until(f, fd, "too large", &eof);
+    const char *r = ask(f, fd, h, "too large", &eof);
     assert_non_null(strstr(r, "HTTP/1.1 413 "));
     assert_non_null(strstr(r, "Connection: close\r\n"));
     assert_null(strstr(r, "100 Continue"));
@@ -329,8 +331,7 @@ static void test_malformed_and_methods(void **state)
     fd = client(f);
     reset();
     const char *req = "PROPFIND /x HTTP/1.1\r\n\r\n";
-    send_all(f, fd, req, strlen(req));
-    r = recv_until(f, fd, NULL, &eof);
+    r = ask(f, fd, req, NULL, &eof);
     assert_non_null(strstr(r, "HTTP/1.1 405 "));
     assert_true(eof);
     close(fd);
@@ -375,13 +376,11 @@ static void test_http10_and_head(void **state)
     fd = client(f);
     reset();
     const char *req = "GET /ka HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
-    send_all(f, fd, req, strlen(req));
-    r = recv_until(f, fd, "body=", &eof);
+    r = ask(f, fd, req, "body=", &eof);
     assert_non_null(strstr(r, "Connection: keep-alive\r\n"));
     reset();
     req = "HEAD /h HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
-    send_all(f, fd, req, strlen(req));
-    r = recv_until(f, fd, "\r\n\r\n", &eof);
+    r = ask(f, fd, req, "\r\n\r\n", &eof);
     assert_false(eof);
     assert_non_null(strstr(r, "Content-Length: 17\r\n")); /* "HEAD /h x=- body=" */
     for (int i = 0; i < 20; i++) {
@@ -400,8 +399,7 @@ static void test_connection_close_from_handler(void **state)
     int fd = client(f);
     reset();
     const char *req = "GET /close HTTP/1.1\r\n\r\nGET /never HTTP/1.1\r\n\r\n";
-    send_all(f, fd, req, strlen(req));
-    const char *r = recv_until(f, fd, NULL, &eof);
+    const char *r = ask(f, fd, req, NULL, &eof);
     assert_true(eof);
     assert_int_equal(count(r, "Connection: close\r\n"), 1);
     assert_null(strstr(r, "/never"));
@@ -442,8 +440,7 @@ static void test_streaming(void **state)
     int fd = client(f);
     reset();
     const char *req = "GET /stream HTTP/1.1\r\n\r\n";
-    send_all(f, fd, req, strlen(req));
-    const char *r = recv_until(f, fd, "{\"a\":1}\n\r\n", &eof);
+    const char *r = ask(f, fd, req, "{\"a\":1}\n\r\n", &eof);
     assert_non_null(strstr(r, "Transfer-Encoding: chunked\r\n"));
     assert_non_null(strstr(r, "\r\n\r\n8\r\n{\"a\":1}\n\r\n"));
     for (int i = 0; i < 5; i++)
@@ -476,8 +473,7 @@ static void test_streaming(void **state)
     /* the client leaves mid-stream: on_closed, from the loop */
     fd = client(f);
     reset();
-    send_all(f, fd, req, strlen(req));
-    recv_until(f, fd, "{\"a\":1}\n", &eof);
+    ask(f, fd, req, "{\"a\":1}\n", &eof);
     assert_non_null(f->streaming);
     int closed = f->closed_calls;
     close(fd);
