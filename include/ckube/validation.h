@@ -102,6 +102,18 @@ void ckube_validate_labels(const json_t *labels, const char *field, ckube_status
  * total size of keys and values at most CKUBE_ANNOTATIONS_SIZE_MAX. */
 void ckube_validate_annotations(const json_t *annotations, const char *field, ckube_status *st);
 
+/* `refs` is metadata.ownerReferences (NULL or non-array: nothing to
+ * check), as upstream's ValidateOwnerReferences: each reference needs an
+ * apiVersion with a version, a kind, a name and a uid (causes at
+ * `field`.apiVersion etc., without the list index, as upstream names
+ * them); a v1 Event cannot be an owner; at most one reference may have
+ * controller true. Values of the wrong type count as empty. */
+void ckube_validate_owner_references(const json_t *refs, const char *field, ckube_status *st);
+/* `finalizers` is metadata.finalizers: each a qualified name, and not
+ * both "orphan" and "foregroundDeletion". Non-string entries are skipped
+ * (a decoding concern). */
+void ckube_validate_finalizers(const json_t *finalizers, const char *field, ckube_status *st);
+
 /* Validates obj.metadata on create, as upstream's ValidateObjectMeta:
  *   - metadata.generateName (if set) with the prefix rules of name_kind;
  *   - metadata.name with name_kind, or `Required value: name or
@@ -110,7 +122,8 @@ void ckube_validate_annotations(const json_t *annotations, const char *field, ck
  *     only generateName is checked;
  *   - metadata.namespace: required and a DNS-1123 label when `namespaced`,
  *     `Forbidden: not allowed on this type` otherwise;
- *   - metadata.generation >= 0, metadata.labels, metadata.annotations.
+ *   - metadata.generation >= 0, metadata.labels, metadata.annotations,
+ *     metadata.ownerReferences and metadata.finalizers (above).
  * `obj` is borrowed; causes are appended to `st` (typically a status from
  * ckube_status_invalid_begin). */
 void ckube_validate_object_meta(const json_t *obj, bool namespaced, int name_kind,

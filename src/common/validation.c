@@ -561,6 +561,92 @@ static const char *meta_str(const json_t *meta, const char *key)
     return s ? s : "";
 }
 
+/* `Invalid value: <compact JSON of v>: <detail>`, for the list- and
+ * object-valued errors (upstream prints Go's %#v of the value there). */
+static void field_invalid_json(ckube_status *st, const char *field, const json_t *v,
+                               const char *detail)
+{
+    char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, field, "Invalid value: %s: %s",
+                           text ? text : "null", detail);
+    free(text);
+}
+
+/* The version of an apiVersion ("v1", "apps/v1"), "" when it has none or
+ * more than one '/' (upstream's ParseGroupVersion then fails). */
+static const char *api_version_version(const char *av)
+{
+    const char *slash = strchr(av, '/');
+    if (!slash)
+        return av;
+    return strchr(slash + 1, '/') ? "" : slash + 1;
+}
+
+void ckube_validate_owner_references(const json_t *refs, const char *field, ckube_status *st)
+{
+    if (!json_is_array(refs))
+        return;
+    char sub[256];
+    const char *controller = NULL;
+    size_t i;
+    const json_t *r;
+    json_array_foreach(refs, i, r)
+    {
+        /* Upstream names the fields without the list index. */
+        const char *av = meta_str(r, "apiVersion"), *kind = meta_str(r, "kind");
+        const char *name = meta_str(r, "name"), *uid = meta_str(r, "uid");
+        static const char *const what[] = {"apiVersion", "kind", "name", "uid"};
+        static const char *const msg[] = {"version must not be empty", "kind must not be empty",
+                                          "name must not be empty", "uid must not be empty"};
+        const char *val[] = {av, kind, name, uid};
+        const char *check[] = {api_version_version(av), kind, name, uid};
+        for (size_t k = 0; k < 4; k++) {
+            if (*check[k])
+                continue;
+            snprintf(sub, sizeof sub, "%s.%s", field, what[k]);
+            ckube_field_invalid(st, sub, val[k], msg[k]);
+        }
+        /* Events cannot own anything (upstream's BannedOwners). */
+        if (!strcmp(av, "v1") && !strcmp(kind, "Event"))
+            field_invalid_json(st, field, r, "/v1, Kind=Event is disallowed from being an owner");
+        if (json_is_true(json_object_get(r, "controller"))) {
+            if (controller) {
+                char detail[600];
+                snprintf(detail, sizeof detail,
+                         "Only one reference can have Controller set to true. Found \"true\" in "
+                         "references for %s and %s",
+                         controller, name);
+                field_invalid_json(st, field, refs, detail);
+            } else {
+                controller = name;
+            }
+        }
+    }
+}
+
+void ckube_validate_finalizers(const json_t *finalizers, const char *field, ckube_status *st)
+{
+    if (!json_is_array(finalizers))
+        return;
+    bool orphan = false, foreground = false;
+    size_t i;
+    const json_t *f;
+    json_array_foreach(finalizers, i, f)
+    {
+        const char *v = json_string_value(f);
+        if (!v)
+            continue; /* a decoding concern */
+        msgs m = {0};
+        check_qualified_name(&m, v);
+        add_invalid_each(st, field, v, &m);
+        orphan = orphan || !strcmp(v, "orphan");
+        foreground = foreground || !strcmp(v, "foregroundDeletion");
+    }
+    if (orphan && foreground)
+        field_invalid_json(st, field, finalizers,
+                           "finalizer orphan and foregroundDeletion cannot be both set");
+}
+
 void ckube_validate_object_meta(const json_t *obj, bool namespaced, int name_kind, ckube_status *st)
 {
     const json_t *meta = json_object_get(obj, "metadata");
@@ -594,4 +680,7 @@ void ckube_validate_object_meta(const json_t *obj, bool namespaced, int name_kin
 
     ckube_validate_labels(json_object_get(meta, "labels"), "metadata.labels", st);
     ckube_validate_annotations(json_object_get(meta, "annotations"), "metadata.annotations", st);
+    ckube_validate_owner_references(json_object_get(meta, "ownerReferences"),
+                                    "metadata.ownerReferences", st);
+    ckube_validate_finalizers(json_object_get(meta, "finalizers"), "metadata.finalizers", st);
 }

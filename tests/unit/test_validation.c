@@ -385,6 +385,75 @@ static void test_meta_annotations(void **state)
     json_decref(o);
 }
 
+static void test_meta_owner_references(void **state)
+{
+    (void)state;
+    /* every field missing or empty; the index is not in the field name */
+    ckube_status *st = validate("{\"metadata\":{\"name\":\"n\",\"ownerReferences\":["
+                                "{\"apiVersion\":\"v1\",\"kind\":\"A\",\"name\":\"a\",\"uid\":\"1\"},"
+                                "{\"apiVersion\":\"apps/\",\"name\":\"\"}]}}",
+                                false, CKUBE_NAME_DNS1123_SUBDOMAIN);
+    assert_int_equal(st->ncauses, 4);
+    expect_cause(st, 0, CKUBE_CAUSE_FIELD_INVALID, "metadata.ownerReferences.apiVersion",
+                 "Invalid value: \"apps/\": version must not be empty");
+    expect_cause(st, 1, CKUBE_CAUSE_FIELD_INVALID, "metadata.ownerReferences.kind",
+                 "Invalid value: \"\": kind must not be empty");
+    expect_cause(st, 2, CKUBE_CAUSE_FIELD_INVALID, "metadata.ownerReferences.name",
+                 "Invalid value: \"\": name must not be empty");
+    expect_cause(st, 3, CKUBE_CAUSE_FIELD_INVALID, "metadata.ownerReferences.uid",
+                 "Invalid value: \"\": uid must not be empty");
+    ckube_status_free(st);
+
+    /* an Event cannot own; one controller at most */
+    st = validate("{\"metadata\":{\"name\":\"n\",\"ownerReferences\":["
+                  "{\"apiVersion\":\"v1\",\"kind\":\"Event\",\"name\":\"e\",\"uid\":\"1\"},"
+                  "{\"apiVersion\":\"apps/v1\",\"kind\":\"D\",\"name\":\"x\",\"uid\":\"2\","
+                  "\"controller\":true},"
+                  "{\"apiVersion\":\"apps/v1\",\"kind\":\"D\",\"name\":\"y\",\"uid\":\"3\","
+                  "\"controller\":true}]}}",
+                  false, CKUBE_NAME_DNS1123_SUBDOMAIN);
+    assert_int_equal(st->ncauses, 2);
+    expect_cause(st, 0, CKUBE_CAUSE_FIELD_INVALID, "metadata.ownerReferences",
+                 "Invalid value: {\"apiVersion\":\"v1\",\"kind\":\"Event\",\"name\":\"e\","
+                 "\"uid\":\"1\"}: /v1, Kind=Event is disallowed from being an owner");
+    assert_string_equal(st->causes[1].field, "metadata.ownerReferences");
+    assert_non_null(strstr(st->causes[1].message,
+                           ": Only one reference can have Controller set to true. Found "
+                           "\"true\" in references for x and y"));
+    ckube_status_free(st);
+
+    /* a controller false and an events.k8s.io Event are fine */
+    st = validate("{\"metadata\":{\"name\":\"n\",\"ownerReferences\":["
+                  "{\"apiVersion\":\"events.k8s.io/v1\",\"kind\":\"Event\",\"name\":\"e\","
+                  "\"uid\":\"1\",\"controller\":false},"
+                  "{\"apiVersion\":\"v1\",\"kind\":\"A\",\"name\":\"a\",\"uid\":\"2\","
+                  "\"controller\":true}]}}",
+                  false, CKUBE_NAME_DNS1123_SUBDOMAIN);
+    assert_int_equal(st->ncauses, 0);
+    ckube_status_free(st);
+}
+
+static void test_meta_finalizers(void **state)
+{
+    (void)state;
+    ckube_status *st = validate("{\"metadata\":{\"name\":\"n\",\"finalizers\":["
+                                "\"kubernetes\",\"example.com/cleanup\",\"a b\",7]}}",
+                                false, CKUBE_NAME_DNS1123_SUBDOMAIN);
+    assert_int_equal(st->ncauses, 1);
+    expect_cause(st, 0, CKUBE_CAUSE_FIELD_INVALID, "metadata.finalizers",
+                 "Invalid value: \"a b\": " NAME_PART_MSG);
+    ckube_status_free(st);
+
+    st = validate("{\"metadata\":{\"name\":\"n\",\"finalizers\":[\"orphan\","
+                  "\"foregroundDeletion\"]}}",
+                  false, CKUBE_NAME_DNS1123_SUBDOMAIN);
+    assert_int_equal(st->ncauses, 1);
+    expect_cause(st, 0, CKUBE_CAUSE_FIELD_INVALID, "metadata.finalizers",
+                 "Invalid value: [\"orphan\",\"foregroundDeletion\"]: finalizer orphan and "
+                 "foregroundDeletion cannot be both set");
+    ckube_status_free(st);
+}
+
 static void test_field_helpers(void **state)
 {
     (void)state;
@@ -418,6 +487,8 @@ int main(void)
         cmocka_unit_test(test_meta_namespace),
         cmocka_unit_test(test_meta_labels),
         cmocka_unit_test(test_meta_annotations),
+        cmocka_unit_test(test_meta_owner_references),
+        cmocka_unit_test(test_meta_finalizers),
         cmocka_unit_test(test_field_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
