@@ -10,11 +10,13 @@
 #include <ctype.h>
 #include <event2/buffer.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apiserver/apiserver.h"
+#include "apiserver/builtin_schemas.h"
 #include "apiserver/continue_token.h"
 #include "apiserver/fieldmanager.h"
 #include "apiserver/jscan.h"
@@ -354,8 +356,19 @@ static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckub
     char **unknown = NULL;
     size_t nunknown = 0;
     unsigned flags = SCHEMA_PRUNE | SCHEMA_DEFAULT | SCHEMA_VALIDATE;
+    if (!t->is_custom)
+        flags |= SCHEMA_OMITEMPTY;
     schema_apply(t->schema, obj, flags, inv, &unknown, &nunknown);
     return unknown_fields(rc, unknown, nunknown, validation);
+}
+
+/* The 400 for cause c (upstream's wording of a body that does not
+ * decode). */
+static ckube_status *cannot_be_handled(const resource_type *t, const ckube_status_cause *c)
+{
+    return ckube_status_bad_request("%s in version \"%s\" cannot be handled as a %s: %s: %s",
+                                    t->kind, t->version, t->kind, c->field ? c->field : "",
+                                    c->message ? c->message : "invalid type");
 }
 
 /* A built-in's body that does not fit its Go types fails decoding
@@ -367,16 +380,42 @@ static ckube_status *decoding_error(const resource_type *t, const ckube_status *
         return NULL;
     for (size_t i = 0; i < inv->ncauses; i++) {
         if (inv->causes[i].type && !strcmp(inv->causes[i].type, CKUBE_CAUSE_FIELD_TYPE_INVALID))
-            return ckube_status_bad_request(
-                "%s in version \"%s\" cannot be handled as a %s: %s: %s", t->kind, t->version,
-                t->kind, inv->causes[i].field ? inv->causes[i].field : "",
-                inv->causes[i].message ? inv->causes[i].message : "invalid type");
+            return cannot_be_handled(t, &inv->causes[i]);
     }
     return NULL;
 }
 
+/* Whether a metadata value is what Go's omitempty leaves out when
+ * ObjectMeta is encoded: null; "" of a plain string field; 0 of
+ * generation (a plain int64; deletionGracePeriodSeconds is a pointer and
+ * keeps its 0); an empty map or list of a map or list field. A value of
+ * the wrong type stays, for validation to reject. */
+static bool meta_value_omitted(const char *key, const json_t *v)
+{
+    static const char *const strings[] = {"name", "generateName", "namespace", "selfLink",
+                                          "uid",  "resourceVersion", NULL};
+    if (json_is_null(v))
+        return true;
+    if (json_is_string(v)) {
+        for (const char *const *p = strings; *p; p++)
+            if (!strcmp(key, *p))
+                return !*json_string_value(v);
+        return false;
+    }
+    if (json_is_object(v))
+        return !json_object_size(v) && (!strcmp(key, "labels") || !strcmp(key, "annotations"));
+    if (json_is_array(v))
+        return !json_array_size(v) && (!strcmp(key, "ownerReferences") ||
+                                       !strcmp(key, "finalizers") || !strcmp(key, "managedFields"));
+    return json_is_integer(v) && !json_integer_value(v) && !strcmp(key, "generation");
+}
+
 /* ObjectMeta fields; anything else in metadata is dropped, as decoding
- * into ObjectMeta does upstream (metadata coercion). */
+ * into ObjectMeta does upstream (metadata coercion), and so are empty
+ * values, which encoding ObjectMeta again leaves out: `annotations: {}`
+ * in a body (kubectl diff's dry-run patch sends one) is stored and
+ * returned as no annotations at all. An empty managedFields list is the
+ * same as none to the field manager; `[{}]`, its reset, is not empty. */
 static void coerce_metadata(json_t *obj)
 {
     static const char *const known[] = {"name",
@@ -404,9 +443,48 @@ static void coerce_metadata(json_t *obj)
         bool ok = false;
         for (const char *const *p = known; *p && !ok; p++)
             ok = !strcmp(k, *p);
-        if (!ok || json_is_null(v))
+        if (!ok || meta_value_omitted(k, v))
             json_object_del(meta, k);
     }
+}
+
+static json_t *objectmeta_schema_v;
+
+static void objectmeta_schema_init(void)
+{
+    objectmeta_schema_v = builtin_schema_fragment("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
+}
+
+/* The ObjectMeta schema, built once and kept for the process (NULL only
+ * if that failed: the type check is then skipped). */
+static const json_t *objectmeta_schema(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, objectmeta_schema_init);
+    return objectmeta_schema_v;
+}
+
+/* Every kind's metadata decodes into ObjectMeta upstream, custom
+ * resources' too, so `labels: ""` or a number among the annotations is a
+ * decoding error (400) there; stored, it would break every client that
+ * lists the resource. Returns that 400, or NULL when the metadata fits. */
+static ckube_status *metadata_decoding_error(const resource_type *t, const json_t *obj)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    if (!json_is_object(meta))
+        return NULL; /* a missing or non-object metadata is reported elsewhere */
+    ckube_status *scratch = ckube_status_invalid_begin(t->group, t->kind, "");
+    schema_validate_at(objectmeta_schema(), meta, "metadata", scratch);
+    /* Only a wrong type stops decoding; missing owner reference fields
+     * and the like are ckube_validate_object_meta's 422. */
+    ckube_status *bad = NULL;
+    for (size_t i = 0; i < scratch->ncauses && !bad; i++) {
+        const ckube_status_cause *c = &scratch->causes[i];
+        if (c->type && !strcmp(c->type, CKUBE_CAUSE_FIELD_TYPE_INVALID))
+            bad = cannot_be_handled(t, c);
+    }
+    ckube_status_free(scratch);
+    return bad;
 }
 
 /* Validates a prepared object: metadata, the type's rules, the schema.
@@ -422,7 +500,9 @@ static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old
         ckube_status_free(inv);
         return st;
     }
-    ckube_status *bad = decoding_error(t, inv);
+    ckube_status *bad = metadata_decoding_error(t, obj);
+    if (!bad)
+        bad = decoding_error(t, inv);
     if (bad) {
         ckube_status_free(inv);
         return bad;

@@ -507,6 +507,31 @@ static void default_object(walk *w, const json_t *props, json_t *v, int ctx)
     }
 }
 
+static bool schema_requires(const json_t *s, const char *key)
+{
+    size_t i;
+    const json_t *r;
+    json_array_foreach(json_object_get(s, "required"), i, r)
+    {
+        if (json_is_string(r) && !strcmp(json_string_value(r), key))
+            return true;
+    }
+    return false;
+}
+
+/* SCHEMA_OMITEMPTY: whether property `key` of object schema s, whose own
+ * schema is cs, is an empty map or list that Go's omitempty leaves out. */
+static bool omitted_when_empty(const json_t *s, const char *key, const json_t *cs,
+                               const json_t *v)
+{
+    bool empty_list = json_is_array(v) && !json_array_size(v);
+    bool empty_map = json_is_object(v) && !json_object_size(v) &&
+                     json_is_object(json_object_get(cs, "additionalProperties")) &&
+                     !sch_obj(cs, "properties") &&
+                     !sch_true(cs, "x-kubernetes-preserve-unknown-fields");
+    return (empty_list || empty_map) && !schema_requires(s, key);
+}
+
 static void prune_object(walk *w, const json_t *s, json_t *v, int ctx)
 {
     const json_t *props = sch_obj(s, "properties");
@@ -542,6 +567,8 @@ static void prune_object(walk *w, const json_t *s, json_t *v, int ctx)
         size_t old = path_push_key(w, key);
         if (cs) {
             prune_node(w, cs, child, CTX_NORMAL);
+            if ((w->flags & SCHEMA_OMITEMPTY) && omitted_when_empty(s, key, cs, child))
+                json_object_del(v, key);
         } else if (json_is_object(addl)) {
             prune_node(w, addl, child, CTX_NORMAL);
         } else if (!(json_is_true(addl) || preserve || !structural)) {
@@ -1718,7 +1745,7 @@ int schema_apply(const json_t *schema, json_t *obj, unsigned flags, ckube_status
     if (!json_is_object(schema) || !obj)
         return 0;
     walk w = {.flags = flags, .st = invalid, .collect_unknown = unknown_fields != NULL};
-    if (flags & (SCHEMA_PRUNE | SCHEMA_DEFAULT) || unknown_fields)
+    if (flags & (SCHEMA_PRUNE | SCHEMA_DEFAULT | SCHEMA_OMITEMPTY) || unknown_fields)
         prune_node(&w, schema, obj, CTX_ROOT);
     if (!w.oom && (flags & SCHEMA_VALIDATE)) {
         path_pop(&w, 0);
@@ -1737,6 +1764,19 @@ int schema_apply(const json_t *schema, json_t *obj, unsigned flags, ckube_status
         schema_free_paths(w.unknown, w.nunknown);
     }
     return w.ncauses;
+}
+
+int schema_validate_at(const json_t *schema, const json_t *value, const char *path,
+                       ckube_status *invalid)
+{
+    if (!json_is_object(schema) || !value)
+        return 0;
+    walk w = {.flags = SCHEMA_VALIDATE, .st = invalid};
+    if (path && *path)
+        path_push_key(&w, path);
+    validate_node(&w, schema, value, CTX_NORMAL);
+    free(w.path.s);
+    return w.oom || w.path.oom ? -1 : w.ncauses;
 }
 
 void schema_free_paths(char **paths, size_t n)

@@ -8,6 +8,13 @@
  *    true` and schemas that say nothing about their object (no type, no
  *    properties). An object schema with neither properties nor
  *    additionalProperties keeps nothing, as upstream's structural pruning.
+ *  - OMITEMPTY (built-ins only): removes a property's empty map (an object
+ *    schema with additionalProperties and no properties) or empty list
+ *    unless the object's schema lists it as required. In Kubernetes' Go
+ *    types a field is required exactly when it has no omitempty, so this
+ *    is what decoding and encoding a built-in does: `data: {}` on a
+ *    ConfigMap is not stored. Struct-shaped objects (with properties)
+ *    stay, as Go keeps an empty struct.
  *  - DEFAULT: removes `null` from properties that are not `nullable` and
  *    fills absent (or such null) properties with their `default` (a deep
  *    copy). Built-in types rely on the null removal: Go decodes null into
@@ -47,6 +54,10 @@ enum {
     SCHEMA_PRUNE = 1u << 0,    /* remove unknown fields */
     SCHEMA_DEFAULT = 1u << 1,  /* drop non-nullable nulls, apply `default` */
     SCHEMA_VALIDATE = 1u << 2, /* add causes for invalid values */
+    /* Drop empty maps and lists the schema does not require, as Go's
+     * omitempty does when a built-in object is decoded and encoded again
+     * (not for custom resources, which upstream keeps as sent). */
+    SCHEMA_OMITEMPTY = 1u << 3,
     SCHEMA_ALL = SCHEMA_PRUNE | SCHEMA_DEFAULT | SCHEMA_VALIDATE,
 };
 
@@ -63,6 +74,13 @@ enum {
  * Returns the number of causes found (0: valid), or -1 when out of memory. */
 int schema_apply(const json_t *schema, json_t *obj, unsigned flags, ckube_status *invalid,
                  char ***unknown_fields, size_t *nunknown);
+
+/* VALIDATE alone, of a value that is not a resource root (e.g. an
+ * object's metadata against the ObjectMeta schema): causes are named
+ * from `path` (e.g. "metadata" gives "metadata.labels.a"; NULL or "" for
+ * none). Same contract as schema_apply otherwise. */
+int schema_validate_at(const json_t *schema, const json_t *value, const char *path,
+                       ckube_status *invalid);
 
 void schema_free_paths(char **paths, size_t n);
 

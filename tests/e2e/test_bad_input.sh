@@ -62,6 +62,31 @@ s_wrong_type() {
     expect_contains "$(jb .message)" 'cannot be handled as a ConfigMap' "wrong type message"
 }
 
+# metadata of the wrong shape: upstream decodes every kind's metadata into
+# ObjectMeta, so these are 400s; stored, they would break every client
+# that lists configmaps (client-go fails the whole list on one object).
+s_meta_types() {
+    local m
+    for m in '"labels":""' '"labels":{"a":1}' '"annotations":[]' '"annotations":{"a":true}' \
+        '"finalizers":"x"' '"finalizers":[1]' '"ownerReferences":{}' \
+        '"ownerReferences":[{"apiVersion":"v1","kind":"A","name":"o","uid":"u","controller":"yes"}]'; do
+        req POST $CM "${JSON[@]}" -d "{\"metadata\":{\"name\":\"mt\",$m}}"
+        expect_status 400 BadRequest "metadata {$m}"
+        expect_contains "$(jb .message)" 'ConfigMap in version "v1" cannot be handled as a ConfigMap: metadata.' \
+            "metadata {$m} message"
+    done
+    expect_eq "$(jb .message)" 'ConfigMap in version "v1" cannot be handled as a ConfigMap: metadata.ownerReferences[0].controller: Invalid value: "string": metadata.ownerReferences[0].controller in body must be of type boolean: "string"' \
+        "wrong owner reference field message"
+    # a merge patch cannot put them there either, and the object is untouched
+    req PATCH $CM/keep -H 'Content-Type: application/merge-patch+json' -d '{"metadata":{"labels":{"k":5}}}'
+    expect_status 400 BadRequest "merge patch with a number label value"
+    req GET $CM/keep
+    expect_eq "$(jb .metadata.labels.k)/$(jb .metadata.resourceVersion)" "v/$(cat "$TMP/keep.rv")" \
+        "keep unchanged by the refused patch"
+    req GET $CM/mt
+    expect_eq "$CODE" 404 "nothing stored by the refused creates"
+}
+
 # Parser bombs: deep nesting and alias expansion must fail cleanly.
 s_bombs() {
     /usr/bin/python3 -c "print('{\"a\":' + '['*200000 + ']'*200000 + '}')" >"$TMP/deep.json"
@@ -198,6 +223,30 @@ s_invalid() {
     expect_status 422 Invalid "namespace name with a dot (DNS-1123 label)"
     req POST $CM "${JSON[@]}" -d "{\"metadata\":{\"name\":\"$(printf 'x%.0s' $(seq 1 254))\"}}"
     expect_status 422 Invalid "name longer than 253"
+    # owner references and finalizers, as upstream's ValidateObjectMeta
+    req POST $CM "${JSON[@]}" -d '{"metadata":{"name":"own","ownerReferences":[{"name":"o"}]}}'
+    expect_status 422 Invalid "owner reference without apiVersion, kind, uid"
+    expect_eq "$(jb '[.details.causes[].field] | join(",")')" \
+        "metadata.ownerReferences.apiVersion,metadata.ownerReferences.kind,metadata.ownerReferences.uid" \
+        "owner reference cause fields"
+    expect_eq "$(jb '.details.causes[0].message')" 'Invalid value: "": version must not be empty' \
+        "owner reference cause message"
+    req POST $CM "${JSON[@]}" -d '{"metadata":{"name":"own","ownerReferences":[{"apiVersion":"v1","kind":"A","name":"x","uid":"1","controller":true},{"apiVersion":"v1","kind":"A","name":"y","uid":"2","controller":true}]}}'
+    expect_status 422 Invalid "two controller references"
+    expect_contains "$(jb .message)" 'Only one reference can have Controller set to true. Found "true" in references for x and y' \
+        "two controllers message"
+    req POST $CM "${JSON[@]}" -d '{"metadata":{"name":"own","ownerReferences":[{"apiVersion":"v1","kind":"Event","name":"e","uid":"1"}]}}'
+    expect_status 422 Invalid "an Event as owner"
+    expect_contains "$(jb .message)" '/v1, Kind=Event is disallowed from being an owner' "Event owner message"
+    req POST $CM "${JSON[@]}" -d '{"metadata":{"name":"own","finalizers":["not a name"]}}'
+    expect_status 422 Invalid "finalizer that is not a qualified name"
+    expect_eq "$(jb '.details.causes[0].field')" "metadata.finalizers" "finalizer cause field"
+    req POST $CM "${JSON[@]}" -d '{"metadata":{"name":"own","finalizers":["orphan","foregroundDeletion"]}}'
+    expect_status 422 Invalid "orphan and foregroundDeletion together"
+    expect_contains "$(jb .message)" 'finalizer orphan and foregroundDeletion cannot be both set' \
+        "both finalizers message"
+    req GET $CM/own
+    expect_eq "$CODE" 404 "no invalid object stored"
 }
 
 s_conflict() {
@@ -417,6 +466,7 @@ section flags s_flags
 section setup s_setup
 section malformed s_malformed
 section wrong_type s_wrong_type
+section meta_types s_meta_types
 section bombs s_bombs
 section too_large s_too_large
 section unknown_paths s_unknown_paths

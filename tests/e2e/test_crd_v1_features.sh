@@ -355,7 +355,18 @@ EOF
     expect_eq "$out" 400 "strict merge patch"
     expect_contains "$(jq -r .message "$TMP/http.body")" 'strict decoding error: unknown field "spec.bogus"' \
         "strict merge patch message"
-    ko delete foo bogus bogus2 >/dev/null
+    # a custom resource's metadata decodes into ObjectMeta too: a wrong
+    # type is a 400, empty maps and lists are not kept, and the spec's own
+    # empty values stay as sent (no Go types behind them)
+    out=$(curl_json POST "$FOOS" '{"apiVersion":"e2e.ckube.io/v1","kind":"Foo","metadata":{"name":"badmeta","annotations":{"a":1}},"spec":{"image":"nginx"}}')
+    expect_eq "$out" 400 "custom resource with a number annotation"
+    expect_wording "$(jq -r .message "$TMP/http.body")" 'Foo in version "v1" cannot be handled as a Foo: metadata.annotations.a: Invalid value: "integer": metadata.annotations.a in body must be of type string: "integer"' \
+        "custom resource metadata type message"
+    out=$(curl_json POST "$FOOS" '{"apiVersion":"e2e.ckube.io/v1","kind":"Foo","metadata":{"name":"emptymeta","labels":{},"annotations":{},"finalizers":[]},"spec":{"image":"nginx","extra":{},"tags":[]}}')
+    expect_eq "$out" 201 "custom resource with empty metadata maps"
+    expect_eq "$(jq -c '[(.metadata | has("labels"), has("annotations"), has("finalizers")), .spec.extra, .spec.tags]' "$TMP/http.body")" \
+        '[false,false,false,{},[]]' "empty metadata values dropped, spec kept"
+    ko delete foo bogus bogus2 emptymeta >/dev/null
 }
 
 s_printer_columns() {

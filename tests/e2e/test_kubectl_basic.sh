@@ -143,6 +143,25 @@ s_apply() {
     expect_eq "$(jp cm capply -o jsonpath='{.data}')" '{"k":"v2"}' "apply #4 pruned key"
 }
 
+# kubectl diff (a dry-run patch): no change shows nothing and exits 0; a
+# change shows just that. Its patch carries `annotations: {}` for an
+# object without annotations, which the server must not keep.
+s_diff() {
+    local out rc
+    k create configmap cdiff --from-literal=x=1 >/dev/null
+    k get cm cdiff -o yaml >"$TMP/cdiff.yaml"
+    rc=0
+    out=$("$K" diff -f "$TMP/cdiff.yaml" 2>&1) || rc=$?
+    expect_eq "$rc/$out" "0/" "diff of the live object"
+    sed 's/x: "1"/x: "2"/' "$TMP/cdiff.yaml" >"$TMP/cdiff-2.yaml"
+    rc=0
+    out=$("$K" diff -f "$TMP/cdiff-2.yaml" 2>&1) || rc=$?
+    expect_eq "$rc" 1 "diff of a change exits 1 ($out)"
+    expect_eq "$(grep -E '^[-+] ' <<<"$out" | tr '\n' '|')" '-  x: "1"|+  x: "2"|' \
+        "diff shows only the changed line"
+    expect_eq "$(jp cm cdiff -o jsonpath='{.data.x}')" "1" "diff changed nothing"
+}
+
 # delete and NotFound
 s_delete() {
     local out rv rv2 uid
@@ -306,6 +325,7 @@ flow() {
     section labels s_labels
     section patches s_patches
     section apply s_apply
+    section diff s_diff
     section delete s_delete
     section discovery s_discovery
     section workloads s_workloads

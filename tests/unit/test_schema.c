@@ -565,6 +565,78 @@ static void test_defaults(void **state)
     done(&r);
 }
 
+static void test_omitempty(void **state)
+{
+    (void)state;
+    const char *s = "{'type':'object','required':['items'],'properties':{"
+                    "'data':{'type':'object','additionalProperties':{'type':'string'}},"
+                    "'items':{'type':'array','items':{'type':'string'}},"
+                    "'ports':{'type':'array','items':{'type':'integer'}},"
+                    "'spec':{'type':'object','properties':{'a':{'type':'string'},"
+                    "'env':{'type':'array','items':{'type':'string'}}}},"
+                    "'open':{'type':'object','additionalProperties':{'type':'string'},"
+                    "'x-kubernetes-preserve-unknown-fields':true},"
+                    "'name':{'type':'string'}}}";
+    const char *o = "{'data':{},'items':[],'ports':[],'spec':{'env':[]},'open':{},'name':''}";
+    /* empty maps and lists go unless required; structs, preserved objects
+     * and empty strings (maybe a pointer upstream) stay */
+    result r = run_flags(s, o, SCHEMA_ALL | SCHEMA_OMITEMPTY);
+    assert_int_equal(r.n, 0);
+    expect_obj(&r, "{'items':[],'spec':{},'open':{},'name':''}");
+    done(&r);
+    /* non-empty ones stay */
+    r = run_flags(s, "{'data':{'a':'b'},'items':['x'],'ports':[1]}", SCHEMA_ALL | SCHEMA_OMITEMPTY);
+    expect_obj(&r, "{'data':{'a':'b'},'items':['x'],'ports':[1]}");
+    done(&r);
+    /* without the flag (custom resources) everything stays as sent */
+    r = run(s, o);
+    expect_obj(&r, o);
+    done(&r);
+}
+
+static void test_validate_at(void **state)
+{
+    (void)state;
+    json_t *meta = builtin_schema_fragment("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
+    assert_non_null(meta);
+    json_t *v = J("{'name':'x','labels':{'a':1},'finalizers':'f',"
+                  "'ownerReferences':[{'name':'o','controller':'yes'}]}");
+    ckube_status *st = ckube_status_invalid_begin("", "ConfigMap", "x");
+    int n = schema_validate_at(meta, v, "metadata", st);
+    assert_int_equal(n, (int)st->ncauses);
+    const char *want[][2] = {
+        {"metadata.labels.a", "Invalid value: \"integer\": metadata.labels.a in body must be of "
+                              "type string: \"integer\""},
+        {"metadata.ownerReferences[0].controller",
+         "Invalid value: \"string\": metadata.ownerReferences[0].controller in body must be of "
+         "type boolean: \"string\""},
+        {"metadata.finalizers", "Invalid value: \"string\": metadata.finalizers in body must be "
+                                "of type array: \"string\""},
+    };
+    size_t found = 0;
+    for (size_t i = 0; i < 3; i++)
+        for (size_t c = 0; c < st->ncauses; c++)
+            if (!strcmp(st->causes[c].field, want[i][0])) {
+                assert_string_equal(st->causes[c].type, CKUBE_CAUSE_FIELD_TYPE_INVALID);
+                assert_string_equal(st->causes[c].message, want[i][1]);
+                found++;
+            }
+    assert_int_equal(found, 3);
+    ckube_status_free(st);
+    json_decref(v);
+    /* well-typed metadata has no causes; no path names fields plainly */
+    v = J("{'name':'x','labels':{'a':'b'},'annotations':{},'finalizers':['f']}");
+    st = ckube_status_invalid_begin("", "ConfigMap", "x");
+    assert_int_equal(schema_validate_at(meta, v, "metadata", st), 0);
+    json_decref(v);
+    v = J("{'labels':5}");
+    assert_int_equal(schema_validate_at(meta, v, NULL, st), 1);
+    assert_string_equal(st->causes[0].field, "labels");
+    ckube_status_free(st);
+    json_decref(v);
+    json_decref(meta);
+}
+
 /* ------------------------------------------------------ robustness */
 
 static void test_bad_schemas(void **state)
@@ -888,6 +960,8 @@ int main(void)
         cmocka_unit_test(test_embedded_resource),
         cmocka_unit_test(test_root_metadata),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_omitempty),
+        cmocka_unit_test(test_validate_at),
         cmocka_unit_test(test_bad_schemas),
         cmocka_unit_test(test_deep_nesting),
         cmocka_unit_test(test_format_value),
