@@ -388,8 +388,8 @@ static ckube_status *decoding_error(const resource_type *t, const ckube_status *
 /* Whether a metadata value is what Go's omitempty leaves out when
  * ObjectMeta is encoded: null; "" of a plain string field; 0 of
  * generation (a plain int64; deletionGracePeriodSeconds is a pointer and
- * keeps its 0); an empty map or list of a map or list field. A value of
- * the wrong type stays, for validation to reject. */
+ * keeps its 0); an empty labels, annotations, ownerReferences or
+ * finalizers. A value of the wrong type stays, for validation to reject. */
 static bool meta_value_omitted(const char *key, const json_t *v)
 {
     static const char *const strings[] = {"name", "generateName", "namespace", "selfLink",
@@ -405,8 +405,8 @@ static bool meta_value_omitted(const char *key, const json_t *v)
     if (json_is_object(v))
         return !json_object_size(v) && (!strcmp(key, "labels") || !strcmp(key, "annotations"));
     if (json_is_array(v))
-        return !json_array_size(v) && (!strcmp(key, "ownerReferences") ||
-                                       !strcmp(key, "finalizers") || !strcmp(key, "managedFields"));
+        return !json_array_size(v) &&
+               (!strcmp(key, "ownerReferences") || !strcmp(key, "finalizers"));
     return json_is_integer(v) && !json_integer_value(v) && !strcmp(key, "generation");
 }
 
@@ -414,8 +414,9 @@ static bool meta_value_omitted(const char *key, const json_t *v)
  * into ObjectMeta does upstream (metadata coercion), and so are empty
  * values, which encoding ObjectMeta again leaves out: `annotations: {}`
  * in a body (kubectl diff's dry-run patch sends one) is stored and
- * returned as no annotations at all. An empty managedFields list is the
- * same as none to the field manager; `[{}]`, its reset, is not empty. */
+ * returned as no annotations at all. `managedFields: []` stays: it is a
+ * request to reset them (upstream's isResetManagedFields: a non-nil empty
+ * list), which the field manager acts on and removes. */
 static void coerce_metadata(json_t *obj)
 {
     static const char *const known[] = {"name",

@@ -438,6 +438,10 @@ s_update_managers() {
         200 "update with invalid managedFields"
     expect_eq "$(body '[.metadata.managedFields[].manager] | sort')" '["before-first-apply","curl","ssa"]' \
         "invalid managedFields reset to the live ones (curl's update recorded)"
+    # an empty list resets them too (upstream: a non-nil empty list does)
+    expect_eq "$(curl_json PATCH "$CMS/upd" '{"metadata":{"managedFields":[]}}' application/merge-patch+json)" \
+        200 "reset managedFields with []"
+    expect_eq "$(body '.metadata.managedFields')" null "managedFields cleared by []"
 }
 
 s_bad_input() {
