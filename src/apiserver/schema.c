@@ -757,13 +757,63 @@ fail:
     return NULL;
 }
 
+/* Guards against patterns that would make regcomp blow up. glibc
+ * compiles a{n,m} by copying a's tree m times (and a+ by copying it
+ * once), so nested repetitions multiply: ((a{1000}){1000}) is a million
+ * nodes, and a+++... doubles per '+'. Go's regexp, which upstream
+ * compiles patterns with, refuses such patterns outright (invalid repeat
+ * count over 1000, invalid nested repetition operator, expression too
+ * large); here they are not enforced, like any pattern POSIX cannot
+ * express. `weight` estimates the compiled tree's nodes. */
+#define RE_MAX_REPEAT 1000
+#define RE_MAX_WEIGHT 20000
+#define RE_MAX_GROUPS 64
+
+typedef struct re_size {
+    double cur[RE_MAX_GROUPS + 1]; /* weight of each open group so far */
+    int depth;
+    double last; /* weight of the last atom or group (what a quantifier repeats) */
+} re_size;
+
+static void re_atom(re_size *z, double w)
+{
+    z->last = w;
+    z->cur[z->depth] += w;
+}
+
+/* A quantifier on the last atom that makes `copies` of it in all. */
+static bool re_repeat(re_size *z, double copies)
+{
+    z->cur[z->depth] += z->last * (copies - 1);
+    z->last *= copies;
+    return z->cur[z->depth] <= RE_MAX_WEIGHT;
+}
+
+/* The copies glibc makes for {n}, {n,} or {n,m}; 0 when a count is over
+ * RE_MAX_REPEAT or m < n. */
+static double brace_copies(const char *p, const char *end)
+{
+    char *q;
+    unsigned long n = strtoul(p + 1, &q, 10), m = n;
+    if (q == p + 1 && *q == ',')
+        return 0; /* {,m} is a literal in ECMA, but was taken as a count */
+    if (*q == ',')
+        m = q + 1 < end ? strtoul(q + 1, NULL, 10) : n + 1;
+    if (n > RE_MAX_REPEAT || m > RE_MAX_REPEAT + 1 || m < n)
+        return 0;
+    return m ? (double)m : 1;
+}
+
 char *schema_ecma_to_posix(const char *pattern)
 {
     ckube__strbuf out = {0};
     const char *p = pattern;
     bool prev_quant = false;
+    re_size z = {0};
     ckube__sb_add(&out, "");
     while (*p) {
+        if (z.cur[z.depth] > RE_MAX_WEIGHT)
+            goto fail;
         char c = *p;
         if (c == '\\') {
             if (!p[1])
@@ -787,6 +837,7 @@ char *schema_ecma_to_posix(const char *pattern)
             }
             p += 2;
             prev_quant = false;
+            re_atom(&z, 1);
             continue;
         }
         if (c == '[') {
@@ -794,16 +845,29 @@ char *schema_ecma_to_posix(const char *pattern)
             if (!p)
                 goto fail;
             prev_quant = false;
+            re_atom(&z, 1);
             continue;
         }
-        if (c == '(' && p[1] == '?') {
-            if (p[2] == ':') {
-                ckube__sb_addc(&out, '(');
-                p += 3;
-                prev_quant = false;
-                continue;
-            }
+        if (c == '(' && p[1] == '?' && p[2] != ':')
             goto fail; /* lookaround, flags, named groups */
+        if (c == '(') {
+            if (z.depth == RE_MAX_GROUPS)
+                goto fail;
+            z.cur[++z.depth] = 0;
+            ckube__sb_addc(&out, '(');
+            p += p[1] == '?' ? 3 : 1;
+            prev_quant = false;
+            continue;
+        }
+        if (c == ')') {
+            if (z.depth == 0)
+                goto fail;
+            double group = z.cur[z.depth--];
+            re_atom(&z, group);
+            ckube__sb_addc(&out, ')');
+            p++;
+            prev_quant = false;
+            continue;
         }
         if (c == '?' && prev_quant) {
             /* lazy quantifier: same set of matching strings */
@@ -821,8 +885,12 @@ char *schema_ecma_to_posix(const char *pattern)
                 ckube__sb_add(&out, "\\{"); /* literal brace, as ECMA allows */
                 p++;
                 prev_quant = false;
+                re_atom(&z, 1);
                 continue;
             }
+            double copies = brace_copies(p, end);
+            if (prev_quant || copies == 0 || !re_repeat(&z, copies))
+                goto fail; /* nested repetition, or too many copies */
             ckube__sb_addn(&out, p, (size_t)(end + 1 - p));
             p = end + 1;
             prev_quant = true;
@@ -832,10 +900,18 @@ char *schema_ecma_to_posix(const char *pattern)
             ckube__sb_add(&out, "\\}");
             p++;
             prev_quant = false;
+            re_atom(&z, 1);
             continue;
         }
+        bool quant = c == '*' || c == '+' || c == '?';
+        if (quant && prev_quant)
+            goto fail; /* a** or a+*: Go's "invalid nested repetition operator" */
+        if (quant && !re_repeat(&z, c == '+' ? 2 : 1))
+            goto fail;
+        if (!quant && c != '|' && c != '^' && c != '$')
+            re_atom(&z, 1);
         ckube__sb_addc(&out, c);
-        prev_quant = c == '*' || c == '+' || c == '?';
+        prev_quant = quant;
         p++;
     }
     return ckube__sb_take(&out);
