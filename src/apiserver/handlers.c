@@ -469,11 +469,87 @@ static const json_t *objectmeta_schema(void)
  * resources' too, so `labels: ""` or a number among the annotations is a
  * decoding error (400) there; stored, it would break every client that
  * lists the resource. Returns that 400, or NULL when the metadata fits. */
+/* Whether every field of an object's entries in a list field has the
+ * JSON type `want` names for it ('s' string, 'b' boolean, 'o' object;
+ * fields not named are not looked at). */
+static bool entries_typed(const json_t *list, const char *const *names, const char *want)
+{
+    if (!json_is_array(list))
+        return false;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        if (!json_is_object(e))
+            return false;
+        for (size_t k = 0; names[k]; k++) {
+            const json_t *v = json_object_get(e, names[k]);
+            if (v && !(want[k] == 's'   ? json_is_string(v)
+                       : want[k] == 'b' ? json_is_boolean(v)
+                                        : json_is_object(v)))
+                return false;
+        }
+    }
+    return true;
+}
+
+static bool all_strings(const json_t *v)
+{
+    const char *k;
+    const json_t *e;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach((json_t *)v, k, e) if (!json_is_string(e)) return false;
+        return true;
+    }
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, e) if (!json_is_string(e)) return false;
+        return true;
+    }
+    return false;
+}
+
+/* A quick look at coerced metadata (known keys, no nulls): true when each
+ * field has the JSON type the ObjectMeta schema gives it, which is every
+ * write but a malformed one. Never more lenient than the schema walk,
+ * which runs only when this says no (a walk costs about 2 us; a create
+ * about 65). */
+static bool metadata_well_typed(const json_t *meta)
+{
+    static const char *const owner[] = {"apiVersion", "kind", "name", "uid", "controller",
+                                        "blockOwnerDeletion", NULL};
+    static const char *const managed[] = {"manager", "operation", "apiVersion", "time",
+                                          "fieldsType", "subresource", "fieldsV1", NULL};
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)meta, k, v)
+    {
+        bool ok;
+        if (!strcmp(k, "generation") || !strcmp(k, "deletionGracePeriodSeconds"))
+            ok = json_is_integer(v);
+        else if (!strcmp(k, "labels") || !strcmp(k, "annotations"))
+            ok = json_is_object(v) && all_strings(v);
+        else if (!strcmp(k, "finalizers"))
+            ok = json_is_array(v) && all_strings(v);
+        else if (!strcmp(k, "ownerReferences"))
+            ok = entries_typed(v, owner, "ssssbb");
+        else if (!strcmp(k, "managedFields"))
+            ok = entries_typed(v, managed, "sssssso");
+        else
+            ok = json_is_string(v); /* the names, uid, resourceVersion, timestamps */
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
 static ckube_status *metadata_decoding_error(const resource_type *t, const json_t *obj)
 {
     const json_t *meta = json_object_get(obj, "metadata");
     if (!json_is_object(meta))
         return NULL; /* a missing or non-object metadata is reported elsewhere */
+    if (metadata_well_typed(meta))
+        return NULL;
     ckube_status *scratch = ckube_status_invalid_begin(t->group, t->kind, "");
     schema_validate_at(objectmeta_schema(), meta, "metadata", scratch);
     /* Only a wrong type stops decoding; missing owner reference fields
