@@ -268,7 +268,8 @@ static void crd_prepare_update(const resource_type *t, json_t *obj, const json_t
 
 /* Structural schema rules v1 CRDs must follow: every node says its type
  * (unless int-or-string or preserve-unknown-fields), arrays say their
- * items. `path` is the field path of `s` for causes. */
+ * items, patterns compile as Go regular expressions (the errors
+ * schema_re2_error knows). `path` is the field path of `s` for causes. */
 static void check_structural(const json_t *s, const char *path, ckube_status *st, int depth)
 {
     if (!json_is_object(s) || depth > 64)
@@ -281,6 +282,16 @@ static void check_structural(const json_t *s, const char *path, ckube_status *st
         snprintf(field, sizeof field, "%s.type", path);
         ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field,
                                "Required value: must not be empty for specified object fields");
+    }
+    const char *pattern = json_string_value(json_object_get(s, "pattern"));
+    char *re_err = pattern && *pattern ? schema_re2_error(pattern) : NULL;
+    if (re_err) {
+        char detail[1200];
+        snprintf(detail, sizeof detail, "must be a valid regular expression, but isn't: %s",
+                 re_err);
+        snprintf(field, sizeof field, "%s.pattern", path);
+        ckube_field_invalid(st, field, pattern, detail);
+        free(re_err);
     }
     if (type && !strcmp(type, "array") && !json_object_get(s, "items")) {
         snprintf(field, sizeof field, "%s.items", path);

@@ -920,6 +920,163 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------ Go regexp syntax */
+
+static char *re2_err(const char *code, const char *expr, size_t n)
+{
+    ckube__strbuf b = {0};
+    ckube__sb_printf(&b, "error parsing regexp: %s: `%.*s`", code, (int)n, expr);
+    return ckube__sb_take(&b);
+}
+
+/* Parses a counted repetition at p ("{n}", "{n,}", "{n,m}"); sets *end
+ * past it, and *min and *max (-1: unbounded). False when p is not one (Go
+ * then reads the '{' as a literal). */
+static bool re2_counted(const char *p, const char **end, long *min, long *max)
+{
+    const char *q = p + 1;
+    if (!isdigit((unsigned char)*q))
+        return false;
+    *min = 0;
+    for (; isdigit((unsigned char)*q); q++)
+        *min = *min > 100000 ? *min : *min * 10 + (*q - '0');
+    *max = *min;
+    if (*q == ',') {
+        q++;
+        if (*q == '}') {
+            *max = -1;
+        } else {
+            if (!isdigit((unsigned char)*q))
+                return false;
+            *max = 0;
+            for (; isdigit((unsigned char)*q); q++)
+                *max = *max > 100000 ? *max : *max * 10 + (*q - '0');
+        }
+    }
+    if (*q != '}')
+        return false;
+    *end = q + 1;
+    return true;
+}
+
+/* The end of the character class that starts at p ('['), or NULL when it
+ * has no closing ']' (a ']' right after "[" or "[^" is a literal). */
+static const char *re2_class_end(const char *p)
+{
+    const char *q = p + 1;
+    if (*q == '^')
+        q++;
+    if (*q == ']')
+        q++;
+    for (; *q && *q != ']'; q++) {
+        if (*q == '\\' && q[1])
+            q++;
+        else if (*q == '[' && q[1] == ':') {
+            const char *close = strstr(q + 2, ":]");
+            if (close)
+                q = close + 1;
+        }
+    }
+    return *q == ']' ? q : NULL;
+}
+
+char *schema_re2_error(const char *pattern)
+{
+    const char *p = pattern;
+    int depth = 0;
+    bool atom = false;              /* something repeatable precedes */
+    const char *last_repeat = NULL; /* start of the repetition just before */
+    while (*p) {
+        const char *start = p;
+        char c = *p;
+        bool repeat = false;
+        if (c == '\\') {
+            if (!p[1])
+                return re2_err("trailing backslash at end of expression", "", 0);
+            /* \1-\9 alone would be a backreference, which RE2 lacks;
+             * with more octal digits it is an octal escape */
+            if (p[1] >= '1' && p[1] <= '9' && !(p[2] >= '0' && p[2] <= '7'))
+                return re2_err("invalid escape sequence", p, 2);
+            p += 2;
+            atom = true;
+        } else if (c == '[') {
+            const char *end = re2_class_end(p);
+            if (!end)
+                return re2_err("missing closing ]", p, strlen(p));
+            p = end + 1;
+            atom = true;
+        } else if (c == '(') {
+            if (p[1] == '?' && (p[2] == '=' || p[2] == '!'))
+                return re2_err("invalid or unsupported Perl syntax", p, 3);
+            if (p[1] == '?') {
+                /* (?P<name> and (?<name> open a group, (?flags: too;
+                 * (?flags) opens none. Anything else is left alone. */
+                const char *q = p + 2;
+                if (*q == 'P' || *q == '<') {
+                    q += *q == 'P';
+                    if (*q != '<' || q[1] == '=' || q[1] == '!' || !(q = strchr(q, '>')))
+                        return NULL;
+                    p = q + 1;
+                    depth++;
+                    atom = false;
+                    last_repeat = NULL;
+                    continue;
+                }
+                while (isalpha((unsigned char)*q) || *q == '-')
+                    q++;
+                if (*q == ')') {
+                    p = q + 1; /* flags for what follows: nothing to repeat yet */
+                    last_repeat = NULL;
+                    continue;
+                }
+                if (*q != ':')
+                    return NULL;
+                p = q + 1;
+            } else {
+                p++;
+            }
+            depth++;
+            atom = false;
+        } else if (c == ')') {
+            if (depth == 0)
+                return re2_err("unexpected )", pattern, strlen(pattern));
+            depth--;
+            p++;
+            atom = true;
+        } else if (c == '|') {
+            p++;
+            atom = false;
+        } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+            const char *end = p + 1;
+            long min = 0, max = 0;
+            if (c == '{' && !re2_counted(p, &end, &min, &max)) {
+                p++; /* a literal '{' */
+                atom = true;
+                last_repeat = NULL;
+                continue;
+            }
+            if (c == '{' && (min > 1000 || max > 1000 || (max >= 0 && min > max)))
+                return re2_err("invalid repeat count", p, (size_t)(end - p));
+            if (*end == '?')
+                end++; /* non-greedy */
+            if (last_repeat)
+                return re2_err("invalid nested repetition operator", last_repeat,
+                               (size_t)(end - last_repeat));
+            if (!atom)
+                return re2_err("missing argument to repetition operator", p, (size_t)(end - p));
+            p = end;
+            repeat = true;
+        } else {
+            p++;
+            atom = true;
+        }
+        last_repeat = repeat ? start : NULL;
+    }
+    if (depth > 0)
+        return re2_err("missing closing )", pattern, strlen(pattern));
+    return NULL;
+}
+
 /* A small cache of compiled patterns: CRD schemas repeat the same few. */
 #define RE_CACHE_SIZE 64
 typedef struct re_entry {

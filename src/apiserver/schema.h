@@ -98,4 +98,13 @@ char *schema_go_quote(const char *s);
  * uses something POSIX cannot express (the pattern is then not enforced). */
 char *schema_ecma_to_posix(const char *pattern);
 
+/* The error Go's regexp.Compile (what upstream checks a CRD's `pattern`
+ * with) reports for the pattern, worded as Go words it ("error parsing
+ * regexp: missing closing ): `(a`"), or NULL when it is not one of the
+ * errors recognised here: a trailing backslash, a backreference, a
+ * lookahead, an unclosed class or group, an unexpected ')', a repetition
+ * with nothing to repeat, a nested repetition, a count over 1000.
+ * Malloc'd. */
+char *schema_re2_error(const char *pattern);
+
 #endif

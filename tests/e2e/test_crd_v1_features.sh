@@ -186,6 +186,13 @@ EOF
     crd_rejected "$M/crd-nonstructural.yaml" \
         'spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields' \
         "a non-structural schema"
+    # patterns must compile as Go regular expressions (RE2: no lookaround)
+    sed -e 's/corges/graults/g; s/Corge/Grault/' -e 's/^            properties:$/            type: object\n            properties:/' \
+        -e 's/a: {type: string}/a: {type: string, pattern: "^(?!x)[a-z]+$"}/' \
+        "$M/crd-nonstructural.yaml" >"$M/crd-badpattern.yaml"
+    crd_rejected "$M/crd-badpattern.yaml" \
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[a].pattern: Invalid value: \"^(?!x)[a-z]+\$\": must be a valid regular expression, but isn't: error parsing regexp: invalid or unsupported Perl syntax: \`(?!\`" \
+        "a lookahead pattern"
     out=$(k get crd -o name | sort | tr '\n' ' ')
     expect_eq "$out" "customresourcedefinition.apiextensions.k8s.io/bars.e2e.ckube.io customresourcedefinition.apiextensions.k8s.io/foos.e2e.ckube.io " \
         "no invalid CRD was stored"

@@ -811,6 +811,47 @@ static void test_ecma_to_posix(void **state)
     }
 }
 
+static void expect_re2(const char *pattern, const char *want)
+{
+    char *got = schema_re2_error(pattern);
+    if (!want) {
+        if (got)
+            fail_msg("%s: unexpected error %s", pattern, got);
+        return;
+    }
+    if (!got)
+        fail_msg("%s: no error, want %s", pattern, want);
+    if (strcmp(got, want) != 0)
+        fail_msg("%s:\n got %s\nwant %s", pattern, got, want);
+    free(got);
+}
+
+/* Go's regexp.Compile errors for CRD patterns, as upstream reports them. */
+static void test_re2_errors(void **state)
+{
+    (void)state;
+    expect_re2("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", NULL);
+    expect_re2("^(?:ab)+?c*?d{2,3}?$", NULL);
+    expect_re2("(?i)abc(?P<n>x)(?<m>y)(?s:.)", NULL);
+    expect_re2("[]a]\\[\\]]{2}[[:alpha:]]", NULL);
+    expect_re2("a{,2}x{y}", NULL); /* not counts: literal braces */
+    expect_re2("\\101", NULL);      /* octal */
+    expect_re2("+", "error parsing regexp: missing argument to repetition operator: `+`");
+    expect_re2("a|*", "error parsing regexp: missing argument to repetition operator: `*`");
+    expect_re2("(+?)", "error parsing regexp: missing argument to repetition operator: `+?`");
+    expect_re2("a**", "error parsing regexp: invalid nested repetition operator: `**`");
+    expect_re2("a+?*", "error parsing regexp: invalid nested repetition operator: `+?*`");
+    expect_re2("a{2}{3}", "error parsing regexp: invalid nested repetition operator: `{2}{3}`");
+    expect_re2("a{1001}", "error parsing regexp: invalid repeat count: `{1001}`");
+    expect_re2("a{3,2}", "error parsing regexp: invalid repeat count: `{3,2}`");
+    expect_re2("(ab", "error parsing regexp: missing closing ): `(ab`");
+    expect_re2("ab)", "error parsing regexp: unexpected ): `ab)`");
+    expect_re2("x[a-z", "error parsing regexp: missing closing ]: `[a-z`");
+    expect_re2("(?=x)", "error parsing regexp: invalid or unsupported Perl syntax: `(?=`");
+    expect_re2("(a)\\1", "error parsing regexp: invalid escape sequence: `\\1`");
+    expect_re2("ab\\", "error parsing regexp: trailing backslash at end of expression: ``");
+}
+
 /* ------------------------------------------------ built-in schemas */
 
 static result run_builtin(const char *group, const char *kind, const char *obj)
@@ -994,6 +1035,7 @@ int main(void)
         cmocka_unit_test(test_deep_nesting),
         cmocka_unit_test(test_format_value),
         cmocka_unit_test(test_ecma_to_posix),
+        cmocka_unit_test(test_re2_errors),
         cmocka_unit_test(test_builtin_valid_objects),
         cmocka_unit_test(test_builtin_errors),
         cmocka_unit_test(test_builtin_fragments),
