@@ -7,6 +7,7 @@
 #include "controllers/gc.h"
 #include "controllers/namespace.h"
 #include "controllers/podcounter.h"
+#include "controllers/serviceaccount.h"
 
 #include <ckube/events.h>
 #include <ckube/log.h>
@@ -22,6 +23,7 @@ struct cm {
     nsctl *ns;
     gc *gc;
     podcounter *pc;
+    sactl *sa;
 };
 
 bool cm_controller_enabled(const char *spec, const char *name)
@@ -68,6 +70,15 @@ static int pc_start(void *ctx)
 static void pc_stop(void *ctx)
 {
     podcounter_stop(ctx);
+}
+
+static int sa_start(void *ctx)
+{
+    return sactl_start(ctx);
+}
+static void sa_stop(void *ctx)
+{
+    sactl_stop(ctx);
 }
 
 static bool valid_spec(const char *spec, char **err)
@@ -163,6 +174,15 @@ cm *cm_new(const cm_opts *o, char **err)
                             .needs_leader_election = true};
         rc |= !c->pc || ckube_manager_add(c->mgr, &r) != 0;
     }
+    if (cm_controller_enabled(spec, "serviceaccount")) {
+        c->sa = sactl_new(client, f, NULL);
+        ckube_runnable r = {.name = "serviceaccount-controller",
+                            .start = sa_start,
+                            .stop = sa_stop,
+                            .ctx = c->sa,
+                            .needs_leader_election = true};
+        rc |= !c->sa || ckube_manager_add(c->mgr, &r) != 0;
+    }
     if (rc) {
         if (err && !*err)
             *err = strdup("cannot set up the controllers");
@@ -207,6 +227,7 @@ void cm_free(cm *c)
     ckube_event_recorder_free(c->rec);
     ckube_manager_free(c->mgr);
     podcounter_free(c->pc);
+    sactl_free(c->sa);
     nsctl_free(c->ns);
     gc_free(c->gc);
     free(c);

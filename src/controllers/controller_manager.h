@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 /* The controllers, by their --controllers names. */
-#define CM_CONTROLLERS "namespace,garbagecollector,podcounter"
+#define CM_CONTROLLERS "namespace,garbagecollector,podcounter,serviceaccount"
 
 typedef struct cm_opts {
     const ckube_config *config; /* required; copied by the manager */

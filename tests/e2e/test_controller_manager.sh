@@ -10,7 +10,9 @@
 #    resources inside: all gone, then the namespace;
 #  - a ConfigMap owning two Secrets deleted with --cascade=background,
 #    foreground and orphan behaves as on a real cluster;
-#  - the pod counter labels control-plane nodes and records events.
+#  - the pod counter labels control-plane nodes and records events;
+#  - every namespace gets a "default" ServiceAccount, made again when
+#    deleted; a deleted namespace takes it along.
 source "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || fail "jq is required"
 export HOME=$TMP/home
@@ -61,7 +63,21 @@ H1=$(holder)
 [ -n "$H1" ] || fail "no lease holder"
 
 # --- the controllers work (on the leader) ---------------------------------
+# serviceaccount: every namespace has "default", made again when deleted
+sa_uid() { kubectl get sa -n "$1" default -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+for ns in default kube-system kube-public kube-node-lease; do
+    for _ in $(seq 1 100); do [ -n "$(sa_uid $ns)" ] && break; sleep 0.1; done
+    [ -n "$(sa_uid $ns)" ] || fail "no default ServiceAccount in $ns"
+done
 kubectl create namespace team-a >/dev/null
+for _ in $(seq 1 100); do [ -n "$(sa_uid team-a)" ] && break; sleep 0.1; done
+SA1=$(sa_uid team-a)
+[ -n "$SA1" ] || fail "no default ServiceAccount in a new namespace"
+kubectl delete sa -n team-a default >/dev/null
+for _ in $(seq 1 100); do [ -n "$(sa_uid team-a)" ] && [ "$(sa_uid team-a)" != "$SA1" ] && break; sleep 0.1; done
+SA2=$(sa_uid team-a)
+[ -n "$SA2" ] && [ "$SA2" != "$SA1" ] || fail "deleted default ServiceAccount not made again ($SA1 -> $SA2)"
+expect_eq "$(kubectl get sa -n team-a -o name)" "serviceaccount/default" "one account in team-a"
 kubectl create configmap -n team-a c1 --from-literal=a=1 >/dev/null
 kubectl create secret generic -n team-a s1 --from-literal=p=q >/dev/null
 kubectl apply -f "$SRC/examples/network/crd.yaml" >/dev/null
@@ -71,6 +87,8 @@ kubectl delete namespace team-a --wait=false >/dev/null
 ns_gone() { ! kubectl get namespace team-a >/dev/null 2>&1; }
 for _ in $(seq 1 300); do ns_gone && break; sleep 0.1; done
 ns_gone || fail "namespace team-a still there: $(kubectl get ns team-a -o json | jq -c .status)"
+expect_eq "$(kubectl get sa -A -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{end}')" \
+    "default kube-node-lease kube-public kube-system " "no account left of team-a"
 
 owner_uid() { kubectl get cm "$1" -o jsonpath='{.metadata.uid}'; }
 mkfamily() { # mkfamily NAME: a ConfigMap owning two Secrets

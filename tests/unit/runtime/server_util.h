@@ -30,6 +30,9 @@ struct test_server {
     char dir[512];
     char kubeconfig[600];
     char log[600];
+    /* Set before tsu_start: --controller-manager=false, for tests of a
+     * built-in controller that the server's own child would also run. */
+    bool no_controller_manager;
 };
 
 /* The pids of the servers running now, so that they are killed at exit
@@ -182,7 +185,8 @@ static int tsu_start(struct test_server *s, const char *storage)
         FILE *log = freopen(s->log, "a", stderr);
         (void)log;
         execl(bin, bin, "server", "--data-dir", data, "--listen", listen, "--write-kubeconfig",
-              s->kubeconfig, "--storage", storage, (char *)NULL);
+              s->kubeconfig, "--storage", storage,
+              s->no_controller_manager ? "--controller-manager=false" : (char *)NULL, (char *)NULL);
         _exit(127);
     }
     s->pid = pid;
