@@ -266,6 +266,55 @@ static void crd_prepare_update(const resource_type *t, json_t *obj, const json_t
     compute_status(obj, old);
 }
 
+/* A `pattern` Go's regexp would refuse, as a cause at `path`.pattern. */
+static void check_pattern(const json_t *s, const char *path, ckube_status *st)
+{
+    const char *pattern = json_string_value(json_object_get(s, "pattern"));
+    char *re_err = pattern && *pattern ? schema_re2_error(pattern) : NULL;
+    if (!re_err)
+        return;
+    char detail[1200], field[1024];
+    snprintf(detail, sizeof detail, "must be a valid regular expression, but isn't: %s", re_err);
+    snprintf(field, sizeof field, "%s.pattern", path);
+    ckube_field_invalid(st, field, pattern, detail);
+    free(re_err);
+}
+
+/* Patterns inside allOf/anyOf/oneOf/not (value validations that the
+ * structural rules do not otherwise walk), at any depth below them. */
+static void check_junctor_patterns(const json_t *s, const char *path, ckube_status *st, int depth)
+{
+    if (!json_is_object(s) || depth > 64)
+        return;
+    char field[1024];
+    static const char *const lists[] = {"allOf", "anyOf", "oneOf"};
+    for (size_t l = 0; l < 3; l++) {
+        size_t i;
+        const json_t *sub;
+        json_array_foreach(json_object_get(s, lists[l]), i, sub)
+        {
+            snprintf(field, sizeof field, "%s.%s[%zu]", path, lists[l], i);
+            check_pattern(sub, field, st);
+            check_junctor_patterns(sub, field, st, depth + 1);
+            const char *k;
+            const json_t *v;
+            json_object_foreach(json_object_get(sub, "properties"), k, v)
+            {
+                char pf[1200];
+                snprintf(pf, sizeof pf, "%s.properties[%s]", field, k);
+                check_pattern(v, pf, st);
+                check_junctor_patterns(v, pf, st, depth + 1);
+            }
+        }
+    }
+    const json_t *not = json_object_get(s, "not");
+    if (json_is_object(not)) {
+        snprintf(field, sizeof field, "%s.not", path);
+        check_pattern(not, field, st);
+        check_junctor_patterns(not, field, st, depth + 1);
+    }
+}
+
 /* Structural schema rules v1 CRDs must follow: every node says its type
  * (unless int-or-string or preserve-unknown-fields), arrays say their
  * items, patterns compile as Go regular expressions (the errors
@@ -283,16 +332,8 @@ static void check_structural(const json_t *s, const char *path, ckube_status *st
         ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field,
                                "Required value: must not be empty for specified object fields");
     }
-    const char *pattern = json_string_value(json_object_get(s, "pattern"));
-    char *re_err = pattern && *pattern ? schema_re2_error(pattern) : NULL;
-    if (re_err) {
-        char detail[1200];
-        snprintf(detail, sizeof detail, "must be a valid regular expression, but isn't: %s",
-                 re_err);
-        snprintf(field, sizeof field, "%s.pattern", path);
-        ckube_field_invalid(st, field, pattern, detail);
-        free(re_err);
-    }
+    check_pattern(s, path, st);
+    check_junctor_patterns(s, path, st, depth);
     if (type && !strcmp(type, "array") && !json_object_get(s, "items")) {
         snprintf(field, sizeof field, "%s.items", path);
         ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED, field,

@@ -193,6 +193,38 @@ EOF
     crd_rejected "$M/crd-badpattern.yaml" \
         "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[a].pattern: Invalid value: \"^(?!x)[a-z]+\$\": must be a valid regular expression, but isn't: error parsing regexp: invalid or unsupported Perl syntax: \`(?!\`" \
         "a lookahead pattern"
+    # inside anyOf and not too (value validations)
+    cat >"$M/crd-junctor-pattern.yaml" <<'EOF'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: garplies.e2e.ckube.io}
+spec:
+  group: e2e.ckube.io
+  scope: Namespaced
+  names: {kind: Garply, plural: garplies}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              a: {type: string}
+            anyOf:
+            - properties:
+                a: {pattern: "a**"}
+            not: {pattern: "(x"}
+EOF
+    crd_rejected "$M/crd-junctor-pattern.yaml" \
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].anyOf[0].properties[a].pattern: Invalid value: \"a**\": must be a valid regular expression, but isn't: error parsing regexp: invalid nested repetition operator: \`**\`" \
+        "a nested repetition in anyOf"
+    crd_rejected "$M/crd-junctor-pattern.yaml" \
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].not.pattern: Invalid value: \"(x\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): \`(x\`" \
+        "an unclosed group in not"
     out=$(k get crd -o name | sort | tr '\n' ' ')
     expect_eq "$out" "customresourcedefinition.apiextensions.k8s.io/bars.e2e.ckube.io customresourcedefinition.apiextensions.k8s.io/foos.e2e.ckube.io " \
         "no invalid CRD was stored"
