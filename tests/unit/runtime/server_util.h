@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -178,10 +179,16 @@ static int tsu_start(struct test_server *s, const char *storage)
     /* The server writes it once it listens: on a restart, the previous
      * run's copy must not be taken for readiness. */
     unlink(s->kubeconfig);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* The server dies with the test even when the test cannot run its
+         * atexit cleanup (abort, a sanitizer's halt_on_error, SIGKILL). */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         FILE *log = freopen(s->log, "a", stderr);
         (void)log;
         execl(bin, bin, "server", "--data-dir", data, "--listen", listen, "--write-kubeconfig",
