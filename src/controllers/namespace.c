@@ -5,6 +5,7 @@
  * discovered namespaced resource, counts what remains, reports it in the
  * namespace's conditions and finalizes the namespace once it is empty. */
 #include "controllers/namespace.h"
+#include "controllers/sync_start.h"
 
 #include "common/text.h"
 
@@ -13,7 +14,6 @@
 #include <ckube/json.h>
 #include <ckube/log.h>
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,11 +29,7 @@ struct nsctl {
     ckube_clock *clock;
     uint64_t content_requeue_ns, finalizer_requeue_ns;
 
-    pthread_t start_thread;
-    bool start_thread_running;
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    bool stopping; /* guarded by mu */
+    sync_start start; /* starts ctl once the cache has synced */
 };
 
 /* ---- a small "name -> count" tally, in first-seen order ---- */
@@ -537,14 +533,13 @@ nsctl *nsctl_new(ckube_client *c, ckube_informer_factory *f, const nsctl_opts *o
     n->clock = ckube_clock_or_real(o->clock);
     n->content_requeue_ns = o->content_requeue_ns ? o->content_requeue_ns : CKUBE_SEC(1);
     n->finalizer_requeue_ns = o->finalizer_requeue_ns ? o->finalizer_requeue_ns : CKUBE_SEC(8);
-    pthread_mutex_init(&n->mu, NULL);
-    ckube_cond_init(&n->cond);
     n->informer = ckube_informer_factory_for(f, &NAMESPACES);
     ckube_controller_options co = {.name = "namespace",
                                    .max_concurrent_reconciles = o->workers > 0 ? o->workers : 2,
                                    .clock = o->clock,
                                    .metrics = o->metrics};
     n->ctl = n->informer ? ckube_controller_new(&co, reconcile, n) : NULL;
+    sync_start_init(&n->start, n->ctl, &n->informer, 1, n->clock, "namespace", "ns-start");
     ckube_watch_spec ws = {.map = CKUBE_MAP_SELF, .label = "namespaces"};
     ws.predicates[0] = is_deleting;
     if (!n->ctl || ckube_controller_watch(n->ctl, n->informer, &ws) != 0) {
@@ -555,56 +550,22 @@ nsctl *nsctl_new(ckube_client *c, ckube_informer_factory *f, const nsctl_opts *o
     return n;
 }
 
-static void *start_main(void *arg)
-{
-    pthread_setname_np(pthread_self(), "ns-start"); /* top -H, perf, gdb */
-    nsctl *n = arg;
-    pthread_mutex_lock(&n->mu);
-    while (!n->stopping && !ckube_shared_informer_has_synced(n->informer))
-        ckube_clock_cond_wait(n->clock, &n->cond, &n->mu, ckube_clock_now(n->clock) + CKUBE_MS(50));
-    bool go = !n->stopping;
-    pthread_mutex_unlock(&n->mu);
-    if (go) {
-        if (ckube_controller_start(n->ctl, 0) != 0)
-            CKUBE_ERROR("namespace controller: cannot start");
-        else
-            CKUBE_INFO("namespace controller: started");
-    }
-    return NULL;
-}
-
 int nsctl_start(nsctl *n)
 {
-    if (!n || n->start_thread_running)
-        return -1;
-    if (pthread_create(&n->start_thread, NULL, start_main, n) != 0)
-        return -1;
-    n->start_thread_running = true;
-    return 0;
+    return n ? sync_start_run(&n->start) : -1;
 }
 
 void nsctl_stop(nsctl *n)
 {
-    if (!n)
-        return;
-    pthread_mutex_lock(&n->mu);
-    n->stopping = true;
-    pthread_cond_broadcast(&n->cond);
-    pthread_mutex_unlock(&n->mu);
-    if (n->start_thread_running) {
-        pthread_join(n->start_thread, NULL);
-        n->start_thread_running = false;
-    }
-    ckube_controller_stop(n->ctl);
+    if (n)
+        sync_start_stop(&n->start);
 }
 
 void nsctl_free(nsctl *n)
 {
     if (!n)
         return;
-    nsctl_stop(n);
+    sync_start_destroy(&n->start);
     ckube_controller_free(n->ctl);
-    pthread_cond_destroy(&n->cond);
-    pthread_mutex_destroy(&n->mu);
     free(n);
 }

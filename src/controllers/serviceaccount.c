@@ -2,12 +2,12 @@
  * serviceaccount.h). One key per namespace (its name); a reconcile reads
  * both caches and creates "default" when it is missing. */
 #include "controllers/serviceaccount.h"
+#include "controllers/sync_start.h"
 
 #include <ckube/controller.h>
 #include <ckube/json.h>
 #include <ckube/log.h>
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +21,7 @@ struct sactl {
     ckube_client *client;                    /* borrowed */
     ckube_shared_informer *namespaces, *sas; /* owned by the factory */
     ckube_controller *ctl;
-    ckube_clock *clock;
-
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    bool stopping, start_thread_running;
-    pthread_t start_thread;
+    sync_start start; /* starts ctl once both caches have synced */
 };
 
 /* Whether the namespace takes new content: not being deleted and not in
@@ -110,9 +105,6 @@ sactl *sactl_new(ckube_client *c, ckube_informer_factory *f, const sactl_opts *o
     if (!s)
         return NULL;
     s->client = c;
-    s->clock = ckube_clock_or_real(o->clock);
-    pthread_mutex_init(&s->mu, NULL);
-    ckube_cond_init(&s->cond);
     s->namespaces = ckube_informer_factory_for(f, &NAMESPACES);
     s->sas = ckube_informer_factory_for_namespace(f, &SERVICEACCOUNTS, NULL);
     ckube_controller_options co = {.name = "serviceaccount",
@@ -120,6 +112,9 @@ sactl *sactl_new(ckube_client *c, ckube_informer_factory *f, const sactl_opts *o
                                    .clock = o->clock,
                                    .metrics = o->metrics};
     s->ctl = s->namespaces && s->sas ? ckube_controller_new(&co, reconcile, s) : NULL;
+    ckube_shared_informer *const infs[] = {s->namespaces, s->sas};
+    sync_start_init(&s->start, s->ctl, infs, 2, ckube_clock_or_real(o->clock), "serviceaccount",
+                    "sa-start");
     ckube_watch_spec nw = {.map = CKUBE_MAP_SELF, .skip_resync = true, .label = "namespaces"};
     ckube_watch_spec sw = {.map = CKUBE_MAP_FUNC, .map_fn = map_sa, .label = "serviceaccounts"};
     sw.predicates[0] = sa_created_or_deleted;
@@ -132,57 +127,22 @@ sactl *sactl_new(ckube_client *c, ckube_informer_factory *f, const sactl_opts *o
     return s;
 }
 
-static void *start_main(void *arg)
-{
-    pthread_setname_np(pthread_self(), "sa-start");
-    sactl *s = arg;
-    pthread_mutex_lock(&s->mu);
-    while (!s->stopping && !(ckube_shared_informer_has_synced(s->namespaces) &&
-                             ckube_shared_informer_has_synced(s->sas)))
-        ckube_clock_cond_wait(s->clock, &s->cond, &s->mu, ckube_clock_now(s->clock) + CKUBE_MS(50));
-    bool go = !s->stopping;
-    pthread_mutex_unlock(&s->mu);
-    if (go) {
-        if (ckube_controller_start(s->ctl, 0) != 0)
-            CKUBE_ERROR("serviceaccount controller: cannot start");
-        else
-            CKUBE_INFO("serviceaccount controller: started");
-    }
-    return NULL;
-}
-
 int sactl_start(sactl *s)
 {
-    if (!s || s->start_thread_running)
-        return -1;
-    if (pthread_create(&s->start_thread, NULL, start_main, s) != 0)
-        return -1;
-    s->start_thread_running = true;
-    return 0;
+    return s ? sync_start_run(&s->start) : -1;
 }
 
 void sactl_stop(sactl *s)
 {
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->mu);
-    s->stopping = true;
-    pthread_cond_broadcast(&s->cond);
-    pthread_mutex_unlock(&s->mu);
-    if (s->start_thread_running) {
-        pthread_join(s->start_thread, NULL);
-        s->start_thread_running = false;
-    }
-    ckube_controller_stop(s->ctl);
+    if (s)
+        sync_start_stop(&s->start);
 }
 
 void sactl_free(sactl *s)
 {
     if (!s)
         return;
-    sactl_stop(s);
+    sync_start_destroy(&s->start);
     ckube_controller_free(s->ctl);
-    pthread_cond_destroy(&s->cond);
-    pthread_mutex_destroy(&s->mu);
     free(s);
 }
