@@ -3,10 +3,15 @@
  * The server binary is $CKUBE_BIN (set by CTest). It listens on a free
  * loopback port, keeps its state in a fresh directory under
  * $CKUBE_TEST_TMP and writes a kubeconfig there. An atexit hook kills any
- * server still running, so a failed assertion never leaves one behind.
+ * server still running, so a failed assertion never leaves one behind;
+ * a test that dies without running it takes its servers along (they
+ * ask for SIGKILL when their parent dies).
  */
 #ifndef CKUBE_TEST_SERVER_UTIL_H
 #define CKUBE_TEST_SERVER_UTIL_H
+
+#include <ckube/client.h>
+#include <ckube/config.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -228,6 +233,24 @@ static int tsu_stop(struct test_server *s, int sig)
     tsu_untrack(s->pid);
     s->pid = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+/* A client for server s, from the kubeconfig it wrote, without the
+ * client-side rate limit; NULL on failure. The caller frees it. */
+static inline ckube_client *tsu_client(const struct test_server *s)
+{
+    ckube_config *cfg = NULL;
+    ckube_status *err = NULL;
+    ckube_config_overrides ov = {.kubeconfig = s->kubeconfig};
+    if (ckube_config_load(&ov, &cfg, &err) != 0) {
+        ckube_status_free(err);
+        return NULL;
+    }
+    cfg->qps = -1;
+    ckube_client *c = ckube_client_new(cfg, &err);
+    ckube_config_free(cfg);
+    ckube_status_free(err);
+    return c;
 }
 
 #endif

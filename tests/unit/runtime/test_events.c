@@ -33,17 +33,7 @@ static int group_setup(void **state)
     (void)state;
     if (tsu_start(&srv, "memory") != 0)
         return -1;
-    ckube_config *cfg = NULL;
-    ckube_status *err = NULL;
-    ckube_config_overrides ov = {.kubeconfig = srv.kubeconfig};
-    if (ckube_config_load(&ov, &cfg, &err) != 0) {
-        ckube_status_free(err);
-        return -1;
-    }
-    cfg->qps = -1;
-    client = ckube_client_new(cfg, &err);
-    ckube_config_free(cfg);
-    ckube_status_free(err);
+    client = tsu_client(&srv);
     return client ? 0 : -1;
 }
 

@@ -78,17 +78,7 @@ static int group_setup(void **state)
     (void)state;
     if (tsu_start(&srv, "memory") != 0)
         return -1;
-    ckube_config *cfg = NULL;
-    ckube_status *err = NULL;
-    ckube_config_overrides ov = {.kubeconfig = srv.kubeconfig};
-    if (ckube_config_load(&ov, &cfg, &err) != 0) {
-        ckube_status_free(err);
-        return -1;
-    }
-    cfg->qps = -1;
-    client = ckube_client_new(cfg, &err);
-    ckube_config_free(cfg);
-    ckube_status_free(err);
+    client = tsu_client(&srv);
     if (!client)
         return -1;
     /* The CRD the README applies. */
@@ -110,6 +100,7 @@ static int group_setup(void **state)
         free(perr);
         return -1;
     }
+    ckube_status *err = NULL;
     int rc = ckube_create(client, &CRDS, NULL, crd, NULL, NULL, &err);
     json_decref(crd);
     if (rc != 0) {
