@@ -421,36 +421,73 @@ static void ns_prepare_delete(json_t *obj)
     json_object_set_new(st, "phase", json_string("Terminating"));
 }
 
+/* Whether an image reference names the tag "latest", as the image name
+ * parser upstream's defaulting uses reads it: the tag follows the last
+ * ':' after the last '/' ("localhost:5000/app" has none), none means
+ * "latest", and a digest means no tag. An empty or missing image parses
+ * to no tag. */
+static bool image_is_latest(const char *img)
+{
+    if (!img || !*img || strchr(img, '@'))
+        return false;
+    const char *slash = strrchr(img, '/');
+    const char *colon = strrchr(slash ? slash : img, ':');
+    return !colon || !strcmp(colon + 1, "latest");
+}
+
+static void set_if_absent(json_t *obj, const char *key, json_t *value)
+{
+    if (json_object_get(obj, key))
+        json_decref(value);
+    else
+        json_object_set_new(obj, key, value);
+}
+
+/* SetDefaults_Container and SetDefaults_ContainerPort for each entry of
+ * a containers or initContainers list. `resources` is a struct in the Go
+ * types, so an object always shows it, empty or not. */
+static void default_containers(json_t *list)
+{
+    size_t i, j;
+    json_t *c, *port;
+    json_array_foreach(list, i, c)
+    {
+        if (!json_is_object(c))
+            continue;
+        const char *img = json_string_value(json_object_get(c, "image"));
+        set_if_absent(c, "imagePullPolicy",
+                      json_string(image_is_latest(img) ? "Always" : "IfNotPresent"));
+        set_if_absent(c, "terminationMessagePath", json_string("/dev/termination-log"));
+        set_if_absent(c, "terminationMessagePolicy", json_string("File"));
+        set_if_absent(c, "resources", json_object());
+        json_array_foreach(json_object_get(c, "ports"), j, port)
+        {
+            if (json_is_object(port))
+                set_if_absent(port, "protocol", json_string("TCP"));
+        }
+    }
+}
+
+/* SetDefaults_PodSpec: what a pod and every pod template get. */
+static void default_pod_spec(json_t *spec)
+{
+    set_if_absent(spec, "restartPolicy", json_string("Always"));
+    set_if_absent(spec, "dnsPolicy", json_string("ClusterFirst"));
+    set_if_absent(spec, "schedulerName", json_string("default-scheduler"));
+    set_if_absent(spec, "terminationGracePeriodSeconds", json_integer(30));
+    set_if_absent(spec, "securityContext", json_object());
+    default_containers(json_object_get(spec, "containers"));
+    default_containers(json_object_get(spec, "initContainers"));
+}
+
 static void pod_prepare_create(const resource_type *t, json_t *obj)
 {
     json_object_set_new(obj, "status",
                         json_pack("{s:s,s:s}", "phase", "Pending", "qosClass", "BestEffort"));
     json_t *spec = ckube_json_object_ensure(obj, "spec");
-    if (!json_object_get(spec, "restartPolicy"))
-        json_object_set_new(spec, "restartPolicy", json_string("Always"));
-    if (!json_object_get(spec, "dnsPolicy"))
-        json_object_set_new(spec, "dnsPolicy", json_string("ClusterFirst"));
-    if (!json_object_get(spec, "schedulerName"))
-        json_object_set_new(spec, "schedulerName", json_string("default-scheduler"));
-    if (!json_object_get(spec, "terminationGracePeriodSeconds"))
-        json_object_set_new(spec, "terminationGracePeriodSeconds", json_integer(30));
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(spec, "containers"), i, c)
-    {
-        if (!json_is_object(c))
-            continue;
-        if (!json_object_get(c, "imagePullPolicy")) {
-            const char *img = json_string_value(json_object_get(c, "image"));
-            bool latest = !img || !strchr(img, ':') || strstr(img, ":latest");
-            json_object_set_new(c, "imagePullPolicy",
-                                json_string(latest ? "Always" : "IfNotPresent"));
-        }
-        if (!json_object_get(c, "terminationMessagePath"))
-            json_object_set_new(c, "terminationMessagePath", json_string("/dev/termination-log"));
-        if (!json_object_get(c, "terminationMessagePolicy"))
-            json_object_set_new(c, "terminationMessagePolicy", json_string("File"));
-    }
+    default_pod_spec(spec);
+    /* SetDefaults_Pod, not PodSpec: templates do not show it */
+    set_if_absent(spec, "enableServiceLinks", json_true());
 }
 
 static void pod_validate(const resource_type *t, const json_t *obj, const json_t *old,
@@ -488,16 +525,8 @@ static void pod_validate(const resource_type *t, const json_t *obj, const json_t
 static void default_pod_template(json_t *spec)
 {
     json_t *tspec = ckube_json_get_path(spec, "template.spec");
-    if (!json_is_object(tspec))
-        return;
-    if (!json_object_get(tspec, "restartPolicy"))
-        json_object_set_new(tspec, "restartPolicy", json_string("Always"));
-    if (!json_object_get(tspec, "dnsPolicy"))
-        json_object_set_new(tspec, "dnsPolicy", json_string("ClusterFirst"));
-    if (!json_object_get(tspec, "schedulerName"))
-        json_object_set_new(tspec, "schedulerName", json_string("default-scheduler"));
-    if (!json_object_get(tspec, "terminationGracePeriodSeconds"))
-        json_object_set_new(tspec, "terminationGracePeriodSeconds", json_integer(30));
+    if (json_is_object(tspec))
+        default_pod_spec(tspec);
 }
 
 static void workload_defaults(json_t *obj, bool deployment)
@@ -524,10 +553,12 @@ static void workload_defaults(json_t *obj, bool deployment)
     default_pod_template(spec);
 }
 
+/* Upstream resets the status on create to the empty struct, which an
+ * object always shows: `status: {}`. */
 static void deploy_prepare_create(const resource_type *t, json_t *obj)
 {
     workload_defaults(obj, true);
-    json_object_del(obj, "status");
+    json_object_set_new(obj, "status", json_object());
 }
 
 static void deploy_prepare_update(const resource_type *t, json_t *obj, const json_t *old)
@@ -538,7 +569,7 @@ static void deploy_prepare_update(const resource_type *t, json_t *obj, const jso
 static void rs_prepare_create(const resource_type *t, json_t *obj)
 {
     workload_defaults(obj, false);
-    json_object_del(obj, "status");
+    json_object_set_new(obj, "status", json_object());
 }
 
 static void rs_prepare_update(const resource_type *t, json_t *obj, const json_t *old)

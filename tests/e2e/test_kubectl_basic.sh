@@ -205,6 +205,15 @@ s_workloads() {
     expect_eq "$out" "deployment.apps/d created" "create deployment"
     expect_eq "$(jp deploy d -o jsonpath='{.spec.replicas}')" "1" "deployment default replicas"
     expect_eq "$(jp deploy d -o jsonpath='{.metadata.generation}')" "1" "deployment generation"
+    # the pod template's defaults, as kube-apiserver shows them
+    expect_eq "$(jp deploy d -o jsonpath='{.spec.template.spec}')" \
+        '{"containers":[{"image":"nginx","imagePullPolicy":"Always","name":"nginx","resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"}],"dnsPolicy":"ClusterFirst","restartPolicy":"Always","schedulerName":"default-scheduler","securityContext":{},"terminationGracePeriodSeconds":30}' \
+        "deployment pod template defaults"
+    out=$(k run p --image=registry.local:5000/app:1.0 --port=8080)
+    expect_eq "$out" "pod/p created" "run a pod"
+    expect_eq "$(jp pod p -o jsonpath='{.spec.enableServiceLinks} {.spec.containers[0].imagePullPolicy} {.spec.containers[0].ports[0].protocol} {.spec.securityContext}')" \
+        'true IfNotPresent TCP {}' "pod defaults"
+    k delete pod p >/dev/null
     out=$(k scale deploy d --replicas=3)
     expect_eq "$out" "deployment.apps/d scaled" "scale"
     expect_eq "$(jp deploy d -o jsonpath='{.spec.replicas}')" "3" "replicas after scale"
