@@ -389,12 +389,21 @@ static void ns_name_label(json_t *obj)
     json_object_set_new(labels, "kubernetes.io/metadata.name", json_string(name));
 }
 
+/* Sets obj[key] = value (taken) unless obj has that key already: a
+ * default. */
+static void set_if_absent(json_t *obj, const char *key, json_t *value)
+{
+    if (json_object_get(obj, key))
+        json_decref(value);
+    else
+        json_object_set_new(obj, key, value);
+}
+
 static void ns_prepare_create(const resource_type *t, json_t *obj)
 {
     ns_name_label(obj);
     json_t *spec = ckube_json_object_ensure(obj, "spec");
-    if (!json_object_get(spec, "finalizers"))
-        json_object_set_new(spec, "finalizers", json_pack("[s]", "kubernetes"));
+    set_if_absent(spec, "finalizers", json_pack("[s]", "kubernetes"));
     json_object_set_new(obj, "status", json_pack("{s:s}", "phase", "Active"));
 }
 
@@ -433,14 +442,6 @@ static bool image_is_latest(const char *img)
     const char *slash = strrchr(img, '/');
     const char *colon = strrchr(slash ? slash : img, ':');
     return !colon || !strcmp(colon + 1, "latest");
-}
-
-static void set_if_absent(json_t *obj, const char *key, json_t *value)
-{
-    if (json_object_get(obj, key))
-        json_decref(value);
-    else
-        json_object_set_new(obj, key, value);
 }
 
 /* SetDefaults_Container and SetDefaults_ContainerPort for each entry of
@@ -532,23 +533,18 @@ static void default_pod_template(json_t *spec)
 static void workload_defaults(json_t *obj, bool deployment)
 {
     json_t *spec = ckube_json_object_ensure(obj, "spec");
-    if (!json_object_get(spec, "replicas"))
-        json_object_set_new(spec, "replicas", json_integer(1));
+    set_if_absent(spec, "replicas", json_integer(1));
     if (deployment) {
         json_t *strategy = ckube_json_object_ensure(spec, "strategy");
         if (!json_string_value(json_object_get(strategy, "type")))
             json_object_set_new(strategy, "type", json_string("RollingUpdate"));
         if (!strcmp(json_string_value(json_object_get(strategy, "type")), "RollingUpdate")) {
             json_t *ru = ckube_json_object_ensure(strategy, "rollingUpdate");
-            if (!json_object_get(ru, "maxUnavailable"))
-                json_object_set_new(ru, "maxUnavailable", json_string("25%"));
-            if (!json_object_get(ru, "maxSurge"))
-                json_object_set_new(ru, "maxSurge", json_string("25%"));
+            set_if_absent(ru, "maxUnavailable", json_string("25%"));
+            set_if_absent(ru, "maxSurge", json_string("25%"));
         }
-        if (!json_object_get(spec, "revisionHistoryLimit"))
-            json_object_set_new(spec, "revisionHistoryLimit", json_integer(10));
-        if (!json_object_get(spec, "progressDeadlineSeconds"))
-            json_object_set_new(spec, "progressDeadlineSeconds", json_integer(600));
+        set_if_absent(spec, "revisionHistoryLimit", json_integer(10));
+        set_if_absent(spec, "progressDeadlineSeconds", json_integer(600));
     }
     default_pod_template(spec);
 }
@@ -624,8 +620,7 @@ static void svc_prepare_create(const resource_type *t, json_t *obj)
         type = "ClusterIP";
         json_object_set_new(spec, "type", json_string(type));
     }
-    if (!json_object_get(spec, "sessionAffinity"))
-        json_object_set_new(spec, "sessionAffinity", json_string("None"));
+    set_if_absent(spec, "sessionAffinity", json_string("None"));
     if (strcmp(type, "ExternalName") && !json_object_get(spec, "clusterIP")) {
         /* No real service network: hand out a stable-looking virtual IP
          * from 10.96.0.0/16 so tools that print it have one. */
@@ -642,13 +637,11 @@ static void svc_prepare_create(const resource_type *t, json_t *obj)
     {
         if (!json_is_object(p))
             continue;
-        if (!json_object_get(p, "protocol"))
-            json_object_set_new(p, "protocol", json_string("TCP"));
+        set_if_absent(p, "protocol", json_string("TCP"));
         if (!json_object_get(p, "targetPort") && json_object_get(p, "port"))
             json_object_set(p, "targetPort", json_object_get(p, "port"));
     }
-    if (!json_object_get(obj, "status"))
-        json_object_set_new(obj, "status", json_pack("{s:{}}", "loadBalancer"));
+    set_if_absent(obj, "status", json_pack("{s:{}}", "loadBalancer"));
 }
 
 static void svc_prepare_update(const resource_type *t, json_t *obj, const json_t *old)
@@ -687,8 +680,7 @@ static void secret_fold_string_data(json_t *obj)
         }
     }
     json_object_del(obj, "stringData");
-    if (!json_object_get(obj, "type"))
-        json_object_set_new(obj, "type", json_string("Opaque"));
+    set_if_absent(obj, "type", json_string("Opaque"));
 }
 
 static void secret_prepare_create(const resource_type *t, json_t *obj)

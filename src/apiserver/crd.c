@@ -307,11 +307,11 @@ static void check_junctor_patterns(const json_t *s, const char *path, ckube_stat
             }
         }
     }
-    const json_t *not = json_object_get(s, "not");
-    if (json_is_object(not)) {
+    const json_t *neg = json_object_get(s, "not");
+    if (json_is_object(neg)) {
         snprintf(field, sizeof field, "%s.not", path);
-        check_pattern(not, field, st);
-        check_junctor_patterns(not, field, st, depth + 1);
+        check_pattern(neg, field, st);
+        check_junctor_patterns(neg, field, st, depth + 1);
     }
 }
 

@@ -362,13 +362,18 @@ static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckub
     return unknown_fields(rc, unknown, nunknown, validation);
 }
 
-/* The 400 for cause c (upstream's wording of a body that does not
- * decode). */
-static ckube_status *cannot_be_handled(const resource_type *t, const ckube_status_cause *c)
+/* The 400 for the first wrong-type cause in `causes` (upstream's wording
+ * of a body that does not decode), or NULL when there is none. */
+static ckube_status *cannot_be_handled(const resource_type *t, const ckube_status *causes)
 {
-    return ckube_status_bad_request("%s in version \"%s\" cannot be handled as a %s: %s: %s",
-                                    t->kind, t->version, t->kind, c->field ? c->field : "",
-                                    c->message ? c->message : "invalid type");
+    for (size_t i = 0; i < causes->ncauses; i++) {
+        const ckube_status_cause *c = &causes->causes[i];
+        if (c->type && !strcmp(c->type, CKUBE_CAUSE_FIELD_TYPE_INVALID))
+            return ckube_status_bad_request(
+                "%s in version \"%s\" cannot be handled as a %s: %s: %s", t->kind, t->version,
+                t->kind, c->field ? c->field : "", c->message ? c->message : "invalid type");
+    }
+    return NULL;
 }
 
 /* A built-in's body that does not fit its Go types fails decoding
@@ -376,13 +381,7 @@ static ckube_status *cannot_be_handled(const resource_type *t, const ckube_statu
  * of the wrong type in a built-in (inv is left to the caller), else NULL. */
 static ckube_status *decoding_error(const resource_type *t, const ckube_status *inv)
 {
-    if (t->is_custom)
-        return NULL;
-    for (size_t i = 0; i < inv->ncauses; i++) {
-        if (inv->causes[i].type && !strcmp(inv->causes[i].type, CKUBE_CAUSE_FIELD_TYPE_INVALID))
-            return cannot_be_handled(t, &inv->causes[i]);
-    }
-    return NULL;
+    return t->is_custom ? NULL : cannot_be_handled(t, inv);
 }
 
 /* Whether a metadata value is what Go's omitempty leaves out when
@@ -392,7 +391,7 @@ static ckube_status *decoding_error(const resource_type *t, const ckube_status *
  * finalizers. A value of the wrong type stays, for validation to reject. */
 static bool meta_value_omitted(const char *key, const json_t *v)
 {
-    static const char *const strings[] = {"name", "generateName", "namespace", "selfLink",
+    static const char *const strings[] = {"name", "generateName",    "namespace", "selfLink",
                                           "uid",  "resourceVersion", NULL};
     if (json_is_null(v))
         return true;
@@ -453,7 +452,8 @@ static json_t *objectmeta_schema_v;
 
 static void objectmeta_schema_init(void)
 {
-    objectmeta_schema_v = builtin_schema_fragment("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
+    objectmeta_schema_v =
+        builtin_schema_fragment("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
 }
 
 /* The ObjectMeta schema, built once and kept for the process (NULL only
@@ -465,10 +465,6 @@ static const json_t *objectmeta_schema(void)
     return objectmeta_schema_v;
 }
 
-/* Every kind's metadata decodes into ObjectMeta upstream, custom
- * resources' too, so `labels: ""` or a number among the annotations is a
- * decoding error (400) there; stored, it would break every client that
- * lists the resource. Returns that 400, or NULL when the metadata fits. */
 /* Whether every field of an object's entries in a list field has the
  * JSON type `want` names for it ('s' string, 'b' boolean, 'o' object;
  * fields not named are not looked at). */
@@ -516,10 +512,10 @@ static bool all_strings(const json_t *v)
  * about 65). */
 static bool metadata_well_typed(const json_t *meta)
 {
-    static const char *const owner[] = {"apiVersion", "kind", "name", "uid", "controller",
+    static const char *const owner[] = {"apiVersion",         "kind", "name", "uid", "controller",
                                         "blockOwnerDeletion", NULL};
-    static const char *const managed[] = {"manager", "operation", "apiVersion", "time",
-                                          "fieldsType", "subresource", "fieldsV1", NULL};
+    static const char *const managed[] = {"manager",    "operation",   "apiVersion", "time",
+                                          "fieldsType", "subresource", "fieldsV1",   NULL};
     const char *k;
     const json_t *v;
     json_object_foreach((json_t *)meta, k, v)
@@ -543,6 +539,10 @@ static bool metadata_well_typed(const json_t *meta)
     return true;
 }
 
+/* Every kind's metadata decodes into ObjectMeta upstream, custom
+ * resources' too, so `labels: ""` or a number among the annotations is a
+ * decoding error (400) there; stored, it would break every client that
+ * lists the resource. Returns that 400, or NULL when the metadata fits. */
 static ckube_status *metadata_decoding_error(const resource_type *t, const json_t *obj)
 {
     const json_t *meta = json_object_get(obj, "metadata");
@@ -554,12 +554,7 @@ static ckube_status *metadata_decoding_error(const resource_type *t, const json_
     schema_validate_at(objectmeta_schema(), meta, "metadata", scratch);
     /* Only a wrong type stops decoding; missing owner reference fields
      * and the like are ckube_validate_object_meta's 422. */
-    ckube_status *bad = NULL;
-    for (size_t i = 0; i < scratch->ncauses && !bad; i++) {
-        const ckube_status_cause *c = &scratch->causes[i];
-        if (c->type && !strcmp(c->type, CKUBE_CAUSE_FIELD_TYPE_INVALID))
-            bad = cannot_be_handled(t, c);
-    }
+    ckube_status *bad = cannot_be_handled(t, scratch);
     ckube_status_free(scratch);
     return bad;
 }
@@ -1512,8 +1507,7 @@ static bool write_manager(req_ctx *rc, write_req *w, const char *options_kind, b
     if (m && *m)
         w->manager = strdup(m);
     else
-        w->manager = fm_manager_from_user_agent(
-            httpd_req_header(rc->req, "User-Agent"));
+        w->manager = fm_manager_from_user_agent(httpd_req_header(rc->req, "User-Agent"));
     return true;
 }
 

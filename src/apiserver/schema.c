@@ -521,8 +521,7 @@ static bool schema_requires(const json_t *s, const char *key)
 
 /* SCHEMA_OMITEMPTY: whether property `key` of object schema s, whose own
  * schema is cs, is an empty map or list that Go's omitempty leaves out. */
-static bool omitted_when_empty(const json_t *s, const char *key, const json_t *cs,
-                               const json_t *v)
+static bool omitted_when_empty(const json_t *s, const char *key, const json_t *cs, const json_t *v)
 {
     bool empty_list = json_is_array(v) && !json_array_size(v);
     bool empty_map = json_is_object(v) && !json_object_size(v) &&
@@ -789,19 +788,52 @@ static bool re_repeat(re_size *z, double copies)
     return z->cur[z->depth] <= RE_MAX_WEIGHT;
 }
 
-/* The copies glibc makes for {n}, {n,} or {n,m}; 0 when a count is over
- * RE_MAX_REPEAT or m < n. */
-static double brace_copies(const char *p, const char *end)
+/* Parses a counted repetition at p ("{n}", "{n,}", "{n,m}"); sets *end
+ * past it, and *min and *max (-1: unbounded). False when p is not one (Go
+ * then reads the '{' as a literal). */
+static bool re2_counted(const char *p, const char **end, long *min, long *max)
 {
-    char *q;
-    unsigned long n = strtoul(p + 1, &q, 10), m = n;
-    if (q == p + 1 && *q == ',')
-        return 0; /* {,m} is a literal in ECMA, but was taken as a count */
-    if (*q == ',')
-        m = q + 1 < end ? strtoul(q + 1, NULL, 10) : n + 1;
-    if (n > RE_MAX_REPEAT || m > RE_MAX_REPEAT + 1 || m < n)
+    const char *q = p + 1;
+    if (!isdigit((unsigned char)*q))
+        return false;
+    *min = 0;
+    for (; isdigit((unsigned char)*q); q++)
+        *min = *min > 100000 ? *min : *min * 10 + (*q - '0');
+    *max = *min;
+    if (*q == ',') {
+        q++;
+        if (*q == '}') {
+            *max = -1;
+        } else {
+            if (!isdigit((unsigned char)*q))
+                return false;
+            *max = 0;
+            for (; isdigit((unsigned char)*q); q++)
+                *max = *max > 100000 ? *max : *max * 10 + (*q - '0');
+        }
+    }
+    if (*q != '}')
+        return false;
+    *end = q + 1;
+    return true;
+}
+
+/* Go's limits on counts: each at most 1000, and min <= max. */
+static bool re2_counts_ok(long min, long max)
+{
+    return min <= RE_MAX_REPEAT && max <= RE_MAX_REPEAT && (max < 0 || min <= max);
+}
+
+/* The copies glibc makes for the counted repetition at p ({n}, {n,} or
+ * {n,m}); 0 when it is not one (e.g. {,m}), a count is over
+ * RE_MAX_REPEAT or m < n. */
+static double brace_copies(const char *p)
+{
+    const char *end;
+    long min, max;
+    if (!re2_counted(p, &end, &min, &max) || !re2_counts_ok(min, max))
         return 0;
-    return m ? (double)m : 1;
+    return max < 0 ? (double)min + 1 : max ? (double)max : 1;
 }
 
 char *schema_ecma_to_posix(const char *pattern)
@@ -888,7 +920,7 @@ char *schema_ecma_to_posix(const char *pattern)
                 re_atom(&z, 1);
                 continue;
             }
-            double copies = brace_copies(p, end);
+            double copies = brace_copies(p);
             if (prev_quant || copies == 0 || !re_repeat(&z, copies))
                 goto fail; /* nested repetition, or too many copies */
             ckube__sb_addn(&out, p, (size_t)(end + 1 - p));
@@ -927,36 +959,6 @@ static char *re2_err(const char *code, const char *expr, size_t n)
     ckube__strbuf b = {0};
     ckube__sb_printf(&b, "error parsing regexp: %s: `%.*s`", code, (int)n, expr);
     return ckube__sb_take(&b);
-}
-
-/* Parses a counted repetition at p ("{n}", "{n,}", "{n,m}"); sets *end
- * past it, and *min and *max (-1: unbounded). False when p is not one (Go
- * then reads the '{' as a literal). */
-static bool re2_counted(const char *p, const char **end, long *min, long *max)
-{
-    const char *q = p + 1;
-    if (!isdigit((unsigned char)*q))
-        return false;
-    *min = 0;
-    for (; isdigit((unsigned char)*q); q++)
-        *min = *min > 100000 ? *min : *min * 10 + (*q - '0');
-    *max = *min;
-    if (*q == ',') {
-        q++;
-        if (*q == '}') {
-            *max = -1;
-        } else {
-            if (!isdigit((unsigned char)*q))
-                return false;
-            *max = 0;
-            for (; isdigit((unsigned char)*q); q++)
-                *max = *max > 100000 ? *max : *max * 10 + (*q - '0');
-        }
-    }
-    if (*q != '}')
-        return false;
-    *end = q + 1;
-    return true;
 }
 
 /* The end of the character class that starts at p ('['), or NULL when it
@@ -1055,7 +1057,7 @@ char *schema_re2_error(const char *pattern)
                 last_repeat = NULL;
                 continue;
             }
-            if (c == '{' && (min > 1000 || max > 1000 || (max >= 0 && min > max)))
+            if (c == '{' && !re2_counts_ok(min, max))
                 return re2_err("invalid repeat count", p, (size_t)(end - p));
             if (*end == '?')
                 end++; /* non-greedy */

@@ -105,6 +105,17 @@ static bool valid_spec(const char *spec, char **err)
     return ok;
 }
 
+/* Adds a built-in controller as a leader-elected runnable, as
+ * kube-controller-manager runs them. ctx NULL (its constructor failed)
+ * or a refusal: 1, else 0. */
+static int add_controller(cm *c, const char *name, int (*start)(void *), void (*stop)(void *),
+                          void *ctx)
+{
+    ckube_runnable r = {
+        .name = name, .start = start, .stop = stop, .ctx = ctx, .needs_leader_election = true};
+    return !ctx || ckube_manager_add(c->mgr, &r) != 0;
+}
+
 cm *cm_new(const cm_opts *o, char **err)
 {
     if (err)
@@ -148,40 +159,20 @@ cm *cm_new(const cm_opts *o, char **err)
     int rc = 0;
     if (cm_controller_enabled(spec, "namespace")) {
         c->ns = nsctl_new(client, f, NULL);
-        ckube_runnable r = {.name = "namespace-controller",
-                            .start = ns_start,
-                            .stop = ns_stop,
-                            .ctx = c->ns,
-                            .needs_leader_election = true};
-        rc |= !c->ns || ckube_manager_add(c->mgr, &r) != 0;
+        rc |= add_controller(c, "namespace-controller", ns_start, ns_stop, c->ns);
     }
     if (cm_controller_enabled(spec, "garbagecollector")) {
         c->gc = gc_new(client, NULL);
-        ckube_runnable r = {.name = "garbage-collector-controller",
-                            .start = gc_run,
-                            .stop = gc_halt,
-                            .ctx = c->gc,
-                            .needs_leader_election = true};
-        rc |= !c->gc || ckube_manager_add(c->mgr, &r) != 0;
+        rc |= add_controller(c, "garbage-collector-controller", gc_run, gc_halt, c->gc);
     }
     if (cm_controller_enabled(spec, "podcounter")) {
         podcounter_opts po = {.period_ns = o->podcounter_period_ns};
         c->pc = podcounter_new(client, f, c->rec, &po);
-        ckube_runnable r = {.name = "pod-counter",
-                            .start = pc_start,
-                            .stop = pc_stop,
-                            .ctx = c->pc,
-                            .needs_leader_election = true};
-        rc |= !c->pc || ckube_manager_add(c->mgr, &r) != 0;
+        rc |= add_controller(c, "pod-counter", pc_start, pc_stop, c->pc);
     }
     if (cm_controller_enabled(spec, "serviceaccount")) {
         c->sa = sactl_new(client, f, NULL);
-        ckube_runnable r = {.name = "serviceaccount-controller",
-                            .start = sa_start,
-                            .stop = sa_stop,
-                            .ctx = c->sa,
-                            .needs_leader_election = true};
-        rc |= !c->sa || ckube_manager_add(c->mgr, &r) != 0;
+        rc |= add_controller(c, "serviceaccount-controller", sa_start, sa_stop, c->sa);
     }
     if (rc) {
         if (err && !*err)

@@ -20,12 +20,12 @@
 #define SYNC_START_MAX_INFORMERS 4
 
 typedef struct sync_start {
-    ckube_controller *ctl; /* borrowed */
+    ckube_controller *ctl;                                /* borrowed */
     ckube_shared_informer *inf[SYNC_START_MAX_INFORMERS]; /* borrowed */
     int ninf;
-    ckube_clock *clock;  /* borrowed */
-    const char *name;    /* static: "namespace", for logs */
-    const char *thread;  /* static: the waiting thread's name (top -H, gdb) */
+    ckube_clock *clock; /* borrowed */
+    const char *name;   /* static: "namespace", for logs */
+    const char *thread; /* static: the waiting thread's name (top -H, gdb) */
 
     pthread_mutex_t mu;
     pthread_cond_t cond;

@@ -835,7 +835,7 @@ static void test_re2_errors(void **state)
     expect_re2("(?i)abc(?P<n>x)(?<m>y)(?s:.)", NULL);
     expect_re2("[]a]\\[\\]]{2}[[:alpha:]]", NULL);
     expect_re2("a{,2}x{y}", NULL); /* not counts: literal braces */
-    expect_re2("\\101", NULL);      /* octal */
+    expect_re2("\\101", NULL);     /* octal */
     expect_re2("+", "error parsing regexp: missing argument to repetition operator: `+`");
     expect_re2("a|*", "error parsing regexp: missing argument to repetition operator: `*`");
     expect_re2("(+?)", "error parsing regexp: missing argument to repetition operator: `+?`");

@@ -389,10 +389,11 @@ static void test_meta_owner_references(void **state)
 {
     (void)state;
     /* every field missing or empty; the index is not in the field name */
-    ckube_status *st = validate("{\"metadata\":{\"name\":\"n\",\"ownerReferences\":["
-                                "{\"apiVersion\":\"v1\",\"kind\":\"A\",\"name\":\"a\",\"uid\":\"1\"},"
-                                "{\"apiVersion\":\"apps/\",\"name\":\"\"}]}}",
-                                false, CKUBE_NAME_DNS1123_SUBDOMAIN);
+    ckube_status *st =
+        validate("{\"metadata\":{\"name\":\"n\",\"ownerReferences\":["
+                 "{\"apiVersion\":\"v1\",\"kind\":\"A\",\"name\":\"a\",\"uid\":\"1\"},"
+                 "{\"apiVersion\":\"apps/\",\"name\":\"\"}]}}",
+                 false, CKUBE_NAME_DNS1123_SUBDOMAIN);
     assert_int_equal(st->ncauses, 4);
     expect_cause(st, 0, CKUBE_CAUSE_FIELD_INVALID, "metadata.ownerReferences.apiVersion",
                  "Invalid value: \"apps/\": version must not be empty");

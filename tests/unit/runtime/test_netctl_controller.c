@@ -70,8 +70,8 @@ static void fl_free(netctl_backend *b)
 {
     (void)b;
 }
-static const netctl_backend_ops flaky_ops = {"flaky", fl_observe, fl_apply, fl_remove, fl_list,
-                                             fl_free};
+static const netctl_backend_ops flaky_ops = {"flaky",   fl_observe, fl_apply,
+                                             fl_remove, fl_list,    fl_free};
 
 static int group_setup(void **state)
 {
@@ -129,9 +129,9 @@ static int group_teardown(void **state)
 
 static void create_network(const char *name, const char *cidr, const char *gw)
 {
-    json_t *o = json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}}", "apiVersion", "samplecrd.k8s.io/v1",
-                          "kind", "Network", "metadata", "name", name, "spec", "cidr", cidr,
-                          "gateway", gw);
+    json_t *o =
+        json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s}}", "apiVersion", "samplecrd.k8s.io/v1", "kind",
+                  "Network", "metadata", "name", name, "spec", "cidr", cidr, "gateway", gw);
     ckube_status *err = NULL;
     int rc = ckube_create(client, &NETCTL_NETWORKS, "default", o, NULL, NULL, &err);
     if (rc != 0)

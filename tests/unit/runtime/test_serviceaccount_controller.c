@@ -47,8 +47,8 @@ static int group_teardown(void **state)
 
 static void create_namespace(const char *name, bool with_finalizer)
 {
-    json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
-                           "metadata", "name", name);
+    json_t *ns = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata",
+                           "name", name);
     if (with_finalizer)
         json_object_set_new(json_object_get(ns, "metadata"), "finalizers",
                             json_pack("[s]", "example.com/hold"));
@@ -72,13 +72,13 @@ static char *sa_uid(const char *ns)
     return uid;
 }
 
-/* Waits (up to 10 s) for ns/default with a uid other than `not` (NULL:
- * any); returns its uid (malloc'd) or NULL. */
-static char *wait_sa(const char *ns, const char *not)
+/* Waits (up to 10 s) for ns/default with a uid other than `old_uid`
+ * (NULL: any); returns its uid (malloc'd) or NULL. */
+static char *wait_sa(const char *ns, const char *old_uid)
 {
     for (int i = 0; i < 200; i++) {
         char *uid = sa_uid(ns);
-        if (uid && (!not || strcmp(uid, not) != 0))
+        if (uid && (!old_uid || strcmp(uid, old_uid) != 0))
             return uid;
         free(uid);
         usleep(50000);
@@ -97,9 +97,9 @@ static void test_default_accounts(void **state)
     (void)state;
     create_namespace("before", false);
     /* a user's own "default", made before the controller runs, stays */
-    json_t *mine = json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", "v1", "kind",
-                             "ServiceAccount", "metadata", "name", "default", "labels", "owner",
-                             "me");
+    json_t *mine =
+        json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", "v1", "kind", "ServiceAccount",
+                  "metadata", "name", "default", "labels", "owner", "me");
     ckube_status *err = NULL;
     create_namespace("mine", false);
     assert_int_equal(ckube_create(client, &SAS, "mine", mine, NULL, NULL, &err), 0);
