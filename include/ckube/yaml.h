@@ -30,12 +30,24 @@
  *    keys (after conversion) are errors. Merge keys (`<<: *base`,
  *    `<<: [*a, *b]`) work; explicit keys win over merged ones and earlier
  *    merge sources win over later ones.
- *  - Anchors/aliases are expanded into independent copies. To stop
- *    "billion laughs" bombs at most CKUBE_YAML_MAX_ALIAS_NODES values may be
- *    created by alias expansion per call ("document contains excessive
- *    aliasing"); ordinary nodes are bounded by the input size. Nesting
- *    deeper than CKUBE_YAML_MAX_DEPTH collections (counting the depth an
- *    alias adds) is an error, never a stack overflow.
+ *  - Aliases: an alias to a scalar shares the anchor's value (a reference,
+ *    not a copy: jansson values are immutable once built), an alias to a
+ *    collection copies its collections and shares its scalars. Against
+ *    "billion laughs" bombs a document is refused with
+ *    "yaml: document contains excessive aliasing" (go-yaml's words) before
+ *    anything is built for the alias that passes any of:
+ *     - go-yaml v2's ratio rule, which Kubernetes' own YAML reading applies:
+ *       once a document has decoded over 1000 nodes, over 100 of them
+ *       through aliases, at most 99% of them may come from aliases (falling
+ *       to 10% as the document grows from 400,000 to 4,000,000 nodes);
+ *       nodes are counted as go-yaml counts them (keys and alias nodes
+ *       too), so every document go-yaml refuses is refused here;
+ *     - the bytes alias expansion adds, in memory and as JSON text: a
+ *       shared 1 MiB string repeated a thousand times is cheap to hold but
+ *       a gigabyte to print (ckube_yaml_limits; CKUBE_YAML_MAX_ALIAS_BYTES
+ *       each by default).
+ *    Nesting deeper than CKUBE_YAML_MAX_DEPTH collections (counting the
+ *    depth an alias adds) is an error, never a stack overflow.
  *
  * Errors are malloc'd strings like
  *   "yaml: line 3: mapping values are not allowed in this context"
@@ -47,6 +59,7 @@
 #define CKUBE_YAML_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -55,8 +68,26 @@ extern "C" {
 
 /* Maximum collection nesting depth of a loaded document. */
 #define CKUBE_YAML_MAX_DEPTH 1000
-/* Maximum number of JSON values created by alias expansion in one call. */
-#define CKUBE_YAML_MAX_ALIAS_NODES 1000000
+/* Default bound of ckube_yaml_load and _load_all on what alias expansion
+ * adds in one call: estimated memory, and JSON text, each. */
+#define CKUBE_YAML_MAX_ALIAS_BYTES ((size_t)16 << 20)
+
+/* Bounds on what one load call builds; a field of 0 means no bound.
+ * Memory is estimated per value as jansson allocates it (an empty mapping
+ * is ~224 bytes however little text it took), counted before each
+ * allocation, so a call stops before it allocates past a bound. */
+typedef struct ckube_yaml_limits {
+    /* Everything the call builds, in bytes of memory. Over it the call
+     * fails with "yaml: document too large: decoding it needs more than N
+     * bytes of memory" and *too_large set (unless the excess comes from an
+     * alias: that is excessive aliasing). */
+    size_t max_memory;
+    /* What alias expansion adds, in bytes of memory. */
+    size_t max_alias_memory;
+    /* What alias expansion adds, in bytes of compact JSON text (what the
+     * document takes once printed, e.g. to store it). */
+    size_t max_alias_json;
+} ckube_yaml_limits;
 
 /* Parses the first document of `buf` (`len` bytes, need not be
  * NUL-terminated; UTF-8, or UTF-16 with a BOM). Later documents are not
@@ -65,12 +96,21 @@ extern "C" {
  * a malloc'd message the caller frees (err may be NULL to ignore it). */
 json_t *ckube_yaml_load(const char *buf, size_t len, char **err);
 
+/* ckube_yaml_load with explicit bounds (lim may be NULL: no bounds beyond
+ * go-yaml's ratio rule). *too_large (when too_large is non-NULL) tells
+ * whether a failure was lim->max_memory being passed; it is false for
+ * every other error. The API server decodes request bodies with this. */
+json_t *ckube_yaml_load_limited(const char *buf, size_t len, const ckube_yaml_limits *lim,
+                                bool *too_large, char **err);
+
 /* Parses every document of the stream (`---` separated). Documents whose
  * value is null (empty documents, comment-only documents, `~`) are skipped,
  * as kubectl does. On success returns 0 and stores a new array reference
  * in *docs_out (caller json_decref()s; may be empty). On error returns -1,
  * sets *docs_out to NULL and *err (if err is non-NULL) to a malloc'd
- * message the caller frees. */
+ * message the caller frees. The alias bounds hold for the whole call (a
+ * bomb split over documents is still one bomb); go-yaml's ratio rule is
+ * applied per document, as go-yaml decodes one document at a time. */
 int ckube_yaml_load_all(const char *buf, size_t len, json_t **docs_out, char **err);
 
 /* Serializes `v` (borrowed) as a block-style YAML document ending in a

@@ -7,6 +7,7 @@
  * our own, written from the documented behaviour.
  */
 #include "ckube/yaml.h"
+#include "common/json_cost.h"
 #include "common/utf8.h"
 
 #include <inttypes.h>
@@ -546,9 +547,11 @@ static char *utf8_sanitize(const char *s, size_t n, size_t *out_len)
 struct frame {
     json_t *node; /* object or array being built (owned) */
     bool is_map;
-    long anchor;        /* index of this collection's anchor, or -1 */
-    size_t start_nodes; /* loader.nodes before this collection */
-    int child_height;   /* max height of the children added so far */
+    long anchor;          /* index of this collection's anchor, or -1 */
+    size_t start_decodes; /* loader.decodes before this collection */
+    size_t start_cmem;    /* loader.cmem before this collection */
+    size_t json;          /* JSON text of the members or elements so far */
+    int child_height;     /* max height of the children added so far */
     /* Mappings only. */
     bool have_key; /* a key was read; the next node is its value */
     bool merge;    /* ...and that key is the merge key `<<` */
@@ -557,7 +560,8 @@ struct frame {
     json_t *merges; /* objects to merge in at the end (owned), or NULL */
 };
 
-/* One anchor definition of the current document. */
+/* One anchor definition of the current document, with what an alias to it
+ * costs: the figures are taken when its node ends. */
 struct anchor {
     char *name; /* owned */
     bool done;  /* false while its collection is still open */
@@ -565,8 +569,10 @@ struct anchor {
     json_t *value; /* owned; NULL when JSON cannot hold it (e.g. .inf) */
     char *key;     /* scalar as a mapping key (owned), NULL if unusable */
     size_t key_len;
-    size_t nodes; /* JSON values in the subtree: the cost of an alias */
-    int height;   /* collection nesting of the subtree, 0 for scalars */
+    size_t decodes; /* go-yaml decode operations of the node (its subtree) */
+    size_t cmem;    /* memory of its collections and slots: what a copy takes */
+    size_t json;    /* its compact JSON text */
+    int height;     /* collection nesting of the subtree, 0 for scalars */
 };
 
 struct loader {
@@ -579,9 +585,17 @@ struct loader {
     size_t nanchors, anchors_cap;
     json_t *anchor_index; /* name -> index into anchors (latest definition) */
     json_t *root;         /* finished value of the current document (owned) */
-    size_t nodes;         /* JSON values created in the current document */
-    size_t alias_nodes;   /* JSON values created by alias expansion, this call */
-    char *err;            /* first error (owned) */
+    /* go-yaml v2's counters for its aliasing ratio rule, per document:
+     * decode operations, and those made inside an alias's expansion. */
+    size_t decodes, alias_decodes;
+    /* Estimated memory (json_cost.h) of what this call built; the part in
+     * collections and their slots (what copying a subtree repeats: its
+     * scalars are shared); what alias expansion added, in memory and in
+     * JSON text. */
+    size_t mem, cmem, alias_mem, alias_json;
+    ckube_yaml_limits lim;
+    bool too_large; /* failed on lim.max_memory */
+    char *err;      /* first error (owned) */
 };
 
 __attribute__((format(printf, 3, 4))) static int fail(struct loader *l, size_t line,
@@ -605,6 +619,112 @@ __attribute__((format(printf, 3, 4))) static int fail(struct loader *l, size_t l
 static int fail_oom(struct loader *l, size_t line)
 {
     return fail(l, line, "out of memory");
+}
+
+/* go-yaml reports aliasing without a line. */
+static int fail_aliasing(struct loader *l)
+{
+    if (!l->err && !(l->err = strdup("yaml: document contains excessive aliasing")))
+        return -1;
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Bounds                                                               */
+/* ------------------------------------------------------------------ */
+
+/* go-yaml v2's allowedAliasRatio: the share of a document's decode
+ * operations that may come from aliases, by the document's size. */
+static double allowed_alias_ratio(size_t decodes)
+{
+    const double low = 400000, high = 4000000;
+    if (decodes <= low)
+        return 0.99;
+    if (decodes >= high)
+        return 0.10;
+    return 0.99 - 0.89 * (((double)decodes - low) / (high - low));
+}
+
+/* go-yaml v2 checks its rule at every decode operation. Within one event
+ * both counters only grow (an alias adds as many aliased operations as
+ * operations, less one), which raises the ratio while the allowed ratio
+ * falls, so checking after the event's counts is checking at each of
+ * them. */
+static int check_ratio(struct loader *l)
+{
+    size_t d = l->decodes, a = l->alias_decodes;
+    if (a > 100 && d > 1000 && (double)a / (double)d > allowed_alias_ratio(d))
+        return fail_aliasing(l);
+    return 0;
+}
+
+static bool over(size_t have, size_t add, size_t max)
+{
+    return max && (add > max || have > max - add);
+}
+
+/* Accounts `bytes` of memory about to be allocated for a node. */
+static int charge(struct loader *l, size_t bytes, bool container, size_t line)
+{
+    if (over(l->mem, bytes, l->lim.max_memory)) {
+        l->too_large = true;
+        return fail(l, line, "document too large: decoding it needs more than %zu bytes of memory",
+                    l->lim.max_memory);
+    }
+    l->mem += bytes;
+    if (container)
+        l->cmem += bytes;
+    return 0;
+}
+
+/* Accounts what an alias is about to add: memory `bytes` (collections
+ * copied, or a key's text) and `json` bytes of text. */
+static int charge_alias(struct loader *l, size_t bytes, size_t json)
+{
+    if (over(l->alias_mem, bytes, l->lim.max_alias_memory) ||
+        over(l->alias_json, json, l->lim.max_alias_json) || over(l->mem, bytes, l->lim.max_memory))
+        return fail_aliasing(l);
+    l->alias_mem += bytes;
+    l->alias_json += json;
+    l->mem += bytes;
+    l->cmem += bytes;
+    return 0;
+}
+
+/* Length of `s` as a JSON string: quotes, and escapes as encoders write
+ * them (\n and friends in two bytes, other control bytes in six). */
+static size_t json_text_len(const char *s, size_t n)
+{
+    size_t len = n + 2;
+    for (size_t k = 0; k < n; k++) {
+        unsigned char c = (unsigned char)s[k];
+        if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
+            len += 1;
+        else if (c < 0x20)
+            len += 5;
+    }
+    return len;
+}
+
+/* JSON text of a scalar value. */
+static size_t value_json_len(const json_t *v)
+{
+    char buf[64];
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        return json_text_len(json_string_value(v), json_string_length(v));
+    case JSON_INTEGER:
+        return (size_t)snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    case JSON_REAL:
+        return 24; /* at most "-1.2345678901234567e-308" */
+    case JSON_TRUE:
+    case JSON_NULL:
+        return 4;
+    case JSON_FALSE:
+        return 5;
+    default:
+        return 2;
+    }
 }
 
 /* Number of lines in the input; a final newline does not start a line. */
@@ -681,9 +801,11 @@ static void loader_free(struct loader *l)
     yaml_parser_delete(&l->parser);
 }
 
-static int loader_init(struct loader *l, const char *buf, size_t len)
+static int loader_init(struct loader *l, const char *buf, size_t len, const ckube_yaml_limits *lim)
 {
     memset(l, 0, sizeof *l);
+    if (lim)
+        l->lim = *lim;
     l->buf = buf ? buf : "";
     l->len = buf ? len : 0;
     l->anchor_index = json_object();
@@ -993,9 +1115,10 @@ static int add_merge(struct loader *l, struct frame *f, json_t *v, size_t line)
     return rc < 0 ? fail_oom(l, line) : 0;
 }
 
-/* Places a finished value (stolen) of collection height `height` into the
- * open collection, or makes it the document's root. */
-static int add_value(struct loader *l, json_t *v, int height, size_t line)
+/* Places a finished value (stolen) of collection height `height` and
+ * `json` bytes of JSON text into the open collection, or makes it the
+ * document's root. The slot that holds it is charged here. */
+static int add_value(struct loader *l, json_t *v, int height, size_t json, size_t line)
 {
     struct frame *f = top_frame(l);
     if (!f) {
@@ -1005,17 +1128,33 @@ static int add_value(struct loader *l, json_t *v, int height, size_t line)
     }
     if (height > f->child_height)
         f->child_height = height;
-    if (!f->is_map)
+    if (!f->is_map) {
+        f->json += json + 1; /* and a comma */
+        if (charge(l, JCOST_ELEMENT, true, line) < 0) {
+            json_decref(v);
+            return -1;
+        }
         return json_array_append_new(f->node, v) < 0 ? fail_oom(l, line) : 0;
+    }
     f->have_key = false;
     if (f->merge) {
+        /* Its members are charged when they are merged in; the whole
+         * source's text counts, an upper bound of what is taken. */
         f->merge = false;
+        f->json += json;
         return add_merge(l, f, v, line);
     }
-    int rc = json_object_setn_new(f->node, f->key, f->key_len, v);
+    f->json += json_text_len(f->key, f->key_len) + 1 + json + 1;
+    int rc = charge(l, JCOST_MEMBER(f->key_len), true, line);
+    if (rc < 0)
+        json_decref(v);
+    else
+        rc = json_object_setn_new(f->node, f->key, f->key_len, v);
     free(f->key);
     f->key = NULL;
-    return rc < 0 ? fail(l, line, "invalid mapping key") : 0;
+    if (rc < 0 && !l->err)
+        return fail(l, line, "invalid mapping key");
+    return rc;
 }
 
 /* A scalar in key position: the merge key, or a key converted to text. */
@@ -1036,6 +1175,18 @@ static int on_key_scalar(struct loader *l, const yaml_event_t *ev, struct frame 
     } else if (resolve_event(l, ev, &sc) < 0) {
         return -1;
     }
+    if (!is_merge) {
+        l->decodes++; /* go-yaml decodes keys too; not the merge key */
+        if (check_ratio(l) < 0) {
+            scalar_clear(&sc);
+            return -1;
+        }
+    }
+    /* An anchored key keeps a value and a key copy of its text. */
+    if (anchor && charge(l, JCOST_STRING(sc.len) + sc.len, false, line) < 0) {
+        scalar_clear(&sc);
+        return -1;
+    }
     size_t len = 0;
     bool unsupported;
     char *key = scalar_key(&sc, &len, &unsupported);
@@ -1052,7 +1203,8 @@ static int on_key_scalar(struct loader *l, const yaml_event_t *ev, struct frame 
         if (key && (a->key = malloc(len + 1)))
             memcpy(a->key, key, len + 1); /* may contain NUL: not strdup */
         a->key_len = len;
-        a->nodes = 1;
+        a->decodes = 1;
+        a->json = a->value ? value_json_len(a->value) : 0;
         a->done = true;
     }
     scalar_clear(&sc);
@@ -1080,16 +1232,28 @@ static int on_scalar(struct loader *l, const yaml_event_t *ev)
     if (expecting_key(f))
         return on_key_scalar(l, ev, f);
     size_t line = ev->start_mark.line + 1;
+    l->decodes++;
+    if (check_ratio(l) < 0)
+        return -1;
     struct scalar sc;
     if (resolve_event(l, ev, &sc) < 0)
         return -1;
+    const char *anchor = (const char *)ev->data.scalar.anchor;
+    size_t cost = sc.kind == SK_STR                          ? JCOST_STRING(sc.len)
+                  : sc.kind == SK_NULL || sc.kind == SK_BOOL ? 0
+                                                             : JCOST_NUMBER;
+    /* An anchored scalar also keeps a copy of its text as a key. */
+    if (charge(l, cost + (anchor ? sc.len : 0), false, line) < 0) {
+        scalar_clear(&sc);
+        return -1;
+    }
     const char *why;
     json_t *v = scalar_json(&sc, &why);
     if (!v) {
         scalar_clear(&sc);
         return fail(l, line, "%s", why);
     }
-    const char *anchor = (const char *)ev->data.scalar.anchor;
+    size_t json = value_json_len(v);
     if (anchor) {
         long idx = anchor_add(l, anchor);
         if (idx < 0) {
@@ -1101,12 +1265,12 @@ static int on_scalar(struct loader *l, const yaml_event_t *ev)
         bool unsupported;
         a->key = scalar_key(&sc, &a->key_len, &unsupported);
         a->value = json_incref(v);
-        a->nodes = 1;
+        a->decodes = 1;
+        a->json = json;
         a->done = true;
     }
     scalar_clear(&sc);
-    l->nodes++;
-    return add_value(l, v, 0, line);
+    return add_value(l, v, 0, json, line);
 }
 
 static int on_collection_start(struct loader *l, const yaml_event_t *ev, bool is_map)
@@ -1127,14 +1291,27 @@ static int on_collection_start(struct loader *l, const yaml_event_t *ev, bool is
         l->frames = fr;
         l->frames_cap = cap;
     }
+    /* go-yaml decodes every collection but the sequence of a merge key's
+     * sources (`<<: [*a, *b]`): it merges each source on its own. */
+    struct frame *parent = top_frame(l);
+    size_t start_decodes = l->decodes;
+    if (is_map || !parent || !parent->merge) {
+        l->decodes++;
+        if (check_ratio(l) < 0)
+            return -1;
+    }
+    size_t start_cmem = l->cmem;
+    if (charge(l, is_map ? JCOST_OBJECT : JCOST_ARRAY, true, line) < 0)
+        return -1;
     struct frame *f = &l->frames[l->depth];
     memset(f, 0, sizeof *f);
     f->is_map = is_map;
     f->anchor = -1;
+    f->start_decodes = start_decodes;
+    f->start_cmem = start_cmem;
     f->node = is_map ? json_object() : json_array();
     if (!f->node)
         return fail_oom(l, line);
-    f->start_nodes = l->nodes++;
     l->depth++;
     if (anchor) {
         /* Registered now so that an alias inside it is reported as
@@ -1167,6 +1344,10 @@ static int on_collection_end(struct loader *l, const yaml_event_t *ev)
             {
                 if (json_object_getn(f.node, key, key_len))
                     continue;
+                if (charge(l, JCOST_MEMBER(key_len), true, line) < 0) {
+                    frame_clear(&f);
+                    return -1;
+                }
                 if (json_object_setn(f.node, key, key_len, val) < 0) {
                     frame_clear(&f);
                     return fail_oom(l, line);
@@ -1175,21 +1356,26 @@ static int on_collection_end(struct loader *l, const yaml_event_t *ev)
         }
     }
     int height = f.child_height + 1;
+    size_t json = f.json + 2; /* brackets; the last comma stands for nothing */
     if (f.anchor >= 0) {
         struct anchor *a = &l->anchors[f.anchor];
         a->value = json_incref(f.node);
-        a->nodes = l->nodes - f.start_nodes;
+        a->decodes = l->decodes - f.start_decodes;
+        a->cmem = l->cmem - f.start_cmem;
+        a->json = json;
         a->height = height;
         a->done = true;
     }
     json_t *node = f.node;
     f.node = NULL;
     frame_clear(&f);
-    return add_value(l, node, height, line);
+    return add_value(l, node, height, json, line);
 }
 
-/* Deep copy that keeps keys containing NUL (jansson's json_deep_copy drops
- * them). Recursion depth is bounded by CKUBE_YAML_MAX_DEPTH. */
+/* What an alias to a collection builds: a copy of its collections (keys
+ * containing NUL kept, which jansson's json_deep_copy drops) sharing its
+ * scalars, which nothing changes once built. Recursion depth is bounded
+ * by CKUBE_YAML_MAX_DEPTH. */
 static json_t *copy_value(const json_t *v)
 {
     json_t *out;
@@ -1228,10 +1414,8 @@ static json_t *copy_value(const json_t *v)
         }
         return out;
     }
-    case JSON_STRING:
-        return json_stringn_nocheck(json_string_value(v), json_string_length(v));
     default:
-        return json_copy((json_t *)v);
+        return json_incref((json_t *)v);
     }
 }
 
@@ -1250,6 +1434,12 @@ static int on_alias(struct loader *l, const yaml_event_t *ev)
             return fail(l, line, "invalid map key: alias '%s' refers to a collection", name);
         if (!a->key)
             return fail(l, line, "unsupported map key: alias '%s'", name);
+        /* go-yaml: the alias node, then the scalar it stands for. */
+        l->decodes += 2;
+        l->alias_decodes += 1;
+        if (check_ratio(l) < 0 ||
+            charge_alias(l, a->key_len, json_text_len(a->key, a->key_len)) < 0)
+            return -1;
         char *key = malloc(a->key_len + 1);
         if (!key)
             return fail_oom(l, line);
@@ -1258,16 +1448,18 @@ static int on_alias(struct loader *l, const yaml_event_t *ev)
     }
     if (!a->value)
         return fail(l, line, "alias '%s' refers to a value JSON cannot represent", name);
-    if (a->nodes > CKUBE_YAML_MAX_ALIAS_NODES - l->alias_nodes)
-        return fail(l, line, "document contains excessive aliasing");
+    /* go-yaml: the alias node, then everything under the anchor again,
+     * all of it inside an alias. Refused before anything is copied. */
+    l->decodes += 1 + a->decodes;
+    l->alias_decodes += a->decodes;
+    if (check_ratio(l) < 0 || charge_alias(l, a->cmem, a->json) < 0)
+        return -1;
     if (l->depth + (size_t)a->height > CKUBE_YAML_MAX_DEPTH)
         return fail(l, line, "exceeded max depth of %d", CKUBE_YAML_MAX_DEPTH);
     json_t *copy = copy_value(a->value);
     if (!copy)
         return fail_oom(l, line);
-    l->alias_nodes += a->nodes;
-    l->nodes += a->nodes;
-    return add_value(l, copy, a->height, line);
+    return add_value(l, copy, a->height, a->json, line);
 }
 
 /* Reads events through the end of the next document. Returns 1 with *out
@@ -1304,11 +1496,13 @@ static int next_document(struct loader *l, json_t **out)
             return -1;
         if (type == YAML_STREAM_END_EVENT || type == YAML_NO_EVENT)
             return 0;
+        if (type == YAML_DOCUMENT_START_EVENT)
+            l->decodes = 1; /* go-yaml's document node */
         if (type == YAML_DOCUMENT_END_EVENT) {
             *out = l->root ? l->root : json_null();
             l->root = NULL;
             anchors_reset(l); /* anchors do not cross documents */
-            l->nodes = 0;
+            l->decodes = l->alias_decodes = 0;
             return 1;
         }
     }
@@ -1322,12 +1516,21 @@ static void set_err(char **err, char *msg)
         free(msg);
 }
 
-json_t *ckube_yaml_load(const char *buf, size_t len, char **err)
+/* The bounds of ckube_yaml_load and ckube_yaml_load_all. */
+static const ckube_yaml_limits default_limits = {
+    .max_alias_memory = CKUBE_YAML_MAX_ALIAS_BYTES,
+    .max_alias_json = CKUBE_YAML_MAX_ALIAS_BYTES,
+};
+
+json_t *ckube_yaml_load_limited(const char *buf, size_t len, const ckube_yaml_limits *lim,
+                                bool *too_large, char **err)
 {
     if (err)
         *err = NULL;
+    if (too_large)
+        *too_large = false;
     struct loader l;
-    if (loader_init(&l, buf, len) < 0) {
+    if (loader_init(&l, buf, len, lim) < 0) {
         set_err(err, NULL);
         return NULL;
     }
@@ -1338,9 +1541,16 @@ json_t *ckube_yaml_load(const char *buf, size_t len, char **err)
     if (rc < 0) {
         set_err(err, l.err);
         l.err = NULL;
+        if (too_large)
+            *too_large = l.too_large;
     }
     loader_free(&l);
     return doc;
+}
+
+json_t *ckube_yaml_load(const char *buf, size_t len, char **err)
+{
+    return ckube_yaml_load_limited(buf, len, &default_limits, NULL, err);
 }
 
 int ckube_yaml_load_all(const char *buf, size_t len, json_t **docs_out, char **err)
@@ -1349,7 +1559,7 @@ int ckube_yaml_load_all(const char *buf, size_t len, json_t **docs_out, char **e
         *err = NULL;
     *docs_out = NULL;
     struct loader l;
-    if (loader_init(&l, buf, len) < 0) {
+    if (loader_init(&l, buf, len, &default_limits) < 0) {
         set_err(err, NULL);
         return -1;
     }

@@ -3,7 +3,8 @@
  * Loads the input as a stream and as a single document; neither may crash,
  * leak, or fail without an error message. Every loaded document must dump
  * to YAML that loads back to an equal value (load -> dump -> load is a
- * fixed point), so the dumper's quoting is fuzzed too. */
+ * fixed point), so the dumper's quoting is fuzzed too. Loading with bounds
+ * gives the same document or a bound's own error. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +94,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     err = NULL;
     json_t *first = ckube_yaml_load(buf, size, &err);
+
+    /* Bounded at a few times the input (as the API server bounds request
+     * bodies): the same document, or refused as too large or as excessive
+     * aliasing, never anything else. */
+    ckube_yaml_limits lim = {.max_memory = 4096 + 16 * size,
+                             .max_alias_memory = 4096 + 16 * size,
+                             .max_alias_json = 4096 + 4 * size};
+    bool too_large;
+    char *lerr = NULL;
+    json_t *bounded = ckube_yaml_load_limited(buf, size, &lim, &too_large, &lerr);
+    if (bounded) {
+        if (!first || !same(bounded, first))
+            abort();
+    } else if (!lerr || (too_large && !strstr(lerr, "document too large")) ||
+               (first && !too_large &&
+                strcmp(lerr, "yaml: document contains excessive aliasing"))) {
+        fprintf(stderr, "bounded load failed oddly: %s\n", lerr ? lerr : "(no error)");
+        abort();
+    }
+    json_decref(bounded);
+    free(lerr);
+
     if (first) {
         check_round_trip(first);
         json_decref(first);

@@ -1,0 +1,36 @@
+/* json_cost.h - what a jansson value costs in memory, for decoders that
+ * must bound what one input makes them build (internal, not public API).
+ *
+ * The JSON, YAML and protobuf decoders of request bodies add these up as
+ * they build a tree and stop once the sum passes their budget, before the
+ * allocation that would pass it. The figures are jansson 2.14's heap use
+ * on glibc x86-64, malloc's chunk overhead included, measured by
+ * tests/unit/test_json_cost.c (which fails when jansson starts taking
+ * more). Small input can cost much more than its size: "{}" is 2 bytes of
+ * JSON and 224 bytes of memory (jansson allocates an object's first eight
+ * hash buckets at once), which is why decoders count memory and not
+ * input bytes.
+ *
+ * Shared values (true, false, null; scalars a YAML alias repeats) cost
+ * nothing but the slot that holds them. */
+#ifndef CKUBE_COMMON_JSON_COST_H
+#define CKUBE_COMMON_JSON_COST_H
+
+#include <stddef.h>
+
+/* An object with no members (its struct and eight hash buckets). */
+#define JCOST_OBJECT ((size_t)224)
+/* An array with no elements (its struct and a table of eight). */
+#define JCOST_ARRAY ((size_t)128)
+/* One member of an object, key of `klen` bytes (the value is counted on
+ * its own): jansson's pair, rounded to malloc's 16 bytes, and up to 32
+ * bytes of hash buckets when the table has just doubled. */
+#define JCOST_MEMBER(klen) ((size_t)120 + (size_t)(klen))
+/* One array slot, the table's doubling included. */
+#define JCOST_ELEMENT ((size_t)16)
+/* A string of `len` bytes: its struct and its copy of the text. */
+#define JCOST_STRING(len) ((size_t)80 + (size_t)(len))
+/* An integer or a real. */
+#define JCOST_NUMBER ((size_t)32)
+
+#endif
