@@ -31,6 +31,21 @@
 #define APISERVER_MAX_BODY (3u * 1024 * 1024) /* 413 above this */
 #define APISERVER_MAX_OBJECT (1536u * 1024)   /* etcd's object limit */
 
+/* What one request body may decode into, in bytes of memory as
+ * common/json_cost.h estimates jansson's: 1 MiB plus 64 times the body's
+ * size, and never more than APISERVER_MAX_DECODED. JSON takes at most ~25
+ * times its size in well-formed objects (dense managedFields); 64 leaves
+ * room, while a body of nothing but `{}` (80x) or a YAML alias bomb is
+ * refused with 413 (or 400 "excessive aliasing") before the allocation
+ * that would pass the bound. docs/design.md, "Bounded memory per
+ * request", lists what holds the rest of a request's memory. */
+#define APISERVER_MAX_DECODED ((size_t)32 << 20)
+static inline size_t apiserver_decode_budget(size_t body_len)
+{
+    size_t rel = ((size_t)1 << 20) + 64 * body_len;
+    return rel < APISERVER_MAX_DECODED ? rel : APISERVER_MAX_DECODED;
+}
+
 typedef struct apiserver_config {
     const char *data_dir;        /* SQLite directory; NULL: memory backend */
     const char *listen_host;     /* "127.0.0.1" */
@@ -63,12 +78,12 @@ struct loop {
     pthread_t thread;
     struct event *wake;
     pthread_mutex_t mu;
-    loop_task *tasks, *tasks_tail;     /* guarded by mu */
-    LIST_HEAD(, http_watch) watches;   /* loop thread only */
-    LIST_HEAD(, list_stream) lists;    /* streaming list replies; loop thread only */
-    unsigned long crd_retired_seen;    /* crd_retired_generation at the last flush */
-    apimetrics_cache *mcache;          /* metric children by labels; loop thread only */
-    bool exiting;                      /* stopping: watches closed; loop thread only */
+    loop_task *tasks, *tasks_tail;   /* guarded by mu */
+    LIST_HEAD(, http_watch) watches; /* loop thread only */
+    LIST_HEAD(, list_stream) lists;  /* streaming list replies; loop thread only */
+    unsigned long crd_retired_seen;  /* crd_retired_generation at the last flush */
+    apimetrics_cache *mcache;        /* metric children by labels; loop thread only */
+    bool exiting;                    /* stopping: watches closed; loop thread only */
 };
 
 struct apiserver {

@@ -122,20 +122,27 @@ static json_t *read_body(req_ctx *rc, body_type bt, int validation, ckube_status
     const char *data = (const char *)evbuffer_pullup(in, -1);
     json_t *v = NULL;
     char *err = NULL;
+    size_t budget = apiserver_decode_budget(len);
+    bool too_large = false;
     if (bt == BODY_YAML || bt == BODY_APPLY_PATCH) {
-        v = ckube_yaml_load(data, len, &err);
+        /* Aliases may add no more than the body limit of JSON text: the
+         * object could not be stored anyway. */
+        ckube_yaml_limits lim = {
+            .max_memory = budget, .max_alias_memory = budget, .max_alias_json = APISERVER_MAX_BODY};
+        v = ckube_yaml_load_limited(data, len, &lim, &too_large, &err);
     } else if (bt == BODY_PROTOBUF) {
         /* client-go sends built-in types as protobuf; we keep JSON. */
-        v = k8s_protobuf_decode(data, len, &err);
+        v = k8s_protobuf_decode(data, len, budget, &too_large, &err);
     } else {
         json_error_t je;
-        v = ckube__json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
-        if (!v && strstr(je.text, "duplicate")) {
+        v = ckube__json_loadb_limited(data, len, JSON_REJECT_DUPLICATES, budget, NULL, &too_large,
+                                      &je);
+        if (!v && !too_large && strstr(je.text, "duplicate")) {
             if (validation == 2) {
                 *st = ckube_status_bad_request("strict decoding error: json: %s", je.text);
                 return NULL;
             }
-            v = json_loadb(data, len, 0, &je);
+            v = ckube__json_loadb_limited(data, len, 0, budget, NULL, &too_large, &je);
             if (v && validation == 1) {
                 char msg[256];
                 snprintf(msg, sizeof msg, "json: %s", je.text);
@@ -144,6 +151,14 @@ static json_t *read_body(req_ctx *rc, body_type bt, int validation, ckube_status
         }
         if (!v && asprintf(&err, "%s (line %d, column %d)", je.text, je.line, je.column) < 0)
             err = NULL;
+    }
+    if (!v && too_large) {
+        free(err);
+        *st = ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                               "Request entity too large: decoding the body needs more than %zu "
+                               "bytes of memory",
+                               budget);
+        return NULL;
     }
     if (!v && bt == BODY_PROTOBUF && err && !strncmp(err, "unsupported protobuf type", 25)) {
         *st = ckube_status_new(415, CKUBE_REASON_UNSUPPORTED_MEDIA,

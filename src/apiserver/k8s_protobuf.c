@@ -41,6 +41,8 @@
 #include "proto/k8s_core.pb-c.h"
 #include "proto/k8s_events.pb-c.h"
 #include "proto/k8s_meta.pb-c.h"
+#include "common/json_cost.h"
+#include "common/json_parse.h"
 #include "common/text.h"
 #include "common/utf8.h"
 
@@ -293,6 +295,75 @@ static bool omits_empty(const ProtobufCMessageDescriptor *d, const ProtobufCFiel
                     d->short_name, f->name);
 }
 
+/* ---- the decode's memory bound ---- */
+
+/* One decode: where errors go, and what it built so far in estimated
+ * memory (protobuf-c's structs as allocated, JSON values as json_cost.h
+ * prices them) against its bound (0: none). */
+struct pbconv {
+    char **err;
+    size_t mem, max;
+    bool too_large;
+};
+
+/* Accounts `bytes` about to be (or just) allocated; false once past the
+ * bound, with the error set. */
+static bool pb_charge(struct pbconv *cv, size_t bytes)
+{
+    if (cv->max && (bytes > cv->max || cv->mem > cv->max - bytes)) {
+        if (!cv->too_large)
+            ckube__set_err(cv->err, "decoding it needs more than %zu bytes of memory", cv->max);
+        cv->too_large = true;
+        return false;
+    }
+    cv->mem += bytes;
+    return true;
+}
+
+/* Charges a value just made (a scalar or an empty container); NULL (and
+ * the value released) past the bound. */
+static json_t *pb_value(struct pbconv *cv, json_t *v)
+{
+    if (!v)
+        return NULL;
+    size_t cost = 0;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        cost = JCOST_OBJECT;
+        break;
+    case JSON_ARRAY:
+        cost = JCOST_ARRAY;
+        break;
+    case JSON_STRING:
+        cost = JCOST_STRING(json_string_length(v));
+        break;
+    case JSON_INTEGER:
+    case JSON_REAL:
+        cost = JCOST_NUMBER;
+        break;
+    default:
+        break;
+    }
+    if (pb_charge(cv, cost))
+        return v;
+    json_decref(v);
+    return NULL;
+}
+
+/* protobuf-c's allocator for a decode: every struct, array and string it
+ * unpacks is charged (with malloc's chunk header), so a body of empty
+ * sub-messages, each a few hundred bytes unpacked, stops at the bound. */
+static void *pb_alloc(void *data, size_t size)
+{
+    return pb_charge(data, size + 16) ? malloc(size) : NULL;
+}
+
+static void pb_free(void *data, void *p)
+{
+    (void)data;
+    free(p);
+}
+
 /* ---- leaf encodings ---- */
 
 /* A JSON string for `s`; invalid UTF-8 bytes become U+FFFD as Go's JSON
@@ -349,7 +420,7 @@ static json_t *json_base64(const uint8_t *data, size_t len)
  * unmarshalling) or, with `micro`, as metav1.MicroTime (six fraction digits;
  * nanos outside 0..999999999 carry into the seconds as time.Unix does).
  * Go refuses to marshal years outside 0..9999; so do we. */
-static json_t *json_time(int64_t seconds, int32_t nanos, bool micro, char **err)
+static json_t *json_time(int64_t seconds, int32_t nanos, bool micro, struct pbconv *cv)
 {
     if (!micro) {
         nanos = 0;
@@ -359,13 +430,13 @@ static json_t *json_time(int64_t seconds, int32_t nanos, bool micro, char **err)
         nanos -= carry * 1000000000;
     }
     if (seconds < -62167219200LL || seconds > 253402300799LL) {
-        ckube__set_err(err, "invalid protobuf: time %" PRId64 " out of range", seconds);
+        ckube__set_err(cv->err, "invalid protobuf: time %" PRId64 " out of range", seconds);
         return NULL;
     }
     time_t t = (time_t)seconds;
     struct tm tm;
     if (!gmtime_r(&t, &tm)) {
-        ckube__set_err(err, "invalid protobuf: time %" PRId64 " out of range", seconds);
+        ckube__set_err(cv->err, "invalid protobuf: time %" PRId64 " out of range", seconds);
         return NULL;
     }
     char buf[48];
@@ -375,22 +446,31 @@ static json_t *json_time(int64_t seconds, int32_t nanos, bool micro, char **err)
     else
         snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    return json_string(buf);
+    return pb_value(cv, json_string(buf));
 }
 
 /* Raw JSON bytes (RawExtension, FieldsV1) as a JSON value. */
-static json_t *json_raw(const ProtobufCBinaryData *raw, const char *what, char **err)
+static json_t *json_raw(const ProtobufCBinaryData *raw, const char *what, struct pbconv *cv)
 {
     json_error_t jerr;
-    json_t *v = json_loadb((const char *)raw->data, raw->len, JSON_DECODE_ANY, &jerr);
+    size_t left = cv->max ? cv->max - cv->mem : 0, used = 0;
+    bool over = false;
+    json_t *v = ckube__json_loadb_limited((const char *)raw->data, raw->len, JSON_DECODE_ANY,
+                                          cv->max ? (left ? left : 1) : 0, &used, &over, &jerr);
+    if (over) {
+        pb_charge(cv, left + 1); /* sets the error */
+        return NULL;
+    }
     if (!v)
-        ckube__set_err(err, "invalid protobuf: %s is not JSON: %s", what, jerr.text);
+        ckube__set_err(cv->err, "invalid protobuf: %s is not JSON: %s", what, jerr.text);
+    else
+        cv->mem += used;
     return v;
 }
 
 /* ---- generic conversion ---- */
 
-static int message_into(json_t *obj, const ProtobufCMessage *m, char **err);
+static int message_into(json_t *obj, const ProtobufCMessage *m, struct pbconv *cv);
 
 /* Result of converting one message value. */
 struct conv {
@@ -400,7 +480,7 @@ struct conv {
 
 /* Messages with their own JSON form; returns 1 when `m` is one (result in
  * *out), 0 when it is an ordinary message, -1 on error. */
-static int convert_special(const ProtobufCMessage *m, struct conv *out, char **err)
+static int convert_special(const ProtobufCMessage *m, struct conv *out, struct pbconv *cv)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
     out->value = NULL;
@@ -414,23 +494,23 @@ static int convert_special(const ProtobufCMessage *m, struct conv *out, char **e
         if (out->zero)
             return 1;
         out->value =
-            json_time(t->seconds, t->nanos, d == &ckube__k8s__meta__micro_time__descriptor, err);
+            json_time(t->seconds, t->nanos, d == &ckube__k8s__meta__micro_time__descriptor, cv);
         return out->value ? 1 : -1;
     }
     if (d == &ckube__k8s__meta__quantity__descriptor) {
         const Ckube__K8s__Meta__Quantity *q = (const Ckube__K8s__Meta__Quantity *)m;
         out->zero = !q->string || !*q->string;
-        out->value = json_str(out->zero ? "0" : q->string);
+        out->value = pb_value(cv, json_str(out->zero ? "0" : q->string));
     } else if (d == &ckube__k8s__meta__int_or_string__descriptor) {
         const Ckube__K8s__Meta__IntOrString *is = (const Ckube__K8s__Meta__IntOrString *)m;
         if (is->type == 1) {
             out->zero = !is->strval || !*is->strval;
-            out->value = json_str(is->strval ? is->strval : "");
+            out->value = pb_value(cv, json_str(is->strval ? is->strval : ""));
         } else if (is->type == 0) {
             out->zero = is->intval == 0;
-            out->value = json_integer(is->intval);
+            out->value = pb_value(cv, json_integer(is->intval));
         } else {
-            ckube__set_err(err, "invalid protobuf: IntOrString type %" PRId64, is->type);
+            ckube__set_err(cv->err, "invalid protobuf: IntOrString type %" PRId64, is->type);
             return -1;
         }
     } else if (d == &ckube__k8s__meta__raw_extension__descriptor ||
@@ -440,13 +520,13 @@ static int convert_special(const ProtobufCMessage *m, struct conv *out, char **e
         out->zero = !r->has_raw || r->raw.len == 0;
         if (out->zero)
             return 1;
-        out->value = json_raw(&r->raw, d->short_name, err);
+        out->value = json_raw(&r->raw, d->short_name, cv);
         return out->value ? 1 : -1;
     } else {
         return 0;
     }
     if (!out->value) {
-        ckube__set_err(err, "out of memory");
+        ckube__set_err(cv->err, "out of memory"); /* unless the bound set one */
         return -1;
     }
     return 1;
@@ -454,18 +534,19 @@ static int convert_special(const ProtobufCMessage *m, struct conv *out, char **e
 
 /* Converts any message: special forms (*special set), else a JSON object
  * (zero = no members). */
-static int convert_message(const ProtobufCMessage *m, struct conv *out, bool *special, char **err)
+static int convert_message(const ProtobufCMessage *m, struct conv *out, bool *special,
+                           struct pbconv *cv)
 {
-    int rc = convert_special(m, out, err);
+    int rc = convert_special(m, out, cv);
     *special = rc != 0;
     if (rc != 0)
         return rc < 0 ? -1 : 0;
-    json_t *obj = json_object();
+    json_t *obj = pb_value(cv, json_object());
     if (!obj) {
-        ckube__set_err(err, "out of memory");
+        ckube__set_err(cv->err, "out of memory");
         return -1;
     }
-    if (message_into(obj, m, err) < 0) {
+    if (message_into(obj, m, cv) < 0) {
         json_decref(obj);
         return -1;
     }
@@ -544,30 +625,30 @@ static size_t scalar_size(ProtobufCType type)
 
 /* One value of field f stored at p (an element for repeated fields): the
  * JSON value (never NULL on success: a zero Time becomes null). */
-static json_t *convert_element(const ProtobufCFieldDescriptor *f, const void *p, char **err)
+static json_t *convert_element(const ProtobufCFieldDescriptor *f, const void *p, struct pbconv *cv)
 {
     bool zero;
     switch (f->type) {
     case PROTOBUF_C_TYPE_STRING: {
         const char *s = *(char *const *)p;
-        return json_str(s ? s : "");
+        return pb_value(cv, json_str(s ? s : ""));
     }
     case PROTOBUF_C_TYPE_BYTES: {
         const ProtobufCBinaryData *b = p;
-        return json_base64(b->data, b->len);
+        return pb_value(cv, json_base64(b->data, b->len));
     }
     case PROTOBUF_C_TYPE_MESSAGE: {
         const ProtobufCMessage *sub = *(ProtobufCMessage *const *)p;
         if (!sub)
-            return json_object();
+            return pb_value(cv, json_object());
         struct conv c;
         bool special;
-        if (convert_message(sub, &c, &special, err) < 0)
+        if (convert_message(sub, &c, &special, cv) < 0)
             return NULL;
         return c.value ? c.value : json_null();
     }
     default:
-        return convert_scalar(f->type, p, &zero);
+        return pb_value(cv, convert_scalar(f->type, p, &zero));
     }
 }
 
@@ -581,34 +662,36 @@ static bool is_map_entry(const ProtobufCMessageDescriptor *d)
 
 /* The value of a map entry; an absent value is the zero value of its type
  * ("" for strings and bytes, "0" for quantities, {} for messages). */
-static json_t *map_value(const ProtobufCMessage *e, char **err)
+static json_t *map_value(const ProtobufCMessage *e, struct pbconv *cv)
 {
     const ProtobufCFieldDescriptor *vf = &e->descriptor->fields[1];
     const char *p = (const char *)e + vf->offset;
     switch (vf->type) {
     case PROTOBUF_C_TYPE_MESSAGE:
         if (!*(ProtobufCMessage *const *)p)
-            return vf->descriptor == &ckube__k8s__meta__quantity__descriptor ? json_string("0")
-                                                                             : json_object();
-        return convert_element(vf, p, err);
+            return pb_value(cv, vf->descriptor == &ckube__k8s__meta__quantity__descriptor
+                                    ? json_string("0")
+                                    : json_object());
+        return convert_element(vf, p, cv);
     case PROTOBUF_C_TYPE_BYTES:
         if (vf->label == PROTOBUF_C_LABEL_OPTIONAL &&
             !*(const protobuf_c_boolean *)((const char *)e + vf->quantifier_offset))
-            return json_string("");
-        return convert_element(vf, p, err);
+            return pb_value(cv, json_string(""));
+        return convert_element(vf, p, cv);
     default:
-        return convert_element(vf, p, err);
+        return convert_element(vf, p, cv);
     }
 }
 
-static json_t *convert_map(size_t n, ProtobufCMessage *const *entries, char **err)
+static json_t *convert_map(size_t n, ProtobufCMessage *const *entries, struct pbconv *cv)
 {
-    json_t *obj = json_object();
+    json_t *obj = pb_value(cv, json_object());
     for (size_t i = 0; obj && i < n; i++) {
         const ProtobufCMessage *e = entries[i];
         const char *key = *(char *const *)((const char *)e + e->descriptor->fields[0].offset);
         json_t *k = json_str(key ? key : "");
-        json_t *v = k ? map_value(e, err) : NULL;
+        json_t *v =
+            k && pb_charge(cv, JCOST_MEMBER(json_string_length(k))) ? map_value(e, cv) : NULL;
         /* Duplicate keys: the last one wins, as in Go. */
         if (!v || json_object_set_new(obj, json_string_value(k), v) < 0) {
             json_decref(obj);
@@ -617,18 +700,18 @@ static json_t *convert_map(size_t n, ProtobufCMessage *const *entries, char **er
         json_decref(k);
     }
     if (!obj)
-        ckube__set_err(err, "out of memory");
+        ckube__set_err(cv->err, "out of memory");
     return obj;
 }
 
 static json_t *convert_repeated(const ProtobufCFieldDescriptor *f, size_t n, const void *arr,
-                                char **err)
+                                struct pbconv *cv)
 {
     if (f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor))
-        return convert_map(n, arr, err);
-    json_t *a = json_array();
+        return convert_map(n, arr, cv);
+    json_t *a = pb_value(cv, json_array());
     if (!a) {
-        ckube__set_err(err, "out of memory");
+        ckube__set_err(cv->err, "out of memory");
         return NULL;
     }
     size_t stride;
@@ -646,9 +729,11 @@ static json_t *convert_repeated(const ProtobufCFieldDescriptor *f, size_t n, con
         stride = scalar_size(f->type);
     }
     for (size_t i = 0; i < n; i++) {
-        json_t *v = convert_element(f, (const char *)arr + i * stride, err);
+        json_t *v = pb_charge(cv, JCOST_ELEMENT)
+                        ? convert_element(f, (const char *)arr + i * stride, cv)
+                        : NULL;
         if (!v || json_array_append_new(a, v) < 0) {
-            ckube__set_err(err, "out of memory");
+            ckube__set_err(cv->err, "out of memory");
             json_decref(a);
             return NULL;
         }
@@ -658,7 +743,7 @@ static json_t *convert_repeated(const ProtobufCFieldDescriptor *f, size_t n, con
 
 /* Converts optional field f of m into *out (NULL: omit). */
 static int convert_optional(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f,
-                            json_t **out, char **err)
+                            json_t **out, struct pbconv *cv)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
     const char *p = (const char *)m + f->offset;
@@ -669,7 +754,7 @@ static int convert_optional(const ProtobufCMessage *m, const ProtobufCFieldDescr
             return 0;
         struct conv c;
         bool special;
-        if (convert_message(sub, &c, &special, err) < 0)
+        if (convert_message(sub, &c, &special, cv) < 0)
             return -1;
         /* No value: a zero Time/MicroTime or empty raw JSON. Special forms
          * behave like scalars, ordinary messages like structs. */
@@ -685,7 +770,7 @@ static int convert_optional(const ProtobufCMessage *m, const ProtobufCFieldDescr
         const char *s = *(char *const *)p;
         if (!s || (!*s && !keeps_zero(d, f)))
             return 0;
-        *out = json_str(s);
+        *out = pb_value(cv, json_str(s));
     } else {
         /* Scalars and bytes carry a has_ flag in proto2. */
         if (f->label == PROTOBUF_C_LABEL_OPTIONAL &&
@@ -695,7 +780,7 @@ static int convert_optional(const ProtobufCMessage *m, const ProtobufCFieldDescr
             const ProtobufCBinaryData *b = (const ProtobufCBinaryData *)p;
             if (b->len == 0 && !keeps_zero(d, f))
                 return 0;
-            *out = json_base64(b->data, b->len);
+            *out = pb_value(cv, json_base64(b->data, b->len));
         } else {
             bool zero;
             json_t *v = convert_scalar(f->type, p, &zero);
@@ -703,18 +788,18 @@ static int convert_optional(const ProtobufCMessage *m, const ProtobufCFieldDescr
                 json_decref(v);
                 return 0;
             }
-            *out = v;
+            *out = pb_value(cv, v);
         }
     }
     if (!*out) {
-        ckube__set_err(err, "out of memory");
+        ckube__set_err(cv->err, "out of memory");
         return -1;
     }
     return 0;
 }
 
 /* Adds the JSON members of message m to obj. */
-static int message_into(json_t *obj, const ProtobufCMessage *m, char **err)
+static int message_into(json_t *obj, const ProtobufCMessage *m, struct pbconv *cv)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
     for (unsigned i = 0; i < d->n_fields; i++) {
@@ -724,22 +809,26 @@ static int message_into(json_t *obj, const ProtobufCMessage *m, char **err)
             size_t n = *(const size_t *)((const char *)m + f->quantifier_offset);
             if (n == 0)
                 continue;
-            v = convert_repeated(f, n, *(void *const *)((const char *)m + f->offset), err);
+            v = convert_repeated(f, n, *(void *const *)((const char *)m + f->offset), cv);
             if (!v)
                 return -1;
         } else if (f->type == PROTOBUF_C_TYPE_MESSAGE && !strncmp(f->name, "inline_", 7)) {
             const ProtobufCMessage *sub = *(ProtobufCMessage *const *)((const char *)m + f->offset);
-            if (sub && message_into(obj, sub, err) < 0)
+            if (sub && message_into(obj, sub, cv) < 0)
                 return -1;
             continue;
         } else {
-            if (convert_optional(m, f, &v, err) < 0)
+            if (convert_optional(m, f, &v, cv) < 0)
                 return -1;
             if (!v)
                 continue;
         }
+        if (!pb_charge(cv, JCOST_MEMBER(strlen(f->name)))) {
+            json_decref(v);
+            return -1;
+        }
         if (json_object_set_new(obj, f->name, v) < 0) {
-            ckube__set_err(err, "out of memory");
+            ckube__set_err(cv->err, "out of memory");
             return -1;
         }
     }
@@ -754,22 +843,27 @@ static bool envelope_content_type_ok(const char *ct)
     return !ct || !*ct || k8s_protobuf_is_content_type(ct);
 }
 
-json_t *k8s_protobuf_decode(const void *buf, size_t len, char **err)
+json_t *k8s_protobuf_decode(const void *buf, size_t len, size_t max_memory, bool *too_large,
+                            char **err)
 {
     if (err)
         *err = NULL;
+    if (too_large)
+        *too_large = false;
+    struct pbconv cv = {.err = err, .max = max_memory};
+    json_t *obj = NULL;
+    ProtobufCMessage *msg = NULL;
+    ProtobufCAllocator alloc = {.alloc = pb_alloc, .free = pb_free, .allocator_data = &cv};
     if (!buf || len < sizeof k8s_magic || memcmp(buf, k8s_magic, sizeof k8s_magic) != 0) {
         ckube__set_err(err, "invalid protobuf: missing the k8s\\0 prefix");
         return NULL;
     }
     Ckube__K8s__Meta__Unknown *env = ckube__k8s__meta__unknown__unpack(
-        NULL, len - sizeof k8s_magic, (const uint8_t *)buf + sizeof k8s_magic);
+        &alloc, len - sizeof k8s_magic, (const uint8_t *)buf + sizeof k8s_magic);
     if (!env) {
         ckube__set_err(err, "invalid protobuf: malformed envelope");
-        return NULL;
+        goto out;
     }
-    json_t *obj = NULL;
-    ProtobufCMessage *msg = NULL;
     const char *api_version = env->typemeta ? env->typemeta->apiversion : NULL;
     const char *kind = env->typemeta ? env->typemeta->kind : NULL;
     if (!api_version || !*api_version || !kind || !*kind) {
@@ -796,13 +890,13 @@ json_t *k8s_protobuf_decode(const void *buf, size_t len, char **err)
         ckube__set_err(err, "unsupported protobuf type %s %s", api_version, kind);
         goto out;
     }
-    msg = protobuf_c_message_unpack(desc, NULL, env->raw.len, env->raw.data);
+    msg = protobuf_c_message_unpack(desc, &alloc, env->raw.len, env->raw.data);
     if (!msg) {
         ckube__set_err(err, "invalid protobuf: cannot decode %s %s", api_version, kind);
         goto out;
     }
-    obj = json_object();
-    json_t *av = json_str(api_version), *kd = json_str(kind);
+    obj = pb_value(&cv, json_object());
+    json_t *av = pb_value(&cv, json_str(api_version)), *kd = pb_value(&cv, json_str(kind));
     if (!obj || !av || !kd || json_object_set_new(obj, "apiVersion", av) < 0 ||
         json_object_set_new(obj, "kind", kd) < 0) {
         if (!obj) {
@@ -814,24 +908,31 @@ json_t *k8s_protobuf_decode(const void *buf, size_t len, char **err)
         obj = NULL;
         goto out;
     }
-    if (message_into(obj, msg, err) < 0) {
+    if (message_into(obj, msg, &cv) < 0) {
         ckube__set_err(err, "invalid protobuf: cannot convert %s %s", api_version, kind);
         json_decref(obj);
         obj = NULL;
     }
 out:
     if (msg)
-        protobuf_c_message_free_unpacked(msg, NULL);
-    ckube__k8s__meta__unknown__free_unpacked(env, NULL);
+        protobuf_c_message_free_unpacked(msg, &alloc);
+    if (env)
+        ckube__k8s__meta__unknown__free_unpacked(env, &alloc);
+    if (too_large)
+        *too_large = cv.too_large;
     return obj;
 }
 
 #else /* !CKUBE_HAVE_PROTO */
 
-json_t *k8s_protobuf_decode(const void *buf, size_t len, char **err)
+json_t *k8s_protobuf_decode(const void *buf, size_t len, size_t max_memory, bool *too_large,
+                            char **err)
 {
     (void)buf;
     (void)len;
+    (void)max_memory;
+    if (too_large)
+        *too_large = false;
     if (err)
         *err = strdup("protobuf support is not built in");
     return NULL;

@@ -26,8 +26,18 @@
  * "apiVersion" and "kind". Returns NULL on failure and sets *err (when err
  * is non-NULL) to a malloc'd message the caller frees, e.g.
  * "unsupported protobuf type apps/v1 Foo" or "invalid protobuf: ...".
- * The caller owns the returned reference. */
-json_t *k8s_protobuf_decode(const void *buf, size_t len, char **err);
+ * The caller owns the returned reference.
+ *
+ * What the decode builds is bounded by `max_memory` (0: no bound): every
+ * struct protobuf-c unpacks (through a counting allocator) and every JSON
+ * value (priced as common/json_cost.h prices them) is charged, and past
+ * the bound the decode stops with *too_large (when non-NULL) set and *err
+ * "decoding it needs more than N bytes of memory". A few bytes on the wire
+ * can unpack into hundreds (an empty container of a Pod is a 2-byte
+ * field and a struct of several hundred bytes), which is what this
+ * bounds; declared lengths are checked against the input by protobuf-c. */
+json_t *k8s_protobuf_decode(const void *buf, size_t len, size_t max_memory, bool *too_large,
+                            char **err);
 
 /* True when a Content-Type header value (parameters allowed, case-insensitive)
  * names the Kubernetes protobuf encoding. NULL is false. */

@@ -23,10 +23,13 @@
  *    "[1\0]" loads as [1]. We accept the same inputs on purpose.
  */
 #include "common/json_parse.h"
+#include "common/json_cost.h"
 #include "common/utf8.h"
 
 #include <limits.h>
 #include <locale.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -61,8 +64,31 @@ struct jp {
     const char *key;
     size_t key_len;
     struct jp_buf keybuf, valbuf;
+    /* Estimated memory of the tree (json_cost.h) and its bound (0: none). */
+    size_t mem, max_mem;
+    bool too_large; /* stopped at max_mem */
     json_t *stack_inline[JP_STACK_INLINE];
 };
+
+/* Accounts `bytes` about to be allocated; false once past the bound. */
+static inline bool jp_charge(struct jp *jp, size_t bytes)
+{
+    if (jp->max_mem && (bytes > jp->max_mem || jp->mem > jp->max_mem - bytes)) {
+        jp->too_large = true;
+        return false;
+    }
+    jp->mem += bytes;
+    return true;
+}
+
+/* The slot that will hold the next value, in the innermost container. */
+static inline bool jp_charge_slot(struct jp *jp)
+{
+    if (!jp->depth)
+        return true;
+    json_t *top = jp->stack[jp->depth - 1];
+    return jp_charge(jp, json_is_array(top) ? JCOST_ELEMENT : JCOST_MEMBER(jp->key_len));
+}
 
 static inline int jp_isdigit(unsigned c)
 {
@@ -494,15 +520,17 @@ static int jp_key(struct jp *jp)
 static int jp_scalar(struct jp *jp)
 {
     unsigned c = *jp->p;
+    if (!jp_charge_slot(jp))
+        return -1;
     if (c == '"') {
         const char *s;
         size_t n;
-        if (jp_string(jp, &jp->valbuf, &s, &n))
+        if (jp_string(jp, &jp->valbuf, &s, &n) || !jp_charge(jp, JCOST_STRING(n)))
             return -1;
         return jp_attach(jp, json_stringn_nocheck(s, n));
     }
     if (c == '-' || jp_isdigit(c))
-        return jp_attach(jp, jp_number(jp));
+        return jp_charge(jp, JCOST_NUMBER) ? jp_attach(jp, jp_number(jp)) : -1;
     return jp_attach(jp, jp_literal(jp));
 }
 
@@ -541,6 +569,8 @@ static int jp_run(struct jp *jp)
             return -1;
         unsigned c = *jp->p;
         if (c == '{' || c == '[') {
+            if (!jp_charge_slot(jp) || !jp_charge(jp, c == '{' ? JCOST_OBJECT : JCOST_ARRAY))
+                return -1;
             json_t *v = c == '{' ? json_object() : json_array();
             if (jp_attach(jp, v))
                 return -1;
@@ -562,8 +592,11 @@ static int jp_run(struct jp *jp)
     }
 }
 
-json_t *ckube_json_parse(const char *buf, size_t len, int flags)
+/* The reader, with a bound on the tree's estimated memory (0: none). */
+static json_t *jp_parse(const char *buf, size_t len, int flags, size_t max_mem, bool *too_large,
+                        size_t *used)
 {
+    *too_large = false;
     if (!buf || (flags & ~JP_FLAGS))
         return NULL;
     struct jp jp = {
@@ -571,6 +604,7 @@ json_t *ckube_json_parse(const char *buf, size_t len, int flags)
         .end = (const unsigned char *)buf + len,
         .flags = flags,
         .stack_cap = JP_STACK_INLINE,
+        .max_mem = max_mem,
     };
     jp.stack = jp.stack_inline;
     jp.keybuf.data = jp.keybuf.inline_data;
@@ -591,15 +625,54 @@ json_t *ckube_json_parse(const char *buf, size_t len, int flags)
         free(jp.keybuf.data);
     if (jp.valbuf.data != jp.valbuf.inline_data)
         free(jp.valbuf.data);
+    *used = jp.mem;
     if (!ok) {
+        *too_large = jp.too_large;
         json_decref(jp.root);
         return NULL;
     }
     return jp.root;
 }
 
+json_t *ckube_json_parse(const char *buf, size_t len, int flags)
+{
+    bool too_large;
+    size_t used;
+    return jp_parse(buf, len, flags, 0, &too_large, &used);
+}
+
 json_t *ckube__json_loadb(const char *buf, size_t len, int flags, json_error_t *error)
 {
     json_t *v = ckube_json_parse(buf, len, flags);
     return v ? v : json_loadb(buf, len, (size_t)flags, error);
+}
+
+json_t *ckube__json_loadb_limited(const char *buf, size_t len, int flags, size_t max_memory,
+                                  size_t *used, bool *too_large, json_error_t *error)
+{
+    bool over;
+    size_t mem = 0;
+    json_t *v = jp_parse(buf, len, flags, max_memory, &over, &mem);
+    if (too_large)
+        *too_large = over;
+    if (used)
+        *used = mem;
+    if (v)
+        return v;
+    if (over) {
+        if (error) {
+            memset(error, 0, sizeof *error);
+            snprintf(error->text, sizeof error->text,
+                     "decoding it needs more than %zu bytes of memory", max_memory);
+        }
+        return NULL;
+    }
+    /* jansson builds what it reads before it finds the error: no more
+     * than the bound allowed us, as we read as far as it does. (When we
+     * declined for want of memory and it succeeds, its tree's cost is not
+     * known: the whole bound is reported used.) */
+    v = json_loadb(buf, len, (size_t)flags, error);
+    if (v && used)
+        *used = max_memory;
+    return v;
 }

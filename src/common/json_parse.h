@@ -13,6 +13,7 @@
 #define CKUBE_COMMON_JSON_PARSE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The flags have jansson's values, so one flags word serves both readers. */
@@ -33,5 +34,16 @@ json_t *ckube_json_parse(const char *buf, size_t len, int flags);
  * json_loadb(buf, len, flags, error) for jansson's verdict and error text
  * (error may be NULL). Returns a new reference or NULL. */
 json_t *ckube__json_loadb(const char *buf, size_t len, int flags, json_error_t *error);
+
+/* ckube__json_loadb for untrusted input: the tree it builds may take at
+ * most `max_memory` bytes as json_cost.h estimates them (0: no bound).
+ * Past that it stops before the next allocation and returns NULL with
+ * *too_large (when non-NULL) set and error->text "decoding it needs more
+ * than N bytes of memory"; jansson's reader is not run then, as it would
+ * build the whole tree. *too_large is false on every other outcome.
+ * *used (when non-NULL) receives the estimated memory of the tree
+ * returned. */
+json_t *ckube__json_loadb_limited(const char *buf, size_t len, int flags, size_t max_memory,
+                                  size_t *used, bool *too_large, json_error_t *error);
 
 #endif

@@ -11,6 +11,7 @@
  *    JSON_ENCODE_ANY) of both is byte-identical (key order, integer vs real).
  */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(a);
         free(b);
     }
+    /* With a memory bound (a few hundred bytes up to a few times the
+     * input, from the second byte): the same outcome, or "too large" (the
+     * input may still turn out invalid further on). */
+    size_t bound = 200 + (size > 1 ? data[1] : 0) * (len + 1);
+    bool too_large;
+    size_t used = 0;
+    json_error_t lerr;
+    json_t *lim = ckube__json_loadb_limited(text, len, flags, bound, &used, &too_large, &lerr);
+    if (too_large)
+        check(!lim && strstr(lerr.text, "bytes of memory"), "too large, yet a tree", text, len,
+              flags);
+    else
+        check(!lim == !ref && (!lim || (json_equal(lim, ref) && used <= bound)),
+              "bounded reader differs within its bound", text, len, flags);
+    json_decref(lim);
     json_decref(ours);
     json_decref(ref);
     free(text);

@@ -9,6 +9,7 @@
  * success yields an object whose first members are apiVersion and kind
  * (matching the envelope) and which serializes to JSON that parses back to
  * an equal value (so every string is valid UTF-8). */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +74,17 @@ static uint8_t *wrap(const char *api_version, const char *kind, const uint8_t *r
 static void check(const uint8_t *body, size_t len)
 {
     char *err = NULL;
-    json_t *j = k8s_protobuf_decode(body, len, &err);
+    bool too_large;
+    json_t *j = k8s_protobuf_decode(body, len, 0, &too_large, &err);
+    /* Bounded at a few times the input: the same result, or refused as too
+     * large and nothing else. */
+    char *lerr = NULL;
+    json_t *lim = k8s_protobuf_decode(body, len, 1024 + 8 * len, &too_large, &lerr);
+    if (too_large ? lim || !lerr || !strstr(lerr, "bytes of memory")
+                  : !lim != !j || (lim && !json_equal(lim, j)))
+        abort();
+    json_decref(lim);
+    free(lerr);
     if (!j) {
         if (!err)
             abort();

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -604,6 +605,66 @@ static void test_api_edges(void **state)
     json_decref(v);
 }
 
+/* ckube__json_loadb_limited: the same trees within the bound, a stop
+ * with our own error text (jansson's reader never runs) past it. */
+static void test_limited(void **state)
+{
+    (void)state;
+    /* 2000 empty objects: 2000 * (224 + 16) + 128 bytes priced. */
+    size_t n = 2000, cap = n * 3 + 8;
+    char *doc = malloc(cap), *p = doc;
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++)
+        p += sprintf(p, "%s{}", i ? "," : "");
+    *p++ = ']';
+    size_t len = (size_t)(p - doc);
+    size_t need = n * (224 + 16) + 128;
+
+    json_error_t je;
+    bool too_large = true;
+    size_t used = 0;
+    json_t *v = ckube__json_loadb_limited(doc, len, 0, need, &used, &too_large, &je);
+    assert_non_null(v);
+    assert_false(too_large);
+    assert_int_equal(used, need);
+    assert_int_equal(json_array_size(v), n);
+    json_decref(v);
+
+    v = ckube__json_loadb_limited(doc, len, 0, need - 1, &used, &too_large, &je);
+    assert_null(v);
+    assert_true(too_large);
+    char want[96];
+    snprintf(want, sizeof want, "decoding it needs more than %zu bytes of memory", need - 1);
+    assert_string_equal(je.text, want);
+
+    /* A syntax error before the bound: jansson's own error, not "too large". */
+    doc[len - 1] = ',';
+    v = ckube__json_loadb_limited(doc, len, 0, need, &used, &too_large, &je);
+    assert_null(v);
+    assert_false(too_large);
+    assert_non_null(strstr(je.text, "end of file"));
+    /* ...and one past it is still "too large": the reader stops first. */
+    v = ckube__json_loadb_limited(doc, len, 0, 1000, &used, &too_large, &je);
+    assert_null(v);
+    assert_true(too_large);
+
+    /* Keys, strings and numbers are priced too; 0 means no bound. */
+    const char *obj = "{\"abc\":\"hello\",\"n\":[1,2.5,true,null]}";
+    size_t want_used = 224 + (120 + 3) + (80 + 5) + (120 + 1) + 128 + 4 * 16 + 2 * 32;
+    v = ckube__json_loadb_limited(obj, strlen(obj), 0, want_used, &used, &too_large, &je);
+    assert_non_null(v);
+    assert_int_equal(used, want_used);
+    json_decref(v);
+    assert_null(
+        ckube__json_loadb_limited(obj, strlen(obj), 0, want_used - 1, NULL, &too_large, &je));
+    assert_true(too_large);
+    v = ckube__json_loadb_limited(obj, strlen(obj), 0, 0, NULL, &too_large, &je);
+    assert_non_null(v);
+    assert_false(too_large);
+    json_decref(v);
+    free(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -612,7 +673,7 @@ int main(void)
         cmocka_unit_test(test_nul_after_token), cmocka_unit_test(test_duplicates),
         cmocka_unit_test(test_depth),           cmocka_unit_test(test_utf8_exhaustive),
         cmocka_unit_test(test_long_strings),    cmocka_unit_test(test_mutations),
-        cmocka_unit_test(test_api_edges),
+        cmocka_unit_test(test_api_edges),       cmocka_unit_test(test_limited),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,7 +204,7 @@ static json_t *expect_json(const char *text)
 static void assert_decodes_to(const void *buf, size_t len, const char *expected)
 {
     char *err = NULL;
-    json_t *got = k8s_protobuf_decode(buf, len, &err);
+    json_t *got = k8s_protobuf_decode(buf, len, 0, NULL, &err);
     if (!got) {
         print_error("decode failed: %s\n", err);
         free(err);
@@ -240,7 +240,7 @@ static void assert_wrapped_decodes_to(const char *api_version, const char *kind,
 static void assert_fails(const void *buf, size_t len, const char *prefix)
 {
     char *err = NULL;
-    json_t *got = k8s_protobuf_decode(buf, len, &err);
+    json_t *got = k8s_protobuf_decode(buf, len, 0, NULL, &err);
     if (got) {
         char *g = json_dumps(got, JSON_COMPACT);
         print_error("unexpectedly decoded: %s\n", g);
@@ -329,12 +329,12 @@ static void test_truncated_inputs(void **state)
         {kubectl_service_clusterip, sizeof kubectl_service_clusterip},
     };
     for (size_t b = 0; b < sizeof bodies / sizeof bodies[0]; b++) {
-        json_t *full = k8s_protobuf_decode(bodies[b].data, bodies[b].len, NULL);
+        json_t *full = k8s_protobuf_decode(bodies[b].data, bodies[b].len, 0, NULL, NULL);
         assert_non_null(full);
         size_t decoded = 0;
         for (size_t n = 0; n < bodies[b].len; n++) {
             char *err = NULL;
-            json_t *j = k8s_protobuf_decode(bodies[b].data, n, &err);
+            json_t *j = k8s_protobuf_decode(bodies[b].data, n, 0, NULL, &err);
             if (j) {
                 assert_null(err);
                 assert_true(json_equal(j, full));
@@ -1120,6 +1120,67 @@ static void test_content_type_and_supports(void **state)
     assert_false(k8s_protobuf_supports(NULL, "Pod"));
 }
 
+/* The decode's memory bound: 5000 empty containers are 10 KB on the
+ * wire and several hundred bytes each once unpacked and converted; a
+ * bound below that stops the decode with its own error, in protobuf-c's
+ * unpacking or in the conversion; without a bound, or with room, the
+ * result is the same. */
+static void test_memory_bound(void **state)
+{
+    (void)state;
+    static struct pb raw, spec, env;
+    struct pb meta = {.len = 0};
+    raw.len = spec.len = 0;
+    pb_str(&meta, 1, "many");
+    pb_msg(&raw, 1, &meta);
+    for (int i = 0; i < 5000; i++)
+        pb_empty(&spec, 2);
+    pb_msg(&raw, 2, &spec);
+    pb_wrap(&env, "v1", "Pod", &raw);
+
+    char *err = NULL;
+    bool too_large = true;
+    json_t *full = k8s_protobuf_decode(env.data, env.len, 0, &too_large, &err);
+    assert_non_null(full);
+    assert_false(too_large);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(full, "spec"), "containers")),
+                     5000);
+    json_t *roomy = k8s_protobuf_decode(env.data, env.len, 64 << 20, &too_large, &err);
+    assert_non_null(roomy);
+    assert_true(json_equal(full, roomy));
+    json_decref(roomy);
+    json_decref(full);
+
+    /* Small bounds stop in the unpacking, larger ones in the conversion. */
+    int refused = 0, decoded = 0;
+    for (size_t bound = 100000; bound <= 12800000; bound *= 2) {
+        json_t *v = k8s_protobuf_decode(env.data, env.len, bound, &too_large, &err);
+        if (v) {
+            decoded++;
+            json_decref(v);
+            continue;
+        }
+        refused++;
+        assert_true(too_large);
+        char want[96];
+        snprintf(want, sizeof want, "decoding it needs more than %zu bytes of memory", bound);
+        assert_string_equal(err, want);
+        free(err);
+        err = NULL;
+    }
+    assert_true(refused >= 3 && decoded >= 1);
+    json_t *v = k8s_protobuf_decode(env.data, env.len, 100000, &too_large, &err);
+    assert_null(v);
+    assert_true(too_large);
+    free(err);
+
+    /* Other failures are not "too large". */
+    v = k8s_protobuf_decode("k8s", 3, 100, &too_large, &err);
+    assert_null(v);
+    assert_false(too_large);
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1144,6 +1205,7 @@ int main(void)
         cmocka_unit_test(test_bad_envelopes),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_content_type_and_supports),
+        cmocka_unit_test(test_memory_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
