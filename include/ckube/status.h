@@ -67,6 +67,8 @@ typedef struct ckube_status {
     int retry_after_seconds; /* 0 = absent */
     ckube_status_cause *causes;
     size_t ncauses;
+    /* Causes past CKUBE_STATUS_MAX_CAUSES, counted but not kept. */
+    size_t ncauses_dropped;
     int has_details; /* set when any details field is set */
     /* metadata.continue: an expired paginated list's token for the rest
      * of the list, inconsistently (410 Expired); owned, may be NULL. */
@@ -84,7 +86,14 @@ void ckube_status_free(ckube_status *st);
 /* Sets details.{name,group,kind}; copies the strings (NULL leaves as is). */
 void ckube_status_set_details(ckube_status *st, const char *name, const char *group,
                               const char *kind);
-/* Appends a cause; copies the strings. */
+/* The most causes a Status keeps: a body with a hundred thousand invalid
+ * values gets the first thousand, and the message says how many more
+ * there were (upstream lists them all, in a Status as large as the body
+ * allows). */
+#define CKUBE_STATUS_MAX_CAUSES 1000
+
+/* Appends a cause; copies the strings. Past CKUBE_STATUS_MAX_CAUSES the
+ * cause is only counted (ncauses_dropped). */
 void ckube_status_add_cause(ckube_status *st, const char *type, const char *field, const char *fmt,
                             ...) __attribute__((format(printf, 4, 5)));
 
@@ -104,7 +113,8 @@ ckube_status *ckube_status_conflict(const char *group, const char *resource, con
                                     const char *why);
 ckube_status *ckube_status_bad_request(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 ckube_status *ckube_status_internal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* 422 Invalid: message "Kind \"name\" is invalid: <cause1>, <cause2>".
+/* 422 Invalid: message "Kind \"name\" is invalid: [<cause1>, <cause2>]"
+ * (with dropped causes: "[<cause1>, ..., <cause1000>, and N more errors]").
  * Add causes first with ckube_status_add_cause on a status from
  * ckube_status_invalid_begin, then call ckube_status_invalid_finish to
  * compose the message from them. */

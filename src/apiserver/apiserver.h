@@ -112,6 +112,15 @@ struct apiserver {
     apimetrics *metrics; /* /metrics (apiserver_metrics.c) */
 };
 
+/* Warnings to send, as upstream's recorder keeps them (http.c): each text
+ * once, at most ~4096 characters in all. */
+typedef struct req_warnings {
+    char **texts; /* owned */
+    size_t n, cap;
+    size_t runes; /* characters of the texts counted against the bound */
+    bool truncating;
+} req_warnings;
+
 /* Per-request context: lives from the request's arrival until its reply is
  * sent (possibly later, after a storage write). Freed by reply_*(). */
 typedef struct req_ctx {
@@ -126,7 +135,7 @@ typedef struct req_ctx {
     int want_partial;                /* PARTIAL_NONE, _OBJECT or _LIST (partial.c) */
     const char *partial_api_version; /* "meta.k8s.io/v1" or ".../v1beta1" (static) */
     const char *want_discovery;      /* aggregated discovery: "v2", "v2beta1" or NULL */
-    char *warning;                   /* a Warning header to add, owned */
+    req_warnings warnings;
     /* For the request metrics: when it arrived (monotonic ns), the status
      * answered (0 until a reply starts), whether a patch was an apply (set
      * by do_patch, which reads the body type anyway), and the long-running

@@ -137,45 +137,98 @@ void req_ctx_free(req_ctx *rc)
         atomic_fetch_sub(&rc->srv->inflight, 1);
     evhttp_clear_headers(&rc->query);
     resource_type_unref(rc->type);
-    free(rc->warning);
+    for (size_t i = 0; i < rc->warnings.n; i++)
+        free(rc->warnings.texts[i]);
+    free(rc->warnings.texts);
     free(rc);
+}
+
+/* Upstream's warning recorder (apiserver's filters/warning.go): a text is
+ * sent once; while all of them fit in WARN_TOTAL_RUNES characters they
+ * go whole, and once one would not, every text is cut to WARN_ITEM_RUNES
+ * and texts are taken only until the total is reached again. So a body
+ * with a hundred thousand unknown fields gets a few KiB of warnings, not
+ * a header of megabytes built in quadratic time. */
+#define WARN_TOTAL_RUNES 4096
+#define WARN_ITEM_RUNES 256
+
+/* Characters (UTF-8 sequences; a stray byte counts as one) in s. */
+static size_t runes(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
 }
 
 void req_add_warning(req_ctx *rc, const char *msg)
 {
-    /* Warning: 299 - "message" (RFC 7234); the text is a quoted-string,
-     * so '"' and '\' are escaped. Several warnings join with ", ". */
-    size_t len = strlen(msg);
-    size_t old = rc->warning ? strlen(rc->warning) : 0;
-    char *w = malloc(old + 2 * len + 16);
-    if (!w)
+    req_warnings *w = &rc->warnings;
+    if (!msg || !*msg || (w->truncating && w->runes >= WARN_TOTAL_RUNES))
         return;
-    size_t n = 0;
-    if (old) {
-        memcpy(w, rc->warning, old);
-        n = old;
-        w[n++] = ',';
-        w[n++] = ' ';
+    for (size_t i = 0; i < w->n; i++)
+        if (!strcmp(w->texts[i], msg))
+            return;
+    size_t len = runes(msg);
+    if (w->truncating && len > WARN_ITEM_RUNES)
+        len = WARN_ITEM_RUNES;
+    if (!w->truncating && w->runes + len > WARN_TOTAL_RUNES) {
+        /* From now on everything is cut, what is already kept too. */
+        w->truncating = true;
+        w->runes = 0;
+        for (size_t i = 0; i < w->n; i++) {
+            size_t r = runes(w->texts[i]);
+            w->runes += r > WARN_ITEM_RUNES ? WARN_ITEM_RUNES : r;
+        }
+        if (len > WARN_ITEM_RUNES)
+            len = WARN_ITEM_RUNES;
     }
-    memcpy(w + n, "299 - \"", 7);
-    n += 7;
-    for (const char *p = msg; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            w[n++] = '\\';
-        w[n++] = (*p == '\n' || *p == '\r') ? ' ' : *p;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 4;
+        char **t = realloc(w->texts, cap * sizeof *t);
+        if (!t)
+            return;
+        w->texts = t;
+        w->cap = cap;
     }
-    w[n++] = '"';
-    w[n] = 0;
-    free(rc->warning);
-    rc->warning = w;
+    char *copy = strdup(msg);
+    if (!copy)
+        return;
+    w->texts[w->n++] = copy;
+    w->runes += len;
+}
+
+/* The Warning header: 299 - "text" (RFC 7234) for each, joined by ", ";
+ * a text is a quoted-string, so '"' and '\' are escaped. Texts are cut
+ * on a character boundary once the recorder truncates. NULL if none. */
+static char *warning_header(const req_ctx *rc)
+{
+    ckube__strbuf b = {0};
+    for (size_t i = 0; i < rc->warnings.n; i++) {
+        if (i)
+            ckube__sb_add(&b, ", ");
+        ckube__sb_add(&b, "299 - \"");
+        size_t left = rc->warnings.truncating ? WARN_ITEM_RUNES : SIZE_MAX;
+        for (const char *p = rc->warnings.texts[i]; *p; p++) {
+            if (((unsigned char)*p & 0xC0) != 0x80 && left-- == 0)
+                break;
+            if (*p == '"' || *p == '\\')
+                ckube__sb_addc(&b, '\\');
+            ckube__sb_addc(&b, (*p == '\n' || *p == '\r') ? ' ' : *p);
+        }
+        ckube__sb_addc(&b, '"');
+    }
+    return rc->warnings.n ? ckube__sb_take(&b) : NULL;
 }
 
 void req_add_common_headers(req_ctx *rc, const char *content_type)
 {
     httpd_add_header(rc->req, "Content-Type", content_type);
     httpd_add_header(rc->req, "Cache-Control", "no-cache, private");
-    if (rc->warning)
-        httpd_add_header(rc->req, "Warning", rc->warning);
+    char *warning = warning_header(rc);
+    if (warning)
+        httpd_add_header(rc->req, "Warning", warning);
+    free(warning);
     req_close_if_draining(rc);
 }
 
@@ -198,8 +251,8 @@ void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf)
 {
     rc->code = code;
     req_add_common_headers(rc, "application/json");
-    CKUBE_V(4, "%s %s -> %d", rc->ri.verb[0] ? rc->ri.verb : "request",
-            httpd_req_target(rc->req), code);
+    CKUBE_V(4, "%s %s -> %d", rc->ri.verb[0] ? rc->ri.verb : "request", httpd_req_target(rc->req),
+            code);
     httpd_send_reply(rc->req, code, buf);
     req_ctx_free(rc);
 }
@@ -362,9 +415,9 @@ static void handle_request(httpd_req *req, void *arg)
     const char *target = httpd_req_target(req);
     CKUBE_V(5, "%s %s", method, target);
     if (httpd_req_body_too_large(req)) {
-        reply_status(rc, ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
-                                          "Request entity too large: limit is %u",
-                                          APISERVER_MAX_BODY));
+        reply_status(rc,
+                     ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                                      "Request entity too large: limit is %u", APISERVER_MAX_BODY));
         return;
     }
     /* origin-form "/path?query"; an absolute-form target (a proxy's
@@ -542,7 +595,6 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
         CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
     return s;
 }
-
 
 int apiserver_start(apiserver *s, char *err, size_t errlen)
 {

@@ -319,7 +319,7 @@ static void add_type_invalid(walk *w, const char *expected, const char *actual)
 
 static void record_unknown(walk *w)
 {
-    if (!w->collect_unknown)
+    if (!w->collect_unknown || w->nunknown >= SCHEMA_MAX_UNKNOWN)
         return;
     if (w->nunknown == w->capunknown) {
         size_t cap = w->capunknown ? w->capunknown * 2 : 8;

@@ -69,9 +69,12 @@ enum {
  * failure via ckube_status_add_cause; the caller composes the 422 with
  * ckube_status_invalid_finish. If `unknown_fields` is non-NULL it is set to
  * a malloc'd array of malloc'd paths (NULL when there are none) and
- * *nunknown to its length; free with schema_free_paths.
+ * *nunknown to its length, at most SCHEMA_MAX_UNKNOWN (the first ones
+ * found; a path can be as long as the body is deep, so all of them could
+ * take far more memory than the body); free with schema_free_paths.
  *
  * Returns the number of causes found (0: valid), or -1 when out of memory. */
+#define SCHEMA_MAX_UNKNOWN 1000
 int schema_apply(const json_t *schema, json_t *obj, unsigned flags, ckube_status *invalid,
                  char ***unknown_fields, size_t *nunknown);
 

@@ -82,11 +82,21 @@ void ckube_status_set_details(ckube_status *st, const char *name, const char *gr
 void ckube_status_add_cause(ckube_status *st, const char *type, const char *field, const char *fmt,
                             ...)
 {
-    ckube_status_cause *c = realloc(st->causes, (st->ncauses + 1) * sizeof *c);
-    if (!c)
+    st->has_details = 1;
+    if (st->ncauses >= CKUBE_STATUS_MAX_CAUSES) {
+        st->ncauses_dropped++;
         return;
-    st->causes = c;
-    c = &st->causes[st->ncauses++];
+    }
+    /* Room doubles at powers of two: no capacity field, no quadratic
+     * copying for many causes. */
+    size_t n = st->ncauses;
+    if ((n & (n - 1)) == 0) {
+        ckube_status_cause *grown = realloc(st->causes, (n ? 2 * n : 1) * sizeof *grown);
+        if (!grown)
+            return;
+        st->causes = grown;
+    }
+    ckube_status_cause *c = &st->causes[st->ncauses++];
     c->type = xstrdup(type);
     c->field = xstrdup(field);
     c->message = NULL;
@@ -286,7 +296,11 @@ void ckube_status_invalid_finish(ckube_status *st)
              st->group && *st->group ? "." : "", st->group && *st->group ? st->group : "");
     const char *kind = qkind;
     const char *name = st->name ? st->name : "";
-    if (st->ncauses > 1) {
+    if (st->ncauses_dropped) {
+        if (asprintf(&st->message, "%s \"%s\" is invalid: [%s, and %zu more errors]", kind, name,
+                     causes, st->ncauses_dropped) < 0)
+            st->message = NULL;
+    } else if (st->ncauses > 1) {
         if (asprintf(&st->message, "%s \"%s\" is invalid: [%s]", kind, name, causes) < 0)
             st->message = NULL;
     } else if (asprintf(&st->message, "%s \"%s\" is invalid: %s", kind, name, causes) < 0) {
