@@ -72,9 +72,12 @@ int ckube_patch_json_equal(const json_t *a, const json_t *b);
 
 /* Limits protecting the server from hostile JSON patches: at most this
  * many operations (as upstream), and all "copy" operations of one patch
- * together may add at most this many bytes, counting each copied value
- * as 32 bytes plus the bytes of its strings and member names (repeated
- * copies would otherwise double the document each time). */
+ * together may add at most this many bytes of memory, counting each copied
+ * value as jansson allocates it (an empty object is some 224 bytes, a
+ * string 80 plus its length; upstream counts the copies' JSON text against
+ * the same 3 MiB, which lets a patch of copies of `[{},{},...]` take a
+ * hundred times more). Repeated copies would otherwise double the
+ * document each time. */
 #define CKUBE_JSON_PATCH_MAX_OPS 10000
 #define CKUBE_JSON_PATCH_MAX_COPY_BYTES (3 << 20)
 

@@ -8,6 +8,7 @@
  * a json_t with the caller's document or patch.
  */
 #include "ckube/patch.h"
+#include "common/json_cost.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -413,30 +414,36 @@ static bool ptr_is_proper_prefix(const json_ptr *a, const json_ptr *b)
 }
 
 /* The cost of copying `v`, as CKUBE_JSON_PATCH_MAX_COPY_BYTES counts it:
- * 32 per value plus string and member-name bytes. Stops counting once
- * `limit` is exceeded, so hostile documents cost little to measure. */
+ * the memory the copy takes as json_cost.h estimates it (an empty object
+ * is 224 bytes, not 2). Stops counting once `limit` is exceeded, so
+ * hostile documents cost little to measure. */
 static size_t copy_cost(const json_t *v, size_t limit)
 {
-    size_t n = 32;
+    size_t n;
     const char *key;
     size_t key_len, i;
     json_t *c;
     if (json_is_string(v)) {
-        n += json_string_length(v);
+        n = JCOST_STRING(json_string_length(v));
     } else if (json_is_object(v)) {
+        n = JCOST_OBJECT;
         json_object_keylen_foreach((json_t *)v, key, key_len, c)
         {
             if (n > limit)
                 break;
-            n += key_len + copy_cost(c, limit - n);
+            n += JCOST_MEMBER(key_len);
+            n += copy_cost(c, limit > n ? limit - n : 0);
         }
     } else if (json_is_array(v)) {
+        n = JCOST_ARRAY;
         json_array_foreach(v, i, c)
         {
             if (n > limit)
                 break;
-            n += copy_cost(c, limit - n);
+            n += JCOST_ELEMENT + copy_cost(c, limit > n ? limit - n : 0);
         }
+    } else {
+        n = json_is_number(v) ? JCOST_NUMBER : 0;
     }
     return n;
 }

@@ -355,6 +355,30 @@ static void test_jsonpatch_limits(void **state)
     json_decref(ops);
     json_decref(doc);
 
+    /* Copies are counted in memory, not text: 5000 empty objects are 10 KB
+     * of JSON but ~1.2 MB of memory, so the third copy passes 3 MiB. */
+    doc = json_object();
+    json_t *x = json_array();
+    for (int i = 0; i < 5000; i++)
+        json_array_append_new(x, json_object());
+    json_object_set_new(doc, "x", x);
+    ops = J("[{\"op\":\"copy\",\"from\":\"/x\",\"path\":\"/a\"},"
+            "{\"op\":\"copy\",\"from\":\"/x\",\"path\":\"/b\"}]");
+    json_t *out = ckube_json_patch_apply(doc, ops, &err);
+    assert_non_null(out);
+    assert_int_equal(json_array_size(json_object_get(out, "b")), 5000);
+    json_decref(out);
+    json_decref(ops);
+    ops = J("[{\"op\":\"copy\",\"from\":\"/x\",\"path\":\"/a\"},"
+            "{\"op\":\"copy\",\"from\":\"/x\",\"path\":\"/b\"},"
+            "{\"op\":\"copy\",\"from\":\"/x\",\"path\":\"/c\"}]");
+    err = NULL;
+    assert_null(ckube_json_patch_apply(doc, ops, &err));
+    assert_non_null(strstr(err, "copies more than 3145728 bytes"));
+    free(err);
+    json_decref(ops);
+    json_decref(doc);
+
     /* err may be NULL */
     json_t *p = J("[{\"op\":\"remove\",\"path\":\"/x\"}]");
     doc = json_object();
