@@ -224,9 +224,10 @@ void handle_metrics(req_ctx *rc);
 /* Large lists (list_stream.c). list_stream_wanted: whether a list of these
  * objects (borrowed) is big enough to stream. list_stream_start replies
  * with the list, streamed: head is the JSON up to and including
- * "\"items\":[" (owned, freed), objs and its references are taken; rc is
- * freed when the stream ends. list_stream_close_all drops the loop's
- * streams at shutdown. */
+ * "\"items\":[" (or a Table's "\"rows\":[" when rc->want_table: then
+ * each object is rendered as a row as the stream reaches it) (owned,
+ * freed), objs and its references are taken; rc is freed when the stream
+ * ends. list_stream_close_all drops the loop's streams at shutdown. */
 bool list_stream_wanted(req_ctx *rc, cobj *const *objs, size_t n);
 void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, size_t n);
 void list_stream_close_all(loop *lp);
@@ -254,9 +255,14 @@ json_t *partial_of(const req_ctx *rc, json_t *body);
  * Static strings or the type's; not owned. */
 void served_kind(const req_ctx *rc, bool list, const char **kind, const char **api_version);
 
-/* Tables (table.c). */
+/* Tables (table.c). table_head: a Table list's JSON up to and including
+ * "\"rows\":[" (malloc'd, *len set; NULL when out of memory), with its
+ * resourceVersion, and continue/remainingItemCount when `cont` is not
+ * NULL. table_row_append: an object's row, encoded, appended to out. */
 json_t *table_for_objects(req_ctx *rc, cobj **objs, size_t n); /* new reference */
 json_t *table_row(req_ctx *rc, const json_t *obj);             /* new reference */
+char *table_head(req_ctx *rc, int64_t rev, const char *cont, size_t more, size_t *len);
+void table_row_append(struct evbuffer *out, req_ctx *rc, const cobj *o);
 json_t *table_column_definitions(const resource_type *t);
 void human_duration(int64_t seconds, char *buf, size_t n);
 

@@ -2057,6 +2057,18 @@ static void do_list(req_ctx *rc)
     ckube_selector_free(ls);
     ckube_selector_free(fs);
 
+    if (rc->want_table && list_stream_wanted(rc, objs, n)) {
+        size_t head_len;
+        char *head = table_head(rc, rev, next, more, &head_len);
+        free(next);
+        if (!head) {
+            cacher_objs_free(objs, n);
+            reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
+            return;
+        }
+        list_stream_start(rc, head, head_len, objs, n);
+        return;
+    }
     if (rc->want_table) {
         json_t *table = table_for_objects(rc, objs, n);
         json_t *meta = json_object_get(table, "metadata");

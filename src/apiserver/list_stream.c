@@ -10,6 +10,10 @@
  * Each object's reference is dropped as soon as its bytes are copied, so
  * objects deleted meanwhile are freed as the stream passes them.
  *
+ * A Table (kubectl's human output) is streamed the same way, each row
+ * rendered from its object when the stream reaches it: a table of every
+ * object would otherwise be built whole, about 2 KB of tree per row.
+ *
  * The snapshot fixes the list's content and resourceVersion when the
  * request arrives, as the buffered path does; only the transfer is spread
  * out. A client that goes away mid-list stops the stream (nothing more is
@@ -32,7 +36,7 @@ struct list_stream {
     req_ctx *rc;
     cobj **objs; /* owned array; entries owned until sent (then NULL) */
     size_t n, next;
-    char *head; /* owned: everything up to and including "\"items\":[" */
+    char *head; /* owned: everything up to "\"items\":[" (a Table's "\"rows\":[") */
     size_t head_len;
 };
 
@@ -65,6 +69,10 @@ static void stream_free(list_stream *ls)
 static void add_item(list_stream *ls, struct evbuffer *out, const cobj *o)
 {
     const resource_type *t = ls->rc->type;
+    if (ls->rc->want_table) {
+        table_row_append(out, ls->rc, o);
+        return;
+    }
     if (ls->rc->want_partial) {
         partial_append(out, ls->rc, o);
         return;

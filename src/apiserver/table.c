@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/buffer.h>
+
 #include "apiserver/apiserver.h"
 #include "ckube/json.h"
 
@@ -163,4 +165,48 @@ json_t *table_for_objects(req_ctx *rc, cobj **objs, size_t n)
     return json_pack("{s:s,s:s,s:{s:s},s:o,s:o}", "kind", "Table", "apiVersion", "meta.k8s.io/v1",
                      "metadata", "resourceVersion", rv, "columnDefinitions",
                      table_column_definitions(rc->type), "rows", rows);
+}
+
+char *table_head(req_ctx *rc, int64_t rev, const char *cont, size_t more, size_t *len)
+{
+    char rv[32];
+    snprintf(rv, sizeof rv, "%" PRId64, rev);
+    json_t *t = json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", "Table", "apiVersion", "meta.k8s.io/v1",
+                          "metadata", "resourceVersion", rv, "columnDefinitions",
+                          table_column_definitions(rc->type));
+    if (t && cont) {
+        json_t *meta = json_object_get(t, "metadata");
+        json_object_set_new(meta, "continue", json_string(cont));
+        json_object_set_new(meta, "remainingItemCount", json_integer((json_int_t)more));
+    }
+    size_t n = 0;
+    char *s = t ? ckube_json_dumps(t, &n) : NULL;
+    json_decref(t);
+    /* "{...}" becomes "{...,\"rows\":[". */
+    char *head = s ? realloc(s, n + 8) : NULL;
+    if (!head) {
+        free(s);
+        return NULL;
+    }
+    memcpy(head + n - 1, ",\"rows\":[", 9);
+    *len = n - 1 + 9;
+    head[*len] = '\0';
+    return head;
+}
+
+void table_row_append(struct evbuffer *out, req_ctx *rc, const cobj *o)
+{
+    json_t *obj = cobj_decode(o);
+    if (!obj)
+        return;
+    if (rc->type->present)
+        rc->type->present(rc->type, obj);
+    json_t *row = table_row(rc, obj);
+    json_decref(obj);
+    size_t n;
+    char *s = row ? ckube_json_dumps(row, &n) : NULL;
+    json_decref(row);
+    if (s)
+        evbuffer_add(out, s, n);
+    free(s);
 }

@@ -152,6 +152,61 @@ class LargeListTest(unittest.TestCase):
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertEqual(len(json.loads(out.stdout)["items"]), COUNT, kc)
 
+    def test_table_is_streamed_row_by_row(self):
+        # kubectl's human output asks for a Table; a large one is streamed
+        # with its rows rendered as the stream reaches them, and says the
+        # same as the Table of each page built whole.
+        accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+        def table(path):
+            conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
+            try:
+                conn.request("GET", path, headers={"Accept": accept})
+                r = conn.getresponse()
+                return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+            finally:
+                conn.close()
+        base = "/api/v1/namespaces/%s/configmaps" % NS
+        status, headers, body = table(base)
+        self.assertEqual(status, 200, body[:300])
+        self.assertEqual(headers.get("transfer-encoding"), "chunked")
+        whole = json.loads(body)
+        self.assertEqual(whole["kind"], "Table")
+        self.assertEqual(whole["apiVersion"], "meta.k8s.io/v1")
+        self.assertEqual([c["name"] for c in whole["columnDefinitions"]], ["Name", "Data", "Age"])
+        self.assertEqual(len(whole["rows"]), COUNT)
+        self.assertNotIn("continue", whole["metadata"])
+        # The same rows, page by page (small pages are built whole).
+        rows, cont = [], None
+        while True:
+            status, headers, body = table(base + "?limit=100" + ("&continue=" + cont if cont else ""))
+            self.assertEqual(status, 200, body[:300])
+            self.assertIn("content-length", headers)
+            page = json.loads(body)
+            self.assertEqual(page["columnDefinitions"], whole["columnDefinitions"])
+            rows += page["rows"]
+            cont = page["metadata"].get("continue")
+            if not cont:
+                break
+        strip_age = lambda rs: [r["cells"][:2] + [r["object"]["metadata"]["name"]] for r in rs]
+        self.assertEqual(strip_age(rows), strip_age(whole["rows"]))
+        self.assertEqual(whole["rows"][42]["object"]["kind"], "PartialObjectMetadata")
+        self.assertEqual(whole["rows"][42]["cells"][:2], ["cm-0042", 1])
+        # A large page with its continue token streams too.
+        status, headers, body = table(base + "?limit=500")
+        page = json.loads(body)
+        self.assertEqual(headers.get("transfer-encoding"), "chunked")
+        self.assertEqual(len(page["rows"]), 500)
+        self.assertEqual(page["metadata"]["remainingItemCount"], COUNT - 500)
+        self.assertTrue(page["metadata"]["continue"])
+        # kubectl prints it.
+        out = subprocess.run([KUBECTLS[-1], "--kubeconfig", SERVER.kubeconfig, "get", "configmaps",
+                              "-n", NS, "--chunk-size=0"], capture_output=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.decode().splitlines()
+        self.assertEqual(lines[0].split(), ["NAME", "DATA", "AGE"])
+        self.assertEqual(len(lines), COUNT + 1)
+
     def test_snapshot_is_fixed_when_the_list_starts(self):
         # Extra objects, deleted while a slow reader is mid-list.
         for i in range(200):
