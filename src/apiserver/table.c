@@ -183,7 +183,7 @@ char *table_head(req_ctx *rc, int64_t rev, const char *cont, size_t more, size_t
     char *s = t ? ckube_json_dumps(t, &n) : NULL;
     json_decref(t);
     /* "{...}" becomes "{...,\"rows\":[". */
-    char *head = s ? realloc(s, n + 8) : NULL;
+    char *head = s ? realloc(s, n + 9) : NULL; /* n - 1 + 9 bytes and a NUL */
     if (!head) {
         free(s);
         return NULL;
