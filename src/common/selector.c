@@ -90,47 +90,63 @@ void ckube_selector_free(ckube_selector *sel)
 /* Appends *r (taking ownership of its strings). */
 static int sel_append(ckube_selector *sel, ckube_sel_requirement *r)
 {
-    ckube_sel_requirement *n = realloc(sel->reqs, (sel->nreqs + 1) * sizeof *n);
-    if (!n)
-        return -1;
-    sel->reqs = n;
+    /* Room doubles at powers of two (no capacity field to keep). */
+    size_t n0 = sel->nreqs;
+    if ((n0 & (n0 - 1)) == 0) {
+        ckube_sel_requirement *n = realloc(sel->reqs, (n0 ? 2 * n0 : 1) * sizeof *n);
+        if (!n)
+            return -1;
+        sel->reqs = n;
+    }
     sel->reqs[sel->nreqs++] = *r;
     memset(r, 0, sizeof *r);
     return 0;
 }
 
-/* A sorted set of strings (upstream's sets.String, listed in order). */
+/* A set of strings (upstream's sets.String): values are appended as
+ * parsed, then strset_finish sorts them and drops repeats, as its List()
+ * gives them. Sorting once keeps a selector of 100,000 values in reverse
+ * order from costing a quadratic insertion sort. */
 typedef struct strset {
     char **v;
-    size_t n;
+    size_t n, cap;
 } strset;
 
 static int strset_insert(strset *s, const char *val)
 {
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(s->v[mid], val);
-        if (c == 0)
-            return 0;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 4;
+        char **n = realloc(s->v, cap * sizeof *n);
+        if (!n)
+            return -1;
+        s->v = n;
+        s->cap = cap;
     }
     char *copy = strdup(val);
-    char **n = realloc(s->v, (s->n + 1) * sizeof *n);
-    if (!copy || !n) {
-        free(copy);
-        if (n)
-            s->v = n;
+    if (!copy)
         return -1;
-    }
-    s->v = n;
-    memmove(s->v + lo + 1, s->v + lo, (s->n - lo) * sizeof *s->v);
-    s->v[lo] = copy;
-    s->n++;
+    s->v[s->n++] = copy;
     return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void strset_finish(strset *s)
+{
+    if (s->n < 2)
+        return;
+    qsort(s->v, s->n, sizeof *s->v, cmp_str);
+    size_t out = 1;
+    for (size_t i = 1; i < s->n; i++) {
+        if (strcmp(s->v[i], s->v[out - 1]) == 0)
+            free(s->v[i]);
+        else
+            s->v[out++] = s->v[i];
+    }
+    s->n = out;
 }
 
 static void strset_free(strset *s)
@@ -202,10 +218,12 @@ typedef struct parser {
 
 static int push_item(parser *p, enum tok t, const char *lit, size_t n)
 {
-    item *it = realloc(p->items, (p->n + 1) * sizeof *it);
-    if (!it)
-        return -1;
-    p->items = it;
+    if ((p->n & (p->n - 1)) == 0) { /* room doubles at powers of two */
+        item *it = realloc(p->items, (p->n ? 2 * p->n : 1) * sizeof *it);
+        if (!it)
+            return -1;
+        p->items = it;
+    }
     char *s = strndup(lit, n);
     if (!s)
         return -1;
@@ -528,6 +546,7 @@ static char *parse_requirement(parser *p, ckube_sel_requirement *r)
         if (!err)
             err = (op == CKUBE_SEL_IN || op == CKUBE_SEL_NOT_IN) ? parse_values(p, &vals)
                                                                  : parse_exact_value(p, &vals);
+        strset_finish(&vals);
         if (!err)
             err = check_requirement_values(key, op, &vals);
     }
@@ -576,18 +595,34 @@ static char *parse_label_selector(parser *p, ckube_selector *sel)
     }
 }
 
-/* Stable sort by key (insertion sort keeps equal keys in input order). */
-static void sort_by_key(ckube_selector *sel)
+/* Stable sort by key: equal keys keep their input order (the index
+ * breaks ties), in O(n log n) however many requirements there are. */
+typedef struct keyed {
+    ckube_sel_requirement r;
+    size_t idx;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
 {
-    for (size_t i = 1; i < sel->nreqs; i++) {
-        ckube_sel_requirement tmp = sel->reqs[i];
-        size_t j = i;
-        while (j > 0 && strcmp(sel->reqs[j - 1].key, tmp.key) > 0) {
-            sel->reqs[j] = sel->reqs[j - 1];
-            j--;
-        }
-        sel->reqs[j] = tmp;
-    }
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->r.key, y->r.key);
+    return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static int sort_by_key(ckube_selector *sel)
+{
+    if (sel->nreqs < 2)
+        return 0;
+    keyed *k = malloc(sel->nreqs * sizeof *k);
+    if (!k)
+        return -1;
+    for (size_t i = 0; i < sel->nreqs; i++)
+        k[i] = (keyed){sel->reqs[i], i};
+    qsort(k, sel->nreqs, sizeof *k, cmp_keyed);
+    for (size_t i = 0; i < sel->nreqs; i++)
+        sel->reqs[i] = k[i].r;
+    free(k);
+    return 0;
 }
 
 int ckube_label_selector_parse(const char *s, ckube_selector **out, char **err)
@@ -612,7 +647,11 @@ int ckube_label_selector_parse(const char *s, ckube_selector **out, char **err)
         set_err(err, msg);
         return -1;
     }
-    sort_by_key(sel);
+    if (sort_by_key(sel) < 0) {
+        ckube_selector_free(sel);
+        set_err(err, strdup("out of memory"));
+        return -1;
+    }
     *out = sel;
     return 0;
 }
@@ -708,11 +747,6 @@ static long split_terms(const char *s, char ***out)
     }
     *out = v;
     return (long)n;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* Splits a term at the first "!=", "==" or "=". */

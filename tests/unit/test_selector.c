@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -502,6 +503,52 @@ static void test_field_errors(void **state)
     expect_field_error("a in (b)", "invalid selector: 'a in (b)'; can't understand 'a in (b)'");
 }
 
+/* A selector as long as a request line allows: values and requirements in
+ * reverse order are sorted once (they were insertion-sorted: quadratic),
+ * values deduplicated, requirements with equal keys kept in input order. */
+static void test_large_selectors(void **state)
+{
+    (void)state;
+    size_t n = 60000;
+    char *s = malloc(n * 9 + 32), *p = s;
+    p += sprintf(p, "a in (");
+    for (size_t i = n; i-- > 0;)
+        p += sprintf(p, "v%06zu,", i / 2); /* each value twice */
+    p[-1] = ')';
+    ckube_selector *sel = NULL;
+    char *err = NULL;
+    clock_t t0 = clock();
+    assert_int_equal(ckube_label_selector_parse(s, &sel, &err), 0);
+    assert_int_equal(sel->nreqs, 1);
+    assert_int_equal(sel->reqs[0].nvalues, n / 2);
+    for (size_t i = 0; i < n / 2; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "v%06zu", i);
+        assert_string_equal(sel->reqs[0].values[i], want);
+    }
+    ckube_selector_free(sel);
+
+    p = s;
+    for (size_t i = 20000; i-- > 0;)
+        p += sprintf(p, "k%05zu%s,", i / 2, i % 2 ? "" : "=x");
+    p[-1] = '\0';
+    assert_int_equal(ckube_label_selector_parse(s, &sel, &err), 0);
+    assert_int_equal(sel->nreqs, 20000);
+    for (size_t i = 0; i < 20000; i += 2) {
+        char want[32];
+        snprintf(want, sizeof want, "k%05zu", i / 2);
+        assert_string_equal(sel->reqs[i].key, want);
+        assert_string_equal(sel->reqs[i + 1].key, want);
+        /* "k" came before "k=x" in the input, so it stays first. */
+        assert_int_equal(sel->reqs[i].op, CKUBE_SEL_EXISTS);
+        assert_int_equal(sel->reqs[i + 1].op, CKUBE_SEL_EQUALS);
+    }
+    ckube_selector_free(sel);
+    /* Generous: both parse in a few ms, the quadratic sorts took seconds. */
+    assert_true((double)(clock() - t0) / CLOCKS_PER_SEC < 2.0);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_field_missing_is_empty),
         cmocka_unit_test(test_field_escapes),
         cmocka_unit_test(test_field_errors),
+        cmocka_unit_test(test_large_selectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
