@@ -27,6 +27,7 @@
 #include "ckube/patch.h"
 #include "ckube/validation.h"
 #include "ckube/yaml.h"
+#include "common/json_cost.h"
 #include "common/json_parse.h"
 
 /* Retries of a write that lost a race (PATCH, PUT without a
@@ -684,10 +685,21 @@ struct write_req {
     collection_del *parent;
 };
 
+/* A deletecollection: the objects matched when it arrived, deleted at
+ * most COLLECTION_INFLIGHT at a time (each delete holds its object as a
+ * tree until its write is done), and the deleted objects kept encoded
+ * for the answer, not as trees. */
+#define COLLECTION_INFLIGHT 32
 struct collection_del {
     req_ctx *rc;
-    size_t pending;
-    json_t *items;
+    cobj **objs; /* the snapshot; an entry is released once its delete starts */
+    size_t n, next;
+    size_t running; /* deletes started and not settled */
+    bool pumping;   /* collection_pump is on the stack */
+    bool dry_run;
+    const char *propagation;
+    struct evbuffer *items; /* the deleted objects, encoded, comma separated */
+    size_t nitems;
     ckube_status *error;
 };
 
@@ -894,6 +906,20 @@ static void submit(write_req *w, storage_op_type type, int64_t expect)
                                           APISERVER_MAX_OBJECT));
             return;
         }
+        /* Every stored object decodes within APISERVER_MAX_DECODED, so a
+         * later write to it holds no bigger a tree than its body may. The
+         * server adds to what the body decoded into (managedFields: an
+         * empty object per field set), hence the check here. Text below
+         * the bound / JCOST_MAX_PER_BYTE cannot cost more: no walk. */
+        if (w->op.value_len > APISERVER_MAX_DECODED / JCOST_MAX_PER_BYTE - JCOST_OBJECT &&
+            ckube__json_cost(w->obj, APISERVER_MAX_DECODED) > APISERVER_MAX_DECODED) {
+            write_finish(w, 0, NULL,
+                         ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                                          "Request entity too large: the object would take more "
+                                          "than %zu bytes of memory to decode",
+                                          APISERVER_MAX_DECODED));
+            return;
+        }
     }
     if (w->dry_run) {
         /* Validated and admitted, never stored. */
@@ -1053,6 +1079,22 @@ static void apply_create(write_req *w)
     create_object(w, obj);
 }
 
+/* The object a PUT writes: the body itself when it names a
+ * resourceVersion (a conflict is then the client's to retry, so the body
+ * is not needed again), else a copy kept for retries. Not copying a body
+ * that may be as large as the decode budget keeps a PUT to the body, the
+ * stored object and their result. */
+static json_t *body_for_update(write_req *w)
+{
+    const char *rv = ckube_obj_resource_version(w->body);
+    if (rv && *rv) {
+        json_t *obj = w->body;
+        w->body = NULL;
+        return obj;
+    }
+    return json_deep_copy(w->body);
+}
+
 /* Builds the new object for update-like writes from the current one. */
 static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st)
 {
@@ -1062,7 +1104,8 @@ static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st
     json_t *obj = NULL;
     switch (w->kind) {
     case W_UPDATE:
-        obj = json_deep_copy(w->body);
+    case W_STATUS:
+        obj = body_for_update(w);
         break;
     case W_PATCH: {
         /* A patch applies to the object as this version serves it (a
@@ -1115,9 +1158,6 @@ static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st
         }
         break;
     }
-    case W_STATUS:
-        obj = json_deep_copy(w->body);
-        break;
     case W_FINALIZE: {
         obj = json_deep_copy(old);
         json_t *fin = ckube_json_get_path(w->body, "spec.finalizers");
@@ -1755,8 +1795,9 @@ static void do_delete(req_ctx *rc)
 
 /* ---- deletecollection -------------------------------------------------- */
 
-/* One child of a deletecollection settled (st or obj, both taken), or
- * the submission hold is released (both NULL); the last one replies. */
+static void collection_pump(collection_del *p);
+
+/* One child of a deletecollection settled (st or obj, both taken). */
 static void collection_settle(collection_del *p, ckube_status *st, json_t *obj)
 {
     if (st) {
@@ -1768,31 +1809,66 @@ static void collection_settle(collection_del *p, ckube_status *st, json_t *obj)
             ckube_status_free(st);
         }
     } else if (obj) {
-        if (json_is_object(obj) && !is_status_body(obj))
-            json_array_append(p->items, obj);
+        if (json_is_object(obj) && !is_status_body(obj)) {
+            if (p->rc->want_partial)
+                obj = partial_of(p->rc, obj);
+            size_t len;
+            char *text = ckube_json_dumps(obj, &len);
+            if (text) {
+                if (p->nitems++)
+                    evbuffer_add(p->items, ",", 1);
+                evbuffer_add(p->items, text, len);
+            }
+            free(text);
+        }
         json_decref(obj);
     }
-    if (--p->pending == 0) {
-        req_ctx *rc = p->rc;
-        if (p->error) {
-            reply_status(rc, p->error);
-        } else {
-            json_t *items = json_incref(p->items);
-            if (rc->want_partial) {
-                size_t i;
-                json_t *it;
-                json_array_foreach(p->items, i, it)
-                    json_array_set_new(items, i, partial_of(rc, json_incref(it)));
-            }
-            const char *kind, *gv;
-            served_kind(rc, true, &kind, &gv);
-            json_t *list = json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", kind, "apiVersion", gv,
-                                     "metadata", "resourceVersion", "", "items", items);
-            reply_json(rc, 200, list);
-        }
-        json_decref(p->items);
-        free(p);
+    p->running--;
+    collection_pump(p);
+}
+
+/* Starts deletes while fewer than COLLECTION_INFLIGHT run, and answers
+ * once all have settled. A delete may settle before run_delete returns
+ * (a dry run, an object gone): its settle finds the pump running and
+ * returns, so the loop below goes on without the stack growing. */
+static void collection_pump(collection_del *p)
+{
+    if (p->pumping)
+        return;
+    p->pumping = true;
+    while (p->running < COLLECTION_INFLIGHT && p->next < p->n) {
+        write_req *w = write_new(p->rc, W_DELETE);
+        w->parent = p;
+        w->dry_run = p->dry_run;
+        w->propagation = p->propagation;
+        snprintf(w->key, sizeof w->key, "%s", p->objs[p->next]->key);
+        cobj_unref(p->objs[p->next]);
+        p->objs[p->next++] = NULL;
+        p->running++;
+        run_delete(w);
     }
+    p->pumping = false;
+    if (p->running || p->next < p->n)
+        return;
+    req_ctx *rc = p->rc;
+    if (p->error) {
+        reply_status(rc, p->error);
+    } else {
+        const char *kind, *gv;
+        served_kind(rc, true, &kind, &gv);
+        struct evbuffer *out = evbuffer_new();
+        evbuffer_add_printf(out,
+                            "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
+                            "\"resourceVersion\":\"\"},\"items\":[",
+                            kind, gv);
+        evbuffer_add_buffer(out, p->items);
+        evbuffer_add(out, "]}", 2);
+        reply_evbuffer(rc, 200, out);
+        evbuffer_free(out);
+    }
+    evbuffer_free(p->items);
+    free(p->objs);
+    free(p);
 }
 
 static void do_deletecollection(req_ctx *rc)
@@ -1822,24 +1898,27 @@ static void do_deletecollection(req_ctx *rc)
     size_t n, more;
     int64_t rev;
     cobj **objs = cacher_list(rc->srv->cache, prefix, NULL, &f, 0, &n, &rev, &more);
-    collection_del *p = calloc(1, sizeof *p);
-    p->rc = rc;
-    p->items = json_array();
-    p->pending = n + 1; /* +1 held while submitting */
-    for (size_t i = 0; i < n; i++) {
-        write_req *w = write_new(rc, W_DELETE);
-        w->parent = p;
-        w->dry_run = probe.dry_run;
-        w->propagation = probe.propagation;
-        snprintf(w->key, sizeof w->key, "%s", objs[i]->key);
-        run_delete(w);
-    }
-    cacher_objs_free(objs, n);
     ckube_selector_free(ls);
     ckube_selector_free(fs);
     free(probe.pre_uid);
     free(probe.pre_rv);
-    collection_settle(p, NULL, NULL);
+    collection_del *p = calloc(1, sizeof *p);
+    struct evbuffer *items = evbuffer_new();
+    if (!p || !items) {
+        free(p);
+        if (items)
+            evbuffer_free(items);
+        cacher_objs_free(objs, n);
+        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
+        return;
+    }
+    p->rc = rc;
+    p->objs = objs;
+    p->n = n;
+    p->items = items;
+    p->dry_run = probe.dry_run;
+    p->propagation = probe.propagation;
+    collection_pump(p);
 }
 
 /* ---- reads ---------------------------------------------------------------- */

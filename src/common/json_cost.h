@@ -16,6 +16,7 @@
 #ifndef CKUBE_COMMON_JSON_COST_H
 #define CKUBE_COMMON_JSON_COST_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 /* An object with no members (its struct and eight hash buckets). */
@@ -32,5 +33,19 @@
 #define JCOST_STRING(len) ((size_t)80 + (size_t)(len))
 /* An integer or a real. */
 #define JCOST_NUMBER ((size_t)32)
+
+/* The most memory one byte of compact JSON can cost, over a whole
+ * document: `{},` (3 bytes) in an array is an object and a slot, 240
+ * bytes. Everything else costs less per byte (`[],` 48, `"":{},` 58,
+ * nesting `[[...]]` 72, `"",` 32, `0,` 24), and the root's `{}` (112 per
+ * byte) comes once: a document of n bytes costs at most
+ * JCOST_MAX_PER_BYTE * n + JCOST_OBJECT. */
+#define JCOST_MAX_PER_BYTE ((size_t)80)
+
+/* The memory a tree takes, as the prices above add up (shared values are
+ * counted each time they appear). Stops adding once past `limit` and
+ * returns a value above it, so measuring a huge tree against a bound
+ * costs little. */
+size_t ckube__json_cost(const json_t *v, size_t limit);
 
 #endif

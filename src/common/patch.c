@@ -413,45 +413,10 @@ static bool ptr_is_proper_prefix(const json_ptr *a, const json_ptr *b)
     return true;
 }
 
-/* The cost of copying `v`, as CKUBE_JSON_PATCH_MAX_COPY_BYTES counts it:
- * the memory the copy takes as json_cost.h estimates it (an empty object
- * is 224 bytes, not 2). Stops counting once `limit` is exceeded, so
- * hostile documents cost little to measure. */
-static size_t copy_cost(const json_t *v, size_t limit)
-{
-    size_t n;
-    const char *key;
-    size_t key_len, i;
-    json_t *c;
-    if (json_is_string(v)) {
-        n = JCOST_STRING(json_string_length(v));
-    } else if (json_is_object(v)) {
-        n = JCOST_OBJECT;
-        json_object_keylen_foreach((json_t *)v, key, key_len, c)
-        {
-            if (n > limit)
-                break;
-            n += JCOST_MEMBER(key_len);
-            n += copy_cost(c, limit > n ? limit - n : 0);
-        }
-    } else if (json_is_array(v)) {
-        n = JCOST_ARRAY;
-        json_array_foreach(v, i, c)
-        {
-            if (n > limit)
-                break;
-            n += JCOST_ELEMENT + copy_cost(c, limit > n ? limit - n : 0);
-        }
-    } else {
-        n = json_is_number(v) ? JCOST_NUMBER : 0;
-    }
-    return n;
-}
-
 /* State of one patch application. */
 typedef struct jp_state {
     json_t *root;  /* owned: the document being built */
-    size_t copied; /* copy_cost of all "copy" operations so far */
+    size_t copied; /* ckube__json_cost of all "copy" operations so far */
     char **err;
 } jp_state;
 
@@ -535,7 +500,7 @@ static int op_copy(jp_state *st, const json_t *op, const json_ptr *path)
     json_t *parent;
     json_t *v = locate(st->root, &from, &parent, "copy", st->err);
     if (v) {
-        st->copied += copy_cost(v, CKUBE_JSON_PATCH_MAX_COPY_BYTES);
+        st->copied += ckube__json_cost(v, CKUBE_JSON_PATCH_MAX_COPY_BYTES);
         if (st->copied > CKUBE_JSON_PATCH_MAX_COPY_BYTES) {
             ckube__set_err(st->err, "copy operation: the patch copies more than %d bytes in total",
                            CKUBE_JSON_PATCH_MAX_COPY_BYTES);
