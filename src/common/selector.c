@@ -207,13 +207,19 @@ static int is_special(char c)
 
 typedef struct item {
     enum tok tok;
-    char *lit; /* owned */
+    const char *lit; /* in the parser's text */
 } item;
 
+/* The tokens of one selector. Their texts sit NUL-terminated, one after
+ * another, in `text`: a token is at least one byte of the input, so twice
+ * the input's length (plus the end's empty token) always holds them, and
+ * a token costs its item and its bytes, not an allocation each. */
 typedef struct parser {
     item *items;
     size_t n;
     size_t pos;
+    char *text;
+    size_t text_len;
 } parser;
 
 static int push_item(parser *p, enum tok t, const char *lit, size_t n)
@@ -224,9 +230,10 @@ static int push_item(parser *p, enum tok t, const char *lit, size_t n)
             return -1;
         p->items = it;
     }
-    char *s = strndup(lit, n);
-    if (!s)
-        return -1;
+    char *s = p->text + p->text_len;
+    memcpy(s, lit, n);
+    s[n] = '\0';
+    p->text_len += n + 1;
     p->items[p->n].tok = t;
     p->items[p->n].lit = s;
     p->n++;
@@ -257,6 +264,9 @@ static enum tok scan_special(const char *s, size_t *pos, size_t *len)
 /* Tokenizes all of `s` into p->items, ending with T_EOS. */
 static int scan_all(parser *p, const char *s)
 {
+    p->text = malloc(2 * strlen(s) + 2);
+    if (!p->text)
+        return -1;
     size_t pos = 0;
     for (;;) {
         while (is_ws(s[pos]))
@@ -282,9 +292,8 @@ static int scan_all(parser *p, const char *s)
 
 static void parser_free(parser *p)
 {
-    for (size_t i = 0; i < p->n; i++)
-        free(p->items[i].lit);
     free(p->items);
+    free(p->text);
 }
 
 /* In a values context the keywords `in`/`notin` are plain identifiers. */
