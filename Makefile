@@ -52,13 +52,17 @@ bench: build
 	@./scripts/install-deps.sh bench
 	@/usr/bin/python3 bench/run.py --build $(BUILD) $(if $(FULL),--full)
 
+# libFuzzer on every parser, FUZZ_SECONDS (30) each, from the committed
+# corpus (new inputs go to build/fuzz/work/); an input slower than 1 s is
+# reported ("Slowest unit") and saved as slow-unit-*.
 fuzz: deps
 	@cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DCKUBE_FUZZ=ON \
 	    -DCKUBE_SANITIZE=address,undefined >/dev/null
 	@cmake --build build/fuzz -j $(JOBS)
 	@for f in build/fuzz/fuzz_*; do \
 	    n=$${f##*/fuzz_}; w=build/fuzz/work/$$n; mkdir -p $$w; echo "== $$f"; \
-	    $$f -max_total_time=$${FUZZ_SECONDS:-30} $$w tests/fuzz/corpus/$$n || exit 1; done
+	    $$f -max_total_time=$${FUZZ_SECONDS:-30} -report_slow_units=1 $$w tests/fuzz/corpus/$$n \
+	        || exit 1; done
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
