@@ -27,6 +27,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckube_harness import Server, run_unittests  # noqa: E402
 
+sys.setrecursionlimit(20000)  # json.loads of the deepest bodies
+
 MiB = 1 << 20
 BODY_LIMIT = 3 * MiB          # APISERVER_MAX_BODY
 MAX_DECODED = 32 * MiB        # APISERVER_MAX_DECODED
@@ -312,6 +314,25 @@ class RequestBoundsTest(unittest.TestCase):
         _, doc = self.check("POST", BLOBS, body, JSON, 422, "Invalid", "more errors]")
         self.assertEqual(len(doc["details"]["causes"]), 1000)
         self.assertIn("and %d more errors]" % (n - 1000), doc["message"])
+
+    def test_json_deepest_valid_body_through_every_write(self):
+        # As deep as JSON is read (2048 levels): every recursion on the way
+        # (validation, pruning, managed fields, patches, tables) survives it.
+        d = 2040
+        deep = '{"a":' * d + "1" + "}" * d
+        self.check("POST", BLOBS, blob("deep", deep), JSON, 201)
+        shallower = '{"spec":' + '{"a":' * (d - 3) + "2" + "}" * (d - 3) + "}"
+        self.check("PATCH", BLOBS + "/deep", shallower.encode(), "application/merge-patch+json", 200,
+                   bound=BOUND)
+        ops = [{"op": "replace", "path": "/spec" + "/a" * (d - 3), "value": 3}]
+        _, doc = self.check("PATCH", BLOBS + "/deep", json.dumps(ops).encode(),
+                            "application/json-patch+json", 200, bound=BOUND)
+        self.assertEqual(doc["metadata"]["name"], "deep")
+        accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        _, doc = self.check("GET", BLOBS + "?includeObject=Object", None, None, 200, bound=BOUND,
+                            headers={"Accept": accept})
+        self.assertEqual(len(doc["rows"]), 1)
+        self.check("DELETE", BLOBS + "/deep", None, None, 200, bound=BOUND)
 
     # ---- protobuf ----
 
