@@ -897,12 +897,21 @@ json_t *k8s_protobuf_decode(const void *buf, size_t len, size_t max_memory, bool
     }
     obj = pb_value(&cv, json_object());
     json_t *av = pb_value(&cv, json_str(api_version)), *kd = pb_value(&cv, json_str(kind));
-    if (!obj || !av || !kd || json_object_set_new(obj, "apiVersion", av) < 0 ||
-        json_object_set_new(obj, "kind", kd) < 0) {
-        if (!obj) {
-            json_decref(av);
-            json_decref(kd);
-        }
+    if (!obj || !av || !kd) {
+        json_decref(av);
+        json_decref(kd);
+        json_decref(obj);
+        obj = NULL;
+        ckube__set_err(err, "out of memory"); /* unless the bound set one */
+        goto out;
+    }
+    /* set_new takes the value even when it fails. */
+    int set = json_object_set_new(obj, "apiVersion", av);
+    if (set == 0)
+        set = json_object_set_new(obj, "kind", kd);
+    else
+        json_decref(kd);
+    if (set < 0) {
         ckube__set_err(err, "out of memory");
         json_decref(obj);
         obj = NULL;
