@@ -26,6 +26,7 @@
 #include "apiserver/registry.h"
 #include "apiserver/request_info.h"
 #include "ckube/status.h"
+#include "common/json_cost.h"
 #include "storage/storage.h"
 
 #define APISERVER_MAX_BODY (3u * 1024 * 1024) /* 413 above this */
@@ -39,11 +40,10 @@
  * refused with 413 (or 400 "excessive aliasing") before the allocation
  * that would pass the bound. docs/design.md, "Bounded memory per
  * request", lists what holds the rest of a request's memory. */
-#define APISERVER_MAX_DECODED ((size_t)32 << 20)
+#define APISERVER_MAX_DECODED JCOST_MAX_DECODED
 static inline size_t apiserver_decode_budget(size_t body_len)
 {
-    size_t rel = ((size_t)1 << 20) + 64 * body_len;
-    return rel < APISERVER_MAX_DECODED ? rel : APISERVER_MAX_DECODED;
+    return ckube__decode_budget(body_len);
 }
 
 typedef struct apiserver_config {

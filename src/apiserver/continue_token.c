@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "common/json_parse.h"
 #include "common/text.h"
 #include "common/utf8.h"
+
+#define TOKEN_MAX_DECODED ((size_t)64 << 10)
 
 #define ERR_GENERIC "continue key is not valid"
 #define ERR_INVALID_RV                                                                             \
@@ -293,8 +296,11 @@ int continue_token_decode(const char *tok, int64_t *rv, char **start, char **err
             ckube__set_err(err, ERR_GENERIC ": illegal base64 data at input byte %ld", bad_at);
         return -1;
     }
+    /* A token is a few hundred bytes of JSON; a hostile one as long as a
+     * request line may be is read within 64 KiB of memory. */
     json_error_t jerr;
-    json_t *doc = json_loadb((const char *)raw, len, JSON_DECODE_ANY, &jerr);
+    json_t *doc = ckube__json_loadb_limited((const char *)raw, len, JSON_DECODE_ANY,
+                                            TOKEN_MAX_DECODED, NULL, NULL, &jerr);
     free(raw);
     if (!doc) {
         ckube__set_err(err, ERR_GENERIC ": %s", jerr.text);

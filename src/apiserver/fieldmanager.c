@@ -28,6 +28,8 @@
 #include "apiserver/builtin_patchmeta.h"
 #include "apiserver/builtin_schemas.h"
 #include "apiserver/schema.h"
+#include "common/json_cost.h"
+#include "common/json_parse.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "ckube/validation.h"
@@ -314,6 +316,18 @@ json_t *fm_set_to_fields(const fm_set *s)
     return fields_of(s);
 }
 
+/* The value in a path element's text ("k:{...}", "v:..."): client-sent
+ * managedFields can hold any text there. A real one is an object of a
+ * list's merge keys or a scalar, a few times its text in memory at most,
+ * so 64 KiB plus 8 times the text is room enough: dense JSON made to
+ * amplify stops there. */
+static json_t *pe_value(const char *text, json_error_t *je)
+{
+    size_t len = strlen(text);
+    return ckube__json_loadb_limited(text, len, JSON_DECODE_ANY, ((size_t)64 << 10) + 8 * len, NULL,
+                                     NULL, je);
+}
+
 /* Canonical form of a serialized path element, or NULL: *err set when it
  * is malformed, untouched for an unknown element type (skipped, as
  * upstream skips what a newer version may understand). */
@@ -344,7 +358,7 @@ static char *canon_pe(const char *key, char **err)
     case 'k':
     case 'v': {
         json_error_t je;
-        json_t *v = json_loads(key + 2, JSON_DECODE_ANY, &je);
+        json_t *v = pe_value(key + 2, &je);
         if (!v || (key[0] == 'k' && !json_is_object(v))) {
             *err = xasprintf("parsing key as path element: %s: %s", key,
                              v ? "expected an object" : je.text);
@@ -420,7 +434,8 @@ static void print_pe(FILE *f, const char *pe)
         return;
     case 'k':
     case 'v': {
-        json_t *v = json_loads(pe + 2, JSON_DECODE_ANY, NULL);
+        json_error_t je;
+        json_t *v = pe_value(pe + 2, &je);
         if (pe[0] == 'v') {
             char *s = schema_format_value(v);
             fprintf(f, "[=%s]", s ? s : "");
@@ -2037,7 +2052,11 @@ static fm_set *last_applied_allowed(const fm_type *t, const json_t *live)
         json_object_get(ckube_json_get_path(live, "metadata.annotations"), LAST_APPLIED));
     if (!la || !*la)
         return NULL;
-    json_t *obj = json_loads(la, 0, NULL);
+    /* An annotation is at most 256 KiB, but as dense as JSON gets it
+     * would decode into 20 MiB: read within a body's budget. */
+    size_t la_len = strlen(la);
+    json_t *obj =
+        ckube__json_loadb_limited(la, la_len, 0, ckube__decode_budget(la_len), NULL, NULL, NULL);
     const char *av = json_string_value(json_object_get(obj, "apiVersion"));
     if (!json_is_object(obj) || !av || strcmp(av, t->api_version)) {
         json_decref(obj);

@@ -42,6 +42,20 @@
  * JCOST_MAX_PER_BYTE * n + JCOST_OBJECT. */
 #define JCOST_MAX_PER_BYTE ((size_t)80)
 
+/* What the server lets `len` bytes of untrusted JSON decode into: 1 MiB
+ * plus 64 times their size (well-formed objects take at most ~25 times
+ * their JSON), and never more than JCOST_MAX_DECODED (32 MiB, what a
+ * 1.5 MiB object as dense as well-formed objects get can need). The API
+ * server's request bodies, and the JSON texts inside them (managed
+ * fields' path elements, kubectl's last-applied annotation), are read
+ * within it. */
+#define JCOST_MAX_DECODED ((size_t)32 << 20)
+static inline size_t ckube__decode_budget(size_t len)
+{
+    size_t rel = ((size_t)1 << 20) + 64 * len;
+    return rel < JCOST_MAX_DECODED ? rel : JCOST_MAX_DECODED;
+}
+
 /* The memory a tree takes, as the prices above add up (shared values are
  * counted each time they appear). Stops adding once past `limit` and
  * returns a value above it, so measuring a huge tree against a bound

@@ -411,6 +411,20 @@ class RequestBoundsTest(unittest.TestCase):
         self.check("POST", BLOBS, blob("m", spec), JSON, 413, "RequestEntityTooLarge",
                    "the object would take more than 33554432 bytes of memory to decode")
 
+    def test_managed_fields_with_a_dense_path_element(self):
+        # A client may send managedFields; a path element's key is JSON
+        # text ("k:{...}") the field manager reads within a few times its
+        # size: 600 KB of `{}` there would be 48 MB.
+        code, _, data = self.m.send("GET", CM + "/warm")
+        obj = json.loads(data)
+        key = "k:[" + ",".join(["{}"] * 200000) + "]"
+        obj["metadata"]["managedFields"] = [{
+            "manager": "evil", "operation": "Update", "apiVersion": "v1",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {key: {}}}}]
+        body = json.dumps(obj).encode()
+        _, doc = self.check("PUT", CM + "/warm", body, JSON, 200)
+        self.assertNotIn("evil", [m["manager"] for m in doc["metadata"]["managedFields"]])
+
     def test_strategic_patch_directive_lists(self):
         # $setElementOrder and $deleteFromPrimitiveList as long as the body.
         n = 60000  # 1.1 MB, 27 MB decoded

@@ -163,6 +163,16 @@ static void test_bad_json(void **state)
     /* embedded NUL in the start key */
     expect_json_err_prefix("{\"v\":\"meta.k8s.io/v1\",\"rv\":1,\"start\":\"a\\u0000\"}",
                            GENERIC ": ");
+    /* A token as long as a request line may be, of empty objects: read
+     * within 64 KiB of memory (it would decode into 27 MB). */
+    size_t n = 110000;
+    char *dense = malloc(3 * n + 8), *p = dense;
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++)
+        p += sprintf(p, "%s{}", i ? "," : "");
+    strcpy(p, "]");
+    expect_json_err(dense, GENERIC ": decoding it needs more than 65536 bytes of memory");
+    free(dense);
 }
 
 static void test_bad_fields(void **state)
