@@ -45,8 +45,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t rv = 0;
     char *start = NULL, *err = NULL;
     if (continue_token_decode(in, &rv, &start, &err) == 0) {
-        /* accepted keys are relative, non-empty and never climb up */
-        if (err || !start || rv <= 0 || !*start || start[0] == '/' ||
+        /* accepted keys are relative, non-empty and never climb up; the
+         * revision is never 0 (upstream's ErrInvalidStartRV) and may be
+         * negative: any negative one means "the latest", as upstream's
+         * store reads it (the -1 of an inconsistent continuation). */
+        if (err || !start || rv == 0 || !*start || start[0] == '/' ||
             strncmp(start, "../", 3) == 0 || strcmp(start, "..") == 0 || strstr(start, "/../"))
             abort();
         round_trip(rv, start, 1);

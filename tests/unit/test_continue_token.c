@@ -120,6 +120,11 @@ static void test_decode_lenient_like_go(void **state)
     snprintf(wrapped, sizeof wrapped, "%.10s\r\n%s", tok, tok + 10);
     expect_ok(wrapped, 5, "ns/y");
     free(tok);
+    /* A negative revision is decoded as given: upstream's store reads any
+     * of them as "the latest" (the -1 of an inconsistent continuation). */
+    tok = b64url("{\"v\":\"meta.k8s.io/v1\",\"rv\":-2,\"start\":\"deWU\\u066c`/cm-b\"}");
+    expect_ok(tok, -2, "deWU\xd9\xac`/cm-b");
+    free(tok);
 }
 
 #define GENERIC "continue key is not valid"
