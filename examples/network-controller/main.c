@@ -57,7 +57,11 @@ static void usage(FILE *f)
             "  --metrics-bind-address ADDR         /metrics (default 127.0.0.1:8080; 0 = off)\n"
             "  --health-probe-bind-address ADDR    /healthz, /readyz (default 127.0.0.1:8081; 0 = "
             "off)\n"
-            "  -v, --v N                           log verbosity\n");
+            "  -v, --v N                           log verbosity (-v=N, --v=N, -v N)\n"
+            "  --vmodule PATTERN=N,...             verbosity per source file\n"
+            "  --log-file PATH                     log to PATH (with --logtostderr=false)\n"
+            "  --logtostderr=BOOL                  log to stderr only (default true)\n"
+            "  --alsologtostderr=BOOL              with --logtostderr=false, stderr too\n");
 }
 
 static int parse_bool(const char *s, bool *out)
@@ -128,11 +132,20 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         {"leader-elect-retry-period", required_argument, NULL, F_RETRY},
         {"metrics-bind-address", required_argument, NULL, F_METRICS},
         {"health-probe-bind-address", required_argument, NULL, F_HEALTH},
-        {"v", required_argument, NULL, 'v'},
+        CKUBE_LOG_GETOPT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "v:h", opts, NULL)) != -1) {
+        char *lerr = NULL;
+        int logflag = ckube_log_getopt(ch, optarg, &lerr);
+        if (logflag < 0) {
+            fprintf(stderr, "ckube-network-controller: %s\n", lerr ? lerr : "out of memory");
+            free(lerr);
+            return -1;
+        }
+        if (logflag > 0)
+            continue;
         uint64_t *dur = NULL;
         switch (ch) {
         case F_KUBECONFIG:
@@ -190,9 +203,6 @@ static int parse_flags(int argc, char **argv, struct flags *f)
             break;
         case F_HEALTH:
             f->health = optarg;
-            break;
-        case 'v':
-            ckube_log_set_verbosity(atoi(optarg));
             break;
         case 'h':
             usage(stdout);

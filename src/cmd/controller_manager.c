@@ -33,7 +33,10 @@ static void cm_usage(FILE *f)
         "  --bind-address HOST                    for the endpoints below (default 127.0.0.1)\n"
         "  --port PORT                            /metrics (default 10257; 0 = off)\n"
         "  --healthz-port PORT                    /healthz, /readyz (default 10258; 0 = off)\n"
-        "  -v N                                   log verbosity\n");
+        "  -v, --v N                              log verbosity (-v=N, --v=N, -v N)\n"
+        "  --vmodule PATTERN=N,...                verbosity per source file\n"
+        "  --log-file PATH                        log to PATH (with --logtostderr=false)\n"
+        "  --logtostderr=BOOL, --alsologtostderr=BOOL   as klog's (defaults true, false)\n");
 }
 
 static bool parse_bool(const char *s, bool *out)
@@ -73,13 +76,22 @@ int main(int argc, char **argv)
         {"healthz-port", required_argument, NULL, 'H'},
         {"kube-api-qps", required_argument, NULL, 'q'},
         {"kube-api-burst", required_argument, NULL, 'B'},
-        {"v", required_argument, NULL, 'v'},
+        CKUBE_LOG_GETOPT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "v:h", opts, NULL)) != -1) {
+        char *lerr = NULL;
+        int logflag = ckube_log_getopt(ch, optarg, &lerr);
+        if (logflag < 0) {
+            fprintf(stderr, "ckube controller-manager: %s\n", lerr ? lerr : "out of memory");
+            free(lerr);
+            return 2;
+        }
+        if (logflag > 0)
+            continue;
         uint64_t *dur = NULL;
         switch (ch) {
         case 'k':
@@ -126,9 +138,6 @@ int main(int argc, char **argv)
             break;
         case 'B':
             burst = atoi(optarg);
-            break;
-        case 'v':
-            ckube_log_set_verbosity(atoi(optarg));
             break;
         case 'h':
             cm_usage(stdout);

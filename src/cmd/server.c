@@ -42,7 +42,11 @@ static void server_usage(FILE *f)
                "                            move away first; then requests in flight finish\n"
                "                            (up to 60s) before the server exits. A second\n"
                "                            signal stops it at once\n"
-               "  -v, --v N                 log verbosity (klog levels)\n"
+               "  -v, --v N                 log verbosity (klog levels; -v=N, --v=N, -v N)\n"
+               "  --vmodule PATTERN=N,...   verbosity per source file (klog's)\n"
+               "  --log-file PATH           log to PATH (with --logtostderr=false, as klog)\n"
+               "  --logtostderr=BOOL        log to stderr only (default true)\n"
+               "  --alsologtostderr=BOOL    with --logtostderr=false, stderr too\n"
                "  -h, --help                this help\n");
 }
 
@@ -145,14 +149,19 @@ static cm_child *start_controller_manager(const char *url, const char *kubeconfi
                     "the built-in controllers (--controller-manager=false silences this)");
         return NULL;
     }
-    char v[16];
-    snprintf(v, sizeof v, "%d", ckube_log_verbosity());
     /* No client rate limit: it shares the machine with its server, as the
-     * controllers did when they ran in-process. */
-    const char *args[] = {"--master", url, "--port", "0", "--healthz-port", "0", "--kube-api-qps",
-                          "-1", "-v", v,
-                          /* NULL when the kubeconfig could not be written */
-                          kubeconfig ? "--kubeconfig" : NULL, kubeconfig, NULL};
+     * controllers did when they ran in-process. Logging as the server's
+     * flags say (-v, --vmodule, --log-file, ...). */
+    const char *args[24] = {"--master",       url, "--port",         "0",
+                            "--healthz-port", "0", "--kube-api-qps", "-1"};
+    size_t n = 8;
+    for (const char *const *f = ckube_log_flag_args(); *f && n < 20; f++)
+        args[n++] = *f;
+    if (kubeconfig) { /* NULL when the kubeconfig could not be written */
+        args[n++] = "--kubeconfig";
+        args[n++] = kubeconfig;
+    }
+    args[n] = NULL;
     cm_child *c = cm_child_new(bin, args);
     free(bin);
     if (!c || cm_child_start(c) != 0) {
@@ -239,13 +248,22 @@ int cmd_server(int argc, char **argv)
         {"storage", required_argument, NULL, 's'},
         {"http-threads", required_argument, NULL, 't'},
         {"watch-cache-size", required_argument, NULL, 'w'},
-        {"v", required_argument, NULL, 'v'},
+        CKUBE_LOG_GETOPT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "v:h", opts, NULL)) != -1) {
+        char *lerr = NULL;
+        int logflag = ckube_log_getopt(c, optarg, &lerr);
+        if (logflag < 0) {
+            fprintf(stderr, "ckube server: %s\n", lerr ? lerr : "out of memory");
+            free(lerr);
+            return 2;
+        }
+        if (logflag > 0)
+            continue;
         switch (c) {
         case 'd':
             data_dir = optarg;
@@ -293,9 +311,6 @@ int cmd_server(int argc, char **argv)
                 fprintf(stderr, "ckube server: --controller-manager wants true or false\n");
                 return 2;
             }
-            break;
-        case 'v':
-            ckube_log_set_verbosity(atoi(optarg));
             break;
         case 'h':
             server_usage(stdout);
