@@ -250,4 +250,35 @@ ckube__attempt ckube__after_attempt(ckube_client *c, const ckube__req *rq, CURLc
                                     size_t log_len, const ckube__resp_headers *h, ckube__creds *cr,
                                     int *retries, bool *auth_retried, ckube_status **err);
 
+/* ======================================================================
+ * What the informer's list-watch takes from the client (implemented in
+ * src/client/dynamic.c and watch.c; used by src/informer/)
+ * ====================================================================== */
+
+/* Where a streamed response body goes: begin at the start of every
+ * attempt (forget what an earlier one fed), feed with each chunk of a
+ * 2xx answer's body (false stops the transfer). */
+typedef struct ckube__body_sink {
+    void (*begin)(void *ud);
+    bool (*feed)(void *ud, const char *p, size_t n);
+    void *ud;
+} ckube__body_sink;
+/* ckube__do (same throttling, credentials, retries, logging and errors)
+ * for a request whose successful answer is handed to `sink` chunk by
+ * chunk instead of being collected. 0 once the whole body was fed; -1
+ * with *err; -2 when the sink stopped it (the sink knows why). */
+struct ckube__req;
+int ckube__do_stream(ckube_client *c, const struct ckube__req *rq, const ckube__body_sink *sink,
+                     ckube_status **err);
+/* The informer's list: ckube_list's request, with the body streamed into
+ * `sink`; *what = "GET <url>" (malloc'd, for messages) on 0 and -2. */
+int ckube__list_stream(ckube_client *c, const ckube_gvr *r, const char *ns,
+                       const ckube_list_opts *opts, const ckube__body_sink *sink, char **what,
+                       ckube_status **err);
+/* ckube_watch_next, but returns the text of the next event (borrowed
+ * until the next call on w) instead of decoding it. */
+int ckube__watch_next_raw(ckube_watch *w, const char **text, size_t *len, ckube_status **err);
+/* "<base url><path>" of the watch (borrowed). */
+const char *ckube__watch_url(ckube_watch *w);
+
 #endif

@@ -1,6 +1,5 @@
 /* The dynamic client: paths, query strings and the verbs on any resource. */
 #include "client/client_internal.h"
-#include "informer/informer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,7 +189,7 @@ int ckube_list(ckube_client *c, const ckube_gvr *r, const char *ns, const ckube_
     return rc;
 }
 
-/* The informer's list (see informer_internal.h): ckube_list's request,
+/* The informer's list (see client_internal.h): ckube_list's request,
  * its body streamed into the sink. */
 int ckube__list_stream(ckube_client *c, const ckube_gvr *r, const char *ns,
                        const ckube_list_opts *opts, const ckube__body_sink *sink, char **what,

@@ -12,7 +12,6 @@
 
 #include "ckube/json.h"
 #include "ckube/log.h"
-#include "informer/informer_internal.h"
 #include "common/json_parse.h"
 
 /* ---- global init ---- */

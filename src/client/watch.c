@@ -17,7 +17,6 @@
  * over any number of chunks, several events in one chunk, and pretty
  * printed or newline-free streams all decode the same. */
 #include "client/client_internal.h"
-#include "informer/informer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -634,7 +634,7 @@ static json_t *jp_parse(const char *buf, size_t len, int flags, size_t max_mem, 
     return jp.root;
 }
 
-json_t *ckube_json_parse(const char *buf, size_t len, int flags)
+json_t *ckube__json_parse(const char *buf, size_t len, int flags)
 {
     bool too_large;
     size_t used;
@@ -643,7 +643,7 @@ json_t *ckube_json_parse(const char *buf, size_t len, int flags)
 
 json_t *ckube__json_loadb(const char *buf, size_t len, int flags, json_error_t *error)
 {
-    json_t *v = ckube_json_parse(buf, len, flags);
+    json_t *v = ckube__json_parse(buf, len, flags);
     return v ? v : json_loadb(buf, len, (size_t)flags, error);
 }
 

@@ -1,7 +1,7 @@
 /* json_parse.h - a fast JSON reader that builds jansson trees (internal to
  * ckube, not public API).
  *
- * ckube_json_parse() accepts exactly the inputs jansson 2.14's
+ * ckube__json_parse() accepts exactly the inputs jansson 2.14's
  * json_loadb(buf, len, flags) accepts, and builds the same tree: same values,
  * same integer/real types, same object key order (including jansson's
  * duplicate-key rule: the last value wins, in the first key's place). It does
@@ -28,9 +28,9 @@
  * allocation fails, or when flags holds a bit other than the two above. On
  * NULL, call json_loadb(buf, len, flags, &error) for the error (and use its
  * result if it succeeds). Thread-safe; keeps no state between calls. */
-json_t *ckube_json_parse(const char *buf, size_t len, int flags);
+json_t *ckube__json_parse(const char *buf, size_t len, int flags);
 
-/* What every caller wants: ckube_json_parse, and when it declines,
+/* What every caller wants: ckube__json_parse, and when it declines,
  * json_loadb(buf, len, flags, error) for jansson's verdict and error text
  * (error may be NULL). Returns a new reference or NULL. */
 json_t *ckube__json_loadb(const char *buf, size_t len, int flags, json_error_t *error);

@@ -59,7 +59,7 @@ struct ckube_delta_fifo {
     bool populated;
     size_t initial_count; /* keys of the first replace not yet popped */
     bool closed;
-    bool kicked; /* see ckube_delta_fifo_kick */
+    bool kicked; /* see ckube__delta_fifo_kick */
 };
 
 const char *ckube_delta_type_name(ckube_delta_type t)
@@ -725,7 +725,7 @@ int ckube_delta_fifo_pop(ckube_delta_fifo *f, uint64_t deadline_ns, ckube_delta_
     return 1;
 }
 
-void ckube_delta_fifo_kick(ckube_delta_fifo *f)
+void ckube__delta_fifo_kick(ckube_delta_fifo *f)
 {
     pthread_mutex_lock(&f->mu);
     f->kicked = true;

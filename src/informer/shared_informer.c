@@ -725,7 +725,7 @@ ckube_handler_reg *ckube_shared_informer_add_handler_with_resync(ckube_shared_in
     /* The delta thread recomputes its resync deadline (outside inf->mu:
      * the FIFO's lock comes first). */
     if (kick)
-        ckube_delta_fifo_kick(inf->fifo);
+        ckube__delta_fifo_kick(inf->fifo);
     return reg;
 }
 

@@ -6,7 +6,7 @@
  * of exactly its length so ASan catches any read past the end.
  *
  * Invariants checked (abort on violation):
- *  - ckube_json_parse accepts exactly when json_loadb does;
+ *  - ckube__json_parse accepts exactly when json_loadb does;
  *  - when both accept, the trees are json_equal and json_dumps(JSON_COMPACT |
  *    JSON_ENCODE_ANY) of both is byte-identical (key order, integer vs real).
  */
@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data + 1, len);
 
     json_error_t err;
-    json_t *ours = ckube_json_parse(text, len, flags);
+    json_t *ours = ckube__json_parse(text, len, flags);
     json_t *ref = json_loadb(text, len, (size_t)flags, &err);
     check(!ours == !ref, ours ? "accepted what jansson rejects" : "rejected what jansson accepts",
           text, len, flags);

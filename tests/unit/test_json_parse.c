@@ -1,4 +1,4 @@
-/* ckube_json_parse (src/common/json_parse.c) against the installed jansson:
+/* ckube__json_parse (src/common/json_parse.c) against the installed jansson:
  * for every input here both readers accept or both reject, and accepted
  * trees are json_equal and dump to the same bytes (which checks key order
  * and integer/real types). A few expectations are also stated outright, so a
@@ -100,7 +100,7 @@ static int check_same(const char *in, size_t n, int flags)
     assert_non_null(copy);
     memcpy(copy, in, n);
     json_error_t err;
-    json_t *ours = ckube_json_parse(copy, n, flags);
+    json_t *ours = ckube__json_parse(copy, n, flags);
     json_t *ref = json_loadb(copy, n, (size_t)flags, &err);
     free(copy);
     if (!ours != !ref) {
@@ -165,7 +165,7 @@ static void test_documents(void **state)
         assert_int_equal(check_all_flags(docs[i], strlen(docs[i])), 4);
 
     /* And outright: the values we expect, in the order written. */
-    json_t *cm = ckube_json_parse(configmap, strlen(configmap), 0);
+    json_t *cm = ckube__json_parse(configmap, strlen(configmap), 0);
     assert_non_null(cm);
     json_t *md = json_object_get(cm, "metadata");
     assert_string_equal(json_string_value(json_object_get(md, "name")), "app-config");
@@ -265,13 +265,13 @@ static void test_strings(void **state)
 
     /* Outright: decoded bytes. */
     const char in[] = "[\"\\ud83d\\ude00\\u00e9\\n\\/\"]";
-    json_t *v = ckube_json_parse(in, sizeof in - 1, 0);
+    json_t *v = ckube__json_parse(in, sizeof in - 1, 0);
     assert_non_null(v);
     assert_string_equal(json_string_value(json_array_get(v, 0)), "\xf0\x9f\x98\x80\xc3\xa9\n/");
     json_decref(v);
-    assert_null(ckube_json_parse("[\"\\u0000\"]", 10, 0));
-    assert_null(ckube_json_parse("[\"\\ud800\"]", 10, 0));
-    assert_null(ckube_json_parse("[\"\xed\xa0\x80\"]", 7, 0));
+    assert_null(ckube__json_parse("[\"\\u0000\"]", 10, 0));
+    assert_null(ckube__json_parse("[\"\\ud800\"]", 10, 0));
+    assert_null(ckube__json_parse("[\"\xed\xa0\x80\"]", 7, 0));
 }
 
 static void test_numbers(void **state)
@@ -308,7 +308,7 @@ static void test_numbers(void **state)
     check_table(t, sizeof t / sizeof t[0]);
 
     /* Outright: types and values. */
-    json_t *v = ckube_json_parse("[-0,1E2,-9223372036854775808,2.5]", 33, 0);
+    json_t *v = ckube__json_parse("[-0,1E2,-9223372036854775808,2.5]", 33, 0);
     assert_non_null(v);
     assert_true(json_is_integer(json_array_get(v, 0)));
     assert_int_equal(json_integer_value(json_array_get(v, 0)), 0);
@@ -317,9 +317,9 @@ static void test_numbers(void **state)
     assert_true(json_integer_value(json_array_get(v, 2)) == INT64_MIN);
     assert_true(json_real_value(json_array_get(v, 3)) == 2.5);
     json_decref(v);
-    assert_null(ckube_json_parse("[9223372036854775808]", 21, 0));
-    assert_null(ckube_json_parse("[1e400]", 7, 0));
-    assert_null(ckube_json_parse("[01]", 4, 0));
+    assert_null(ckube__json_parse("[9223372036854775808]", 21, 0));
+    assert_null(ckube__json_parse("[1e400]", 7, 0));
+    assert_null(ckube__json_parse("[01]", 4, 0));
 }
 
 /* jansson loses one NUL byte directly after a number or literal (its stream
@@ -341,12 +341,12 @@ static void test_nul_after_token(void **state)
     check_table(t, sizeof t / sizeof t[0]);
 
     /* Outright: the quirk is accepted, and only once. */
-    json_t *v = ckube_json_parse("[1\0,true\0]", 10, 0);
+    json_t *v = ckube__json_parse("[1\0,true\0]", 10, 0);
     assert_non_null(v);
     assert_int_equal(json_array_size(v), 2);
     json_decref(v);
-    assert_null(ckube_json_parse("[1\0\0]", 5, 0));
-    assert_null(ckube_json_parse("[\"a\"\0]", 6, 0));
+    assert_null(ckube__json_parse("[1\0\0]", 5, 0));
+    assert_null(ckube__json_parse("[\"a\"\0]", 6, 0));
 }
 
 static void test_duplicates(void **state)
@@ -368,13 +368,13 @@ static void test_duplicates(void **state)
 
     /* Outright: the last value wins in the first key's place. */
     const char in[] = "{\"a\":1,\"b\":2,\"a\":3}";
-    json_t *v = ckube_json_parse(in, sizeof in - 1, 0);
+    json_t *v = ckube__json_parse(in, sizeof in - 1, 0);
     assert_non_null(v);
     char *d = dump(v);
     assert_string_equal(d, "{\"a\":3,\"b\":2}");
     free(d);
     json_decref(v);
-    assert_null(ckube_json_parse(in, sizeof in - 1, CKUBE_JP_REJECT_DUPLICATES));
+    assert_null(ckube__json_parse(in, sizeof in - 1, CKUBE_JP_REJECT_DUPLICATES));
 }
 
 /* `open` brackets around an optional scalar, closed again. */
@@ -584,23 +584,23 @@ static void test_mutations(void **state)
 static void test_api_edges(void **state)
 {
     (void)state;
-    assert_null(ckube_json_parse(NULL, 0, 0));
-    assert_null(ckube_json_parse("", 0, CKUBE_JP_DECODE_ANY));
+    assert_null(ckube__json_parse(NULL, 0, 0));
+    assert_null(ckube__json_parse("", 0, CKUBE_JP_DECODE_ANY));
     /* Flags this reader does not implement: declined, the caller falls
      * back to jansson. */
-    assert_null(ckube_json_parse("[1]", 3, JSON_DISABLE_EOF_CHECK));
-    assert_null(ckube_json_parse("[1]", 3, JSON_DECODE_INT_AS_REAL));
-    assert_null(ckube_json_parse("[\"\\u0000\"]", 10, JSON_ALLOW_NUL));
+    assert_null(ckube__json_parse("[1]", 3, JSON_DISABLE_EOF_CHECK));
+    assert_null(ckube__json_parse("[1]", 3, JSON_DECODE_INT_AS_REAL));
+    assert_null(ckube__json_parse("[\"\\u0000\"]", 10, JSON_ALLOW_NUL));
     /* len bounds the input: the bytes after it are never looked at. */
-    json_t *v = ckube_json_parse("[1]garbage", 3, 0);
+    json_t *v = ckube__json_parse("[1]garbage", 3, 0);
     assert_non_null(v);
     json_decref(v);
-    v = ckube_json_parse("12345", 2, CKUBE_JP_DECODE_ANY);
+    v = ckube__json_parse("12345", 2, CKUBE_JP_DECODE_ANY);
     assert_non_null(v);
     assert_int_equal(json_integer_value(v), 12);
     json_decref(v);
     /* Literals are singletons, as jansson's are. */
-    v = ckube_json_parse("true", 4, CKUBE_JP_DECODE_ANY);
+    v = ckube__json_parse("true", 4, CKUBE_JP_DECODE_ANY);
     assert_ptr_equal(v, json_true());
     json_decref(v);
 }
