@@ -15,16 +15,16 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "apiserver/httpd.h"
+#include "apiserver/httpd/httpd.h"
 #include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
 
-#include "apiserver/cacher.h"
-#include "apiserver/registry.h"
-#include "apiserver/request_info.h"
+#include "apiserver/cacher/cacher.h"
+#include "apiserver/registry/rest/registry.h"
+#include "apiserver/endpoints/request/request_info.h"
 #include "ckube/status.h"
 #include "common/json_cost.h"
 #include "storage/storage.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/continue_token.h"
+#include "apiserver/codec/continue_token.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

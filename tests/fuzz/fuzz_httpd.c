@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "apiserver/httpd.h"
+#include "apiserver/httpd/httpd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/jscan.h"
+#include "apiserver/codec/jscan.h"
 #include "ckube/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/k8s_protobuf.h"
+#include "apiserver/codec/k8s_protobuf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/request_info.h"
+#include "apiserver/endpoints/request/request_info.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/builtin_schemas.h"
-#include "apiserver/schema.h"
+#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/apiextensions/schema.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

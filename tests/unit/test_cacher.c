@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "apiserver/apiserver.h"
-#include "apiserver/cacher.h"
-#include "apiserver/jscan.h"
+#include "apiserver/cacher/cacher.h"
+#include "apiserver/codec/jscan.h"
 #include "ckube/json.h"
 #include "ckube/selector.h"
 

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <resolv.h>
 
-#include "apiserver/continue_token.h"
+#include "apiserver/codec/continue_token.h"
 
 /* base64url without padding of arbitrary bytes, via glibc's standard
  * base64 (an independent implementation from the one under test). */

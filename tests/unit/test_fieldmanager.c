@@ -12,9 +12,9 @@
 
 #include <cmocka.h>
 
-#include "apiserver/builtin_patchmeta.h"
-#include "apiserver/builtin_schemas.h"
-#include "apiserver/fieldmanager.h"
+#include "apiserver/registry/builtin/builtin_patchmeta.h"
+#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/fieldmanager/fieldmanager.h"
 #include "ckube/json.h"
 #include "ckube/patch.h"
 

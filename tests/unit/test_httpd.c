@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "apiserver/httpd.h"
+#include "apiserver/httpd/httpd.h"
 
 typedef struct fixture {
     struct event_base *base;

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "apiserver/k8s_protobuf.h"
+#include "apiserver/codec/k8s_protobuf.h"
 
 /* ---- kubectl 1.33 captures ---- */
 

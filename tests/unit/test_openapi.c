@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "apiserver/builtin_schemas.h"
-#include "apiserver/openapi.h"
+#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/endpoints/openapi/openapi.h"
 
 static json_t *J(const char *text)
 {

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "apiserver/request_info.h"
+#include "apiserver/endpoints/request/request_info.h"
 
 static void expect_info(const char *path, const char *method, bool watch, const char *verb,
                         const char *group, const char *version, const char *ns,

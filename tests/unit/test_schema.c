@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "apiserver/builtin_schemas.h"
-#include "apiserver/schema.h"
+#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/apiextensions/schema.h"
 
 /* Schemas and objects are written with ' for " to keep them legible. */
 static json_t *J(const char *text)

@@ -1,0 +1,734 @@
+/* The canonical-JSON scanner; see jscan.h for what "canonical" means. */
+#include "apiserver/codec/jscan.h"
+#include "common/text.h"
+#include "common/utf8.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- strings ---------------------------------------------------------- */
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Bytes the byte-by-byte loop must look at are < 0x20, '"', '\\' or
+ * >= 0x80. These return the number of plain bytes at the start of the
+ * block (the block's size if all are plain). */
+#ifdef __SSE2__
+#include <emmintrin.h>
+#define BLOCK 16
+static inline size_t plain_prefix(const unsigned char *p)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    /* Signed compare: bytes >= 0x80 are negative, so "< 0x20" catches them. */
+    __m128i sp = _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
+                              _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                                           _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
+    unsigned mask = (unsigned)_mm_movemask_epi8(sp);
+    return mask ? (size_t)__builtin_ctz(mask) : BLOCK;
+}
+#else
+#define BLOCK 8
+static inline size_t plain_prefix(const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t q = w ^ (ONES * '"');
+    uint64_t b = w ^ (ONES * '\\');
+    /* The "has less than" and "has zero byte" tests flag every special
+     * byte; a borrow can also flag a plain byte, but only a more
+     * significant one than a special byte. So on little-endian the first
+     * flagged byte is exact; on big-endian it may be a plain byte, which
+     * merely goes through the byte loop. */
+    uint64_t m = ((w - ONES * 0x20) & ~w & HIGHS) | ((q - ONES) & ~q & HIGHS) |
+                 ((b - ONES) & ~b & HIGHS) | (w & HIGHS);
+    if (!m)
+        return 8;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return (size_t)__builtin_ctzll(m) / 8;
+#else
+    return (size_t)__builtin_clzll(m) / 8;
+#endif
+}
+#endif
+
+static int hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1; /* lowercase is valid JSON but not what jansson writes */
+}
+
+/* Validates canonical string contents from p (just after the opening
+ * quote). Returns the position just past the closing quote, or NULL. */
+static const unsigned char *scan_string(const unsigned char *p, const unsigned char *end)
+{
+    for (;;) {
+        while (end - p >= BLOCK) {
+            size_t n = plain_prefix(p);
+            p += n;
+            if (n < BLOCK)
+                break;
+        }
+        if (p >= end)
+            return NULL;
+        unsigned char c = *p;
+        if (c == '"')
+            return p + 1;
+        if (c == '\\') {
+            if (end - p < 2)
+                return NULL;
+            switch (p[1]) {
+            case '"':
+            case '\\':
+            case 'b':
+            case 'f':
+            case 'n':
+            case 'r':
+            case 't':
+                p += 2;
+                continue;
+            case 'u': {
+                /* Only control characters without a short escape, and
+                 * never NUL (jansson rejects it without JSON_ALLOW_NUL). */
+                if (end - p < 6 || p[2] != '0' || p[3] != '0')
+                    return NULL;
+                int hi = hexval(p[4]), lo = hexval(p[5]);
+                if (hi < 0 || lo < 0)
+                    return NULL;
+                int cp = hi * 16 + lo;
+                if (cp == 0 || cp >= 0x20 || cp == '\b' || cp == '\f' || cp == '\n' || cp == '\r' ||
+                    cp == '\t')
+                    return NULL;
+                p += 6;
+                continue;
+            }
+            default:
+                return NULL;
+            }
+        }
+        if (c < 0x20)
+            return NULL;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        size_t n = ckube__utf8_decode(p, (size_t)(end - p), NULL);
+        if (!n)
+            return NULL;
+        p += n;
+    }
+}
+
+/* ---- numbers and literals -------------------------------------------- */
+
+/* Validates a canonical integer at p; returns the position after it. */
+static const unsigned char *scan_number(const unsigned char *p, const unsigned char *end)
+{
+    bool neg = false;
+    if (*p == '-') {
+        neg = true;
+        p++;
+    }
+    if (p >= end)
+        return NULL;
+    const unsigned char *start = p;
+    uint64_t v = 0;
+    if (*p == '0') {
+        if (neg) /* "-0" reads as the integer 0, written "0" */
+            return NULL;
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (p - start >= 19) /* more than 19 digits overflows int64 */
+                return NULL;
+            v = v * 10 + (uint64_t)(*p - '0');
+            p++;
+        }
+        if (v > (uint64_t)INT64_MAX + (neg ? 1u : 0u))
+            return NULL;
+    } else {
+        return NULL;
+    }
+    /* A fraction or exponent makes a real (not canonical here); a digit
+     * after a leading zero is invalid JSON. */
+    if (p < end && ((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E'))
+        return NULL;
+    return p;
+}
+
+static const unsigned char *scan_literal(const unsigned char *p, const unsigned char *end,
+                                         const char *lit, size_t n)
+{
+    if ((size_t)(end - p) < n || memcmp(p, lit, n) != 0)
+        return NULL;
+    return p + n;
+}
+
+/* ---- duplicate keys --------------------------------------------------- */
+
+typedef struct keyrec {
+    uint64_t hash;
+    size_t off, len; /* the key's escaped bytes (equal iff the keys are) */
+} keyrec;
+
+typedef struct keyvec {
+    keyrec *v;
+    size_t n, cap;
+    keyrec local[64];
+} keyvec;
+
+static bool keyvec_push(keyvec *kv, uint64_t hash, size_t off, size_t len)
+{
+    if (kv->n == kv->cap) {
+        size_t cap = kv->cap * 2;
+        keyrec *nv;
+        if (kv->v == kv->local) {
+            nv = malloc(cap * sizeof *nv);
+            if (nv)
+                memcpy(nv, kv->local, kv->n * sizeof *nv);
+        } else {
+            nv = realloc(kv->v, cap * sizeof *nv);
+        }
+        if (!nv)
+            return false;
+        kv->v = nv;
+        kv->cap = cap;
+    }
+    kv->v[kv->n++] = (keyrec){hash, off, len};
+    return true;
+}
+
+static int keyrec_cmp(const void *a, const void *b)
+{
+    const keyrec *x = a, *y = b;
+    return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+static bool same_key(const unsigned char *base, const keyrec *a, const keyrec *b)
+{
+    return a->hash == b->hash && a->len == b->len && !memcmp(base + a->off, base + b->off, a->len);
+}
+
+/* True if the keys v[0..n) are pairwise distinct. Reorders them. */
+static bool keys_distinct(const unsigned char *base, keyrec *v, size_t n)
+{
+    if (n <= 8) {
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = 0; j < i; j++)
+                if (same_key(base, &v[i], &v[j]))
+                    return false;
+        return true;
+    }
+    qsort(v, n, sizeof *v, keyrec_cmp);
+    for (size_t i = 0; i + 1 < n; i++)
+        for (size_t j = i + 1; j < n && v[j].hash == v[i].hash; j++)
+            if (same_key(base, &v[i], &v[j]))
+                return false;
+    return true;
+}
+
+/* ---- the validator ---------------------------------------------------- */
+
+/* What an open container is, for recording jscan_meta positions. */
+enum { ROLE_NONE, ROLE_TOP, ROLE_METADATA };
+/* Which recorded member a value belongs to. */
+enum { TAG_NONE, TAG_METADATA, TAG_RV, TAG_LABELS };
+
+typedef struct frame {
+    bool object;
+    unsigned char role;
+    size_t keys_start; /* this object's keys are keys.v[keys_start..] */
+} frame;
+
+static bool key_is(const unsigned char *k, size_t klen, const char *lit, size_t n)
+{
+    return klen == n && !memcmp(k, lit, n);
+}
+
+/* The tag of a member with (escaped) key k in a container of `role`.
+ * Canonical keys are unique byte strings, so a raw compare is exact. */
+static int key_tag(int role, const unsigned char *k, size_t klen)
+{
+    if (role == ROLE_TOP && key_is(k, klen, "metadata", 8))
+        return TAG_METADATA;
+    if (role == ROLE_METADATA && key_is(k, klen, "resourceVersion", 15))
+        return TAG_RV;
+    if (role == ROLE_METADATA && key_is(k, klen, "labels", 6))
+        return TAG_LABELS;
+    return TAG_NONE;
+}
+
+static bool validate(const unsigned char *base, size_t len, keyvec *keys, jscan_meta *m)
+{
+    const unsigned char *p = base, *end = base + len;
+    frame stack[JSCAN_MAX_DEPTH];
+    size_t depth = 0;
+    int tag = TAG_NONE; /* of the value about to start */
+    if (!len || (*p != '{' && *p != '['))
+        return false;
+    for (;;) {
+        /* A value starts at p. */
+        if (p >= end)
+            return false;
+        size_t at = (size_t)(p - base);
+        unsigned char role = ROLE_NONE;
+        switch (tag) {
+        case TAG_METADATA:
+            if (*p == '{') {
+                m->metadata = at;
+                role = ROLE_METADATA;
+            }
+            break;
+        case TAG_RV:
+            m->rv.off = at;
+            break;
+        case TAG_LABELS:
+            m->labels = at;
+            break;
+        }
+        if (depth == 0 && *p == '{')
+            role = ROLE_TOP;
+        bool rv_value = tag == TAG_RV;
+        tag = TAG_NONE;
+        switch (*p) {
+        case '{':
+        case '[':
+            if (depth == JSCAN_MAX_DEPTH)
+                return false;
+            stack[depth++] = (frame){*p == '{', role, keys->n};
+            p++;
+            if (p < end && (*p == '}' || *p == ']')) {
+                if ((*p == '}') != stack[depth - 1].object)
+                    return false;
+                if (role == ROLE_METADATA)
+                    m->metadata_end = (size_t)(p - base);
+                p++;
+                depth--;
+                break; /* an empty container is a complete value */
+            }
+            if (stack[depth - 1].object)
+                goto key;
+            continue;
+        case '"':
+            p = scan_string(p + 1, end);
+            break;
+        case 't':
+            p = scan_literal(p, end, "true", 4);
+            break;
+        case 'f':
+            p = scan_literal(p, end, "false", 5);
+            break;
+        case 'n':
+            p = scan_literal(p, end, "null", 4);
+            break;
+        default:
+            if (*p == '-' || (*p >= '0' && *p <= '9'))
+                p = scan_number(p, end);
+            else
+                return false;
+            break;
+        }
+        if (!p)
+            return false;
+        if (rv_value) /* a scalar (a container's end is set when it closes) */
+            m->rv.len = (size_t)(p - base) - m->rv.off;
+        /* After a complete value: close containers or go on. */
+        for (;;) {
+            if (depth == 0)
+                return p == end;
+            if (p >= end)
+                return false;
+            frame *f = &stack[depth - 1];
+            if (*p == ',') {
+                p++;
+                if (f->object)
+                    goto key;
+                break; /* next array element */
+            }
+            if (*p != (f->object ? '}' : ']'))
+                return false;
+            if (f->object && !keys_distinct(base, keys->v + f->keys_start, keys->n - f->keys_start))
+                return false;
+            if (f->role == ROLE_METADATA)
+                m->metadata_end = (size_t)(p - base);
+            keys->n = f->keys_start;
+            depth--;
+            p++;
+            /* A container that was metadata.resourceVersion's value. */
+            if (m->rv.off && !m->rv.len && depth == 2 && stack[1].role == ROLE_METADATA)
+                m->rv.len = (size_t)(p - base) - m->rv.off;
+        }
+        continue;
+    key:
+        if (p >= end || *p != '"')
+            return false;
+        {
+            const unsigned char *k = p + 1;
+            p = scan_string(k, end);
+            if (!p)
+                return false;
+            size_t klen = (size_t)(p - 1 - k);
+            if (!keyvec_push(keys, ckube__fnv1a(CKUBE__FNV1A_INIT, k, klen), (size_t)(k - base),
+                             klen))
+                return false;
+            tag = key_tag(stack[depth - 1].role, k, klen);
+        }
+        if (p >= end || *p != ':')
+            return false;
+        p++;
+    }
+}
+
+bool jscan_canonical(const char *buf, size_t len, jscan_meta *meta)
+{
+    keyvec keys = {.cap = sizeof keys.local / sizeof keys.local[0]};
+    keys.v = keys.local;
+    jscan_meta m = {0};
+    bool ok = validate((const unsigned char *)buf, len, &keys, &m);
+    if (keys.v != keys.local)
+        free(keys.v);
+    if (meta)
+        *meta = ok ? m : (jscan_meta){0};
+    return ok;
+}
+
+/* ---- navigation over canonical bytes --------------------------------- */
+
+/* Position just past the closing quote of the string whose contents start
+ * at pos, or 0. */
+static size_t skip_string(const char *buf, size_t len, size_t pos)
+{
+    while (pos < len) {
+        const char *q = memchr(buf + pos, '"', len - pos);
+        if (!q)
+            return 0;
+        size_t qpos = (size_t)(q - buf);
+        const char *bs = memchr(buf + pos, '\\', qpos - pos);
+        if (!bs)
+            return qpos + 1;
+        pos = (size_t)(bs - buf) + 2; /* skip the escaped character */
+    }
+    return 0;
+}
+
+size_t jscan_skip(const char *buf, size_t len, size_t pos)
+{
+    size_t depth = 0;
+    while (pos < len) {
+        char c = buf[pos];
+        switch (c) {
+        case '"':
+            pos = skip_string(buf, len, pos + 1);
+            if (!pos)
+                return 0;
+            break;
+        case '{':
+        case '[':
+            depth++;
+            pos++;
+            continue;
+        case '}':
+        case ']':
+            if (!depth)
+                return 0;
+            depth--;
+            pos++;
+            break;
+        case ',':
+        case ':':
+            if (!depth)
+                return 0;
+            pos++;
+            continue;
+        default:
+            /* A scalar: up to the next delimiter. */
+            while (pos < len && buf[pos] != ',' && buf[pos] != '}' && buf[pos] != ']' &&
+                   buf[pos] != ':' && buf[pos] != '"' && buf[pos] != '{' && buf[pos] != '[')
+                pos++;
+            break;
+        }
+        if (!depth)
+            return pos;
+    }
+    return 0;
+}
+
+bool jscan_next_member(const char *buf, size_t len, size_t *pos, jspan *key, jspan *val)
+{
+    size_t p = *pos;
+    if (p >= len)
+        return false;
+    if (buf[p] == '{' || buf[p] == ',')
+        p++;
+    else
+        return false;
+    if (p >= len || buf[p] != '"')
+        return false;
+    size_t kend = skip_string(buf, len, p + 1);
+    if (!kend || kend >= len || buf[kend] != ':')
+        return false;
+    key->off = p + 1;
+    key->len = kend - 1 - (p + 1);
+    size_t vend = jscan_skip(buf, len, kend + 1);
+    if (!vend)
+        return false;
+    val->off = kend + 1;
+    val->len = vend - val->off;
+    *pos = vend;
+    return true;
+}
+
+bool jscan_str_eq(const char *buf, jspan s, const char *want)
+{
+    if (!memchr(buf + s.off, '\\', s.len)) {
+        size_t n = strlen(want);
+        return n == s.len && !memcmp(buf + s.off, want, n);
+    }
+    /* Rare: an escaped key. */
+    char *d = jscan_str_dup(buf, s);
+    bool eq = d && !strcmp(d, want);
+    free(d);
+    return eq;
+}
+
+static bool member_n(const char *buf, size_t len, size_t obj, const char *key, size_t keylen,
+                     jspan *val)
+{
+    if (obj >= len || buf[obj] != '{')
+        return false;
+    size_t pos = obj;
+    jspan k, v;
+    while (jscan_next_member(buf, len, &pos, &k, &v)) {
+        bool eq;
+        if (!memchr(buf + k.off, '\\', k.len)) {
+            eq = k.len == keylen && !memcmp(buf + k.off, key, keylen);
+        } else {
+            char *d = jscan_str_dup(buf, k); /* rare: an escaped key */
+            eq = d && strlen(d) == keylen && !memcmp(d, key, keylen);
+            free(d);
+        }
+        if (eq) {
+            *val = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool jscan_member(const char *buf, size_t len, size_t obj, const char *key, jspan *val)
+{
+    return member_n(buf, len, obj, key, strlen(key), val);
+}
+
+/* Element `idx` of the array at `arr`. */
+static bool element(const char *buf, size_t len, size_t arr, long idx, jspan *val)
+{
+    if (arr >= len || buf[arr] != '[' || idx < 0)
+        return false;
+    size_t pos = arr + 1;
+    if (pos < len && buf[pos] == ']')
+        return false;
+    for (long i = 0;; i++) {
+        size_t e = jscan_skip(buf, len, pos);
+        if (!e)
+            return false;
+        if (i == idx) {
+            val->off = pos;
+            val->len = e - pos;
+            return true;
+        }
+        if (e >= len || buf[e] != ',')
+            return false;
+        pos = e + 1;
+    }
+}
+
+bool jscan_path(const char *buf, size_t len, size_t root, const char *path, jspan *val)
+{
+    size_t cur = root;
+    size_t e = jscan_skip(buf, len, root);
+    if (!e)
+        return false;
+    jspan v = {root, e - root};
+    const char *p = path;
+    while (*p) {
+        if (*p == '.') {
+            p++;
+            continue;
+        }
+        if (*p == '[') {
+            /* The same reading as ckube_json_get_path: strtol, then ']'. */
+            char *endp;
+            long idx = strtol(p + 1, &endp, 10);
+            if (*endp != ']' || !element(buf, len, cur, idx, &v))
+                return false;
+            cur = v.off;
+            p = endp + 1;
+            continue;
+        }
+        size_t n = strcspn(p, ".[");
+        if (n >= 256) /* ckube_json_get_path's segment limit */
+            return false;
+        if (!member_n(buf, len, cur, p, n, &v))
+            return false;
+        cur = v.off;
+        p += n;
+    }
+    *val = v;
+    return true;
+}
+
+size_t jscan_str_copy(const char *buf, jspan s, char *out)
+{
+    char *o = out;
+    const char *p = buf + s.off, *end = p + s.len;
+    while (p < end) {
+        const char *bs = memchr(p, '\\', (size_t)(end - p));
+        size_t run = bs ? (size_t)(bs - p) : (size_t)(end - p);
+        memcpy(o, p, run);
+        o += run;
+        p += run;
+        if (p >= end)
+            break;
+        /* An escape: never longer unescaped than escaped. */
+        if (end - p < 2)
+            break;
+        char e = p[1];
+        p += 2;
+        switch (e) {
+        case 'b':
+            *o++ = '\b';
+            break;
+        case 'f':
+            *o++ = '\f';
+            break;
+        case 'n':
+            *o++ = '\n';
+            break;
+        case 'r':
+            *o++ = '\r';
+            break;
+        case 't':
+            *o++ = '\t';
+            break;
+        case 'u': {
+            /* Only \u0001..\u001F occur in canonical bytes; anything
+             * else is dropped (not canonical, so never asked for). */
+            int v = 0;
+            bool ok = end - p >= 4;
+            for (int i = 0; ok && i < 4; i++) {
+                int h = hexval((unsigned char)p[i]);
+                ok = h >= 0;
+                v = v * 16 + h;
+            }
+            if (ok) {
+                if (v > 0 && v < 0x80)
+                    *o++ = (char)v;
+                p += 4;
+            }
+            break;
+        }
+        default: /* '"' and '\\' stand for themselves */
+            *o++ = e;
+            break;
+        }
+    }
+    *o = 0;
+    return (size_t)(o - out);
+}
+
+char *jscan_str_dup(const char *buf, jspan s)
+{
+    char *d = malloc(s.len + 1);
+    if (d)
+        jscan_str_copy(buf, s, d);
+    return d;
+}
+
+char jscan_kind(const char *buf, jspan v)
+{
+    if (!v.len)
+        return 0;
+    switch (buf[v.off]) {
+    case '{':
+    case '[':
+    case '"':
+        return buf[v.off];
+    case 't':
+    case 'f':
+        return buf[v.off];
+    case 'n':
+        return 'N';
+    default:
+        return buf[v.off] == '-' || (buf[v.off] >= '0' && buf[v.off] <= '9') ? 'n' : 0;
+    }
+}
+
+static char *dup_n(const char *p, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, p, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+char *jscan_scalar_dup(const char *buf, jspan v)
+{
+    switch (jscan_kind(buf, v)) {
+    case '"':
+        if (v.len < 2)
+            return dup_n("", 0);
+        return jscan_str_dup(buf, (jspan){v.off + 1, v.len - 2});
+    case 'n':
+        return dup_n(buf + v.off, v.len);
+    case 't':
+        return dup_n("true", 4);
+    case 'f':
+        return dup_n("false", 5);
+    default:
+        return dup_n("", 0);
+    }
+}
+
+size_t jscan_set_rv(const char *buf, size_t len, const jscan_meta *m, const char *rv, char *out)
+{
+    static const char member[] = "\"resourceVersion\":";
+    size_t rvlen = strlen(rv);
+    size_t cut_from, cut_to; /* buf[cut_from, cut_to) is replaced */
+    size_t ins = rvlen + 2;  /* the quoted value */
+    bool comma = false, key = false;
+    if (m->rv.off) {
+        cut_from = m->rv.off;
+        cut_to = m->rv.off + m->rv.len;
+    } else {
+        cut_from = cut_to = m->metadata_end;
+        comma = m->metadata_end > m->metadata + 1;
+        key = true;
+        ins += (comma ? 1 : 0) + sizeof member - 1;
+    }
+    size_t n = len - (cut_to - cut_from) + ins;
+    if (!out)
+        return n;
+    char *o = out;
+    memcpy(o, buf, cut_from);
+    o += cut_from;
+    if (comma)
+        *o++ = ',';
+    if (key) {
+        memcpy(o, member, sizeof member - 1);
+        o += sizeof member - 1;
+    }
+    *o++ = '"';
+    memcpy(o, rv, rvlen);
+    o += rvlen;
+    *o++ = '"';
+    memcpy(o, buf + cut_to, len - cut_to);
+    o += len - cut_to;
+    *o = 0;
+    return n;
+}

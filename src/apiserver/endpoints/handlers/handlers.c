@@ -1,0 +1,2506 @@
+/* The one generic REST handler: get, list, create, update, patch, delete
+ * and deletecollection for every resource type, built-in or custom.
+ * Type-specific behaviour comes only from `struct resource_type`.
+ *
+ * Writes are asynchronous: a handler prepares the new object, submits a
+ * conditional storage op and returns; the op's completion is posted back
+ * to the request's loop, which replies (or retries after a conflict, with
+ * the object re-read from the cache, which is never behind an
+ * acknowledged write). */
+#include <ctype.h>
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apiserver/apiserver.h"
+#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/codec/continue_token.h"
+#include "apiserver/fieldmanager/fieldmanager.h"
+#include "apiserver/codec/jscan.h"
+#include "apiserver/codec/k8s_protobuf.h"
+#include "apiserver/apiextensions/schema.h"
+#include "ckube/json.h"
+#include "ckube/log.h"
+#include "ckube/patch.h"
+#include "ckube/validation.h"
+#include "ckube/yaml.h"
+#include "common/json_cost.h"
+#include "common/json_parse.h"
+
+/* Retries of a write that lost a race (PATCH, PUT without a
+ * resourceVersion). Every round one competing write wins, so progress is
+ * guaranteed; upstream retries without bound, we stop at a large cap. */
+#define MAX_CONFLICT_RETRIES 10000
+#define KEY_MAX 1024
+
+void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n)
+{
+    /* Names and namespaces come from the URL (at most 255 bytes each), so
+     * KEY_MAX always holds a key; callers pass buffers of that size. */
+    const char *group = *t->group ? t->group : "core";
+    if (t->namespaced)
+        snprintf(buf, n, "/registry/%s/%s/%s/%s", group, t->resource, ns, name);
+    else
+        snprintf(buf, n, "/registry/%s/%s/%s", group, t->resource, name);
+}
+
+static ckube_status *not_found(req_ctx *rc, const char *name)
+{
+    return ckube_status_not_found(rc->type->group, rc->type->resource, name);
+}
+
+static ckube_status *method_not_allowed(void)
+{
+    return ckube_status_new(405, CKUBE_REASON_METHOD_NOT_ALLOWED,
+                            "the server does not allow this method on the requested resource");
+}
+
+static ckube_status *resource_not_found(void)
+{
+    return ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
+                            "the server could not find the requested resource");
+}
+
+/* ---- request bodies ------------------------------------------------------ */
+
+typedef enum {
+    BODY_JSON,
+    BODY_YAML,
+    BODY_JSON_PATCH,
+    BODY_MERGE_PATCH,
+    BODY_STRATEGIC_PATCH,
+    BODY_APPLY_PATCH,
+    BODY_PROTOBUF,
+    BODY_UNSUPPORTED,
+} body_type;
+
+static body_type content_type(req_ctx *rc)
+{
+    const char *ct = httpd_req_header(rc->req, "Content-Type");
+    if (!ct || !*ct)
+        return BODY_JSON;
+    size_t n = strcspn(ct, ";");
+    while (n && ct[n - 1] == ' ')
+        n--;
+#define IS(s) (n == strlen(s) && !strncasecmp(ct, s, n))
+    if (IS("application/json") || IS("*/*"))
+        return BODY_JSON;
+    if (IS("application/yaml") || IS("application/x-yaml") || IS("text/yaml"))
+        return BODY_YAML;
+    if (IS("application/json-patch+json"))
+        return BODY_JSON_PATCH;
+    if (IS("application/merge-patch+json"))
+        return BODY_MERGE_PATCH;
+    if (IS("application/strategic-merge-patch+json"))
+        return BODY_STRATEGIC_PATCH;
+    if (IS("application/apply-patch+yaml") || IS("application/apply-patch+json"))
+        return BODY_APPLY_PATCH;
+    if (IS("application/vnd.kubernetes.protobuf"))
+        return BODY_PROTOBUF;
+#undef IS
+    return BODY_UNSUPPORTED;
+}
+
+/* Reads and decodes the body (JSON, or YAML for BODY_YAML/APPLY). With
+ * `strict`, duplicate keys are an error; otherwise they give a warning.
+ * Returns NULL and sets *st on error. */
+static json_t *read_body(req_ctx *rc, body_type bt, int validation, ckube_status **st)
+{
+    struct evbuffer *in = httpd_req_body(rc->req);
+    size_t len = evbuffer_get_length(in);
+    if (len > APISERVER_MAX_BODY) {
+        *st = ckube_status_new(413, CKUBE_REASON_TOO_LARGE, "Request entity too large: limit is %u",
+                               APISERVER_MAX_BODY);
+        return NULL;
+    }
+    if (len == 0) {
+        *st = ckube_status_bad_request("the body of the request was empty");
+        return NULL;
+    }
+    const char *data = (const char *)evbuffer_pullup(in, -1);
+    json_t *v = NULL;
+    char *err = NULL;
+    size_t budget = apiserver_decode_budget(len);
+    bool too_large = false;
+    if (bt == BODY_YAML || bt == BODY_APPLY_PATCH) {
+        /* Aliases may add no more than the body limit of JSON text: the
+         * object could not be stored anyway. */
+        ckube_yaml_limits lim = {
+            .max_memory = budget, .max_alias_memory = budget, .max_alias_json = APISERVER_MAX_BODY};
+        v = ckube_yaml_load_limited(data, len, &lim, &too_large, &err);
+    } else if (bt == BODY_PROTOBUF) {
+        /* client-go sends built-in types as protobuf; we keep JSON. */
+        v = k8s_protobuf_decode(data, len, budget, &too_large, &err);
+    } else {
+        json_error_t je;
+        v = ckube__json_loadb_limited(data, len, JSON_REJECT_DUPLICATES, budget, NULL, &too_large,
+                                      &je);
+        if (!v && !too_large && strstr(je.text, "duplicate")) {
+            if (validation == 2) {
+                *st = ckube_status_bad_request("strict decoding error: json: %s", je.text);
+                return NULL;
+            }
+            v = ckube__json_loadb_limited(data, len, 0, budget, NULL, &too_large, &je);
+            if (v && validation == 1) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "json: %s", je.text);
+                req_add_warning(rc, msg);
+            }
+        }
+        if (!v && asprintf(&err, "%s (line %d, column %d)", je.text, je.line, je.column) < 0)
+            err = NULL;
+    }
+    if (!v && too_large) {
+        free(err);
+        *st = ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                               "Request entity too large: decoding the body needs more than %zu "
+                               "bytes of memory",
+                               budget);
+        return NULL;
+    }
+    if (!v && bt == BODY_PROTOBUF && err && !strncmp(err, "unsupported protobuf type", 25)) {
+        *st = ckube_status_new(415, CKUBE_REASON_UNSUPPORTED_MEDIA,
+                               "%s: send it as application/json", err);
+        free(err);
+        return NULL;
+    }
+    if (!v) {
+        if (bt == BODY_APPLY_PATCH)
+            *st =
+                ckube_status_bad_request("error decoding YAML: %s", err ? err : "invalid document");
+        else
+            *st = ckube_status_bad_request("error decoding request body: %s",
+                                           err ? err : "invalid document");
+        free(err);
+        return NULL;
+    }
+    return v;
+}
+
+/* fieldValidation: 0 Ignore, 1 Warn (default), 2 Strict; -1 invalid. */
+static int field_validation(req_ctx *rc)
+{
+    const char *v = req_query(rc, "fieldValidation");
+    if (!v || !*v || !strcmp(v, "Warn"))
+        return 1;
+    if (!strcmp(v, "Strict"))
+        return 2;
+    if (!strcmp(v, "Ignore"))
+        return 0;
+    return -1;
+}
+
+/* field_validation, or a 400 sent (and false) when the value is not one
+ * upstream accepts. */
+static bool field_validation_or_reply(req_ctx *rc, int *fv)
+{
+    *fv = field_validation(rc);
+    if (*fv >= 0)
+        return true;
+    reply_status(rc, ckube_status_bad_request(
+                         "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\""));
+    return false;
+}
+
+/* dryRun: 1 for All, 0 absent, -1 invalid. */
+static int dry_run(req_ctx *rc)
+{
+    const char *v = req_query(rc, "dryRun");
+    if (!v || !*v)
+        return 0;
+    if (!strcmp(v, "All"))
+        return 1;
+    return -1;
+}
+
+/* ---- object helpers ----------------------------------------------------- */
+
+static json_t *meta_of(json_t *obj)
+{
+    return ckube_json_object_ensure(obj, "metadata");
+}
+
+static void set_rv(json_t *obj, int64_t rev)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, rev);
+    json_object_set_new(meta_of(obj), "resourceVersion", json_string(buf));
+}
+
+static int64_t parse_rv(const char *s, bool *ok)
+{
+    *ok = true;
+    if (!s || !*s)
+        return 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end || v < 0) {
+        *ok = false;
+        return 0;
+    }
+    return v;
+}
+
+/* Object without metadata (and status when it is a subresource) to
+ * decide whether the generation moves. */
+static bool spec_changed(const resource_type *t, const json_t *a, const json_t *b)
+{
+    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
+    json_object_del(x, "metadata");
+    json_object_del(y, "metadata");
+    if (t->status_subresource) {
+        json_object_del(x, "status");
+        json_object_del(y, "status");
+    }
+    bool changed = !json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return changed;
+}
+
+static bool has_finalizers(const resource_type *t, const json_t *obj)
+{
+    if (json_array_size(ckube_json_get_path(obj, "metadata.finalizers")) > 0)
+        return true;
+    return t->pending_finalizers && t->pending_finalizers(obj);
+}
+
+/* The object a PUT sends, or a patch produces, must name the object of
+ * the URL (upstream's checkName): checked before anything is read from
+ * storage, so a mismatch is a 400 ahead of a 404 or a 409. A namespace
+ * left out is filled in later; a different one is refused. */
+static ckube_status *check_name(req_ctx *rc, const json_t *obj)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    if (!name || !*name)
+        return ckube_status_bad_request(
+            "the name of the object (%s based on URL) was undeterminable: name must be provided",
+            rc->ri.name);
+    if (strcmp(name, rc->ri.name))
+        return ckube_status_bad_request(
+            "the name of the object (%s) does not match the name on the URL (%s)", name,
+            rc->ri.name);
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    if (rc->type->namespaced && ns && *ns && strcmp(ns, rc->ri.ns))
+        return ckube_status_bad_request(
+            "the namespace of the object (%s) does not match the namespace on the request (%s)", ns,
+            rc->ri.ns);
+    return NULL;
+}
+
+/* kind/apiVersion in a body must match the URL's type. */
+static ckube_status *check_gvk(req_ctx *rc, json_t *obj)
+{
+    const resource_type *t = rc->type;
+    const char *av = json_string_value(json_object_get(obj, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    if (json_object_get(obj, "apiVersion") && !av)
+        return ckube_status_bad_request("apiVersion must be a string");
+    if (json_object_get(obj, "kind") && !kind)
+        return ckube_status_bad_request("kind must be a string");
+    if (av && *av && strcmp(av, t->api_version))
+        return ckube_status_bad_request(
+            "the API version in the data (%s) does not match the expected API version (%s)", av,
+            t->api_version);
+    if (kind && *kind && strcmp(kind, t->kind))
+        return ckube_status_bad_request(
+            "the kind in the data (%s) does not match the expected kind (%s)", kind, t->kind);
+    /* kind and apiVersion lead, as upstream serializes them. */
+    json_t *rest = json_copy(obj);
+    json_object_clear(obj);
+    json_object_set_new(obj, "kind", json_string(t->kind));
+    json_object_set_new(obj, "apiVersion", json_string(t->api_version));
+    json_object_del(rest, "kind");
+    json_object_del(rest, "apiVersion");
+    json_object_update(obj, rest);
+    json_decref(rest);
+    json_t *meta = json_object_get(obj, "metadata");
+    if (meta && !json_is_object(meta))
+        return ckube_status_bad_request("metadata must be an object");
+    return NULL;
+}
+
+/* Reports unknown fields as fieldValidation asks: a 400 for Strict,
+ * warnings for Warn. Frees `unknown`. */
+static ckube_status *unknown_fields(req_ctx *rc, char **unknown, size_t nunknown, int validation)
+{
+    const resource_type *t = rc->type;
+    ckube_status *st = NULL;
+    if (nunknown && validation == 2) {
+        size_t cap = 64;
+        char *msg = malloc(cap);
+        size_t len = 0;
+        msg[0] = 0;
+        for (size_t i = 0; i < nunknown; i++) {
+            size_t need = strlen(unknown[i]) + 24;
+            if (len + need >= cap) {
+                cap = (len + need) * 2;
+                msg = realloc(msg, cap);
+            }
+            len += (size_t)snprintf(msg + len, cap - len, "%sunknown field \"%s\"", i ? ", " : "",
+                                    unknown[i]);
+        }
+        st = ckube_status_bad_request(
+            "%s in version \"%s\" cannot be handled as a %s: strict decoding error: %s", t->kind,
+            t->version, t->kind, msg);
+        free(msg);
+    } else if (nunknown && validation == 1) {
+        for (size_t i = 0; i < nunknown; i++) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "unknown field \"%s\"", unknown[i]);
+            req_add_warning(rc, msg);
+        }
+    }
+    for (size_t i = 0; i < nunknown; i++)
+        free(unknown[i]);
+    free(unknown);
+    return st;
+}
+
+/* Unknown-field handling and schema validation shared by every write.
+ * Adds Invalid causes to *inv (created on demand); returns a Status for a
+ * Strict-mode unknown field. */
+static ckube_status *apply_schema(req_ctx *rc, json_t *obj, int validation, ckube_status *inv)
+{
+    const resource_type *t = rc->type;
+    if (!t->schema)
+        return NULL;
+    char **unknown = NULL;
+    size_t nunknown = 0;
+    unsigned flags = SCHEMA_PRUNE | SCHEMA_DEFAULT | SCHEMA_VALIDATE;
+    if (!t->is_custom)
+        flags |= SCHEMA_OMITEMPTY;
+    schema_apply(t->schema, obj, flags, inv, &unknown, &nunknown);
+    return unknown_fields(rc, unknown, nunknown, validation);
+}
+
+/* The 400 for the first wrong-type cause in `causes` (upstream's wording
+ * of a body that does not decode), or NULL when there is none. */
+static ckube_status *cannot_be_handled(const resource_type *t, const ckube_status *causes)
+{
+    for (size_t i = 0; i < causes->ncauses; i++) {
+        const ckube_status_cause *c = &causes->causes[i];
+        if (c->type && !strcmp(c->type, CKUBE_CAUSE_FIELD_TYPE_INVALID))
+            return ckube_status_bad_request(
+                "%s in version \"%s\" cannot be handled as a %s: %s: %s", t->kind, t->version,
+                t->kind, c->field ? c->field : "", c->message ? c->message : "invalid type");
+    }
+    return NULL;
+}
+
+/* A built-in's body that does not fit its Go types fails decoding
+ * upstream: 400, not 422. Returns that 400 when the schema found a field
+ * of the wrong type in a built-in (inv is left to the caller), else NULL. */
+static ckube_status *decoding_error(const resource_type *t, const ckube_status *inv)
+{
+    return t->is_custom ? NULL : cannot_be_handled(t, inv);
+}
+
+/* Whether a metadata value is what Go's omitempty leaves out when
+ * ObjectMeta is encoded: null; "" of a plain string field; 0 of
+ * generation (a plain int64; deletionGracePeriodSeconds is a pointer and
+ * keeps its 0); an empty labels, annotations, ownerReferences or
+ * finalizers. A value of the wrong type stays, for validation to reject. */
+static bool meta_value_omitted(const char *key, const json_t *v)
+{
+    static const char *const strings[] = {"name", "generateName",    "namespace", "selfLink",
+                                          "uid",  "resourceVersion", NULL};
+    if (json_is_null(v))
+        return true;
+    if (json_is_string(v)) {
+        for (const char *const *p = strings; *p; p++)
+            if (!strcmp(key, *p))
+                return !*json_string_value(v);
+        return false;
+    }
+    if (json_is_object(v))
+        return !json_object_size(v) && (!strcmp(key, "labels") || !strcmp(key, "annotations"));
+    if (json_is_array(v))
+        return !json_array_size(v) &&
+               (!strcmp(key, "ownerReferences") || !strcmp(key, "finalizers"));
+    return json_is_integer(v) && !json_integer_value(v) && !strcmp(key, "generation");
+}
+
+/* ObjectMeta fields; anything else in metadata is dropped, as decoding
+ * into ObjectMeta does upstream (metadata coercion), and so are empty
+ * values, which encoding ObjectMeta again leaves out: `annotations: {}`
+ * in a body (kubectl diff's dry-run patch sends one) is stored and
+ * returned as no annotations at all. `managedFields: []` stays: it is a
+ * request to reset them (upstream's isResetManagedFields: a non-nil empty
+ * list), which the field manager acts on and removes. */
+static void coerce_metadata(json_t *obj)
+{
+    static const char *const known[] = {"name",
+                                        "generateName",
+                                        "namespace",
+                                        "selfLink",
+                                        "uid",
+                                        "resourceVersion",
+                                        "generation",
+                                        "creationTimestamp",
+                                        "deletionTimestamp",
+                                        "deletionGracePeriodSeconds",
+                                        "labels",
+                                        "annotations",
+                                        "ownerReferences",
+                                        "finalizers",
+                                        "managedFields",
+                                        NULL};
+    json_t *meta = json_object_get(obj, "metadata");
+    const char *k;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(meta, tmp, k, v)
+    {
+        bool ok = false;
+        for (const char *const *p = known; *p && !ok; p++)
+            ok = !strcmp(k, *p);
+        if (!ok || meta_value_omitted(k, v))
+            json_object_del(meta, k);
+    }
+}
+
+static json_t *objectmeta_schema_v;
+
+static void objectmeta_schema_init(void)
+{
+    objectmeta_schema_v =
+        builtin_schema_fragment("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
+}
+
+/* The ObjectMeta schema, built once and kept for the process (NULL only
+ * if that failed: the type check is then skipped). */
+static const json_t *objectmeta_schema(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, objectmeta_schema_init);
+    return objectmeta_schema_v;
+}
+
+/* Whether every field of an object's entries in a list field has the
+ * JSON type `want` names for it ('s' string, 'b' boolean, 'o' object;
+ * fields not named are not looked at). */
+static bool entries_typed(const json_t *list, const char *const *names, const char *want)
+{
+    if (!json_is_array(list))
+        return false;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        if (!json_is_object(e))
+            return false;
+        for (size_t k = 0; names[k]; k++) {
+            const json_t *v = json_object_get(e, names[k]);
+            if (v && !(want[k] == 's'   ? json_is_string(v)
+                       : want[k] == 'b' ? json_is_boolean(v)
+                                        : json_is_object(v)))
+                return false;
+        }
+    }
+    return true;
+}
+
+static bool all_strings(const json_t *v)
+{
+    const char *k;
+    const json_t *e;
+    size_t i;
+    if (json_is_object(v)) {
+        json_object_foreach((json_t *)v, k, e) if (!json_is_string(e)) return false;
+        return true;
+    }
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, e) if (!json_is_string(e)) return false;
+        return true;
+    }
+    return false;
+}
+
+/* A quick look at coerced metadata (known keys, no nulls): true when each
+ * field has the JSON type the ObjectMeta schema gives it, which is every
+ * write but a malformed one. Never more lenient than the schema walk,
+ * which runs only when this says no (a walk costs about 2 us; a create
+ * about 65). */
+static bool metadata_well_typed(const json_t *meta)
+{
+    static const char *const owner[] = {"apiVersion",         "kind", "name", "uid", "controller",
+                                        "blockOwnerDeletion", NULL};
+    static const char *const managed[] = {"manager",    "operation",   "apiVersion", "time",
+                                          "fieldsType", "subresource", "fieldsV1",   NULL};
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)meta, k, v)
+    {
+        bool ok;
+        if (!strcmp(k, "generation") || !strcmp(k, "deletionGracePeriodSeconds"))
+            ok = json_is_integer(v);
+        else if (!strcmp(k, "labels") || !strcmp(k, "annotations"))
+            ok = json_is_object(v) && all_strings(v);
+        else if (!strcmp(k, "finalizers"))
+            ok = json_is_array(v) && all_strings(v);
+        else if (!strcmp(k, "ownerReferences"))
+            ok = entries_typed(v, owner, "ssssbb");
+        else if (!strcmp(k, "managedFields"))
+            ok = entries_typed(v, managed, "sssssso");
+        else
+            ok = json_is_string(v); /* the names, uid, resourceVersion, timestamps */
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* Every kind's metadata decodes into ObjectMeta upstream, custom
+ * resources' too, so `labels: ""` or a number among the annotations is a
+ * decoding error (400) there; stored, it would break every client that
+ * lists the resource. Returns that 400, or NULL when the metadata fits. */
+static ckube_status *metadata_decoding_error(const resource_type *t, const json_t *obj)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    if (!json_is_object(meta))
+        return NULL; /* a missing or non-object metadata is reported elsewhere */
+    if (metadata_well_typed(meta))
+        return NULL;
+    ckube_status *scratch = ckube_status_invalid_begin(t->group, t->kind, "");
+    schema_validate_at(objectmeta_schema(), meta, "metadata", scratch);
+    /* Only a wrong type stops decoding; missing owner reference fields
+     * and the like are ckube_validate_object_meta's 422. */
+    ckube_status *bad = cannot_be_handled(t, scratch);
+    ckube_status_free(scratch);
+    return bad;
+}
+
+/* Validates a prepared object: metadata, the type's rules, the schema.
+ * Returns NULL if valid. */
+static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old, int validation)
+{
+    const resource_type *t = rc->type;
+    coerce_metadata(obj);
+    const char *name = ckube_obj_name(obj);
+    ckube_status *inv = ckube_status_invalid_begin(t->group, t->kind, name ? name : "");
+    ckube_status *st = apply_schema(rc, obj, validation, inv);
+    if (st) {
+        ckube_status_free(inv);
+        return st;
+    }
+    ckube_status *bad = metadata_decoding_error(t, obj);
+    if (!bad)
+        bad = decoding_error(t, inv);
+    if (bad) {
+        ckube_status_free(inv);
+        return bad;
+    }
+    ckube_validate_object_meta(obj, t->namespaced, t->name_kind, inv);
+    if (old) {
+        const char *ouid = ckube_obj_uid(old), *nuid = ckube_obj_uid(obj);
+        if (ouid && nuid && strcmp(ouid, nuid))
+            ckube_field_invalid(inv, "metadata.uid", nuid, "field is immutable");
+    }
+    /* Type rules assume well-typed fields: skip them when the schema
+     * already found the object malformed. */
+    if (t->validate && !inv->ncauses)
+        t->validate(t, obj, old, inv);
+    if (inv->ncauses) {
+        ckube_status_invalid_finish(inv);
+        return inv;
+    }
+    ckube_status_free(inv);
+    return NULL; /* the size limit is checked where the object is encoded */
+}
+
+/* Namespace checks for creating a namespaced object. */
+static ckube_status *check_namespace_open(req_ctx *rc, const char *name)
+{
+    char key[512];
+    snprintf(key, sizeof key, "/registry/core/namespaces/%s", rc->ri.ns);
+    cobj *ns = cacher_get(rc->srv->cache, key);
+    if (!ns)
+        return ckube_status_not_found("", "namespaces", rc->ri.ns);
+    /* Read from the cached bytes: this runs on every create. */
+    bool terminating;
+    jscan_meta m;
+    jspan v;
+    if (jscan_canonical(ns->json, ns->len, &m) && m.metadata) {
+        terminating = jscan_member(ns->json, ns->len, m.metadata, "deletionTimestamp", &v);
+    } else {
+        json_t *o = cobj_decode(ns);
+        terminating = ckube_json_get_path(o, "metadata.deletionTimestamp") != NULL;
+        json_decref(o);
+    }
+    cobj_unref(ns);
+    if (terminating) {
+        char qr[256];
+        ckube_qualified_resource(qr, sizeof qr, rc->type->group, rc->type->resource);
+        ckube_status *st = ckube_status_new(
+            403, CKUBE_REASON_FORBIDDEN,
+            "%s \"%s\" is forbidden: unable to create new content in namespace %s because it is "
+            "being terminated",
+            qr, name ? name : "", rc->ri.ns);
+        ckube_status_set_details(st, name, rc->type->group, rc->type->resource);
+        return st;
+    }
+    return NULL;
+}
+
+/* ---- writes ---------------------------------------------------------------- */
+
+typedef enum { W_CREATE, W_UPDATE, W_PATCH, W_STATUS, W_FINALIZE, W_DELETE } write_kind;
+
+typedef struct write_req write_req;
+typedef struct collection_del collection_del;
+
+struct write_req {
+    storage_op op;
+    req_ctx *rc;
+    write_kind kind;
+    char key[KEY_MAX];
+    char *value;
+    json_t *obj;  /* what was written (response body); owned */
+    json_t *body; /* request body (object or patch); owned */
+    body_type btype;
+    int validation;
+    bool dry_run;
+    int64_t user_rv; /* PUT with metadata.resourceVersion */
+    int attempts;
+    bool deleting;    /* the op is a storage delete */
+    bool status_only; /* /status: only .status of the result is kept */
+    bool scale_reply; /* /scale: answer with the Scale, not the object */
+    bool internal;    /* built by the server (scale): no client precondition */
+    char *gen_base;   /* generateName base for retries */
+    /* field management */
+    char *manager;           /* fieldManager, or derived from the User-Agent; owned */
+    const char *subresource; /* "", "status", "scale", "finalize" (static) */
+    bool force;              /* apply: force=true */
+    bool apply_create;       /* an apply creating the object (201) */
+    fm_managed *applied;     /* managedFields an apply computed; owned */
+    /* delete options */
+    char *pre_uid;
+    char *pre_rv;
+    const char *propagation; /* "Orphan" | "Foreground" | "Background" | NULL (static) */
+    collection_del *parent;
+};
+
+/* A deletecollection: the objects matched when it arrived, deleted at
+ * most COLLECTION_INFLIGHT at a time (each delete holds its object as a
+ * tree until its write is done), and the deleted objects kept encoded
+ * for the answer, not as trees. */
+#define COLLECTION_INFLIGHT 32
+struct collection_del {
+    req_ctx *rc;
+    cobj **objs; /* the snapshot; an entry is released once its delete starts */
+    size_t n, next;
+    size_t running; /* deletes started and not settled */
+    bool pumping;   /* collection_pump is on the stack */
+    bool dry_run;
+    const char *propagation;
+    struct evbuffer *items; /* the deleted objects, encoded, comma separated */
+    size_t nitems;
+    ckube_status *error;
+};
+
+static void write_free(write_req *w)
+{
+    free(w->value);
+    json_decref(w->obj);
+    json_decref(w->body);
+    free(w->gen_base);
+    free(w->manager);
+    fm_managed_free(w->applied);
+    free(w->pre_uid);
+    free(w->pre_rv);
+    free(w);
+}
+
+static void run_write(write_req *w);
+static void collection_settle(collection_del *p, ckube_status *st, json_t *obj);
+
+static bool is_status_body(const json_t *body)
+{
+    const char *kind = json_string_value(json_object_get(body, "kind"));
+    return kind && !strcmp(kind, "Status");
+}
+
+/* Finishes a write: replies (or reports to the collection) and frees. */
+static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
+{
+    if (body && w->rc && w->rc->type->present && !is_status_body(body)) {
+        json_t *copy = json_deep_copy(body);
+        json_decref(body);
+        w->rc->type->present(w->rc->type, copy);
+        body = copy;
+    }
+    if (w->parent) {
+        collection_settle(w->parent, st, body);
+        write_free(w);
+        return;
+    }
+    req_ctx *rc = w->rc;
+    w->rc = NULL;
+    write_free(w);
+    if (st)
+        reply_status(rc, st);
+    else
+        reply_json(rc, code, rc->want_partial ? partial_of(rc, body) : body);
+}
+
+static json_t *delete_success_body(const resource_type *t, const json_t *obj)
+{
+    json_t *st = json_pack("{s:s,s:s,s:{},s:s,s:{s:s,s:s,s:s},s:i}", "kind", "Status", "apiVersion",
+                           "v1", "metadata", "status", "Success", "details", "name",
+                           ckube_obj_name(obj) ? ckube_obj_name(obj) : "", "kind", t->resource,
+                           "uid", ckube_obj_uid(obj) ? ckube_obj_uid(obj) : "", "code", 200);
+    if (*t->group)
+        json_object_set_new(json_object_get(st, "details"), "group", json_string(t->group));
+    return st;
+}
+
+static json_t *scale_of(const resource_type *t, const json_t *obj);
+
+/* evbuffer cleanup for malloc'd bytes. */
+static void free_ref_cb(const void *data, size_t len, void *arg)
+{
+    (void)len;
+    (void)arg;
+    free((void *)data);
+}
+
+/* The reply to a stored create or update, without encoding the object
+ * again: the bytes just stored (w->value: w->obj without resourceVersion,
+ * as ckube_json_dumps writes it) with resourceVersion set as set_rv sets
+ * it in w->obj, byte for byte what encoding w->obj would give. Returns
+ * false (nothing sent) when that does not apply: another shape to
+ * present, a collection child, bytes the scanner does not vouch for. */
+static bool reply_stored(write_req *w, int code)
+{
+    const resource_type *t = w->rc->type;
+    if (t->present || w->parent || w->dry_run || !w->value || !w->op.value_len ||
+        w->rc->want_partial)
+        return false;
+    jscan_meta meta;
+    if (!jscan_canonical(w->value, w->op.value_len, &meta) || !meta.metadata)
+        return false;
+    char rv[32];
+    snprintf(rv, sizeof rv, "%" PRId64, w->op.rev);
+    size_t n = jscan_set_rv(w->value, w->op.value_len, &meta, rv, NULL);
+    char *out = malloc(n + 1);
+    if (!out)
+        return false;
+    jscan_set_rv(w->value, w->op.value_len, &meta, rv, out);
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add_reference(buf, out, n, free_ref_cb, NULL);
+    req_ctx *rc = w->rc;
+    w->rc = NULL;
+    write_free(w);
+    reply_evbuffer(rc, code, buf);
+    evbuffer_free(buf);
+    return true;
+}
+
+static void op_done_on_loop(void *arg)
+{
+    write_req *w = arg;
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    switch (w->op.result) {
+    case STORAGE_OK:
+        if (w->deleting) {
+            /* A deletecollection child reports the object it deleted:
+             * the collection's answer lists them. */
+            if (w->kind == W_DELETE && !t->return_deleted_object && !w->parent) {
+                json_t *body = delete_success_body(t, w->obj);
+                write_finish(w, 200, body, NULL);
+            } else {
+                set_rv(w->obj, w->op.rev);
+                write_finish(w, 200, json_incref(w->obj), NULL);
+            }
+            return;
+        }
+        if (w->scale_reply) {
+            set_rv(w->obj, w->op.rev);
+            write_finish(w, 200, scale_of(t, w->obj), NULL);
+            return;
+        }
+        int code = w->kind == W_CREATE || w->apply_create ? 201 : 200;
+        if (reply_stored(w, code))
+            return;
+        set_rv(w->obj, w->op.rev);
+        write_finish(w, code, json_incref(w->obj), NULL);
+        return;
+    case STORAGE_ERR_EXISTS:
+        if (w->gen_base && ++w->attempts < 8) {
+            run_write(w);
+            return;
+        }
+        if (w->apply_create && ++w->attempts < 8) {
+            /* Created meanwhile: apply to it instead. */
+            w->apply_create = false;
+            run_write(w);
+            return;
+        }
+        write_finish(w, 0, NULL,
+                     ckube_status_already_exists(t->group, t->resource, ckube_obj_name(w->obj)));
+        return;
+    case STORAGE_ERR_NOT_FOUND:
+        if (w->btype == BODY_APPLY_PATCH && !w->status_only && ++w->attempts < 8) {
+            run_write(w); /* deleted meanwhile: the apply creates it */
+            return;
+        }
+        write_finish(w, 0, NULL, not_found(rc, ckube_obj_name(w->obj)));
+        return;
+    case STORAGE_ERR_CONFLICT:
+        if (w->user_rv == 0 && ++w->attempts < MAX_CONFLICT_RETRIES) {
+            run_write(w);
+            return;
+        }
+        write_finish(w, 0, NULL,
+                     ckube_status_conflict(t->group, t->resource, ckube_obj_name(w->obj),
+                                           "the object has been modified; please apply your "
+                                           "changes to the latest version and try again"));
+        return;
+    default:
+        write_finish(w, 0, NULL,
+                     ckube_status_internal("storage error: %s", storage_strerror(w->op.result)));
+        return;
+    }
+}
+
+/* Storage thread: hand the result to the request's loop. */
+static void op_done(storage_op *op, void *arg)
+{
+    write_req *w = arg;
+    loop_post(w->rc->lp, op_done_on_loop, w);
+}
+
+/* Encodes w->obj and submits the storage op. The write may finish (and
+ * w be freed) before this returns: callers must not touch w after it. */
+static void submit(write_req *w, storage_op_type type, int64_t expect)
+{
+    free(w->value);
+    w->value = NULL;
+    memset(&w->op, 0, sizeof w->op);
+    w->op.type = type;
+    w->op.key = w->key;
+    w->op.expect_mod_rev = expect;
+    w->op.done = op_done;
+    w->op.arg = w;
+    w->deleting = type == STORAGE_OP_DELETE;
+    if (type != STORAGE_OP_DELETE) {
+        /* Stored form: no resourceVersion (it is the key's mod revision). */
+        json_t *meta = meta_of(w->obj);
+        json_t *rv = json_incref(json_object_get(meta, "resourceVersion"));
+        json_object_del(meta, "resourceVersion");
+        w->value = ckube_json_dumps(w->obj, &w->op.value_len);
+        if (rv)
+            json_object_set_new(meta, "resourceVersion", rv);
+        w->op.value = w->value;
+        if (w->op.value_len > APISERVER_MAX_OBJECT) {
+            write_finish(w, 0, NULL,
+                         ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                                          "Request entity too large: object exceeds the limit of "
+                                          "%u bytes",
+                                          APISERVER_MAX_OBJECT));
+            return;
+        }
+        /* Every stored object decodes within APISERVER_MAX_DECODED, so a
+         * later write to it holds no bigger a tree than its body may. The
+         * server adds to what the body decoded into (managedFields: an
+         * empty object per field set), hence the check here. Text below
+         * the bound / JCOST_MAX_PER_BYTE cannot cost more: no walk. */
+        if (w->op.value_len > APISERVER_MAX_DECODED / JCOST_MAX_PER_BYTE - JCOST_OBJECT &&
+            ckube__json_cost(w->obj, APISERVER_MAX_DECODED) > APISERVER_MAX_DECODED) {
+            write_finish(w, 0, NULL,
+                         ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                                          "Request entity too large: the object would take more "
+                                          "than %zu bytes of memory to decode",
+                                          APISERVER_MAX_DECODED));
+            return;
+        }
+    }
+    if (w->dry_run) {
+        /* Validated and admitted, never stored. */
+        w->op.result = STORAGE_OK;
+        w->op.rev = expect;
+        op_done_on_loop(w);
+        return;
+    }
+    int rc = storage_submit(w->rc->srv->st, &w->op);
+    if (rc) {
+        w->op.result = rc;
+        op_done_on_loop(w);
+    }
+}
+
+/* What the field manager needs to know about the request's type. */
+static fm_type field_type(const resource_type *t)
+{
+    return (fm_type){.schema = t->schema,
+                     .patch_meta = t->patch_meta,
+                     .custom = t->is_custom,
+                     .status_subresource = t->status_subresource,
+                     .api_version = t->api_version,
+                     .kind = t->kind};
+}
+
+static fm_op field_op(const write_req *w)
+{
+    return (fm_op){.manager = w->manager, .subresource = w->subresource, .force = w->force};
+}
+
+/* Records managedFields on the prepared object: an apply stores what it
+ * computed, every other write is an Update from `old` (NULL on create).
+ * Then a change of nothing but managedFields times is undone, so a no-op
+ * stays a no-op. */
+static void record_managed_fields(write_req *w, const json_t *old, json_t *obj)
+{
+    if (w->applied) {
+        fm_managed_store(w->applied, obj);
+    } else {
+        fm_type ft = field_type(w->rc->type);
+        fm_op op = field_op(w);
+        fm_update(&ft, &op, old, obj);
+    }
+    fm_ignore_timestamp_only_changes(old, obj);
+}
+
+static void create_object(write_req *w, json_t *obj);
+
+static void run_create(write_req *w)
+{
+    /* A create starts again from the body only when a generated name
+     * collides; with a name given, the body is used up (no copy). */
+    const char *name = ckube_obj_name(w->body);
+    if (name && *name) {
+        json_t *body = w->body;
+        w->body = NULL;
+        create_object(w, body);
+        return;
+    }
+    create_object(w, json_deep_copy(w->body));
+}
+
+/* Creates `obj` (taken): server-owned fields, strategy, validation, then
+ * the storage create. */
+static void create_object(write_req *w, json_t *obj)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    json_decref(w->obj);
+    w->obj = obj;
+    json_t *meta = meta_of(obj);
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *gen = json_string_value(json_object_get(meta, "generateName"));
+    if ((!name || !*name) && gen && *gen) {
+        if (!w->gen_base)
+            w->gen_base = strndup(gen, 58);
+        char suffix[6], full[128];
+        ckube_random_suffix(suffix, 5);
+        snprintf(full, sizeof full, "%s%s", w->gen_base, suffix);
+        json_object_set_new(meta, "name", json_string(full));
+        name = json_string_value(json_object_get(meta, "name"));
+    }
+    if (t->namespaced) {
+        const char *bns = json_string_value(json_object_get(meta, "namespace"));
+        if (bns && *bns && strcmp(bns, rc->ri.ns)) {
+            write_finish(w, 0, NULL,
+                         ckube_status_bad_request("the namespace of the provided object does not "
+                                                  "match the namespace sent on the request"));
+            return;
+        }
+        json_object_set_new(meta, "namespace", json_string(rc->ri.ns));
+    } else {
+        json_object_del(meta, "namespace");
+    }
+    /* Fields the server owns. */
+    char uid[40], now[32];
+    ckube_uuid4(uid, sizeof uid);
+    ckube_now_rfc3339(now, sizeof now);
+    json_object_set_new(meta, "uid", json_string(uid));
+    json_object_set_new(meta, "creationTimestamp", json_string(now));
+    json_object_del(meta, "resourceVersion");
+    json_object_del(meta, "deletionTimestamp");
+    json_object_del(meta, "deletionGracePeriodSeconds");
+    json_object_del(meta, "selfLink");
+    if (t->tracks_generation)
+        json_object_set_new(meta, "generation", json_integer(1));
+    else
+        json_object_del(meta, "generation");
+    if (t->status_subresource && t->is_custom)
+        json_object_del(obj, "status");
+    if (t->prepare_create)
+        t->prepare_create(t, obj);
+    ckube_status *st = validate_object(rc, obj, NULL, w->validation);
+    if (st) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    if (t->namespaced && (st = check_namespace_open(rc, name))) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    record_managed_fields(w, NULL, obj);
+    object_key(t, rc->ri.ns, name, w->key, sizeof w->key);
+    submit(w, STORAGE_OP_CREATE, 0);
+}
+
+/* An apply to an object that does not exist creates it. */
+static void apply_create(write_req *w)
+{
+    req_ctx *rc = w->rc;
+    fm_type ft = field_type(rc->type);
+    fm_op op = field_op(w);
+    ckube_status *st = NULL;
+    fm_managed_free(w->applied);
+    w->applied = NULL;
+    json_t *obj = fm_apply(&ft, &op, NULL, w->body, &w->applied, &st);
+    if (!obj) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    const char *name = ckube_obj_name(obj);
+    if (!name || strcmp(name, rc->ri.name)) {
+        st = ckube_status_bad_request(
+            "the name of the object (%s) does not match the name on the URL (%s)", name ? name : "",
+            rc->ri.name);
+        json_decref(obj);
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    if ((st = check_gvk(rc, obj))) {
+        json_decref(obj);
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    w->apply_create = true;
+    create_object(w, obj);
+}
+
+/* The object a PUT writes: the body itself when it names a
+ * resourceVersion (a conflict is then the client's to retry, so the body
+ * is not needed again), else a copy kept for retries. Not copying a body
+ * that may be as large as the decode budget keeps a PUT to the body, the
+ * stored object and their result. */
+static json_t *body_for_update(write_req *w)
+{
+    const char *rv = ckube_obj_resource_version(w->body);
+    if (rv && *rv) {
+        json_t *obj = w->body;
+        w->body = NULL;
+        return obj;
+    }
+    return json_deep_copy(w->body);
+}
+
+/* Builds the new object for update-like writes from the current one. */
+static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    char *err = NULL;
+    json_t *obj = NULL;
+    switch (w->kind) {
+    case W_UPDATE:
+    case W_STATUS:
+        obj = body_for_update(w);
+        break;
+    case W_PATCH: {
+        /* A patch applies to the object as this version serves it (a
+         * custom resource's other version, a v1beta1 CRD); prepare_update
+         * turns the result back into the stored form. */
+        json_t *base = (json_t *)old;
+        if (t->present) {
+            base = json_deep_copy(old);
+            t->present(t, base);
+        }
+        switch (w->btype) {
+        case BODY_JSON_PATCH:
+            obj = ckube_json_patch_apply(base, w->body, &err);
+            break;
+        case BODY_MERGE_PATCH:
+            obj = ckube_merge_patch_apply(base, w->body, &err);
+            break;
+        case BODY_STRATEGIC_PATCH:
+            obj = ckube_strategic_merge_patch_apply(base, w->body, ckube_patch_meta_table,
+                                                    (void *)t->patch_meta, &err);
+            break;
+        case BODY_APPLY_PATCH: {
+            fm_type ft = field_type(t);
+            fm_op op = field_op(w);
+            fm_managed_free(w->applied);
+            w->applied = NULL;
+            obj = fm_apply(&ft, &op, base, w->body, &w->applied, st);
+            break;
+        }
+        default:
+            break;
+        }
+        if (base != old)
+            json_decref(base);
+        if (!obj && w->btype == BODY_APPLY_PATCH)
+            return NULL;
+        if (!obj) {
+            *st = ckube_status_new(422, CKUBE_REASON_INVALID, "%s", err ? err : "invalid patch");
+            free(err);
+            return NULL;
+        }
+        if (!json_is_object(obj)) {
+            json_decref(obj);
+            *st = ckube_status_bad_request("the patch did not produce an object");
+            return NULL;
+        }
+        if ((*st = check_gvk(rc, obj)) || (*st = check_name(rc, obj))) {
+            json_decref(obj);
+            return NULL;
+        }
+        break;
+    }
+    case W_FINALIZE: {
+        obj = json_deep_copy(old);
+        json_t *fin = ckube_json_get_path(w->body, "spec.finalizers");
+        json_t *spec = ckube_json_object_ensure(obj, "spec");
+        if (fin)
+            json_object_set(spec, "finalizers", fin);
+        else
+            json_object_del(spec, "finalizers");
+        break;
+    }
+    default:
+        break;
+    }
+    if (obj && w->status_only) {
+        /* Only .status (and the precondition) comes from the result. */
+        json_t *proj = json_deep_copy(old);
+        json_t *s = json_object_get(obj, "status");
+        if (s)
+            json_object_set(proj, "status", s);
+        else
+            json_object_del(proj, "status");
+        json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
+        json_t *pm = meta_of(proj);
+        if (rv)
+            json_object_set(pm, "resourceVersion", rv);
+        else
+            json_object_del(pm, "resourceVersion");
+        json_decref(obj);
+        obj = proj;
+    }
+    return obj;
+}
+
+/* Applies the update rules common to PUT, PATCH, /status and /finalize:
+ * server-owned metadata is kept, status only through /status, generation
+ * moves with the spec, no new finalizers once deleting. */
+static ckube_status *prepare_update(write_req *w, json_t *obj, const json_t *old)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    json_t *meta = meta_of(obj);
+    json_t *ometa = json_object_get(old, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    if (name && strcmp(name, rc->ri.name))
+        return ckube_status_bad_request(
+            "the name of the object (%s) does not match the name on the URL (%s)", name,
+            rc->ri.name);
+    json_object_set_new(meta, "name", json_string(rc->ri.name));
+    if (t->namespaced) {
+        const char *bns = json_string_value(json_object_get(meta, "namespace"));
+        if (bns && *bns && strcmp(bns, rc->ri.ns))
+            return ckube_status_bad_request("the namespace of the provided object does not match "
+                                            "the namespace sent on the request");
+        json_object_set_new(meta, "namespace", json_string(rc->ri.ns));
+    } else {
+        json_object_del(meta, "namespace");
+    }
+    static const char *const kept[] = {
+        "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
+        NULL};
+    for (const char *const *k = kept; *k; k++) {
+        json_t *v = json_object_get(ometa, *k);
+        if (!strcmp(*k, "uid") && json_object_get(meta, "uid") && v &&
+            !json_equal(json_object_get(meta, "uid"), v))
+            continue; /* caught by validation as immutable */
+        if (v)
+            json_object_set(meta, *k, v);
+        else
+            json_object_del(meta, *k);
+    }
+    json_object_del(meta, "selfLink");
+    if (!w->status_only && t->status_subresource) {
+        json_t *os = json_object_get(old, "status");
+        if (os)
+            json_object_set(obj, "status", os);
+        else
+            json_object_del(obj, "status");
+    }
+    if (w->kind != W_FINALIZE && t->prepare_update)
+        t->prepare_update(t, obj, old);
+    if (w->status_only) {
+        /* Metadata changes through /status are ignored. */
+        json_t *om = json_deep_copy(ometa);
+        json_object_set(om, "resourceVersion", json_object_get(meta, "resourceVersion"));
+        json_object_set_new(obj, "metadata", om);
+        meta = om;
+    }
+    /* generation is settled after validation, once pruning and
+     * defaulting have shaped the object (see bump_generation). */
+    if (json_object_get(ometa, "deletionTimestamp")) {
+        /* No new finalizers once deletion started. */
+        json_t *of = json_object_get(ometa, "finalizers");
+        size_t i;
+        json_t *f;
+        json_array_foreach(json_object_get(meta, "finalizers"), i, f)
+        {
+            bool known = false;
+            size_t j;
+            json_t *g;
+            json_array_foreach(of, j, g) known |= json_equal(f, g);
+            if (!known) {
+                ckube_status *st = ckube_status_invalid_begin(t->group, t->kind, rc->ri.name);
+                ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_FORBIDDEN, "metadata.finalizers",
+                                       "Forbidden: no new finalizers can be added if the object "
+                                       "is being deleted, found new finalizers []string{\"%s\"}",
+                                       json_string_value(f) ? json_string_value(f) : "");
+                ckube_status_invalid_finish(st);
+                return st;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* generation moves when anything outside metadata (and status, when it
+ * is a subresource) changed. */
+static void bump_generation(const resource_type *t, json_t *obj, const json_t *old)
+{
+    if (!t->tracks_generation || !spec_changed(t, old, obj))
+        return;
+    json_int_t g = json_integer_value(ckube_json_get_path(old, "metadata.generation"));
+    json_object_set_new(meta_of(obj), "generation", json_integer(g + 1));
+}
+
+static bool same_object(const json_t *a, const json_t *b)
+{
+    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
+    json_t *mx = json_copy(json_object_get(x, "metadata"));
+    json_t *my = json_copy(json_object_get(y, "metadata"));
+    json_object_del(mx, "resourceVersion");
+    json_object_del(my, "resourceVersion");
+    json_object_set_new(x, "metadata", mx);
+    json_object_set_new(y, "metadata", my);
+    bool same = json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return same;
+}
+
+/* The resourceVersion the client asked to be current, or NULL. */
+static const char *explicit_rv(const write_req *w, const json_t *result)
+{
+    if (w->kind != W_PATCH)
+        return ckube_obj_resource_version(result);
+    if (w->btype != BODY_JSON_PATCH)
+        return ckube_obj_resource_version(w->body);
+    /* A JSON patch names it by pointer. */
+    size_t i;
+    json_t *op;
+    json_array_foreach(w->body, i, op)
+    {
+        const char *path = json_string_value(json_object_get(op, "path"));
+        if (path && !strcmp(path, "/metadata/resourceVersion"))
+            return ckube_obj_resource_version(result);
+    }
+    return NULL;
+}
+
+static void run_update(write_req *w)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    object_key(t, rc->ri.ns, rc->ri.name, w->key, sizeof w->key);
+    cobj *cur = cacher_get(rc->srv->cache, w->key);
+    if (!cur && w->kind == W_PATCH && w->btype == BODY_APPLY_PATCH && !w->status_only) {
+        apply_create(w);
+        return;
+    }
+    if (!cur) {
+        write_finish(w, 0, NULL, not_found(rc, rc->ri.name));
+        return;
+    }
+    int64_t cur_rev = cur->rev;
+    json_t *old = cobj_decode(cur);
+    cobj_unref(cur);
+    ckube_status *st = NULL;
+    json_t *obj = compute_update(w, old, &st);
+    if (!obj) {
+        json_decref(old);
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    /* Optimistic concurrency: a resourceVersion the client sent must be the
+     * current one. For PUT that is the body's; for PATCH only one the patch
+     * itself carries (the patched object otherwise inherits the current
+     * resourceVersion, and a lost race is retried on the newer object). */
+    bool ok;
+    const char *rvs = explicit_rv(w, obj);
+    int64_t rv = parse_rv(rvs, &ok);
+    if (!ok) {
+        st = ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs);
+    } else if (rvs && *rvs) {
+        if (rv != cur_rev)
+            st = ckube_status_conflict(t->group, t->resource, rc->ri.name,
+                                       "the object has been modified; please apply your changes "
+                                       "to the latest version and try again");
+        else
+            w->user_rv = rv;
+    } else if (w->kind == W_UPDATE && !t->allow_unconditional_update && !w->internal) {
+        st = ckube_status_invalid_begin(t->group, t->kind, rc->ri.name);
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "metadata.resourceVersion",
+                               "Invalid value: 0x0: must be specified for an update");
+        ckube_status_invalid_finish(st);
+    }
+    if (!st)
+        st = prepare_update(w, obj, old);
+    if (!st)
+        st = validate_object(rc, obj, old, w->validation);
+    if (st) {
+        json_decref(old);
+        json_decref(obj);
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    bump_generation(t, obj, old);
+    record_managed_fields(w, old, obj);
+    json_decref(w->obj);
+    w->obj = obj;
+    set_rv(obj, cur_rev);
+    /* A deleting object whose last finalizer is gone is deleted now. */
+    if (json_object_get(meta_of(obj), "deletionTimestamp") && !has_finalizers(t, obj)) {
+        json_decref(old);
+        submit(w, STORAGE_OP_DELETE, cur_rev);
+        return;
+    }
+    if (same_object(old, obj)) {
+        /* No-op: nothing is written and the resourceVersion stays. */
+        json_decref(old);
+        write_finish(w, 200, w->scale_reply ? scale_of(t, obj) : json_incref(obj), NULL);
+        return;
+    }
+    json_decref(old);
+    submit(w, STORAGE_OP_UPDATE, cur_rev);
+}
+
+/* The garbage collector's finalizers, as kube-apiserver sets them on a
+ * delete: Orphan adds "orphan" (the GC then strips the owner's references
+ * from its dependents), Foreground adds "foregroundDeletion" (the GC
+ * deletes the dependents first), each removing the other; Background
+ * removes both. NULL (no policy given) leaves whatever is there: every
+ * type ckube serves defaults to Background. Returns true when the
+ * finalizer list changed. */
+static bool apply_propagation_finalizers(json_t *obj, const char *policy)
+{
+    if (!policy)
+        return false;
+    const char *add = !strcmp(policy, "Orphan")       ? "orphan"
+                      : !strcmp(policy, "Foreground") ? "foregroundDeletion"
+                                                      : NULL;
+    json_t *meta = meta_of(obj);
+    json_t *fins = json_object_get(meta, "finalizers");
+    json_t *out = json_array();
+    bool changed = false, present = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(fins, i, v)
+    {
+        const char *f = json_string_value(v);
+        bool gc = f && (!strcmp(f, "orphan") || !strcmp(f, "foregroundDeletion"));
+        if (gc && (!add || strcmp(f, add))) {
+            changed = true; /* the other policy's finalizer goes */
+            continue;
+        }
+        if (f && add && !strcmp(f, add))
+            present = true;
+        json_array_append(out, v);
+    }
+    if (add && !present) {
+        json_array_append_new(out, json_string(add));
+        changed = true;
+    }
+    if (changed) {
+        if (json_array_size(out))
+            json_object_set(meta, "finalizers", out);
+        else
+            json_object_del(meta, "finalizers");
+    }
+    json_decref(out);
+    return changed;
+}
+
+static void run_delete(write_req *w)
+{
+    req_ctx *rc = w->rc;
+    const resource_type *t = rc->type;
+    cobj *cur = cacher_get(rc->srv->cache, w->key);
+    if (!cur) {
+        const char *slash = strrchr(w->key, '/');
+        write_finish(w, 0, NULL, not_found(rc, slash ? slash + 1 : w->key));
+        return;
+    }
+    int64_t cur_rev = cur->rev;
+    json_t *obj = cobj_decode(cur);
+    cobj_unref(cur);
+    json_decref(w->obj);
+    w->obj = obj;
+    const char *uid = ckube_obj_uid(obj);
+    if (w->pre_uid && (!uid || strcmp(w->pre_uid, uid))) {
+        ckube_status *st = ckube_status_conflict(t->group, t->resource, ckube_obj_name(obj), "");
+        free(st->message);
+        if (asprintf(&st->message,
+                     "Precondition failed: UID in precondition: %s, UID in object meta: %s",
+                     w->pre_uid, uid ? uid : "") < 0)
+            st->message = NULL;
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    if (w->pre_rv) {
+        const char *rv = ckube_obj_resource_version(obj);
+        if (!rv || strcmp(w->pre_rv, rv)) {
+            ckube_status *st =
+                ckube_status_conflict(t->group, t->resource, ckube_obj_name(obj), "");
+            free(st->message);
+            if (asprintf(&st->message,
+                         "Precondition failed: ResourceVersion in precondition: %s, "
+                         "ResourceVersion in object meta: %s",
+                         w->pre_rv, rv ? rv : "") < 0)
+                st->message = NULL;
+            write_finish(w, 0, NULL, st);
+            return;
+        }
+    }
+    bool gc_changed = apply_propagation_finalizers(obj, w->propagation);
+    if (has_finalizers(t, obj)) {
+        json_t *meta = meta_of(obj);
+        if (json_object_get(meta, "deletionTimestamp")) {
+            /* Already being deleted: only a changed propagation policy
+             * (its finalizer) is written; otherwise nothing changes. */
+            if (gc_changed) {
+                submit(w, STORAGE_OP_UPDATE, cur_rev);
+                return;
+            }
+            write_finish(w, 200, json_incref(obj), NULL);
+            return;
+        }
+        char now[32];
+        ckube_now_rfc3339(now, sizeof now);
+        json_object_set_new(meta, "deletionTimestamp", json_string(now));
+        json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(0));
+        if (t->prepare_delete)
+            t->prepare_delete(obj);
+        submit(w, STORAGE_OP_UPDATE, cur_rev);
+        return;
+    }
+    submit(w, STORAGE_OP_DELETE, cur_rev);
+}
+
+static void run_write(write_req *w)
+{
+    switch (w->kind) {
+    case W_CREATE:
+        run_create(w);
+        break;
+    case W_DELETE:
+        run_delete(w);
+        break;
+    default:
+        run_update(w);
+        break;
+    }
+}
+
+static write_req *write_new(req_ctx *rc, write_kind kind)
+{
+    write_req *w = calloc(1, sizeof *w);
+    w->rc = rc;
+    w->kind = kind;
+    w->subresource = "";
+    return w;
+}
+
+/* Common query checks of every write: dryRun and fieldValidation. */
+static bool write_params(req_ctx *rc, write_req *w)
+{
+    int dr = dry_run(rc);
+    if (dr < 0) {
+        reply_status(rc,
+                     ckube_status_bad_request("Invalid dry run value: %s, valid values are: All",
+                                              req_query(rc, "dryRun")));
+        return false;
+    }
+    int fv;
+    if (!field_validation_or_reply(rc, &fv))
+        return false;
+    w->dry_run = dr == 1;
+    w->validation = fv;
+    return true;
+}
+
+/* Resolves the write's field manager: fieldManager, else the product
+ * part of the User-Agent (as upstream), after checking it the way
+ * upstream validates Create/Update/PatchOptions. Replies (422) and
+ * returns false when it is invalid. */
+static bool write_manager(req_ctx *rc, write_req *w, const char *options_kind, bool apply)
+{
+    const char *m = req_query(rc, "fieldManager");
+    ckube_status *st = fm_validate_manager(m, options_kind, apply);
+    if (st) {
+        reply_status(rc, st);
+        return false;
+    }
+    if (m && *m)
+        w->manager = strdup(m);
+    else
+        w->manager = fm_manager_from_user_agent(httpd_req_header(rc->req, "User-Agent"));
+    return true;
+}
+
+/* Create and update (PUT) take a whole object: JSON, YAML or protobuf.
+ * Returns the write with its decoded body, or NULL after replying. */
+static write_req *object_write(req_ctx *rc, write_kind kind)
+{
+    body_type bt = content_type(rc);
+    if (bt != BODY_JSON && bt != BODY_YAML && bt != BODY_PROTOBUF) {
+        reply_status(rc, ckube_status_new(415, CKUBE_REASON_UNSUPPORTED_MEDIA,
+                                          "the body of the request was in an unknown format - "
+                                          "accepted media types include: application/json, "
+                                          "application/yaml, application/vnd.kubernetes.protobuf"));
+        return NULL;
+    }
+    write_req *w = write_new(rc, kind);
+    w->status_only = kind == W_STATUS;
+    w->subresource = kind == W_STATUS ? "status" : kind == W_FINALIZE ? "finalize" : "";
+    if (!write_params(rc, w) ||
+        !write_manager(rc, w, kind == W_CREATE ? "CreateOptions" : "UpdateOptions", false)) {
+        write_free(w);
+        return NULL;
+    }
+    ckube_status *st = NULL;
+    w->body = read_body(rc, bt, w->validation, &st);
+    if (!st && !json_is_object(w->body))
+        st = ckube_status_bad_request("the request body must be a JSON object");
+    if (!st && kind != W_FINALIZE)
+        st = check_gvk(rc, w->body);
+    if (!st && kind != W_CREATE)
+        st = check_name(rc, w->body);
+    if (st) {
+        write_finish(w, 0, NULL, st);
+        return NULL;
+    }
+    return w;
+}
+
+static void do_create(req_ctx *rc)
+{
+    write_req *w = object_write(rc, W_CREATE);
+    if (w)
+        run_create(w);
+}
+
+static void do_update(req_ctx *rc, write_kind kind)
+{
+    write_req *w = object_write(rc, kind);
+    if (w)
+        run_update(w);
+}
+
+/* Drops the fields an apply configuration names that the type does not
+ * have, reporting them as fieldValidation asks (Strict: 400). Applied
+ * fields are owned, so unknown ones must go before ownership is
+ * computed. */
+static ckube_status *prune_apply_config(req_ctx *rc, write_req *w)
+{
+    const resource_type *t = rc->type;
+    if (!t->schema)
+        return NULL;
+    char **unknown = NULL;
+    size_t nunknown = 0;
+    schema_apply(t->schema, w->body, SCHEMA_PRUNE, NULL, &unknown, &nunknown);
+    return unknown_fields(rc, unknown, nunknown, w->validation);
+}
+
+/* The value upstream's YAML decoder names when an apply body is not a
+ * mapping. */
+static const char *go_json_type(const json_t *v)
+{
+    if (json_is_array(v))
+        return "array";
+    if (json_is_string(v))
+        return "string";
+    if (json_is_number(v))
+        return "number";
+    return "bool";
+}
+
+static void do_patch(req_ctx *rc, write_kind kind)
+{
+    body_type bt = content_type(rc);
+    const resource_type *t = rc->type;
+    if (bt == BODY_UNSUPPORTED || bt == BODY_JSON || bt == BODY_YAML ||
+        (bt == BODY_STRATEGIC_PATCH && !t->patch_meta)) {
+        reply_status(rc, ckube_status_new(
+                             415, CKUBE_REASON_UNSUPPORTED_MEDIA,
+                             "the body of the request was in an unknown format - accepted media "
+                             "types include: application/json-patch+json, "
+                             "application/merge-patch+json%s, application/apply-patch+yaml",
+                             t->patch_meta ? ", application/strategic-merge-patch+json" : ""));
+        return;
+    }
+    bool apply = bt == BODY_APPLY_PATCH;
+    rc->is_apply = apply;
+    if (!apply && req_query(rc, "force")) {
+        ckube_status *st = ckube_status_invalid_begin("meta.k8s.io", "PatchOptions", "");
+        ckube_field_forbidden(st, "force", "may not be specified for non-apply patch");
+        ckube_status_invalid_finish(st);
+        reply_status(rc, st);
+        return;
+    }
+    write_req *w = write_new(rc, kind);
+    w->subresource = kind == W_STATUS ? "status" : "";
+    if (!write_params(rc, w) || !write_manager(rc, w, "PatchOptions", apply)) {
+        write_free(w);
+        return;
+    }
+    w->btype = bt;
+    w->force = apply && req_query_bool(rc, "force");
+    ckube_status *st = NULL;
+    w->body = read_body(rc, bt, w->validation, &st);
+    if (!st && apply && json_is_null(w->body)) {
+        json_decref(w->body);
+        w->body = json_object();
+    }
+    if (!st && apply && !json_is_object(w->body))
+        st = ckube_status_bad_request("error decoding YAML: error unmarshaling JSON: while "
+                                      "decoding JSON: json: cannot unmarshal %s into Go value of "
+                                      "type map[string]interface {}",
+                                      go_json_type(w->body));
+    if (!st && bt == BODY_JSON_PATCH && !json_is_array(w->body))
+        st = ckube_status_bad_request("json patch must be an array of operations");
+    if (!st && bt != BODY_JSON_PATCH && !json_is_object(w->body))
+        st = ckube_status_bad_request("the patch must be a JSON object");
+    if (!st && apply)
+        st = prune_apply_config(rc, w);
+    if (st) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    if (kind == W_STATUS) {
+        /* Patch /status: patch the whole object, keep only its status. */
+        w->kind = W_PATCH;
+        w->status_only = true;
+    }
+    run_update(w);
+}
+
+/* Records the propagation policy of a delete (propagationPolicy, or the
+ * deprecated orphanDependents); both set and disagreeing is a 422 as
+ * upstream. `orphan` may be NULL. */
+static ckube_status *set_propagation(write_req *w, const char *pp, const json_t *orphan)
+{
+    static const char *const policies[] = {"Background", "Foreground", "Orphan"};
+    const char *policy = NULL;
+    if (pp) {
+        for (size_t i = 0; i < 3; i++)
+            if (!strcmp(pp, policies[i]))
+                policy = policies[i];
+        if (!policy)
+            return ckube_status_bad_request("invalid propagationPolicy %s", pp);
+    }
+    if (json_is_boolean(orphan)) {
+        if (policy) {
+            ckube_status *st = ckube_status_invalid_begin("meta.k8s.io", "DeleteOptions", "");
+            ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "propagationPolicy",
+                                   "Invalid value: \"%s\": orphanDependents and "
+                                   "deletionPropagation cannot be both set",
+                                   policy);
+            ckube_status_invalid_finish(st);
+            return st;
+        }
+        policy = json_is_true(orphan) ? "Orphan" : "Background";
+    }
+    if (policy)
+        w->propagation = policy;
+    return NULL;
+}
+
+/* DeleteOptions come from the body when there is one, else the query. */
+static ckube_status *delete_options(req_ctx *rc, write_req *w)
+{
+    struct evbuffer *in = httpd_req_body(rc->req);
+    if (evbuffer_get_length(in) > 0) {
+        ckube_status *st = NULL;
+        body_type bt = content_type(rc);
+        json_t *opts =
+            read_body(rc, bt == BODY_PROTOBUF || bt == BODY_YAML ? bt : BODY_JSON, 1, &st);
+        if (st)
+            return st;
+        if (!json_is_object(opts)) {
+            json_decref(opts);
+            return ckube_status_bad_request("DeleteOptions must be an object");
+        }
+        json_t *pre = json_object_get(opts, "preconditions");
+        const char *uid = json_string_value(json_object_get(pre, "uid"));
+        const char *rv = json_string_value(json_object_get(pre, "resourceVersion"));
+        if (uid)
+            w->pre_uid = strdup(uid);
+        if (rv)
+            w->pre_rv = strdup(rv);
+        json_t *dr = json_object_get(opts, "dryRun");
+        if (json_array_size(dr) && json_string_value(json_array_get(dr, 0)) &&
+            !strcmp(json_string_value(json_array_get(dr, 0)), "All"))
+            w->dry_run = true;
+        st = set_propagation(w, json_string_value(json_object_get(opts, "propagationPolicy")),
+                             json_object_get(opts, "orphanDependents"));
+        json_decref(opts);
+        if (st)
+            return st;
+    }
+    if (!w->propagation) {
+        const char *od = req_query(rc, "orphanDependents");
+        json_t *odj = od ? json_boolean(req_query_bool(rc, "orphanDependents")) : NULL;
+        ckube_status *st = set_propagation(w, req_query(rc, "propagationPolicy"), odj);
+        json_decref(odj);
+        if (st)
+            return st;
+    }
+    return NULL;
+}
+
+static void do_delete(req_ctx *rc)
+{
+    write_req *w = write_new(rc, W_DELETE);
+    if (!write_params(rc, w)) {
+        write_free(w);
+        return;
+    }
+    ckube_status *st = delete_options(rc, w);
+    if (st) {
+        write_finish(w, 0, NULL, st);
+        return;
+    }
+    object_key(rc->type, rc->ri.ns, rc->ri.name, w->key, sizeof w->key);
+    run_delete(w);
+}
+
+/* ---- deletecollection -------------------------------------------------- */
+
+static void collection_pump(collection_del *p);
+
+/* One child of a deletecollection settled (st or obj, both taken). */
+static void collection_settle(collection_del *p, ckube_status *st, json_t *obj)
+{
+    if (st) {
+        if (st->code == 404) {
+            ckube_status_free(st); /* deleted meanwhile: fine */
+        } else if (!p->error) {
+            p->error = st;
+        } else {
+            ckube_status_free(st);
+        }
+    } else if (obj) {
+        if (json_is_object(obj) && !is_status_body(obj)) {
+            if (p->rc->want_partial)
+                obj = partial_of(p->rc, obj);
+            size_t len;
+            char *text = ckube_json_dumps(obj, &len);
+            if (text) {
+                if (p->nitems++)
+                    evbuffer_add(p->items, ",", 1);
+                evbuffer_add(p->items, text, len);
+            }
+            free(text);
+        }
+        json_decref(obj);
+    }
+    p->running--;
+    collection_pump(p);
+}
+
+/* Starts deletes while fewer than COLLECTION_INFLIGHT run, and answers
+ * once all have settled. A delete may settle before run_delete returns
+ * (a dry run, an object gone): its settle finds the pump running and
+ * returns, so the loop below goes on without the stack growing. */
+static void collection_pump(collection_del *p)
+{
+    if (p->pumping)
+        return;
+    p->pumping = true;
+    while (p->running < COLLECTION_INFLIGHT && p->next < p->n) {
+        write_req *w = write_new(p->rc, W_DELETE);
+        w->parent = p;
+        w->dry_run = p->dry_run;
+        w->propagation = p->propagation;
+        snprintf(w->key, sizeof w->key, "%s", p->objs[p->next]->key);
+        cobj_unref(p->objs[p->next]);
+        p->objs[p->next++] = NULL;
+        p->running++;
+        run_delete(w);
+    }
+    p->pumping = false;
+    if (p->running || p->next < p->n)
+        return;
+    req_ctx *rc = p->rc;
+    if (p->error) {
+        reply_status(rc, p->error);
+    } else {
+        const char *kind, *gv;
+        served_kind(rc, true, &kind, &gv);
+        struct evbuffer *out = evbuffer_new();
+        evbuffer_add_printf(out,
+                            "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
+                            "\"resourceVersion\":\"\"},\"items\":[",
+                            kind, gv);
+        evbuffer_add_buffer(out, p->items);
+        evbuffer_add(out, "]}", 2);
+        reply_evbuffer(rc, 200, out);
+        evbuffer_free(out);
+    }
+    evbuffer_free(p->items);
+    free(p->objs);
+    free(p);
+}
+
+static void do_deletecollection(req_ctx *rc)
+{
+    write_req probe = {0};
+    if (!write_params(rc, &probe))
+        return;
+    ckube_status *st = delete_options(rc, &probe);
+    if (st) {
+        free(probe.pre_uid);
+        free(probe.pre_rv);
+        reply_status(rc, st);
+        return;
+    }
+    ckube_selector *ls = NULL, *fs = NULL;
+    if ((st = request_selectors(rc, &ls, &fs))) {
+        free(probe.pre_uid);
+        free(probe.pre_rv);
+        reply_status(rc, st);
+        return;
+    }
+    char prefix[512];
+    resource_type_key_prefix(rc->type, prefix, sizeof prefix);
+    if (rc->type->namespaced && *rc->ri.ns)
+        snprintf(prefix + strlen(prefix), sizeof prefix - strlen(prefix), "%s/", rc->ri.ns);
+    cfilter f = {.ns = rc->ri.ns, .labels = ls, .fields = fs};
+    size_t n, more;
+    int64_t rev;
+    cobj **objs = cacher_list(rc->srv->cache, prefix, NULL, &f, 0, &n, &rev, &more);
+    ckube_selector_free(ls);
+    ckube_selector_free(fs);
+    free(probe.pre_uid);
+    free(probe.pre_rv);
+    collection_del *p = calloc(1, sizeof *p);
+    struct evbuffer *items = evbuffer_new();
+    if (!p || !items) {
+        free(p);
+        if (items)
+            evbuffer_free(items);
+        cacher_objs_free(objs, n);
+        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
+        return;
+    }
+    p->rc = rc;
+    p->objs = objs;
+    p->n = n;
+    p->items = items;
+    p->dry_run = probe.dry_run;
+    p->propagation = probe.propagation;
+    collection_pump(p);
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs)
+{
+    char *err = NULL;
+    *ls = *fs = NULL;
+    if (ckube_label_selector_parse(req_query(rc, "labelSelector"), ls, &err) != 0) {
+        ckube_status *st = ckube_status_bad_request("unable to parse requirement: %s",
+                                                    err ? err : "invalid label selector");
+        if (err && !strncmp(err, "unable to parse", 15)) {
+            free(st->message);
+            st->message = strdup(err);
+        }
+        free(err);
+        return st;
+    }
+    if (ckube_field_selector_parse(req_query(rc, "fieldSelector"), fs, &err) != 0) {
+        ckube_status *st = ckube_status_bad_request("%s", err ? err : "invalid field selector");
+        free(err);
+        ckube_selector_free(*ls);
+        *ls = NULL;
+        return st;
+    }
+    /* Only known fields can be selected on. */
+    for (size_t i = 0; *fs && i < (*fs)->nreqs; i++) {
+        const char *k = (*fs)->reqs[i].key;
+        bool known = !strcmp(k, "metadata.name") || !strcmp(k, "metadata.namespace");
+        for (const selectable_field *sf = rc->type->selectable_fields; !known && sf && sf->field;
+             sf++)
+            known = !strcmp(sf->field, k);
+        if (!known) {
+            ckube_status *st = ckube_status_bad_request("field label not supported: %s", k);
+            ckube_selector_free(*ls);
+            ckube_selector_free(*fs);
+            *ls = *fs = NULL;
+            return st;
+        }
+    }
+    return NULL;
+}
+
+static void unref_cobj_cb(const void *data, size_t len, void *arg)
+{
+    cobj_unref(arg);
+}
+
+static void do_get(req_ctx *rc)
+{
+    char key[KEY_MAX];
+    object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
+    cobj *o = cacher_get(rc->srv->cache, key);
+    if (!o) {
+        reply_status(rc, not_found(rc, rc->ri.name));
+        return;
+    }
+    if (rc->want_partial) {
+        struct evbuffer *buf = evbuffer_new();
+        partial_append(buf, rc, o);
+        cobj_unref(o);
+        reply_evbuffer(rc, 200, buf);
+        evbuffer_free(buf);
+        return;
+    }
+    if (rc->want_table) {
+        cobj *one[1] = {o};
+        json_t *table = table_for_objects(rc, one, 1);
+        cobj_unref(o);
+        reply_json(rc, 200, table);
+        return;
+    }
+    if (rc->type->present) {
+        json_t *obj = cobj_decode(o);
+        cobj_unref(o);
+        rc->type->present(rc->type, obj);
+        reply_json(rc, 200, obj);
+        return;
+    }
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add_reference(buf, o->json, o->len, unref_cobj_cb, o);
+    reply_evbuffer(rc, 200, buf);
+    evbuffer_free(buf);
+}
+
+static void do_list(req_ctx *rc)
+{
+    const resource_type *t = rc->type;
+    ckube_selector *ls = NULL, *fs = NULL;
+    ckube_status *st = request_selectors(rc, &ls, &fs);
+    if (st) {
+        reply_status(rc, st);
+        return;
+    }
+    const char *limit_s = req_query(rc, "limit");
+    size_t limit = 0;
+    if (limit_s && *limit_s) {
+        char *end;
+        long long l = strtoll(limit_s, &end, 10);
+        if (*end || l < 0) {
+            ckube_selector_free(ls);
+            ckube_selector_free(fs);
+            reply_status(rc, ckube_status_bad_request("invalid limit \"%s\"", limit_s));
+            return;
+        }
+        limit = (size_t)l;
+    }
+    const char *rvs = req_query(rc, "resourceVersion");
+    const char *match = req_query(rc, "resourceVersionMatch");
+    bool ok;
+    int64_t rv = parse_rv(rvs, &ok);
+    if (!ok) {
+        ckube_selector_free(ls);
+        ckube_selector_free(fs);
+        reply_status(rc, ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs));
+        return;
+    }
+    /* resourceVersion=0 ("any version") lists are served whole from the
+     * watch cache, ignoring limit, as kube-apiserver's cacher does:
+     * informers list with RV=0 and limit=500, and paging a large list
+     * through them would cost one round trip (and one client rate-limit
+     * token) per 500 objects for no consistency gain. */
+    const char *cont_q = req_query(rc, "continue");
+    if (rvs && !strcmp(rvs, "0") && (!match || strcmp(match, "Exact")) && !(cont_q && *cont_q))
+        limit = 0;
+    if (match && *match && strcmp(match, "Exact") && strcmp(match, "NotOlderThan")) {
+        ckube_selector_free(ls);
+        ckube_selector_free(fs);
+        reply_status(rc, ckube_status_bad_request("invalid resourceVersionMatch \"%s\"", match));
+        return;
+    }
+    int64_t cur = cacher_rev(rc->srv->cache);
+    if (rv > cur) {
+        /* The cache is never behind storage, so this revision does not
+         * exist yet: upstream answers 504 after waiting for it. */
+        ckube_selector_free(ls);
+        ckube_selector_free(fs);
+        st =
+            ckube_status_new(504, CKUBE_REASON_TIMEOUT,
+                             "Too large resource version: %" PRId64 ", current: %" PRId64, rv, cur);
+        ckube_status_add_cause(st, "ResourceVersionTooLarge", NULL, "Too large resource version");
+        st->retry_after_seconds = 1;
+        reply_status(rc, st);
+        return;
+    }
+    /* Served at an earlier revision: a list asked for one exactly (with
+     * resourceVersionMatch=Exact, or, as upstream's legacy rule, a non-zero
+     * resourceVersion with a limit and no match), and the later pages of a
+     * paginated list (the first page's revision). */
+    bool exact = match ? !strcmp(match, "Exact") : limit && rv > 0;
+    int64_t at_rev = exact ? rv : 0;
+    char prefix[512];
+    resource_type_key_prefix(t, prefix, sizeof prefix);
+    size_t bucket_len = strlen(prefix);
+    const char *ns = rc->ri.ns;
+    if (t->namespaced && !*ns && fs) {
+        const char *want = ckube_selector_required_value(fs, "metadata.namespace");
+        if (want)
+            ns = want;
+    }
+    if (t->namespaced && *ns)
+        snprintf(prefix + bucket_len, sizeof prefix - bucket_len, "%s/", ns);
+    /* Continue token: resume after the key it names. */
+    char *after = NULL;
+    const char *cont = cont_q;
+    int64_t snap_rev = 0;
+    if (cont && *cont) {
+        char *start = NULL, *err = NULL;
+        if (continue_token_decode(cont, &snap_rev, &start, &err) != 0) {
+            ckube_selector_free(ls);
+            ckube_selector_free(fs);
+            st = ckube_status_bad_request("continue key is not valid: %s", err ? err : "");
+            free(err);
+            reply_status(rc, st);
+            return;
+        }
+        if (asprintf(&after, "%.*s%s", (int)bucket_len, prefix, start) < 0)
+            after = NULL;
+        free(start);
+        /* rv < 0: the rest of the list now (an inconsistent continuation,
+         * offered with an expired token). */
+        at_rev = snap_rev > 0 ? snap_rev : 0;
+    }
+    cfilter f = {.ns = ns, .labels = ls, .fields = fs};
+    size_t n, more;
+    int64_t rev, oldest = 0;
+    cobj **objs = NULL;
+    if (cacher_list_at(rc->srv->cache, prefix, after, &f, limit, at_rev, &objs, &n, &rev, &more,
+                       &oldest) != 0) {
+        ckube_selector_free(ls);
+        ckube_selector_free(fs);
+        if (cont && *cont) {
+            st = ckube_status_new(
+                410, CKUBE_REASON_EXPIRED,
+                "The provided continue parameter is too old to display a consistent list "
+                "result. You can start a new list without the continue parameter, or use the "
+                "continue token in this response to retrieve the remainder of the results. "
+                "Continuing with the provided token results in an inconsistent list - objects "
+                "that were created, modified, or deleted between the time the first chunk was "
+                "returned and now may show up in the list.");
+            st->list_continue = after ? continue_token_encode(-1, after + bucket_len) : NULL;
+        } else {
+            st =
+                ckube_status_new(410, CKUBE_REASON_EXPIRED,
+                                 "too old resource version: %" PRId64 " (%" PRId64 ")", rv, oldest);
+        }
+        free(after);
+        reply_status(rc, st);
+        return;
+    }
+    free(after);
+    char *next = NULL;
+    if (more && n)
+        next = continue_token_encode(rev, objs[n - 1]->key + bucket_len);
+    ckube_selector_free(ls);
+    ckube_selector_free(fs);
+
+    if (rc->want_table && list_stream_wanted(rc, objs, n)) {
+        size_t head_len;
+        char *head = table_head(rc, rev, next, more, &head_len);
+        free(next);
+        if (!head) {
+            cacher_objs_free(objs, n);
+            reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
+            return;
+        }
+        list_stream_start(rc, head, head_len, objs, n);
+        return;
+    }
+    if (rc->want_table) {
+        json_t *table = table_for_objects(rc, objs, n);
+        json_t *meta = json_object_get(table, "metadata");
+        char rvbuf[32];
+        snprintf(rvbuf, sizeof rvbuf, "%" PRId64, rev);
+        json_object_set_new(meta, "resourceVersion", json_string(rvbuf));
+        if (next) {
+            json_object_set_new(meta, "continue", json_string(next));
+            json_object_set_new(meta, "remainingItemCount", json_integer((json_int_t)more));
+        }
+        free(next);
+        cacher_objs_free(objs, n);
+        reply_json(rc, 200, table);
+        return;
+    }
+    /* The head, up to the items: the same for both ways of sending. */
+    char *head = NULL;
+    const char *list_kind, *list_gv;
+    served_kind(rc, true, &list_kind, &list_gv);
+    int head_len;
+    if (next)
+        head_len = asprintf(&head,
+                            "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
+                            "\"resourceVersion\":\"%" PRId64
+                            "\",\"continue\":\"%s\",\"remainingItemCount\":%zu},\"items\":[",
+                            list_kind, list_gv, rev, next, more);
+    else
+        head_len = asprintf(&head,
+                            "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
+                            "\"resourceVersion\":\"%" PRId64 "\"},\"items\":[",
+                            list_kind, list_gv, rev);
+    free(next);
+    if (head_len < 0) {
+        cacher_objs_free(objs, n);
+        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
+        return;
+    }
+    if (list_stream_wanted(rc, objs, n)) {
+        list_stream_start(rc, head, (size_t)head_len, objs, n);
+        return;
+    }
+    /* A small list is written whole, as references to the cached bytes. */
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add_reference(buf, head, (size_t)head_len, free_ref_cb, NULL);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            evbuffer_add(buf, ",", 1);
+        if (rc->want_partial) {
+            partial_append(buf, rc, objs[i]);
+            cobj_unref(objs[i]);
+            continue;
+        }
+        if (t->present) {
+            /* Served in another shape than stored: re-encode this item. */
+            json_t *obj = cobj_decode(objs[i]);
+            t->present(t, obj);
+            size_t len;
+            char *s = ckube_json_dumps(obj, &len);
+            json_decref(obj);
+            if (s)
+                evbuffer_add(buf, s, len);
+            free(s);
+            cobj_unref(objs[i]);
+            continue;
+        }
+        evbuffer_add_reference(buf, objs[i]->json, objs[i]->len, unref_cobj_cb, objs[i]);
+    }
+    evbuffer_add(buf, "]}", 2);
+    free(objs); /* references now belong to the buffer */
+    reply_evbuffer(rc, 200, buf);
+    evbuffer_free(buf);
+}
+
+/* ---- /scale ------------------------------------------------------------- */
+
+static json_t *scale_of(const resource_type *t, const json_t *obj)
+{
+    json_t *spec_r = ckube_json_get_path(obj, t->scale_spec_replicas_path);
+    json_t *stat_r = ckube_json_get_path(obj, t->scale_status_replicas_path);
+    json_t *scale = json_pack(
+        "{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:s},s:{s:I},s:{s:I}}", "kind", "Scale", "apiVersion",
+        "autoscaling/v1", "metadata", "name", ckube_obj_name(obj), "namespace",
+        ckube_obj_namespace(obj) ? ckube_obj_namespace(obj) : "", "uid",
+        ckube_obj_uid(obj) ? ckube_obj_uid(obj) : "", "resourceVersion",
+        ckube_obj_resource_version(obj) ? ckube_obj_resource_version(obj) : "", "creationTimestamp",
+        json_string_value(ckube_json_get_path(obj, "metadata.creationTimestamp"))
+            ? json_string_value(ckube_json_get_path(obj, "metadata.creationTimestamp"))
+            : "",
+        "spec", "replicas", (json_int_t)(spec_r ? json_integer_value(spec_r) : 0), "status",
+        "replicas", (json_int_t)(stat_r ? json_integer_value(stat_r) : 0));
+    if (t->scale_label_selector_path) {
+        json_t *sel = ckube_json_get_path(obj, t->scale_label_selector_path);
+        if (json_is_string(sel))
+            json_object_set(json_object_get(scale, "status"), "selector", sel);
+    }
+    return scale;
+}
+
+static void do_scale_get(req_ctx *rc)
+{
+    char key[KEY_MAX];
+    object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
+    cobj *o = cacher_get(rc->srv->cache, key);
+    if (!o) {
+        reply_status(rc, not_found(rc, rc->ri.name));
+        return;
+    }
+    json_t *obj = cobj_decode(o);
+    cobj_unref(o);
+    json_t *scale = scale_of(rc->type, obj);
+    json_decref(obj);
+    reply_json(rc, 200, scale);
+}
+
+/* Sets the value at a simple ".a.b.c" path, creating objects. */
+static void set_path(json_t *obj, const char *path, json_t *v)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", *path == '.' ? path + 1 : path);
+    json_t *cur = obj;
+    char *save = NULL;
+    char *seg = strtok_r(buf, ".", &save);
+    while (seg) {
+        char *next = strtok_r(NULL, ".", &save);
+        if (!next) {
+            json_object_set(cur, seg, v);
+            break;
+        }
+        cur = ckube_json_object_ensure(cur, seg);
+        seg = next;
+    }
+}
+
+/* PUT/PATCH on /scale become a patch of the replicas path. */
+static void do_scale_write(req_ctx *rc, bool patch)
+{
+    const resource_type *t = rc->type;
+    char key[KEY_MAX];
+    object_key(t, rc->ri.ns, rc->ri.name, key, sizeof key);
+    cobj *o = cacher_get(rc->srv->cache, key);
+    if (!o) {
+        reply_status(rc, not_found(rc, rc->ri.name));
+        return;
+    }
+    json_t *obj = cobj_decode(o);
+    cobj_unref(o);
+    json_t *scale = scale_of(t, obj);
+    ckube_status *st = NULL;
+    body_type bt = content_type(rc);
+    json_t *body = read_body(rc, bt == BODY_YAML || bt == BODY_PROTOBUF ? bt : BODY_JSON, 1, &st);
+    json_t *newscale = NULL;
+    if (!st) {
+        char *err = NULL;
+        if (!patch)
+            newscale = json_incref(body);
+        else if (bt == BODY_JSON_PATCH)
+            newscale = ckube_json_patch_apply(scale, body, &err);
+        else
+            newscale = ckube_merge_patch_apply(scale, body, &err);
+        if (!newscale)
+            st = ckube_status_new(422, CKUBE_REASON_INVALID, "%s", err ? err : "invalid patch");
+        free(err);
+    }
+    json_t *replicas = newscale ? ckube_json_get_path(newscale, "spec.replicas") : NULL;
+    if (!st && (!json_is_integer(replicas) || json_integer_value(replicas) < 0)) {
+        st = ckube_status_invalid_begin("autoscaling", "Scale", rc->ri.name);
+        ckube_field_invalid_int(st, "spec.replicas", json_integer_value(replicas),
+                                "must be greater than or equal to 0");
+        ckube_status_invalid_finish(st);
+    }
+    const char *rv = newscale ? ckube_obj_resource_version(newscale) : NULL;
+    if (!st && !patch && rv && *rv && strcmp(rv, ckube_obj_resource_version(obj)))
+        st = ckube_status_conflict(t->group, t->resource, rc->ri.name,
+                                   "the object has been modified; please apply your changes to "
+                                   "the latest version and try again");
+    if (st) {
+        json_decref(obj);
+        json_decref(scale);
+        json_decref(body);
+        json_decref(newscale);
+        reply_status(rc, st);
+        return;
+    }
+    /* Becomes an update of the whole object with the new replicas; the
+     * Scale's resourceVersion was checked above, so races are retried. */
+    set_path(obj, t->scale_spec_replicas_path, replicas);
+    json_object_del(json_object_get(obj, "metadata"), "resourceVersion");
+    json_decref(scale);
+    json_decref(body);
+    json_decref(newscale);
+    write_req *w = write_new(rc, W_UPDATE);
+    w->body = obj;
+    w->scale_reply = true;
+    w->internal = true;
+    w->subresource = "scale";
+    if (!write_params(rc, w) ||
+        !write_manager(rc, w, patch ? "PatchOptions" : "UpdateOptions", false)) {
+        write_free(w);
+        return;
+    }
+    w->validation = 0;
+    run_update(w);
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+static bool valid_path_name(const char *name)
+{
+    return *name && strcmp(name, ".") && strcmp(name, "..") && !strchr(name, '/') &&
+           !strchr(name, '%');
+}
+
+/* A review (registry.h: resource_type.review): the question is decoded
+ * and validated as a create's body, answered, and sent back as created;
+ * nothing is stored. */
+static void do_review(req_ctx *rc)
+{
+    const resource_type *t = rc->type;
+    ckube_status *st = NULL;
+    int fv;
+    if (!field_validation_or_reply(rc, &fv))
+        return;
+    body_type bt = content_type(rc);
+    json_t *obj = read_body(rc, bt, fv, &st);
+    if (!st && !json_is_object(obj))
+        st = ckube_status_bad_request("the body of the request must be a %s object", t->kind);
+    if (!st)
+        st = check_gvk(rc, obj);
+    ckube_status *inv = st ? NULL : ckube_status_invalid_begin(t->group, t->kind, "");
+    /* Unknown fields are dropped (and reported as fieldValidation asks),
+     * ill-typed ones are a 400, as decoding the body does upstream. */
+    if (!st)
+        st = apply_schema(rc, obj, fv, inv);
+    if (!st)
+        st = decoding_error(t, inv);
+    if (st) {
+        ckube_status_free(inv);
+        json_decref(obj);
+        reply_status(rc, st);
+        return;
+    }
+    t->review(t, obj, rc->ri.ns, inv);
+    if (inv->ncauses) {
+        ckube_status_invalid_finish(inv);
+        json_decref(obj);
+        reply_status(rc, inv);
+        return;
+    }
+    ckube_status_free(inv);
+    reply_json(rc, 201, obj);
+}
+
+void handle_resource(req_ctx *rc)
+{
+    request_info *ri = &rc->ri;
+    rc->type = registry_lookup(ri->group, ri->version, ri->resource);
+    if (!rc->type) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    const resource_type *t = rc->type;
+    /* Scope: cluster-scoped resources have no namespace in the URL (except
+     * the namespace object itself, whose name parses as one). */
+    if (!t->namespaced && *ri->ns && strcmp(t->resource, "namespaces")) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    if (!t->namespaced)
+        ri->ns[0] = 0;
+    if (*ri->name && !valid_path_name(ri->name)) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    if (t->namespaced && *ri->ns && !valid_path_name(ri->ns)) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    const char *verb = ri->verb;
+    if (t->namespaced && !*ri->ns && (*ri->name || !strcmp(verb, "create"))) {
+        reply_status(rc, resource_not_found());
+        return;
+    }
+    if (t->review) {
+        if (!strcmp(verb, "create") && !*ri->name && !*ri->subresource)
+            do_review(rc);
+        else
+            reply_status(rc, method_not_allowed());
+        return;
+    }
+    /* PartialObjectMetadata in the form the verb answers: a list for list
+     * and deletecollection, one object for everything else (a watch's
+     * events included). The other form is a 406, before any work. */
+    bool answers_list =
+        !*ri->subresource && (!strcmp(verb, "list") || !strcmp(verb, "deletecollection"));
+    ckube_status *refused = partial_refused(rc, answers_list);
+    if (refused) {
+        reply_status(rc, refused);
+        return;
+    }
+    if (*ri->subresource) {
+        const char *sub = ri->subresource;
+        bool is_status = !strcmp(sub, "status") && t->status_subresource;
+        bool is_scale = !strcmp(sub, "scale") && t->scale_subresource;
+        bool is_finalize =
+            !strcmp(sub, "finalize") && !strcmp(t->resource, "namespaces") && !*t->group;
+        if (!is_status && !is_scale && !is_finalize) {
+            reply_status(rc, resource_not_found());
+            return;
+        }
+        if (!strcmp(verb, "get")) {
+            if (is_scale)
+                do_scale_get(rc);
+            else if (is_status)
+                do_get(rc);
+            else
+                reply_status(rc, method_not_allowed());
+        } else if (!strcmp(verb, "update")) {
+            if (is_scale)
+                do_scale_write(rc, false);
+            else
+                do_update(rc, is_status ? W_STATUS : W_FINALIZE);
+        } else if (!strcmp(verb, "patch") && !is_finalize) {
+            if (is_scale)
+                do_scale_write(rc, true);
+            else
+                do_patch(rc, W_STATUS);
+        } else {
+            reply_status(rc, method_not_allowed());
+        }
+        return;
+    }
+    if (!strcmp(verb, "create") && !(t->verbs & VERB_CREATE)) {
+        reply_status(rc, ckube_status_new(405, CKUBE_REASON_METHOD_NOT_ALLOWED,
+                                          "create not allowed while custom resource definition "
+                                          "is terminating"));
+        return;
+    }
+    if (!strcmp(verb, "get"))
+        do_get(rc);
+    else if (!strcmp(verb, "list"))
+        do_list(rc);
+    else if (!strcmp(verb, "watch"))
+        handle_watch(rc);
+    else if (!strcmp(verb, "create"))
+        *ri->name ? reply_status(rc, method_not_allowed()) : do_create(rc);
+    else if (!strcmp(verb, "update"))
+        do_update(rc, W_UPDATE);
+    else if (!strcmp(verb, "patch"))
+        do_patch(rc, W_PATCH);
+    else if (!strcmp(verb, "delete"))
+        do_delete(rc);
+    else if (!strcmp(verb, "deletecollection"))
+        do_deletecollection(rc);
+    else
+        reply_status(rc, method_not_allowed());
+}

@@ -1,0 +1,144 @@
+/* reviews.c - the create-only "review" resources that clients ask
+ * questions with, answered and never stored:
+ *
+ *   authorization.k8s.io/v1 selfsubjectaccessreviews, subjectaccessreviews,
+ *       localsubjectaccessreviews  (kubectl auth can-i; dashboards such as
+ *       k9s ask before they offer an action)
+ *   authorization.k8s.io/v1 selfsubjectrulesreviews  (kubectl auth can-i --list)
+ *   authentication.k8s.io/v1 (and v1beta1) selfsubjectreviews  (kubectl auth whoami)
+ *
+ * ckube has no authentication or authorization yet (loopback only), so the
+ * answers are those of a kube-apiserver with anonymous requests and the
+ * AlwaysAllow authorizer: every access is allowed, the rules are "*", the
+ * user is system:anonymous. The requests are decoded against the types'
+ * schemas (builtin_schemas.c) and validated as upstream validates them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "apiserver/apiserver.h"
+#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "ckube/json.h"
+#include "ckube/validation.h"
+
+/* Exactly one of resourceAttributes and nonResourceAttributes. */
+static void check_attributes(const json_t *spec, ckube_status *st)
+{
+    bool res = json_is_object(json_object_get(spec, "resourceAttributes"));
+    bool nonres = json_is_object(json_object_get(spec, "nonResourceAttributes"));
+    if (res == nonres)
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "spec.resourceAttributes",
+                               "Invalid value: \"null\": exactly one of nonResourceAttributes or "
+                               "resourceAttributes must be specified");
+}
+
+static void allow(json_t *obj)
+{
+    json_object_set_new(obj, "status", json_pack("{s:b}", "allowed", 1));
+}
+
+static void self_access_review(const resource_type *t, json_t *obj, const char *ns,
+                               ckube_status *st)
+{
+    (void)t;
+    (void)ns;
+    check_attributes(json_object_get(obj, "spec"), st);
+    allow(obj);
+}
+
+/* SubjectAccessReview and LocalSubjectAccessReview ask about someone:
+ * a user or groups must be named. */
+static void access_review(const resource_type *t, json_t *obj, const char *ns, ckube_status *st)
+{
+    json_t *spec = json_object_get(obj, "spec");
+    check_attributes(spec, st);
+    const char *user = json_string_value(json_object_get(spec, "user"));
+    if ((!user || !*user) && !json_array_size(json_object_get(spec, "groups")))
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "spec.user",
+                               "Invalid value: \"\": at least one of user or group must be "
+                               "specified");
+    if (t->namespaced) {
+        /* A local review is about its own namespace (defaulted to it). */
+        json_t *ra = json_object_get(spec, "resourceAttributes");
+        const char *rns = json_string_value(json_object_get(ra, "namespace"));
+        if (json_is_object(ra) && (!rns || !*rns))
+            json_object_set_new(ra, "namespace", json_string(ns));
+        else if (json_is_object(ra) && strcmp(rns, ns))
+            ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID,
+                                   "spec.resourceAttributes.namespace",
+                                   "Invalid value: \"%s\": must match metadata.namespace", rns);
+        if (json_object_get(spec, "nonResourceAttributes"))
+            ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "spec.nonResourceAttributes",
+                                   "Invalid value: \"\": disallowed on this kind of request");
+    }
+    allow(obj);
+}
+
+static void rules_review(const resource_type *t, json_t *obj, const char *ns, ckube_status *st)
+{
+    (void)t;
+    (void)ns;
+    (void)st;
+    json_object_set_new(obj, "status",
+                        json_pack("{s:[{s:[s],s:[s],s:[s]}],s:[{s:[s],s:[s]}],s:b}",
+                                  "resourceRules", "verbs", "*", "apiGroups", "*", "resources", "*",
+                                  "nonResourceRules", "verbs", "*", "nonResourceURLs", "*",
+                                  "incomplete", 0));
+}
+
+static void self_subject_review(const resource_type *t, json_t *obj, const char *ns,
+                                ckube_status *st)
+{
+    (void)t;
+    (void)ns;
+    (void)st;
+    json_object_set_new(obj, "status",
+                        json_pack("{s:{s:s,s:[s]}}", "userInfo", "username", "system:anonymous",
+                                  "groups", "system:unauthenticated"));
+}
+
+static const struct review_def {
+    const char *group, *version, *resource, *kind, *singular;
+    bool namespaced;
+    void (*review)(const resource_type *, json_t *, const char *, ckube_status *);
+} reviews[] = {
+    {"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
+     "selfsubjectaccessreview", false, self_access_review},
+    {"authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
+     "subjectaccessreview", false, access_review},
+    {"authorization.k8s.io", "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview",
+     "localsubjectaccessreview", true, access_review},
+    {"authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview",
+     "selfsubjectrulesreview", false, rules_review},
+    {"authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", "selfsubjectreview",
+     false, self_subject_review},
+    /* kubectl up to 1.27 asks v1beta1 (GA in 1.28) */
+    {"authentication.k8s.io", "v1beta1", "selfsubjectreviews", "SelfSubjectReview",
+     "selfsubjectreview", false, self_subject_review},
+};
+
+int review_types_register(void)
+{
+    for (size_t i = 0; i < sizeof reviews / sizeof *reviews; i++) {
+        const struct review_def *d = &reviews[i];
+        resource_type *t = calloc(1, sizeof *t);
+        if (!t)
+            return -1;
+        atomic_init(&t->refs, 1);
+        t->group = strdup(d->group);
+        t->version = strdup(d->version);
+        t->resource = strdup(d->resource);
+        t->kind = strdup(d->kind);
+        t->singular = strdup(d->singular);
+        t->namespaced = d->namespaced;
+        t->verbs = VERB_CREATE;
+        t->review = d->review;
+        t->name_kind = CKUBE_NAME_DNS1123_SUBDOMAIN;
+        t->schema = builtin_schema(d->group, d->version, d->kind); /* explain, /openapi */
+        if (!t->schema || !t->group || !t->version || !t->resource || !t->kind || !t->singular ||
+            registry_add(t) != 0) {
+            resource_type_unref(t);
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,202 @@
+/* registry.h - the resource types the API server serves.
+ *
+ * One generic REST handler serves every resource; everything that differs
+ * between types lives in a `struct resource_type`: names for discovery,
+ * scope, verbs, subresources, the strategy hooks (prepare, validate), the
+ * strategic-merge-patch metadata, the OpenAPI schema and the printer
+ * columns. Built-in types come from a static table (builtin_types.c);
+ * CustomResourceDefinitions add types at run time.
+ *
+ * Types are reference counted: a request holds a reference for its whole
+ * life, so a CRD deleted meanwhile frees its type only when the last
+ * request ends. The registry itself is guarded by a rwlock.
+ */
+#ifndef CKUBE_APISERVER_REGISTRY_H
+#define CKUBE_APISERVER_REGISTRY_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "apiserver/cacher/cacher.h"
+#include "ckube/patch.h"
+#include "ckube/status.h"
+
+/* Verbs, as discovery lists them. */
+enum {
+    VERB_GET = 1 << 0,
+    VERB_LIST = 1 << 1,
+    VERB_WATCH = 1 << 2,
+    VERB_CREATE = 1 << 3,
+    VERB_UPDATE = 1 << 4,
+    VERB_PATCH = 1 << 5,
+    VERB_DELETE = 1 << 6,
+    VERB_DELETECOLLECTION = 1 << 7,
+    VERB_ALL = 0xff,
+};
+
+/* A server-side printing column (meta/v1 TableColumnDefinition). The cell
+ * comes from `fn` when set, else from `json_path` (a simple path like
+ * ".spec.replicas", as CRD additionalPrinterColumns use). */
+typedef struct printer_column {
+    char *name;
+    char *type;   /* "string", "integer", "number", "boolean", "date" */
+    char *format; /* "name" for the Name column, else "" */
+    char *description;
+    int priority; /* > 0: only with -o wide */
+    char *json_path;
+    /* Returns a new reference (a string, number, bool or null). */
+    json_t *(*fn)(const json_t *obj);
+} printer_column;
+
+/* Extra field-selector fields of a type beyond metadata.name and
+ * metadata.namespace: the selector key and the JSON path it reads. The
+ * cacher extracts them, so this is its cacher_field. */
+typedef cacher_field selectable_field;
+
+typedef struct resource_type resource_type;
+struct resource_type {
+    atomic_int refs;
+
+    char *group;       /* "" for core */
+    char *version;     /* "v1" */
+    char *resource;    /* plural, lowercase: "configmaps" */
+    char *kind;        /* "ConfigMap" */
+    char *list_kind;   /* "ConfigMapList" */
+    char *singular;    /* "configmap" */
+    char *api_version; /* "v1" or "apps/v1" (derived) */
+    bool namespaced;
+    char **short_names; /* NULL-terminated; may be NULL */
+    char **categories;  /* NULL-terminated; may be NULL */
+    unsigned verbs;
+
+    bool status_subresource;          /* /status exists; main writes keep old status */
+    bool scale_subresource;           /* /scale exists (autoscaling/v1 Scale) */
+    char *scale_spec_replicas_path;   /* ".spec.replicas" */
+    char *scale_status_replicas_path; /* ".status.replicas" */
+    char *scale_label_selector_path;  /* may be NULL */
+
+    /* Generation is bumped when anything outside metadata (and outside
+     * status when status_subresource) changes. */
+    bool tracks_generation;
+    /* PUT without metadata.resourceVersion is allowed (unconditional
+     * update) for most built-ins, rejected with 422 for custom resources. */
+    bool allow_unconditional_update;
+    /* Deletion returns the object rather than a Success Status. */
+    bool return_deleted_object;
+    /* Create and update may set .status directly (no status subresource). */
+
+    /* Strategic merge patch metadata; NULL means strategic merge patch is
+     * unsupported (custom resources: 415). */
+    const ckube_patch_meta_entry *patch_meta;
+
+    /* OpenAPI v3 schema of the whole object (owned reference), used for
+     * unknown-field detection/pruning, validation, defaulting and
+     * /openapi. NULL: anything goes. */
+    json_t *schema;
+
+    /* Server-side printing columns, complete and in order (a Name column
+     * has json_path ".metadata.name" and format "name"). ncolumns == 0
+     * means the default Name and Age columns. */
+    printer_column *columns;
+    size_t ncolumns;
+
+    const selectable_field *selectable_fields; /* zero-terminated; may be NULL */
+    /* A custom type's selectableFields: owned with their strings, and
+     * what selectable_fields points at. The cacher keeps no values for
+     * them (they change with the CRD); filters read them from the bytes. */
+    selectable_field *owned_selectable_fields;
+
+    /* Strategy hooks, all optional. They run on the request's thread with
+     * the object decoded. */
+    /* Fills defaults and resets fields users may not set on create. */
+    void (*prepare_create)(const resource_type *t, json_t *obj);
+    /* Same on update; `old` is the stored object (read-only). */
+    void (*prepare_update)(const resource_type *t, json_t *obj, const json_t *old);
+    /* Adds causes (ckube_status_add_cause) for invalid fields. `old` is NULL
+     * on create. */
+    void (*validate)(const resource_type *t, const json_t *obj, const json_t *old,
+                     ckube_status *st);
+
+    /* Finalizers kept outside metadata.finalizers (namespaces keep
+     * spec.finalizers): true while any is left. */
+    bool (*pending_finalizers)(const json_t *obj);
+    /* Runs when graceful deletion starts (namespaces: phase Terminating). */
+    void (*prepare_delete)(json_t *obj);
+    /* Objects are stored in one version; when this type serves another
+     * shape (a v1beta1 CRD, a non-storage version of a custom resource),
+     * `present` rewrites a decoded stored object in place before it is
+     * served. NULL: stored bytes are served as they are. */
+    void (*present)(const resource_type *t, json_t *obj);
+    /* Name rule (enum ckube_name_kind in ckube/validation.h). */
+    int name_kind;
+    /* A create-only question (reviews.c: SelfSubjectAccessReview, ...):
+     * answered and never stored. Fills obj's status, or adds causes to st
+     * (an Invalid status) for a malformed question; ns is the request's
+     * namespace. Other verbs get 405. */
+    void (*review)(const resource_type *t, json_t *obj, const char *ns, ckube_status *st);
+
+    bool is_custom;       /* defined by a CRD */
+    char *crd_name;       /* owning CRD, for custom types */
+    struct crd_serving *serving; /* what the CRD serves this type from (a
+                                  * reference, owned); see crd_serving */
+    bool storage_version; /* custom: this version is the one stored */
+    void *priv;           /* owner's data (the CRD's validation state, ...) */
+    void (*priv_free)(void *priv);
+};
+
+/* What a CRD serves its types from: its uid, spec and accepted names.
+ * Successive registrations of a CRD's types share one while that stays
+ * the same (a change of the CRD's status, or the start of its deletion,
+ * re-registers the types without changing it). It is retired when the
+ * CRD is deleted or changes what it serves, and the watches on any of its
+ * types then end, as upstream ends them when it rebuilds or tears down a
+ * CRD's storage. Reference counted; thread-safe. */
+typedef struct crd_serving {
+    atomic_int refs;
+    atomic_int retired;
+    char *what; /* compact JSON of uid, spec and acceptedNames */
+} crd_serving;
+
+/* Takes `what` (malloc'd). NULL when out of memory (what is freed). */
+crd_serving *crd_serving_new(char *what);
+crd_serving *crd_serving_ref(crd_serving *s);
+void crd_serving_unref(crd_serving *s);
+
+resource_type *resource_type_ref(resource_type *t);
+void resource_type_unref(resource_type *t);
+
+/* Storage key prefix of the type's objects, e.g. "/registry/configmaps/"
+ * (core) or "/registry/apps/deployments/"; written to buf. */
+void resource_type_key_prefix(const resource_type *t, char *buf, size_t n);
+
+/* Registry lifecycle. registry_init loads the built-in types. */
+int registry_init(void);
+void registry_shutdown(void);
+
+/* Looks up by group, version and plural resource name (or, for kubectl's
+ * convenience, nothing else). Returns a new reference or NULL. */
+resource_type *registry_lookup(const char *group, const char *version, const char *resource);
+/* Looks up by group, version and kind. New reference or NULL. */
+resource_type *registry_lookup_kind(const char *group, const char *version, const char *kind);
+
+/* Adds a type (takes the caller's reference). Fails (-1) if group/version/
+ * resource is taken. */
+int registry_add(resource_type *t);
+/* Removes a type by group/version/resource; drops the registry's ref. */
+void registry_remove(const char *group, const char *version, const char *resource);
+
+/* Snapshot of every type, sorted by group then version then resource:
+ * an array of new references and its length. Free with registry_list_free. */
+resource_type **registry_list(size_t *n);
+void registry_list_free(resource_type **types, size_t n);
+
+/* A counter bumped on every add/remove, for discovery/OpenAPI caches. */
+unsigned long registry_generation(void);
+
+/* Built-in types (builtin_types.c): fills the registry. */
+int builtin_types_register(void);
+/* The review types (reviews.c); builtin_types_register calls it. */
+int review_types_register(void);
+
+#endif

@@ -1,0 +1,744 @@
+/* The HTTP front: listening sockets, loop threads, request dispatch and
+ * the reply helpers. See apiserver.h for the threading model. */
+#include "apiserver/apiserver.h"
+#include "common/text.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/thread.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "storage/compactor.h"
+#include "apiserver/apiextensions/crd.h"
+#include "ckube/json.h"
+#include "ckube/log.h"
+
+/* ---- tasks posted to loops ---------------------------------------------- */
+
+void loop_post(loop *lp, void (*fn)(void *), void *arg)
+{
+    loop_task *t = malloc(sizeof *t);
+    if (!t) {
+        CKUBE_ERROR("out of memory posting a task");
+        abort();
+    }
+    t->fn = fn;
+    t->arg = arg;
+    t->next = NULL;
+    pthread_mutex_lock(&lp->mu);
+    if (lp->tasks_tail)
+        lp->tasks_tail->next = t;
+    else
+        lp->tasks = t;
+    lp->tasks_tail = t;
+    pthread_mutex_unlock(&lp->mu);
+    event_active(lp->wake, 0, 0);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    loop *lp = arg;
+    pthread_mutex_lock(&lp->mu);
+    loop_task *t = lp->tasks;
+    lp->tasks = lp->tasks_tail = NULL;
+    pthread_mutex_unlock(&lp->mu);
+    while (t) {
+        loop_task *next = t->next;
+        t->fn(t->arg);
+        free(t);
+        t = next;
+    }
+    watch_loop_flush(lp);
+    if (atomic_load(&lp->srv->stopping) && !lp->exiting) {
+        /* Watches end with their last chunk, and the loop runs a little
+         * longer so that it and the replies still queued reach their
+         * clients (a clean end of stream, not a reset). */
+        lp->exiting = true;
+        watch_loop_close_all(lp);
+        list_stream_close_all(lp);
+        struct timeval flush = {0, 100 * 1000};
+        event_base_loopexit(lp->base, &flush);
+    }
+}
+
+/* Called by the cacher (storage thread) after each applied batch. */
+static void wake_loops(void *arg)
+{
+    apiserver *s = arg;
+    for (int i = 0; i < s->nloops; i++)
+        event_active(s->loops[i].wake, 0, 0);
+}
+
+/* ---- replies ----------------------------------------------------------- */
+
+const char *req_query(req_ctx *rc, const char *key)
+{
+    return evhttp_find_header(&rc->query, key);
+}
+
+bool req_query_bool(req_ctx *rc, const char *key)
+{
+    /* As apimachinery converts query strings to bools: absent, "0" and
+     * "false" in any case are false; anything else, "" included, is true. */
+    const char *v = req_query(rc, key);
+    return v && strcmp(v, "0") && strcasecmp(v, "false");
+}
+
+/* Parses a query string (q[0..len)) as Go's url.ParseQuery does:
+ * '&'-separated, a key without '=' has the value "", '+' is a space.
+ * Returns -1 on a bad percent escape. */
+static int parse_query(const char *q, size_t len, struct evkeyvalq *out)
+{
+    char *dup = strndup(q, len);
+    if (!dup)
+        return -1;
+    int rc = 0;
+    for (char *save = NULL, *p = strtok_r(dup, "&", &save); p; p = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(p, '=');
+        if (eq)
+            *eq = 0;
+        char *k = evhttp_uridecode(p, 1, NULL);
+        char *v = evhttp_uridecode(eq ? eq + 1 : "", 1, NULL);
+        if (!k || !v || strlen(k) == 0) {
+            free(k);
+            free(v);
+            if (!k || !v) {
+                rc = -1;
+                break;
+            }
+            continue;
+        }
+        evhttp_add_header(out, k, v);
+        free(k);
+        free(v);
+    }
+    free(dup);
+    return rc;
+}
+
+void req_ctx_free(req_ctx *rc)
+{
+    if (!rc)
+        return;
+    apimetrics_request_done(rc);
+    if (!rc->long_running)
+        atomic_fetch_sub(&rc->srv->inflight, 1);
+    evhttp_clear_headers(&rc->query);
+    resource_type_unref(rc->type);
+    for (size_t i = 0; i < rc->warnings.n; i++)
+        free(rc->warnings.texts[i]);
+    free(rc->warnings.texts);
+    free(rc);
+}
+
+/* Upstream's warning recorder (apiserver's filters/warning.go): a text is
+ * sent once; while all of them fit in WARN_TOTAL_RUNES characters they
+ * go whole, and once one would not, every text is cut to WARN_ITEM_RUNES
+ * and texts are taken only until the total is reached again. So a body
+ * with a hundred thousand unknown fields gets a few KiB of warnings, not
+ * a header of megabytes built in quadratic time. */
+#define WARN_TOTAL_RUNES 4096
+#define WARN_ITEM_RUNES 256
+
+/* Characters (UTF-8 sequences; a stray byte counts as one) in s. */
+static size_t runes(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+void req_add_warning(req_ctx *rc, const char *msg)
+{
+    req_warnings *w = &rc->warnings;
+    if (!msg || !*msg || (w->truncating && w->runes >= WARN_TOTAL_RUNES))
+        return;
+    for (size_t i = 0; i < w->n; i++)
+        if (!strcmp(w->texts[i], msg))
+            return;
+    size_t len = runes(msg);
+    if (w->truncating && len > WARN_ITEM_RUNES)
+        len = WARN_ITEM_RUNES;
+    if (!w->truncating && w->runes + len > WARN_TOTAL_RUNES) {
+        /* From now on everything is cut, what is already kept too. */
+        w->truncating = true;
+        w->runes = 0;
+        for (size_t i = 0; i < w->n; i++) {
+            size_t r = runes(w->texts[i]);
+            w->runes += r > WARN_ITEM_RUNES ? WARN_ITEM_RUNES : r;
+        }
+        if (len > WARN_ITEM_RUNES)
+            len = WARN_ITEM_RUNES;
+    }
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 4;
+        char **t = realloc(w->texts, cap * sizeof *t);
+        if (!t)
+            return;
+        w->texts = t;
+        w->cap = cap;
+    }
+    char *copy = strdup(msg);
+    if (!copy)
+        return;
+    w->texts[w->n++] = copy;
+    w->runes += len;
+}
+
+/* The Warning header: 299 - "text" (RFC 7234) for each, joined by ", ";
+ * a text is a quoted-string, so '"' and '\' are escaped. Texts are cut
+ * on a character boundary once the recorder truncates. NULL if none. */
+static char *warning_header(const req_ctx *rc)
+{
+    ckube__strbuf b = {0};
+    for (size_t i = 0; i < rc->warnings.n; i++) {
+        if (i)
+            ckube__sb_add(&b, ", ");
+        ckube__sb_add(&b, "299 - \"");
+        size_t left = rc->warnings.truncating ? WARN_ITEM_RUNES : SIZE_MAX;
+        for (const char *p = rc->warnings.texts[i]; *p; p++) {
+            if (((unsigned char)*p & 0xC0) != 0x80 && left-- == 0)
+                break;
+            if (*p == '"' || *p == '\\')
+                ckube__sb_addc(&b, '\\');
+            ckube__sb_addc(&b, (*p == '\n' || *p == '\r') ? ' ' : *p);
+        }
+        ckube__sb_addc(&b, '"');
+    }
+    return rc->warnings.n ? ckube__sb_take(&b) : NULL;
+}
+
+void req_add_common_headers(req_ctx *rc, const char *content_type)
+{
+    httpd_add_header(rc->req, "Content-Type", content_type);
+    httpd_add_header(rc->req, "Cache-Control", "no-cache, private");
+    char *warning = warning_header(rc);
+    if (warning)
+        httpd_add_header(rc->req, "Warning", warning);
+    free(warning);
+    req_close_if_draining(rc);
+}
+
+void req_close_if_draining(req_ctx *rc)
+{
+    if (atomic_load(&rc->srv->draining))
+        httpd_add_header(rc->req, "Connection", "close");
+}
+
+void req_long_running(req_ctx *rc)
+{
+    if (rc->long_running)
+        return;
+    rc->long_running = true;
+    atomic_fetch_sub(&rc->srv->inflight, 1);
+    apimetrics_watch_started(rc);
+}
+
+void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf)
+{
+    rc->code = code;
+    req_add_common_headers(rc, "application/json");
+    CKUBE_V(4, "%s %s -> %d", rc->ri.verb[0] ? rc->ri.verb : "request", httpd_req_target(rc->req),
+            code);
+    httpd_send_reply(rc->req, code, buf);
+    req_ctx_free(rc);
+}
+
+void reply_raw(req_ctx *rc, int code, const char *content_type, const char *data, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add(buf, data, len);
+    rc->code = code;
+    req_add_common_headers(rc, content_type);
+    httpd_send_reply(rc->req, code, buf);
+    evbuffer_free(buf);
+    req_ctx_free(rc);
+}
+
+/* evbuffer reference cleanup for malloc'd data. */
+static void free_ref(const void *data, size_t len, void *arg)
+{
+    free((void *)data);
+}
+
+void reply_json(req_ctx *rc, int code, json_t *body)
+{
+    size_t len = 0;
+    char *s = ckube_json_dumps(body, &len);
+    json_decref(body);
+    struct evbuffer *buf = evbuffer_new();
+    if (s)
+        evbuffer_add_reference(buf, s, len, free_ref, NULL);
+    reply_evbuffer(rc, code, buf);
+    evbuffer_free(buf);
+}
+
+void reply_status(req_ctx *rc, ckube_status *st)
+{
+    int code = st->code ? st->code : 500;
+    CKUBE_V(2, "%s %s: %d %s", rc->method, httpd_req_target(rc->req), code,
+            st->message ? st->message : "");
+    json_t *j = ckube_status_to_json(st);
+    ckube_status_free(st);
+    reply_json(rc, code, j);
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+/* The value of media-type parameter `name` in `params` (the part of an
+ * Accept entry after its type: ";k=v;k=v"), copied into buf; "" when
+ * absent. */
+static const char *media_param(const char *params, const char *name, char *buf, size_t n)
+{
+    size_t nl = strlen(name);
+    buf[0] = '\0';
+    for (const char *p = params; p && *p;) {
+        while (*p == ';' || *p == ' ')
+            p++;
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > nl && !strncmp(p, name, nl) && p[nl] == '=') {
+            size_t vl = len - nl - 1;
+            while (vl && p[nl + 1 + vl - 1] == ' ')
+                vl--;
+            snprintf(buf, n, "%.*s", (int)vl, p + nl + 1);
+            return buf;
+        }
+        p = end;
+    }
+    return buf;
+}
+
+/* Accept-header negotiation: JSON, plain or as a meta.k8s.io conversion
+ * (Table; PartialObjectMetadata, and PartialObjectMetadataList for reads),
+ * or, at /api and /apis, aggregated discovery (apidiscovery.k8s.io v2 or
+ * v2beta1). The first acceptable entry wins. Protobuf alone is not
+ * acceptable; YAML is not served. */
+static bool negotiate(req_ctx *rc)
+{
+    const char *accept = httpd_req_header(rc->req, "Accept");
+    if (!accept || !*accept)
+        return true;
+    /* The list form answers reads and deletecollection (a DELETE). */
+    httpd_method cmd = httpd_req_method(rc->req);
+    bool lists = cmd == HTTPD_GET || cmd == HTTPD_DELETE;
+    bool json_ok = false;
+    char *dup = strdup(accept);
+    for (char *save = NULL, *t = strtok_r(dup, ",", &save); t && !json_ok;
+         t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ')
+            t++;
+        if (strncmp(t, "application/json", 16) && strncmp(t, "*/*", 3) &&
+            strncmp(t, "application/*", 13))
+            continue;
+        const char *params = strchr(t, ';');
+        char as[64], g[64], v[16];
+        media_param(params, "as", as, sizeof as);
+        if (!*as) {
+            json_ok = true;
+            break;
+        }
+        media_param(params, "g", g, sizeof g);
+        media_param(params, "v", v, sizeof v);
+        if (!strcmp(as, "APIGroupDiscoveryList")) {
+            /* Only where it is served, and only the whole document: the
+             * "nopeer" profile is the same on a server without peers. */
+            char profile[16];
+            media_param(params, "profile", profile, sizeof profile);
+            if (cmd == HTTPD_GET && discovery_aggregated_path(&rc->ri) &&
+                !strcmp(g, "apidiscovery.k8s.io") && (!strcmp(v, "v2") || !strcmp(v, "v2beta1")) &&
+                (!*profile || !strcmp(profile, "nopeer"))) {
+                rc->want_discovery = !strcmp(v, "v2") ? "v2" : "v2beta1";
+                json_ok = true;
+            }
+            continue;
+        }
+        /* Conversions are meta.k8s.io's (v1, and v1beta1 for old clients);
+         * others are not offered: a later entry may match. */
+        bool meta_gv = !strcmp(g, "meta.k8s.io") && (!strcmp(v, "v1") || !strcmp(v, "v1beta1"));
+        if (!strcmp(as, "Table") && (!*g || meta_gv)) {
+            rc->want_table = true;
+            json_ok = true;
+        } else if (meta_gv && (!strcmp(as, "PartialObjectMetadata") ||
+                               (lists && !strcmp(as, "PartialObjectMetadataList")))) {
+            rc->want_partial = !strcmp(as, "PartialObjectMetadata") ? PARTIAL_OBJECT : PARTIAL_LIST;
+            rc->partial_api_version = !strcmp(v, "v1") ? "meta.k8s.io/v1" : "meta.k8s.io/v1beta1";
+            json_ok = true;
+        }
+    }
+    free(dup);
+    return json_ok;
+}
+
+static void handle_request(httpd_req *req, void *arg)
+{
+    loop *lp = arg;
+    /* Not calloc: glibc's calloc skips the thread cache, and a block this
+     * size (1 KiB) then takes _int_malloc's large-request path, which
+     * consolidates the fast bins first (2-3% of a GET). Zeroed in two
+     * parts because GCC turns malloc + one memset of the whole block back
+     * into calloc. */
+    req_ctx *rc = malloc(sizeof *rc);
+    if (rc) {
+        memset(rc, 0, offsetof(req_ctx, query));
+        memset(&rc->query, 0, sizeof *rc - offsetof(req_ctx, query));
+    }
+    if (!rc) {
+        httpd_send_reply(req, 500, NULL);
+        return;
+    }
+    rc->srv = lp->srv;
+    atomic_fetch_add(&rc->srv->inflight, 1); /* until req_ctx_free */
+    rc->lp = lp;
+    rc->req = req;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    rc->start_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    TAILQ_INIT(&rc->query);
+    rc->include_object = 1;
+
+    const char *method = httpd_req_method_name(req);
+    rc->method = method;
+    const char *target = httpd_req_target(req);
+    CKUBE_V(5, "%s %s", method, target);
+    if (httpd_req_body_too_large(req)) {
+        reply_status(rc,
+                     ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                                      "Request entity too large: limit is %u", APISERVER_MAX_BODY));
+        return;
+    }
+    /* origin-form "/path?query"; an absolute-form target (a proxy's
+     * "http://host/path") is reduced to its path. */
+    if (!strncasecmp(target, "http://", 7) || !strncasecmp(target, "https://", 8)) {
+        const char *p = strchr(strstr(target, "//") + 2, '/');
+        target = p ? p : "/";
+    }
+    const char *qmark = strchr(target, '?');
+    size_t plen = qmark ? (size_t)(qmark - target) : strcspn(target, "#");
+    if (qmark && parse_query(qmark + 1, strcspn(qmark + 1, "#"), &rc->query) != 0) {
+        reply_status(rc, ckube_status_bad_request("invalid query string"));
+        return;
+    }
+    char *rawpath = strndup(target, plen);
+    char *path = rawpath ? evhttp_uridecode(*rawpath ? rawpath : "/", 0, NULL) : NULL;
+    free(rawpath);
+    if (!path) {
+        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
+        return;
+    }
+
+    if (handle_health(rc, path)) {
+        free(path);
+        return;
+    }
+    if (!strcmp(path, "/metrics")) {
+        free(path);
+        handle_metrics(rc);
+        return;
+    }
+    if (!strcmp(path, "/version") || !strcmp(path, "/version/")) {
+        free(path);
+        json_t *v =
+            json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "major", "1", "minor", "31",
+                      "gitVersion", "v1.31.0-ckube." CKUBE_VERSION, "gitCommit", "ckube",
+                      "gitTreeState", "clean", "buildDate", "2026-11-21T00:00:00Z", "goVersion",
+                      "go1.22 (ckube is C17)", "compiler", "gc", "platform", "linux/amd64");
+        reply_json(rc, 200, v);
+        return;
+    }
+    bool watch_param = req_query_bool(rc, "watch");
+    if (!strncmp(path, "/openapi/", 9)) {
+        bool ok = handle_openapi(rc, path);
+        free(path);
+        if (!ok)
+            reply_status(rc, ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
+                                              "the server could not find the requested resource"));
+        return;
+    }
+    if (request_info_parse(path, method, watch_param, &rc->ri) != 0) {
+        free(path);
+        reply_status(rc, ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
+                                          "the server could not find the requested resource"));
+        return;
+    }
+    free(path);
+    if (!negotiate(rc)) {
+        reply_status(rc, ckube_status_new(406, CKUBE_REASON_NOT_ACCEPTABLE,
+                                          "only the following media types are accepted: "
+                                          "application/json"));
+        return;
+    }
+    const char *inc = req_query(rc, "includeObject");
+    if (inc)
+        rc->include_object = !strcmp(inc, "None") ? 0 : !strcmp(inc, "Object") ? 2 : 1;
+    if (rc->ri.is_discovery || !rc->ri.is_resource) {
+        if (rc->ri.is_discovery && handle_discovery(rc))
+            return;
+        reply_status(rc, ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
+                                          "the server could not find the requested resource"));
+        return;
+    }
+    handle_resource(rc);
+}
+
+/* ---- sockets and loops ----------------------------------------------- */
+
+static int listen_socket(const char *host, int port, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        sl = sizeof *in4;
+    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        sl = sizeof *in6;
+    } else {
+        snprintf(err, errlen, "invalid listen address %s", host);
+        return -1;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    /* No SO_REUSEPORT: a second server on the same address must fail to
+     * start rather than silently share the port. The loops share this one
+     * socket (dup'd), each accepting from the same queue. */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    /* No Nagle: a response written in pieces (headers, then a body
+     * assembled from cached objects) must not wait for the client's
+     * delayed ACK (~40 ms). Accepted sockets inherit it on Linux. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1024) < 0) {
+        snprintf(err, errlen, "listen on %s:%d: %s", host, port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+static void *loop_main(void *arg)
+{
+    pthread_setname_np(pthread_self(), "ckube-http"); /* top -H, perf, gdb */
+    loop *lp = arg;
+    event_base_dispatch(lp->base);
+    return NULL;
+}
+
+apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, (void (*)(void))evthread_use_pthreads);
+    apiserver *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->cfg = *cfg;
+    pthread_mutex_init(&s->stop_mu, NULL);
+    pthread_cond_init(&s->stop_cv, NULL);
+    pthread_mutex_init(&s->openapi_mu, NULL);
+    if (registry_init() != 0) {
+        snprintf(err, errlen, "registering built-in types failed");
+        free(s);
+        return NULL;
+    }
+    s->st = cfg->data_dir ? storage_sqlite_open(cfg->data_dir, err, errlen) : storage_memory_open();
+    if (!s->st) {
+        registry_shutdown();
+        free(s);
+        return NULL;
+    }
+    s->cache = cacher_new(s->st, cfg->watch_ring);
+    size_t n;
+    resource_type **types = registry_list(&n);
+    for (size_t i = 0; i < n; i++) {
+        char prefix[256];
+        resource_type_key_prefix(types[i], prefix, sizeof prefix);
+        /* (Built-in types only: a custom type's fields die with it.) */
+        if (!types[i]->owned_selectable_fields)
+            cacher_configure_bucket(s->cache, prefix, types[i]->selectable_fields);
+    }
+    registry_list_free(types, n);
+    cacher_set_notify(s->cache, wake_loops, s);
+    crd_attach(s->cache, s->st);
+    if (!(s->metrics = apimetrics_new(s)))
+        CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
+    return s;
+}
+
+int apiserver_start(apiserver *s, char *err, size_t errlen)
+{
+    int rc = cacher_start(s->cache);
+    if (rc) {
+        snprintf(err, errlen, "starting the watch cache: %s", storage_strerror(rc));
+        return -1;
+    }
+    if (apiserver_bootstrap(s) != 0) {
+        snprintf(err, errlen, "creating the default namespaces failed");
+        return -1;
+    }
+    int nloops = s->cfg.nloops;
+    if (nloops <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        nloops = cpus < 1 ? 1 : cpus > 4 ? 4 : (int)cpus;
+    }
+    if (nloops > 16)
+        nloops = 16;
+    s->loops = calloc((size_t)nloops, sizeof *s->loops);
+    int lfd = listen_socket(s->cfg.listen_host, s->cfg.port, err, errlen);
+    if (lfd < 0)
+        return -1;
+    s->port = bound_port(lfd);
+    for (int i = 0; i < nloops; i++) {
+        int fd = i == 0 ? lfd : fcntl(lfd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            snprintf(err, errlen, "dup: %s", strerror(errno));
+            return -1;
+        }
+        s->listen_fds[i] = fd;
+        loop *lp = &s->loops[i];
+        lp->srv = s;
+        lp->index = i;
+        pthread_mutex_init(&lp->mu, NULL);
+        LIST_INIT(&lp->watches);
+        LIST_INIT(&lp->lists);
+        lp->mcache = apimetrics_cache_new(); /* NULL: metrics without the cache */
+        lp->base = event_base_new();
+        lp->wake = lp->base ? event_new(lp->base, -1, 0, on_wake, lp) : NULL;
+        /* A body over the limit is answered with a Status 413 as soon as
+         * its length is known, and not read. */
+        httpd_config hc = {.max_body = APISERVER_MAX_BODY, .idle_timeout = 3600};
+        lp->http = lp->wake ? httpd_new(lp->base, fd, &hc, handle_request, lp) : NULL;
+        if (!lp->http) {
+            snprintf(err, errlen, "starting the HTTP loop: out of memory");
+            return -1;
+        }
+        s->nloops = i + 1;
+    }
+    for (int i = 0; i < s->nloops; i++)
+        pthread_create(&s->loops[i].thread, NULL, loop_main, &s->loops[i]);
+    s->compactor = compactor_start(s->st, s->cfg.compact_interval);
+    return 0;
+}
+
+void apiserver_shutdown_begin(apiserver *s)
+{
+    atomic_store(&s->shutting_down, true);
+}
+
+/* On the loop's thread: closes its listener (its dup of the socket; the
+ * port refuses connections once every loop has closed its own). */
+static void stop_accepting(void *arg)
+{
+    loop *lp = arg;
+    httpd_stop_accepting(lp->http);
+}
+
+void apiserver_drain_begin(apiserver *s)
+{
+    atomic_store(&s->shutting_down, true);
+    atomic_store(&s->draining, true);
+    for (int i = 0; i < s->nloops; i++)
+        loop_post(&s->loops[i], stop_accepting, &s->loops[i]);
+}
+
+long apiserver_inflight(apiserver *s)
+{
+    return atomic_load(&s->inflight);
+}
+
+void apiserver_stop(apiserver *s)
+{
+    atomic_store(&s->stopping, true);
+    for (int i = 0; i < s->nloops; i++)
+        event_active(s->loops[i].wake, 0, 0);
+    pthread_mutex_lock(&s->stop_mu);
+    s->stopped = true;
+    pthread_cond_broadcast(&s->stop_cv);
+    pthread_mutex_unlock(&s->stop_mu);
+}
+
+void apiserver_wait(apiserver *s)
+{
+    pthread_mutex_lock(&s->stop_mu);
+    while (!s->stopped)
+        pthread_cond_wait(&s->stop_cv, &s->stop_mu);
+    pthread_mutex_unlock(&s->stop_mu);
+}
+
+void apiserver_free(apiserver *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->nloops; i++)
+        pthread_join(s->loops[i].thread, NULL);
+    compactor_stop(s->compactor);
+    /* Writes still in flight complete into loops that no longer run: close
+     * the storage first (it runs their callbacks, which only post tasks),
+     * then drop those tasks with their requests. */
+    storage_close(s->st);
+    for (int i = 0; i < s->nloops; i++) {
+        loop *lp = &s->loops[i];
+        /* Run what was posted so requests are answered and freed. */
+        pthread_mutex_lock(&lp->mu);
+        loop_task *t = lp->tasks;
+        lp->tasks = lp->tasks_tail = NULL;
+        pthread_mutex_unlock(&lp->mu);
+        while (t) {
+            loop_task *next = t->next;
+            t->fn(t->arg);
+            free(t);
+            t = next;
+        }
+        watch_loop_close_all(lp);
+        list_stream_close_all(lp);
+        event_base_loop(lp->base, EVLOOP_NONBLOCK);
+        httpd_free(lp->http);
+        event_free(lp->wake);
+        event_base_free(lp->base);
+        pthread_mutex_destroy(&lp->mu);
+        apimetrics_cache_free(lp->mcache);
+    }
+    free(s->loops);
+    apimetrics_free(s->metrics);
+    crd_detach();
+    cacher_free(s->cache);
+    registry_shutdown();
+    json_decref(s->openapi_v3_index);
+    json_decref(s->openapi_v3_docs);
+    json_decref(s->openapi_v2);
+    pthread_mutex_destroy(&s->openapi_mu);
+    pthread_mutex_destroy(&s->stop_mu);
+    pthread_cond_destroy(&s->stop_cv);
+    free(s);
+}
