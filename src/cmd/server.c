@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/server/apiserver.h"
 #include "ckube/log.h"
 #include "ckube/clock.h"
 #include "ckube/json.h"

@@ -1,4 +1,5 @@
 /* Shared text helpers; see text.h. */
+#include <inttypes.h>
 #include "common/text.h"
 
 #include <stdarg.h>
@@ -137,8 +138,8 @@ const char *ckube__http_reason(long code)
 
 size_t ckube__json_escape_ascii(unsigned char c, const char *hex, char out[6])
 {
-    static const char short_form[] = {['"'] = '"', ['\\'] = '\\', ['\b'] = 'b', ['\f'] = 'f',
-                                      ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
+    static const char short_form[] = {['"'] = '"',  ['\\'] = '\\', ['\b'] = 'b', ['\f'] = 'f',
+                                      ['\n'] = 'n', ['\r'] = 'r',  ['\t'] = 't'};
     out[0] = '\\';
     if (c < sizeof short_form && short_form[c]) {
         out[1] = short_form[c];
@@ -148,4 +149,39 @@ size_t ckube__json_escape_ascii(unsigned char c, const char *hex, char out[6])
     out[4] = hex[c >> 4];
     out[5] = hex[c & 15];
     return 6;
+}
+
+/* Human-readable durations as kubectl prints ages: "45s", "3m12s", "5h",
+ * "2d3h", "400d", "3y20d". */
+void ckube__human_duration(int64_t s, char *buf, size_t n)
+{
+    if (s < -1) {
+        snprintf(buf, n, "<invalid>");
+        return;
+    }
+    if (s < 0)
+        s = 0;
+    int64_t m = s / 60, h = s / 3600, d = s / 86400, y = d / 365;
+    if (s < 120)
+        snprintf(buf, n, "%" PRId64 "s", s);
+    else if (m < 10)
+        s % 60 ? snprintf(buf, n, "%" PRId64 "m%" PRId64 "s", m, s % 60)
+               : snprintf(buf, n, "%" PRId64 "m", m);
+    else if (m < 180)
+        snprintf(buf, n, "%" PRId64 "m", m);
+    else if (h < 8)
+        m % 60 ? snprintf(buf, n, "%" PRId64 "h%" PRId64 "m", h, m % 60)
+               : snprintf(buf, n, "%" PRId64 "h", h);
+    else if (h < 48)
+        snprintf(buf, n, "%" PRId64 "h", h);
+    else if (h < 192)
+        h % 24 ? snprintf(buf, n, "%" PRId64 "d%" PRId64 "h", d, h % 24)
+               : snprintf(buf, n, "%" PRId64 "d", d);
+    else if (y < 2)
+        snprintf(buf, n, "%" PRId64 "d", d);
+    else if (y < 8)
+        d % 365 ? snprintf(buf, n, "%" PRId64 "y%" PRId64 "d", y, d % 365)
+                : snprintf(buf, n, "%" PRId64 "y", y);
+    else
+        snprintf(buf, n, "%" PRId64 "y", y);
 }

@@ -54,4 +54,8 @@ size_t ckube__json_escape_ascii(unsigned char c, const char *hex, char out[6]);
  * client's request logs. */
 const char *ckube__http_reason(long code);
 
+/* A duration as kubectl prints ages: "45s", "3m12s", "5h", "2d3h",
+ * "400d", "3y20d" ("<invalid>" below -1 s), into buf (n bytes). */
+void ckube__human_duration(int64_t seconds, char *buf, size_t n);
+
 #endif

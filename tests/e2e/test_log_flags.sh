@@ -16,8 +16,8 @@ with_server() {
     stop_server
 }
 
-# The V(5) line http.c writes for each request, and V(1) of sqlite.c.
-REQ_LINE='http.c:[0-9]*\] GET /api$'
+# The V(5) line apiserver.c writes for each request, and V(1) of sqlite.c.
+REQ_LINE='apiserver.c:[0-9]*\] GET /api$'
 OPEN_LINE='sqlite.c:[0-9]*\] storage: opened'
 
 s_verbosity_forms() {
@@ -32,12 +32,12 @@ s_verbosity_forms() {
 }
 
 s_vmodule() {
-    # Raises http.c alone; sqlite.c stays at -v 0.
-    with_server --controller-manager=false --vmodule=ht*p=5,nothing=3
-    grep -q "$REQ_LINE" "$TMP/server.log" || fail "--vmodule http: no V(5) line"
+    # Raises apiserver.c alone; sqlite.c stays at -v 0.
+    with_server --controller-manager=false --vmodule=api*er=5,nothing=3
+    grep -q "$REQ_LINE" "$TMP/server.log" || fail "--vmodule apiserver: no V(5) line"
     if grep -q "$OPEN_LINE" "$TMP/server.log"; then fail "--vmodule raised sqlite.c too"; fi
-    # vmodule only raises, as klog's: -v 5 with http=1 still logs it.
-    with_server --controller-manager=false -v 5 --vmodule=http=1
+    # vmodule only raises, as klog's: -v 5 with apiserver=1 still logs it.
+    with_server --controller-manager=false -v 5 --vmodule=apiserver=1
     grep -q "$REQ_LINE" "$TMP/server.log" || fail "--vmodule lowered a file"
 }
 

@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "apiserver/registry/builtin/builtin_patchmeta.h"
+#include "apiserver/registry/definitions/builtin_patchmeta.h"
 #include "ckube/patch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/registry/definitions/builtin_schemas.h"
 #include "apiserver/apiextensions/schema.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -11,7 +11,8 @@
 
 #include <cmocka.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/endpoints/request/context.h"
+#include "common/text.h"
 #include "apiserver/cacher/cacher.h"
 #include "apiserver/codec/jscan.h"
 #include "ckube/json.h"
@@ -338,25 +339,25 @@ static void test_list_at_revision(void **state)
 static void test_human_duration(void **state)
 {
     char b[32];
-    human_duration(0, b, sizeof b);
+    ckube__human_duration(0, b, sizeof b);
     assert_string_equal(b, "0s");
-    human_duration(119, b, sizeof b);
+    ckube__human_duration(119, b, sizeof b);
     assert_string_equal(b, "119s");
-    human_duration(125, b, sizeof b);
+    ckube__human_duration(125, b, sizeof b);
     assert_string_equal(b, "2m5s");
-    human_duration(600, b, sizeof b);
+    ckube__human_duration(600, b, sizeof b);
     assert_string_equal(b, "10m");
-    human_duration(3 * 3600 + 60, b, sizeof b);
+    ckube__human_duration(3 * 3600 + 60, b, sizeof b);
     assert_string_equal(b, "3h1m");
-    human_duration(9 * 3600, b, sizeof b);
+    ckube__human_duration(9 * 3600, b, sizeof b);
     assert_string_equal(b, "9h");
-    human_duration(3 * 86400 + 3600, b, sizeof b);
+    ckube__human_duration(3 * 86400 + 3600, b, sizeof b);
     assert_string_equal(b, "3d1h");
-    human_duration(400 * 86400, b, sizeof b);
+    ckube__human_duration(400 * 86400, b, sizeof b);
     assert_string_equal(b, "400d");
-    human_duration(3 * 365 * 86400 + 5 * 86400, b, sizeof b);
+    ckube__human_duration(3 * 365 * 86400 + 5 * 86400, b, sizeof b);
     assert_string_equal(b, "3y5d");
-    human_duration(-5, b, sizeof b);
+    ckube__human_duration(-5, b, sizeof b);
     assert_string_equal(b, "<invalid>");
 }
 

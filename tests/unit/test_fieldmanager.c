@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "apiserver/registry/builtin/builtin_patchmeta.h"
-#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/registry/definitions/builtin_patchmeta.h"
+#include "apiserver/registry/definitions/builtin_schemas.h"
 #include "apiserver/fieldmanager/fieldmanager.h"
 #include "ckube/json.h"
 #include "ckube/patch.h"

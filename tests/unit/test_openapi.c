@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/registry/definitions/builtin_schemas.h"
 #include "apiserver/endpoints/openapi/openapi.h"
 
 static json_t *J(const char *text)

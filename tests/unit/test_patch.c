@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "apiserver/registry/builtin/builtin_patchmeta.h"
+#include "apiserver/registry/definitions/builtin_patchmeta.h"
 #include "ckube/patch.h"
 
 /* ---- helpers ------------------------------------------------------------ */

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/registry/definitions/builtin_schemas.h"
 #include "apiserver/apiextensions/schema.h"
 
 /* Schemas and objects are written with ' for " to keep them legible. */

@@ -23,7 +23,7 @@
 #define CRD_KEY_PREFIX "/registry/apiextensions.k8s.io/customresourcedefinitions/"
 
 /* Registers apiextensions.k8s.io/v1 and v1beta1 customresourcedefinitions.
- * Called by builtin_types_register. */
+ * The server calls it with the other groups' install functions. */
 int crd_types_register(void);
 
 /* Follows CRD changes in `c` and cleans up deleted CRDs through `st`.

@@ -25,8 +25,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "apiserver/registry/builtin/builtin_patchmeta.h"
-#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/registry/definitions/builtin_patchmeta.h"
+#include "apiserver/registry/definitions/builtin_schemas.h"
 #include "apiserver/apiextensions/schema.h"
 #include "common/json_cost.h"
 #include "common/json_parse.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/server/apiserver.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 

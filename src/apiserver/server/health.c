@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/server/apiserver.h"
 #include "common/text.h"
 
 typedef struct check {

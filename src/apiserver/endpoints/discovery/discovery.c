@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/endpoints/discovery/discovery.h"
 #include "ckube/json.h"
 
 /* ---- ordering ---------------------------------------------------------- */
@@ -358,8 +358,7 @@ static void reply_aggregated(req_ctx *rc, bool core)
     snprintf(etag, sizeof etag, "\"%s\"", hex);
     httpd_add_header(rc->req, "ETag", etag);
     httpd_add_header(rc->req, "Vary", "Accept");
-    const char *inm =
-        httpd_req_header(rc->req, "If-None-Match");
+    const char *inm = httpd_req_header(rc->req, "If-None-Match");
     char ctype[128];
     snprintf(ctype, sizeof ctype, "application/json;g=apidiscovery.k8s.io;v=%s;as=%s",
              rc->want_discovery, "APIGroupDiscoveryList");

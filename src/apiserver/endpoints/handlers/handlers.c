@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/apiserver.h"
-#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/endpoints/handlers/handlers.h"
+#include "apiserver/endpoints/request/partial.h"
+#include "apiserver/endpoints/request/table.h"
+#include "apiserver/registry/definitions/builtin_schemas.h"
 #include "apiserver/codec/continue_token.h"
 #include "apiserver/fieldmanager/fieldmanager.h"
 #include "apiserver/codec/jscan.h"

@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/endpoints/handlers/handlers.h"
+#include "apiserver/endpoints/request/partial.h"
+#include "apiserver/endpoints/request/table.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 

@@ -41,7 +41,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/endpoints/handlers/handlers.h"
+#include "apiserver/endpoints/request/partial.h"
+#include "apiserver/endpoints/request/table.h"
 #include "apiserver/apiextensions/crd.h"
 #include "ckube/json.h"
 #include "ckube/log.h"

@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/endpoints/metrics/metrics.h"
 #include "ckube/metrics.h"
 #include "common/text.h"
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/registry/definitions/builtin_schemas.h"
 
 #define META "io.k8s.apimachinery.pkg.apis.meta.v1."
 #define REF_V3 "#/components/schemas/"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/endpoints/openapi/openapi_http.h"
 #include "apiserver/endpoints/openapi/openapi.h"
 
 /* Rebuilds the cached documents if the registry changed. Caller holds

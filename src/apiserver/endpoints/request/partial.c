@@ -18,7 +18,7 @@
 #include <event2/buffer.h>
 #include <string.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/endpoints/request/partial.h"
 #include "apiserver/codec/jscan.h"
 
 void partial_append(struct evbuffer *out, const req_ctx *rc, const cobj *o)

@@ -7,43 +7,9 @@
 
 #include <event2/buffer.h>
 
-#include "apiserver/apiserver.h"
+#include "apiserver/endpoints/request/table.h"
+#include "common/text.h"
 #include "ckube/json.h"
-
-/* Human-readable durations as kubectl prints ages: "45s", "3m12s", "5h",
- * "2d3h", "400d", "3y20d". */
-void human_duration(int64_t s, char *buf, size_t n)
-{
-    if (s < -1) {
-        snprintf(buf, n, "<invalid>");
-        return;
-    }
-    if (s < 0)
-        s = 0;
-    int64_t m = s / 60, h = s / 3600, d = s / 86400, y = d / 365;
-    if (s < 120)
-        snprintf(buf, n, "%" PRId64 "s", s);
-    else if (m < 10)
-        s % 60 ? snprintf(buf, n, "%" PRId64 "m%" PRId64 "s", m, s % 60)
-               : snprintf(buf, n, "%" PRId64 "m", m);
-    else if (m < 180)
-        snprintf(buf, n, "%" PRId64 "m", m);
-    else if (h < 8)
-        m % 60 ? snprintf(buf, n, "%" PRId64 "h%" PRId64 "m", h, m % 60)
-               : snprintf(buf, n, "%" PRId64 "h", h);
-    else if (h < 48)
-        snprintf(buf, n, "%" PRId64 "h", h);
-    else if (h < 192)
-        h % 24 ? snprintf(buf, n, "%" PRId64 "d%" PRId64 "h", d, h % 24)
-               : snprintf(buf, n, "%" PRId64 "d", d);
-    else if (y < 2)
-        snprintf(buf, n, "%" PRId64 "d", d);
-    else if (y < 8)
-        d % 365 ? snprintf(buf, n, "%" PRId64 "y%" PRId64 "d", y, d % 365)
-                : snprintf(buf, n, "%" PRId64 "y", y);
-    else
-        snprintf(buf, n, "%" PRId64 "y", y);
-}
 
 static json_t *age_cell(const json_t *ts)
 {
@@ -51,7 +17,7 @@ static json_t *age_cell(const json_t *ts)
     if (t < 0)
         return json_string("<unknown>");
     char buf[32];
-    human_duration((int64_t)time(NULL) - t, buf, sizeof buf);
+    ckube__human_duration((int64_t)time(NULL) - t, buf, sizeof buf);
     return json_string(buf);
 }
 

@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/apiserver.h"
-#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/registry/authorization/reviews.h"
+#include "apiserver/registry/rest/registry.h"
+#include <stdatomic.h>
+#include "apiserver/registry/definitions/builtin_schemas.h"
 #include "ckube/json.h"
 #include "ckube/validation.h"
 

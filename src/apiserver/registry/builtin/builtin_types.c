@@ -6,12 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "apiserver/apiserver.h"
-#include "apiserver/registry/builtin/builtin_patchmeta.h"
-#include "apiserver/registry/builtin/builtin_schemas.h"
-#include "apiserver/apiextensions/crd.h"
+#include "apiserver/registry/builtin/builtin_types.h"
 #include "apiserver/registry/rest/registry.h"
+#include "common/text.h"
+#include "apiserver/registry/definitions/builtin_patchmeta.h"
+#include "apiserver/registry/definitions/builtin_schemas.h"
 #include "ckube/json.h"
 #include "ckube/validation.h"
 
@@ -313,7 +314,7 @@ static json_t *event_age(const json_t *obj, const char *const *paths)
         int64_t t = ckube_parse_rfc3339(ts);
         if (t > 0) {
             char buf[32];
-            human_duration((int64_t)time(NULL) - t, buf, sizeof buf);
+            ckube__human_duration((int64_t)time(NULL) - t, buf, sizeof buf);
             return json_string(buf);
         }
     }
@@ -1266,7 +1267,5 @@ int builtin_types_register(void)
             return -1;
         }
     }
-    if (review_types_register() != 0)
-        return -1;
-    return crd_types_register();
+    return 0;
 }

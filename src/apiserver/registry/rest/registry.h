@@ -136,12 +136,12 @@ struct resource_type {
      * namespace. Other verbs get 405. */
     void (*review)(const resource_type *t, json_t *obj, const char *ns, ckube_status *st);
 
-    bool is_custom;       /* defined by a CRD */
-    char *crd_name;       /* owning CRD, for custom types */
+    bool is_custom;              /* defined by a CRD */
+    char *crd_name;              /* owning CRD, for custom types */
     struct crd_serving *serving; /* what the CRD serves this type from (a
                                   * reference, owned); see crd_serving */
-    bool storage_version; /* custom: this version is the one stored */
-    void *priv;           /* owner's data (the CRD's validation state, ...) */
+    bool storage_version;        /* custom: this version is the one stored */
+    void *priv;                  /* owner's data (the CRD's validation state, ...) */
     void (*priv_free)(void *priv);
 };
 
@@ -170,7 +170,9 @@ void resource_type_unref(resource_type *t);
  * (core) or "/registry/apps/deployments/"; written to buf. */
 void resource_type_key_prefix(const resource_type *t, char *buf, size_t n);
 
-/* Registry lifecycle. registry_init loads the built-in types. */
+/* Registry lifecycle. The API groups then install their types with
+ * registry_add (builtin_types_register, review_types_register,
+ * crd_types_register: the server calls each). */
 int registry_init(void);
 void registry_shutdown(void);
 
@@ -193,10 +195,5 @@ void registry_list_free(resource_type **types, size_t n);
 
 /* A counter bumped on every add/remove, for discovery/OpenAPI caches. */
 unsigned long registry_generation(void);
-
-/* Built-in types (builtin_types.c): fills the registry. */
-int builtin_types_register(void);
-/* The review types (reviews.c); builtin_types_register calls it. */
-int review_types_register(void);
 
 #endif

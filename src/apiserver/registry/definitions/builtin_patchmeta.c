@@ -6,7 +6,7 @@
  * node taints and images. Paths follow ckube/patch.h: list elements add no
  * path segment.
  */
-#include "apiserver/registry/builtin/builtin_patchmeta.h"
+#include "apiserver/registry/definitions/builtin_patchmeta.h"
 
 #include <string.h>
 

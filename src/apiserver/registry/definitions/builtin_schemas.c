@@ -9,7 +9,7 @@
  *
  * Descriptions are ckube's own short wording, not upstream's.
  */
-#include "apiserver/registry/builtin/builtin_schemas.h"
+#include "apiserver/registry/definitions/builtin_schemas.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""check-layers.py [SRC_DIR] - every #include between ckube's modules goes
+downward (docs/design.md, "Rooms and the dependency rule").
+
+A module is a folder of src/ (the longest prefix listed in LAYERS). A
+file may include headers of its own module, of modules of a lower rank
+in its own stack, of src/common (the bottom of both stacks), public
+headers (<ckube/...>, "ckube/...") and system headers. Everything else is
+reported with the file and line: an upward include, a sibling's header
+(two modules of one rank stay apart), or a header from the other stack
+(the server links no libckube internals; the library no server module).
+Upward notices go through callbacks the lower module offers (as
+cacher_set_notify and the request context's hooks do).
+
+Exits 1 when anything is reported, 0 otherwise. Standard library only.
+"""
+import os
+import re
+import sys
+
+# (module path under src/, stack, rank): higher ranks sit above lower ones.
+LAYERS = [
+    ("cmd", "any", 100),
+    # The API server, top to bottom.
+    ("apiserver/server", "server", 90),
+    ("apiserver/endpoints/handlers", "server", 80),
+    ("apiserver/endpoints/discovery", "server", 80),
+    ("apiserver/endpoints/openapi", "server", 80),
+    ("apiserver/endpoints/metrics", "server", 80),
+    ("apiserver/endpoints/request", "server", 70),
+    ("apiserver/fieldmanager", "server", 60),
+    ("apiserver/apiextensions", "server", 55),
+    ("apiserver/registry/builtin", "server", 50),
+    ("apiserver/registry/authorization", "server", 50),
+    ("apiserver/registry/definitions", "server", 47),
+    ("apiserver/registry/rest", "server", 45),
+    ("apiserver/cacher", "server", 40),
+    ("apiserver/httpd", "server", 35),
+    ("apiserver/codec", "server", 30),
+    ("storage", "server", 20),
+    # libckube, top to bottom.
+    ("controllers", "library", 90),
+    ("runtime", "library", 80),
+    ("informer", "library", 70),
+    ("workqueue", "library", 65),
+    ("client", "library", 60),
+    # Both stacks stand on it.
+    ("common", "base", 10),
+]
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def module_of(path):
+    """The LAYERS entry whose folder holds `path` (relative to src/)."""
+    best = None
+    for entry in LAYERS:
+        prefix = entry[0] + "/"
+        if path.startswith(prefix) and (best is None or len(entry[0]) > len(best[0])):
+            best = entry
+    return best
+
+
+def allowed(src, dst):
+    if src is dst or dst[1] == "base" or src[1] == "any":
+        return True
+    if src[1] != dst[1]:
+        return False
+    return dst[2] < src[2]
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    problems = 0
+    files = 0
+    for dirpath, _, names in os.walk(root):
+        for name in sorted(names):
+            if not name.endswith((".c", ".h")):
+                continue
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            src = module_of(rel)
+            if src is None:
+                print("%s: in no module of check-layers.py's LAYERS" % rel)
+                problems += 1
+                continue
+            files += 1
+            with open(full, encoding="utf-8", errors="replace") as f:
+                for lineno, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    target = m.group(1)
+                    if target.startswith("ckube/") or "/" not in target:
+                        continue  # public API; a file of the same folder
+                    if target.startswith("proto/"):
+                        continue  # generated protobuf-c code (codec's)
+                    dst = module_of(target)
+                    if dst is None:
+                        print("%s:%d: includes %s, in no module" % (rel, lineno, target))
+                        problems += 1
+                    elif not allowed(src, dst):
+                        why = ("another stack" if src[1] != dst[1] else
+                               "a sibling" if src[2] == dst[2] else "upward")
+                        print("%s:%d: %s (%s) includes %s (%s): %s" %
+                              (rel, lineno, src[0], src[2], target, dst[0], why))
+                        problems += 1
+    if problems:
+        print("check-layers: %d include(s) break the dependency rule" % problems)
+        return 1
+    print("check-layers: %d files, every include goes downward" % files)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+/* handlers.h - the REST verbs on resources: get, list, create, update,
+ * patch, delete, deletecollection (handlers.c), watch (watch.c), and large
+ * lists streamed in pieces (list_stream.c). */
+#ifndef CKUBE_APISERVER_ENDPOINTS_HANDLERS_HANDLERS_H
+#define CKUBE_APISERVER_ENDPOINTS_HANDLERS_HANDLERS_H
+
+#include "apiserver/endpoints/request/context.h"
+
+/* Serves a request for a resource (rc->type is set by the caller's
+ * request info); replies and frees rc. */
+void handle_resource(req_ctx *rc);
+
+/* Watches (watch.c): handle_watch starts one; watch_loop_flush delivers
+ * new events to the loop's watchers; watch_loop_close_all ends them at
+ * shutdown. */
+void handle_watch(req_ctx *rc);
+void watch_loop_flush(loop *lp);
+void watch_loop_close_all(loop *lp);
+
+/* Large lists (list_stream.c). list_stream_wanted: whether a list of these
+ * objects (borrowed) is big enough to stream. list_stream_start replies
+ * with the list, streamed: head is the JSON up to and including
+ * "\"items\":[" (or a Table's "\"rows\":[" when rc->want_table: then
+ * each object is rendered as a row as the stream reaches it) (owned,
+ * freed), objs and its references are taken; rc is freed when the stream
+ * ends. list_stream_close_all drops the loop's streams at shutdown. */
+bool list_stream_wanted(req_ctx *rc, cobj *const *objs, size_t n);
+void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, size_t n);
+void list_stream_close_all(loop *lp);
+
+/* Parses labelSelector and fieldSelector, checking field selector keys
+ * against the type's selectable fields. On error returns a 400 Status. */
+ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs);
+
+/* Storage key of an object; buf gets "/registry/G/R/[NS/]NAME". */
+void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n);
+
+#endif

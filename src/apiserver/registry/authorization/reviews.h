@@ -1,0 +1,10 @@
+/* reviews.h - authorization.k8s.io and authentication.k8s.io's review
+ * types (SelfSubjectAccessReview, SubjectAccessReview, ..., SelfSubjectReview):
+ * created, answered, never stored. */
+#ifndef CKUBE_APISERVER_REGISTRY_AUTHORIZATION_REVIEWS_H
+#define CKUBE_APISERVER_REGISTRY_AUTHORIZATION_REVIEWS_H
+
+/* Adds the review types to the registry. 0, or -1. */
+int review_types_register(void);
+
+#endif
