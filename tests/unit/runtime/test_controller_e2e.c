@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "server_util.h"
+#include "util/server_util.h"
 
 #define FINALIZER "test.ckube.io/cleanup"
 

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "server_util.h"
+#include "util/server_util.h"
 
 static const ckube_gvr EVENTS = {"", "v1", "events"};
 

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "server_util.h"
+#include "util/server_util.h"
 
 static const ckube_gvr LEASES = {"coordination.k8s.io", "v1", "leases"};
 

@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "server_util.h"
+#include "util/server_util.h"
 
 static const ckube_gvr CMS = {"", "v1", "configmaps"};
 static const ckube_gvr SECRETS = {"", "v1", "secrets"};

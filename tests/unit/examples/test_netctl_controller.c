@@ -28,7 +28,7 @@
 
 #include <cmocka.h>
 
-#include "server_util.h"
+#include "util/server_util.h"
 
 static const ckube_gvr CRDS = {"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
 static const ckube_gvr EVENTS = {"", "v1", "events"};

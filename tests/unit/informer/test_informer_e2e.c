@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "server_util.h"
+#include "util/server_util.h"
 
 #define NS "inf-e2e"
 #define NAMES 200

@@ -33,7 +33,7 @@
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "client/client_internal.h" /* test hooks: token file period, warning parser */
-#include "client_test_util.h"
+#include "util/client_test_util.h"
 
 /* ------------------------------------------------------------------ */
 /* The scripted server                                                 */

@@ -16,7 +16,7 @@
 #include "ckube/fake.h"
 #include "ckube/informer.h"
 #include "ckube/json.h"
-#include "runtime/informer_test_util.h"
+#include "util/informer_test_util.h"
 
 /* ---- a sink that records what the reflector delivered ---- */
 

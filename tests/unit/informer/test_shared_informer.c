@@ -20,7 +20,7 @@
 #include "ckube/informer.h"
 #include "ckube/json.h"
 #include "informer/informer_internal.h"
-#include "runtime/informer_test_util.h"
+#include "util/informer_test_util.h"
 
 /* ---- a handler that mirrors what it is told and checks it makes sense ---- */
 

@@ -11,7 +11,7 @@
 
 #include "ckube/client.h"
 #include "ckube/config.h"
-#include "client_test_util.h"
+#include "util/client_test_util.h"
 
 #define CA_PEM "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
 #define CA_B64 "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCkNBCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K"

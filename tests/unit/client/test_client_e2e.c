@@ -23,7 +23,7 @@
 #include "ckube/discovery.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
-#include "client_test_util.h"
+#include "util/client_test_util.h"
 
 static pid_t g_pid;
 static char *g_dir;

@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "controllers/podcounter.h"
-#include "server_util.h"
+#include "util/server_util.h"
 
 static const ckube_gvr PODS = {"", "v1", "pods"};
 static const ckube_gvr NODES = {"", "v1", "nodes"};

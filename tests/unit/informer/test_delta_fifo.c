@@ -13,7 +13,7 @@
 #include "ckube/informer.h"
 #include "ckube/json.h"
 #include "informer/informer_internal.h"
-#include "runtime/informer_test_util.h"
+#include "util/informer_test_util.h"
 
 /* What one pop delivered. */
 struct popped {

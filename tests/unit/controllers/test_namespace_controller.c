@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "server_util.h"
+#include "util/server_util.h"
 
 static const ckube_gvr CRD = {"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
 static const ckube_gvr GIZMOS = {"test.ckube.io", "v1", "gizmos"};

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "controllers/serviceaccount.h"
-#include "server_util.h"
+#include "util/server_util.h"
 
 static const ckube_gvr NAMESPACES = {"", "v1", "namespaces"};
 static const ckube_gvr SAS = {"", "v1", "serviceaccounts"};

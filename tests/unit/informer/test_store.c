@@ -18,7 +18,7 @@
 #include <inttypes.h>
 #include "common/text.h"
 #include "informer/informer_internal.h"
-#include "runtime/informer_test_util.h"
+#include "util/informer_test_util.h"
 
 /* ---- keys ---- */
 
