@@ -125,12 +125,13 @@ static void default_names(json_t *obj)
 
 /* Finds a served type in `group` that uses `what` (plural, singular, kind
  * or a short name) and belongs to another CRD or is built in. */
-static bool name_taken(const char *group, const char *crd_name, const char *what, const char *field)
+static bool name_taken(registry *reg, const char *group, const char *crd_name, const char *what,
+                       const char *field)
 {
     if (!what || !*what)
         return false;
     size_t n;
-    resource_type **types = registry_list(&n);
+    resource_type **types = registry_list(reg, &n);
     bool taken = false;
     for (size_t i = 0; i < n && !taken; i++) {
         resource_type *t = types[i];
@@ -174,7 +175,7 @@ static void keep_transition_times(json_t *conds, const json_t *old_conds)
 
 /* Computes status: acceptedNames and the NamesAccepted, Established and
  * (while deleting) Terminating conditions. */
-static void compute_status(json_t *obj, const json_t *old)
+static void compute_status(registry *reg, json_t *obj, const json_t *old)
 {
     json_t *spec = json_object_get(obj, "spec");
     json_t *names = json_object_get(spec, "names");
@@ -184,12 +185,13 @@ static void compute_status(json_t *obj, const json_t *old)
         return;
     const char *conflict = NULL;
     char msg[512] = "no conflicts found";
-    if (name_taken(group, name, json_string_value(json_object_get(names, "plural")), "plural"))
+    if (name_taken(reg, group, name, json_string_value(json_object_get(names, "plural")), "plural"))
         conflict = "PluralConflict";
-    else if (name_taken(group, name, json_string_value(json_object_get(names, "singular")),
+    else if (name_taken(reg, group, name, json_string_value(json_object_get(names, "singular")),
                         "singular"))
         conflict = "SingularConflict";
-    else if (name_taken(group, name, json_string_value(json_object_get(names, "kind")), "kind"))
+    else if (name_taken(reg, group, name, json_string_value(json_object_get(names, "kind")),
+                        "kind"))
         conflict = "KindConflict";
     if (conflict) {
         const char *field = !strcmp(conflict, "PluralConflict")     ? "plural"
@@ -255,7 +257,7 @@ static void crd_prepare_create(const resource_type *t, json_t *obj)
         crd_from_v1beta1(obj);
     default_names(obj);
     add_cleanup_finalizer(obj);
-    compute_status(obj, NULL);
+    compute_status(t->registry, obj, NULL);
 }
 
 static void crd_prepare_update(const resource_type *t, json_t *obj, const json_t *old)
@@ -263,7 +265,7 @@ static void crd_prepare_update(const resource_type *t, json_t *obj, const json_t
     if (!strcmp(t->version, "v1beta1"))
         crd_from_v1beta1(obj);
     default_names(obj);
-    compute_status(obj, old);
+    compute_status(t->registry, obj, old);
 }
 
 /* A `pattern` Go's regexp would refuse, as a cause at `path`.pattern. */
@@ -446,10 +448,10 @@ static void check_selectable_fields(const json_t *ver, size_t vi, ckube_status *
 }
 
 /* Deletion started (deletionTimestamp is set): report Terminating. */
-static void crd_prepare_delete(json_t *obj)
+static void crd_prepare_delete(const resource_type *t, json_t *obj)
 {
     json_t *old = json_deep_copy(obj);
-    compute_status(obj, old);
+    compute_status(t->registry, obj, old);
     json_decref(old);
 }
 
@@ -545,7 +547,7 @@ static json_t *crd_cell_created(const json_t *obj)
     return json_string(ts ? ts : "");
 }
 
-int crd_types_register(void)
+int crd_types_register(registry *reg)
 {
     static const char *const versions[] = {"v1", "v1beta1"};
     for (size_t i = 0; i < 2; i++) {
@@ -590,7 +592,7 @@ int crd_types_register(void)
                                          0,
                                          NULL,
                                          crd_cell_created};
-        if (registry_add(t) != 0) {
+        if (registry_add(reg, t) != 0) {
             resource_type_unref(t);
             return -1;
         }
@@ -769,16 +771,34 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
     return t;
 }
 
+/* A deleting CRD: its name and the storage prefix of its objects. */
+typedef struct active_crd {
+    char *name;
+    char *prefix;
+    bool finalizing;
+} active_crd;
+
+/* The machinery's state: one per server (crd_attach). */
+struct crd_state {
+    registry *reg;
+    cacher *cache;
+    storage *st;
+    pthread_mutex_t mu;
+    active_crd *active; /* deleting CRDs, under mu */
+    size_t nactive;
+    unsigned long retired_generation; /* atomic */
+};
+
 /* Takes every type a CRD registered out of the registry; returns them
  * (references, *n of them) for retire_types. */
-static resource_type **unregister_crd(const char *crd_name, size_t *n)
+static resource_type **unregister_crd(crd_state *crds, const char *crd_name, size_t *n)
 {
     size_t all;
-    resource_type **types = registry_list(&all);
+    resource_type **types = registry_list(crds->reg, &all);
     *n = 0;
     for (size_t i = 0; i < all; i++) {
         if (types[i]->crd_name && !strcmp(types[i]->crd_name, crd_name)) {
-            registry_remove(types[i]->group, types[i]->version, types[i]->resource);
+            registry_remove(crds->reg, types[i]->group, types[i]->version, types[i]->resource);
             types[(*n)++] = types[i];
         } else {
             resource_type_unref(types[i]);
@@ -787,13 +807,11 @@ static resource_type **unregister_crd(const char *crd_name, size_t *n)
     return types;
 }
 
-static unsigned long retired_generation; /* atomic */
-
 /* Releases the types unregister_crd took. Those not served from `now`
  * any more (NULL: the CRD serves nothing now) have their crd_serving
  * retired, and with it the watches on them and on the earlier types that
  * shared it. */
-static void retire_types(resource_type **old, size_t n, const crd_serving *now)
+static void retire_types(crd_state *crds, resource_type **old, size_t n, const crd_serving *now)
 {
     bool any = false;
     for (size_t i = 0; i < n; i++) {
@@ -804,12 +822,12 @@ static void retire_types(resource_type **old, size_t n, const crd_serving *now)
     }
     free(old);
     if (any)
-        __atomic_add_fetch(&retired_generation, 1, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&crds->retired_generation, 1, __ATOMIC_RELEASE);
 }
 
-unsigned long crd_retired_generation(void)
+unsigned long crd_retired_generation(crd_state *crds)
 {
-    return __atomic_load_n(&retired_generation, __ATOMIC_ACQUIRE);
+    return crds ? __atomic_load_n(&crds->retired_generation, __ATOMIC_ACQUIRE) : 0;
 }
 
 bool crd_type_retired(const resource_type *t)
@@ -843,7 +861,7 @@ static bool names_accepted(const json_t *crd)
     return false;
 }
 
-static void register_versions(const json_t *crd, crd_serving *serving)
+static void register_versions(crd_state *crds, const json_t *crd, crd_serving *serving)
 {
     const char *name = ckube_obj_name(crd);
     bool terminating = ckube_json_get_path(crd, "metadata.deletionTimestamp") != NULL;
@@ -866,7 +884,7 @@ static void register_versions(const json_t *crd, crd_serving *serving)
             continue;
         if (!t->api_version && asprintf(&t->api_version, "%s/%s", t->group, t->version) < 0)
             t->api_version = NULL;
-        if (registry_add(t) != 0) {
+        if (registry_add(crds->reg, t) != 0) {
             CKUBE_WARN("CRD %s: %s/%s %s is already served; not registered", name, t->group,
                        t->version, t->resource);
             resource_type_unref(t);
@@ -880,11 +898,11 @@ static void register_versions(const json_t *crd, crd_serving *serving)
  * types are rebuilt each time (a deletion that starts, for one, refuses
  * creates from then on); the watches on the old ones end only when what
  * the CRD serves changed (retire_types). */
-static void register_crd(const json_t *crd)
+static void register_crd(crd_state *crds, const json_t *crd)
 {
     const char *name = ckube_obj_name(crd);
     size_t nold;
-    resource_type **old = unregister_crd(name, &nold);
+    resource_type **old = unregister_crd(crds, name, &nold);
     crd_serving *now = NULL;
     if (names_accepted(crd)) {
         char *what = serving_of(crd);
@@ -895,56 +913,41 @@ static void register_crd(const json_t *crd)
         } else {
             now = crd_serving_new(what);
         }
-        register_versions(crd, now);
+        register_versions(crds, crd, now);
     }
-    retire_types(old, nold, now);
+    retire_types(crds, old, nold, now);
     crd_serving_unref(now);
 }
 
 /* ---- deletion cleanup ---------------------------------------------------- */
 
-/* A deleting CRD: its name and the storage prefix of its objects. */
-typedef struct active_crd {
-    char *name;
-    char *prefix;
-    bool finalizing;
-} active_crd;
-
-static struct {
-    cacher *cache;
-    storage *st;
-    pthread_mutex_t mu;
-    active_crd *active;
-    size_t nactive;
-} crds = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static bool cleanup_begin(const char *name, const char *prefix)
+static bool cleanup_begin(crd_state *crds, const char *name, const char *prefix)
 {
-    pthread_mutex_lock(&crds.mu);
-    for (size_t i = 0; i < crds.nactive; i++) {
-        if (!strcmp(crds.active[i].name, name)) {
-            pthread_mutex_unlock(&crds.mu);
+    pthread_mutex_lock(&crds->mu);
+    for (size_t i = 0; i < crds->nactive; i++) {
+        if (!strcmp(crds->active[i].name, name)) {
+            pthread_mutex_unlock(&crds->mu);
             return false;
         }
     }
-    crds.active = realloc(crds.active, (crds.nactive + 1) * sizeof *crds.active);
-    crds.active[crds.nactive++] = (active_crd){strdup(name), strdup(prefix), false};
-    pthread_mutex_unlock(&crds.mu);
+    crds->active = realloc(crds->active, (crds->nactive + 1) * sizeof *crds->active);
+    crds->active[crds->nactive++] = (active_crd){strdup(name), strdup(prefix), false};
+    pthread_mutex_unlock(&crds->mu);
     return true;
 }
 
-static void cleanup_end(const char *name)
+static void cleanup_end(crd_state *crds, const char *name)
 {
-    pthread_mutex_lock(&crds.mu);
-    for (size_t i = 0; i < crds.nactive; i++) {
-        if (!strcmp(crds.active[i].name, name)) {
-            free(crds.active[i].name);
-            free(crds.active[i].prefix);
-            crds.active[i] = crds.active[--crds.nactive];
+    pthread_mutex_lock(&crds->mu);
+    for (size_t i = 0; i < crds->nactive; i++) {
+        if (!strcmp(crds->active[i].name, name)) {
+            free(crds->active[i].name);
+            free(crds->active[i].prefix);
+            crds->active[i] = crds->active[--crds->nactive];
             break;
         }
     }
-    pthread_mutex_unlock(&crds.mu);
+    pthread_mutex_unlock(&crds->mu);
 }
 
 /* A write computed from the cached object and retried when it loses a
@@ -955,6 +958,7 @@ static void cleanup_end(const char *name)
 typedef struct cache_write cache_write;
 struct cache_write {
     storage_op op;
+    crd_state *crds;
     char *key;
     char *value;
     int attempts;
@@ -988,7 +992,7 @@ static void cache_write_submit(cache_write *cw)
     cw->op.key = cw->key;
     cw->op.done = cache_write_done;
     cw->op.arg = cw;
-    cobj *o = cacher_get(crds.cache, cw->key);
+    cobj *o = cacher_get(cw->crds->cache, cw->key);
     bool exists = o != NULL;
     json_t *obj = exists ? cobj_decode(o) : NULL;
     cw->op.expect_mod_rev = exists ? o->rev : 0;
@@ -1008,17 +1012,18 @@ static void cache_write_submit(cache_write *cw)
         cw->op.value = cw->value;
         json_decref(value);
     }
-    if (storage_submit(crds.st, &cw->op) != 0) {
+    if (storage_submit(cw->crds->st, &cw->op) != 0) {
         cw->op.result = STORAGE_ERR_CLOSED;
         cache_write_done(&cw->op, cw);
     }
 }
 
-static void cache_write_start(const char *key, const char *crd,
+static void cache_write_start(crd_state *crds, const char *key, const char *crd,
                               int (*plan)(cache_write *, json_t *, json_t **),
                               void (*finished)(cache_write *, int))
 {
     cache_write *cw = calloc(1, sizeof *cw);
+    cw->crds = crds;
     cw->key = strdup(key);
     cw->crd = crd ? strdup(crd) : NULL;
     cw->plan = plan;
@@ -1052,26 +1057,26 @@ static void finalize_finished(cache_write *cw, int result)
     if (result && result != STORAGE_ERR_NOT_FOUND)
         CKUBE_ERROR("CRD %s: removing the cleanup finalizer: %s", cw->crd,
                     storage_strerror(result));
-    cleanup_end(cw->crd);
+    cleanup_end(cw->crds, cw->crd);
 }
 
 /* Once a deleting CRD has no objects left, its finalizer goes. */
-static void maybe_finalize(const char *name, const char *prefix)
+static void maybe_finalize(crd_state *crds, const char *name, const char *prefix)
 {
-    if (cacher_count(crds.cache, prefix) != 0)
+    if (cacher_count(crds->cache, prefix) != 0)
         return;
-    pthread_mutex_lock(&crds.mu);
+    pthread_mutex_lock(&crds->mu);
     bool go = false;
-    for (size_t i = 0; i < crds.nactive; i++) {
-        if (!strcmp(crds.active[i].name, name) && !crds.active[i].finalizing)
-            go = crds.active[i].finalizing = true;
+    for (size_t i = 0; i < crds->nactive; i++) {
+        if (!strcmp(crds->active[i].name, name) && !crds->active[i].finalizing)
+            go = crds->active[i].finalizing = true;
     }
-    pthread_mutex_unlock(&crds.mu);
+    pthread_mutex_unlock(&crds->mu);
     if (!go)
         return;
     char key[512];
     snprintf(key, sizeof key, CRD_KEY_PREFIX "%s", name);
-    cache_write_start(key, name, plan_finalize, finalize_finished);
+    cache_write_start(crds, key, name, plan_finalize, finalize_finished);
 }
 
 /* Plan: delete one object as the REST delete does; objects with
@@ -1095,7 +1100,7 @@ static int plan_delete(cache_write *cw, json_t *obj, json_t **value)
 /* Deletes every object of a deleting CRD; the CRD itself is finalized
  * when the last one is gone (maybe_finalize, from the object listener).
  * Runs on the storage thread (a cacher listener); only queues writes. */
-static void cleanup_crd(const json_t *crd)
+static void cleanup_crd(crd_state *crds, const json_t *crd)
 {
     const char *name = ckube_obj_name(crd);
     const char *group = json_string_value(ckube_json_get_path(crd, "spec.group"));
@@ -1104,73 +1109,81 @@ static void cleanup_crd(const json_t *crd)
         return;
     char prefix[512];
     snprintf(prefix, sizeof prefix, "/registry/%s/%s/", group, plural);
-    if (!cleanup_begin(name, prefix))
+    if (!cleanup_begin(crds, name, prefix))
         return;
     CKUBE_INFO("CRD %s is being deleted: removing its objects", name);
     size_t n, more;
     int64_t rev;
-    cobj **objs = cacher_list(crds.cache, prefix, NULL, NULL, 0, &n, &rev, &more);
+    cobj **objs = cacher_list(crds->cache, prefix, NULL, NULL, 0, &n, &rev, &more);
     for (size_t i = 0; i < n; i++)
-        cache_write_start(objs[i]->key, NULL, plan_delete, NULL);
+        cache_write_start(crds, objs[i]->key, NULL, plan_delete, NULL);
     cacher_objs_free(objs, n);
-    maybe_finalize(name, prefix);
+    maybe_finalize(crds, name, prefix);
 }
 
 /* Every applied change: a deletion under a deleting CRD may finish it. */
 static void on_any_event(void *arg, cevent_type type, const cobj *o)
 {
+    crd_state *crds = arg;
     if (type != CEV_DELETED)
         return;
     char name[512] = "", prefix[512] = "";
-    pthread_mutex_lock(&crds.mu);
-    for (size_t i = 0; i < crds.nactive; i++) {
-        if (!strncmp(o->key, crds.active[i].prefix, strlen(crds.active[i].prefix))) {
-            snprintf(name, sizeof name, "%s", crds.active[i].name);
-            snprintf(prefix, sizeof prefix, "%s", crds.active[i].prefix);
+    pthread_mutex_lock(&crds->mu);
+    for (size_t i = 0; i < crds->nactive; i++) {
+        if (!strncmp(o->key, crds->active[i].prefix, strlen(crds->active[i].prefix))) {
+            snprintf(name, sizeof name, "%s", crds->active[i].name);
+            snprintf(prefix, sizeof prefix, "%s", crds->active[i].prefix);
         }
     }
-    pthread_mutex_unlock(&crds.mu);
+    pthread_mutex_unlock(&crds->mu);
     if (*name)
-        maybe_finalize(name, prefix);
+        maybe_finalize(crds, name, prefix);
 }
 
 /* ---- following CRDs ------------------------------------------------------ */
 
 static void on_crd_event(void *arg, cevent_type type, const cobj *o)
 {
+    crd_state *crds = arg;
     json_t *crd = cobj_decode(o);
     if (!crd)
         return;
     if (type == CEV_DELETED) {
         size_t nold;
-        resource_type **old = unregister_crd(ckube_obj_name(crd), &nold);
-        retire_types(old, nold, NULL);
+        resource_type **old = unregister_crd(crds, ckube_obj_name(crd), &nold);
+        retire_types(crds, old, nold, NULL);
         CKUBE_INFO("CRD %s deleted: its endpoints and watches are gone", ckube_obj_name(crd));
     } else {
-        register_crd(crd);
+        register_crd(crds, crd);
         if (ckube_json_get_path(crd, "metadata.deletionTimestamp"))
-            cleanup_crd(crd);
+            cleanup_crd(crds, crd);
     }
     json_decref(crd);
 }
 
-void crd_attach(cacher *c, storage *st)
+crd_state *crd_attach(registry *reg, cacher *c, storage *st)
 {
-    crds.cache = c;
-    crds.st = st;
-    cacher_add_listener(c, CRD_KEY_PREFIX, on_crd_event, NULL);
-    cacher_add_listener(c, "/registry/", on_any_event, NULL);
+    crd_state *crds = calloc(1, sizeof *crds);
+    if (!crds)
+        return NULL;
+    crds->reg = reg;
+    crds->cache = c;
+    crds->st = st;
+    pthread_mutex_init(&crds->mu, NULL);
+    cacher_add_listener(c, CRD_KEY_PREFIX, on_crd_event, crds);
+    cacher_add_listener(c, "/registry/", on_any_event, crds);
+    return crds;
 }
 
-void crd_detach(void)
+void crd_detach(crd_state *crds)
 {
-    pthread_mutex_lock(&crds.mu);
-    for (size_t i = 0; i < crds.nactive; i++) {
-        free(crds.active[i].name);
-        free(crds.active[i].prefix);
+    if (!crds)
+        return;
+    for (size_t i = 0; i < crds->nactive; i++) {
+        free(crds->active[i].name);
+        free(crds->active[i].prefix);
     }
-    free(crds.active);
-    crds.active = NULL;
-    crds.nactive = 0;
-    pthread_mutex_unlock(&crds.mu);
+    free(crds->active);
+    pthread_mutex_destroy(&crds->mu);
+    free(crds);
 }

@@ -22,14 +22,18 @@
 #define CRD_CLEANUP_FINALIZER "customresourcecleanup.apiextensions.k8s.io"
 #define CRD_KEY_PREFIX "/registry/apiextensions.k8s.io/customresourcedefinitions/"
 
-/* Registers apiextensions.k8s.io/v1 and v1beta1 customresourcedefinitions.
- * The server calls it with the other groups' install functions. */
-int crd_types_register(void);
+/* Registers apiextensions.k8s.io/v1 and v1beta1 customresourcedefinitions
+ * in `reg`. The server calls it with the other groups' install functions. */
+int crd_types_register(registry *reg);
 
-/* Follows CRD changes in `c` and cleans up deleted CRDs through `st`.
- * Call before cacher_start so stored CRDs are registered at start-up. */
-void crd_attach(cacher *c, storage *st);
-void crd_detach(void);
+/* The CRD machinery of one server: follows CRD changes in `c`, serving
+ * their types from `reg`, and cleans up deleted CRDs through `st` (all
+ * borrowed; they outlive it). Call before cacher_start so stored CRDs are
+ * registered at start-up. NULL when out of memory. crd_detach frees it
+ * once the cacher no longer calls it (after cacher_free). */
+typedef struct crd_state crd_state;
+crd_state *crd_attach(registry *reg, cacher *c, storage *st);
+void crd_detach(crd_state *crds);
 
 /* Types retired by CRD changes. A type is retired when its CRD is
  * deleted, or updated so that its uid, spec or accepted names differ (a
@@ -38,7 +42,7 @@ void crd_detach(void);
  * exactly then. The generation moves (atomically) after the retired types
  * have left the registry, so a loop that sees it move looks through its
  * watches for crd_type_retired ones and ends them. Thread-safe. */
-unsigned long crd_retired_generation(void);
+unsigned long crd_retired_generation(crd_state *crds);
 bool crd_type_retired(const resource_type *t);
 
 #endif

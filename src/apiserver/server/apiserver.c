@@ -370,21 +370,23 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     pthread_cond_init(&s->stop_cv, NULL);
     pthread_mutex_init(&s->openapi_mu, NULL);
     /* The registry, then each API group's install function. */
-    if (registry_init() != 0 || builtin_types_register() != 0 || review_types_register() != 0 ||
-        crd_types_register() != 0) {
+    s->registry = registry_new();
+    if (!s->registry || builtin_types_register(s->registry) != 0 ||
+        review_types_register(s->registry) != 0 || crd_types_register(s->registry) != 0) {
         snprintf(err, errlen, "registering built-in types failed");
+        registry_free(s->registry);
         free(s);
         return NULL;
     }
     s->st = cfg->data_dir ? storage_sqlite_open(cfg->data_dir, err, errlen) : storage_memory_open();
     if (!s->st) {
-        registry_shutdown();
+        registry_free(s->registry);
         free(s);
         return NULL;
     }
     s->cache = cacher_new(s->st, cfg->watch_ring);
     size_t n;
-    resource_type **types = registry_list(&n);
+    resource_type **types = registry_list(s->registry, &n);
     for (size_t i = 0; i < n; i++) {
         char prefix[256];
         resource_type_key_prefix(types[i], prefix, sizeof prefix);
@@ -394,7 +396,8 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     }
     registry_list_free(types, n);
     cacher_set_notify(s->cache, wake_loops, s);
-    crd_attach(s->cache, s->st);
+    if (!(s->crds = crd_attach(s->registry, s->cache, s->st)))
+        CKUBE_WARN("CRDs unavailable (out of memory): stored ones are not served");
     if (!(s->metrics = apimetrics_new(s)))
         CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
     s->on_request_done = apimetrics_request_done;
@@ -537,9 +540,9 @@ void apiserver_free(apiserver *s)
     }
     free(s->loops);
     apimetrics_free(s->metrics);
-    crd_detach();
-    cacher_free(s->cache);
-    registry_shutdown();
+    cacher_free(s->cache); /* before the CRD state its listeners use */
+    crd_detach(s->crds);
+    registry_free(s->registry);
     json_decref(s->openapi_v3_index);
     json_decref(s->openapi_v3_docs);
     json_decref(s->openapi_v2);

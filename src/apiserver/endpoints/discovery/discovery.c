@@ -194,10 +194,10 @@ static json_t *subresource_verbs(const subresource *sr)
                            : json_pack("[s,s,s]", "get", "patch", "update");
 }
 
-static json_t *resource_list(const char *group, const char *version)
+static json_t *resource_list(registry *reg, const char *group, const char *version)
 {
     size_t n;
-    resource_type **types = registry_list(&n);
+    resource_type **types = registry_list(reg, &n);
     json_t *res = json_array();
     bool found = false;
     char gv[256];
@@ -319,10 +319,10 @@ static json_t *group_discovery(resource_type **types, size_t n, const char *grou
 
 /* The APIGroupDiscoveryList of /api (core only) or /apis (every other
  * group), in apidiscovery.k8s.io/`version`. */
-static json_t *aggregated_list(bool core, const char *version)
+static json_t *aggregated_list(registry *reg, bool core, const char *version)
 {
     size_t n, ng;
-    resource_type **types = registry_list(&n);
+    resource_type **types = registry_list(reg, &n);
     json_t *items = json_array();
     const char **groups = distinct(types, n, NULL, false, &ng);
     for (size_t i = 0; groups && i < ng; i++) {
@@ -341,7 +341,7 @@ static json_t *aggregated_list(bool core, const char *version)
  * names it already. */
 static void reply_aggregated(req_ctx *rc, bool core)
 {
-    json_t *doc = aggregated_list(core, rc->want_discovery);
+    json_t *doc = aggregated_list(rc->srv->registry, core, rc->want_discovery);
     size_t len = 0;
     char *body = ckube_json_dumps(doc, &len);
     json_decref(doc);
@@ -394,14 +394,14 @@ bool handle_discovery(req_ctx *rc)
                                  "serverAddress", addr));
             return true;
         }
-        json_t *l = resource_list("", ri->version);
+        json_t *l = resource_list(rc->srv->registry, "", ri->version);
         if (!l)
             return false;
         reply_json(rc, 200, l);
         return true;
     }
     size_t n;
-    resource_type **types = registry_list(&n);
+    resource_type **types = registry_list(rc->srv->registry, &n);
     if (!*ri->group) {
         size_t ng;
         const char **names = distinct(types, n, NULL, false, &ng);
@@ -428,7 +428,7 @@ bool handle_discovery(req_ctx *rc)
         return true;
     }
     registry_list_free(types, n);
-    json_t *l = resource_list(ri->group, ri->version);
+    json_t *l = resource_list(rc->srv->registry, ri->group, ri->version);
     if (!l)
         return false;
     reply_json(rc, 200, l);

@@ -1500,7 +1500,7 @@ static void run_delete(write_req *w)
         json_object_set_new(meta, "deletionTimestamp", json_string(now));
         json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(0));
         if (t->prepare_delete)
-            t->prepare_delete(obj);
+            t->prepare_delete(t, obj);
         submit(w, STORAGE_OP_UPDATE, cur_rev);
         return;
     }
@@ -2405,7 +2405,7 @@ static void do_review(req_ctx *rc)
 void handle_resource(req_ctx *rc)
 {
     request_info *ri = &rc->ri;
-    rc->type = registry_lookup(ri->group, ri->version, ri->resource);
+    rc->type = registry_lookup(rc->srv->registry, ri->group, ri->version, ri->resource);
     if (!rc->type) {
         reply_status(rc, resource_not_found());
         return;

@@ -609,7 +609,7 @@ static void end_retired_watches(loop *lp, unsigned long g)
 
 void watch_loop_flush(loop *lp)
 {
-    unsigned long retired = crd_retired_generation();
+    unsigned long retired = crd_retired_generation(lp->srv->crds);
     group groups[FLUSH_MAX_GROUPS];
     size_t ng = 0;
     http_watch *w;

@@ -209,7 +209,7 @@ static void counter_to(ckube_metric *c, double total)
 static void collect_objects(apimetrics *m)
 {
     size_t n;
-    resource_type **types = registry_list(&n);
+    resource_type **types = registry_list(m->srv->registry, &n);
     for (size_t i = 0; i < n; i++) {
         const resource_type *t = types[i];
         if (t->review)

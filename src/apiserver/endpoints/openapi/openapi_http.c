@@ -11,11 +11,11 @@
  * openapi_mu. */
 static void refresh(apiserver *s)
 {
-    unsigned long gen = registry_generation();
+    unsigned long gen = registry_generation(s->registry);
     if (s->openapi_v3_index && gen == s->openapi_gen)
         return;
     size_t n;
-    resource_type **types = registry_list(&n);
+    resource_type **types = registry_list(s->registry, &n);
     json_decref(s->openapi_v3_index);
     json_decref(s->openapi_v3_docs);
     json_decref(s->openapi_v2);
@@ -71,7 +71,7 @@ bool handle_openapi(req_ctx *rc, const char *path)
     } else if (!strcmp(path, "/openapi/v2") || !strcmp(path, "/openapi/v2/")) {
         if (!s->openapi_v2) {
             size_t n;
-            resource_type **types = registry_list(&n);
+            resource_type **types = registry_list(rc->srv->registry, &n);
             s->openapi_v2 = openapi_v2(types, n);
             registry_list_free(types, n);
         }
@@ -93,7 +93,7 @@ bool handle_openapi(req_ctx *rc, const char *path)
             }
             if (*version && !strchr(version, '/')) {
                 size_t n;
-                resource_type **types = registry_list(&n);
+                resource_type **types = registry_list(rc->srv->registry, &n);
                 doc = openapi_v3_group_version(types, n, group, version);
                 registry_list_free(types, n);
                 if (doc)

@@ -96,6 +96,8 @@ struct apiserver {
     apiserver_config cfg;
     storage *st;
     cacher *cache;
+    registry *registry;     /* the served types (owned) */
+    struct crd_state *crds; /* the CRD machinery (owned; apiextensions) */
     struct compactor *compactor;
     loop *loops;
     int nloops;

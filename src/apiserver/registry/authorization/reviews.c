@@ -118,7 +118,7 @@ static const struct review_def {
      "selfsubjectreview", false, self_subject_review},
 };
 
-int review_types_register(void)
+int review_types_register(registry *reg)
 {
     for (size_t i = 0; i < sizeof reviews / sizeof *reviews; i++) {
         const struct review_def *d = &reviews[i];
@@ -137,7 +137,7 @@ int review_types_register(void)
         t->name_kind = CKUBE_NAME_DNS1123_SUBDOMAIN;
         t->schema = builtin_schema(d->group, d->version, d->kind); /* explain, /openapi */
         if (!t->schema || !t->group || !t->version || !t->resource || !t->kind || !t->singular ||
-            registry_add(t) != 0) {
+            registry_add(reg, t) != 0) {
             resource_type_unref(t);
             return -1;
         }

@@ -4,7 +4,9 @@
 #ifndef CKUBE_APISERVER_REGISTRY_AUTHORIZATION_REVIEWS_H
 #define CKUBE_APISERVER_REGISTRY_AUTHORIZATION_REVIEWS_H
 
-/* Adds the review types to the registry. 0, or -1. */
-int review_types_register(void);
+#include "apiserver/registry/rest/registry.h"
+
+/* Adds the review types to `reg`. 0, or -1. */
+int review_types_register(registry *reg);
 
 #endif

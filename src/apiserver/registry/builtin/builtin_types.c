@@ -425,8 +425,9 @@ static bool ns_pending_finalizers(const json_t *obj)
     return json_array_size(ckube_json_get_path(obj, "spec.finalizers")) > 0;
 }
 
-static void ns_prepare_delete(json_t *obj)
+static void ns_prepare_delete(const resource_type *t, json_t *obj)
 {
+    (void)t;
     json_t *st = ckube_json_object_ensure(obj, "status");
     json_object_set_new(st, "phase", json_string("Terminating"));
 }
@@ -928,7 +929,7 @@ typedef struct builtin {
     void (*prepare_update)(const resource_type *, json_t *, const json_t *);
     void (*validate)(const resource_type *, const json_t *, const json_t *, ckube_status *);
     bool (*pending_finalizers)(const json_t *);
-    void (*prepare_delete)(json_t *);
+    void (*prepare_delete)(const resource_type *, json_t *);
 } builtin;
 
 static const builtin builtins[] = {
@@ -1212,7 +1213,7 @@ static char *sdup(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-int builtin_types_register(void)
+int builtin_types_register(registry *reg)
 {
     for (size_t i = 0; i < sizeof builtins / sizeof *builtins; i++) {
         const builtin *b = &builtins[i];
@@ -1262,7 +1263,7 @@ int builtin_types_register(void)
             t->columns[c].fn = d->fn;
         }
         t->ncolumns = nc;
-        if (registry_add(t) != 0) {
+        if (registry_add(reg, t) != 0) {
             resource_type_unref(t);
             return -1;
         }

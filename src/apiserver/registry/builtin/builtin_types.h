@@ -4,8 +4,9 @@
 #ifndef CKUBE_APISERVER_REGISTRY_BUILTIN_BUILTIN_TYPES_H
 #define CKUBE_APISERVER_REGISTRY_BUILTIN_BUILTIN_TYPES_H
 
-/* Adds the built-in types to the registry. 0, or -1 when one cannot be
- * added. */
-int builtin_types_register(void);
+#include "apiserver/registry/rest/registry.h"
+
+/* Adds the built-in types to `reg`. 0, or -1 when one cannot be added. */
+int builtin_types_register(registry *reg);
 
 #endif

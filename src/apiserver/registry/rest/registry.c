@@ -6,10 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
-static resource_type **types;
-static size_t ntypes, cap;
-static unsigned long generation;
+/* The types in a sorted array under a read-write lock: lookups (every
+ * request) share it, changes (CRDs) are rare. */
+struct registry {
+    pthread_rwlock_t lock;
+    resource_type **types;
+    size_t ntypes, cap;
+    unsigned long generation;
+};
 
 crd_serving *crd_serving_new(char *what)
 {
@@ -109,55 +113,59 @@ static int cmp_types(const void *a, const void *b)
     return strcmp(x->resource, y->resource);
 }
 
-int registry_init(void)
+registry *registry_new(void)
 {
-    return 0;
+    registry *r = calloc(1, sizeof *r);
+    if (r)
+        pthread_rwlock_init(&r->lock, NULL);
+    return r;
 }
 
-void registry_shutdown(void)
+void registry_free(registry *r)
 {
-    pthread_rwlock_wrlock(&lock);
-    for (size_t i = 0; i < ntypes; i++)
-        resource_type_unref(types[i]);
-    free(types);
-    types = NULL;
-    ntypes = cap = 0;
-    generation++;
-    pthread_rwlock_unlock(&lock);
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->ntypes; i++)
+        resource_type_unref(r->types[i]);
+    free(r->types);
+    pthread_rwlock_destroy(&r->lock);
+    free(r);
 }
 
-resource_type *registry_lookup(const char *group, const char *version, const char *resource)
+resource_type *registry_lookup(registry *r, const char *group, const char *version,
+                               const char *resource)
 {
     resource_type *found = NULL;
-    pthread_rwlock_rdlock(&lock);
-    for (size_t i = 0; i < ntypes; i++) {
-        resource_type *t = types[i];
+    pthread_rwlock_rdlock(&r->lock);
+    for (size_t i = 0; i < r->ntypes; i++) {
+        resource_type *t = r->types[i];
         if (!strcmp(t->resource, resource) && !strcmp(t->group, group) &&
             !strcmp(t->version, version)) {
             found = resource_type_ref(t);
             break;
         }
     }
-    pthread_rwlock_unlock(&lock);
+    pthread_rwlock_unlock(&r->lock);
     return found;
 }
 
-resource_type *registry_lookup_kind(const char *group, const char *version, const char *kind)
+resource_type *registry_lookup_kind(registry *r, const char *group, const char *version,
+                                    const char *kind)
 {
     resource_type *found = NULL;
-    pthread_rwlock_rdlock(&lock);
-    for (size_t i = 0; i < ntypes; i++) {
-        resource_type *t = types[i];
+    pthread_rwlock_rdlock(&r->lock);
+    for (size_t i = 0; i < r->ntypes; i++) {
+        resource_type *t = r->types[i];
         if (!strcmp(t->kind, kind) && !strcmp(t->group, group) && !strcmp(t->version, version)) {
             found = resource_type_ref(t);
             break;
         }
     }
-    pthread_rwlock_unlock(&lock);
+    pthread_rwlock_unlock(&r->lock);
     return found;
 }
 
-int registry_add(resource_type *t)
+int registry_add(registry *r, resource_type *t)
 {
     if (!t->api_version) {
         if (*t->group) {
@@ -169,60 +177,61 @@ int registry_add(resource_type *t)
     }
     if (!t->list_kind && asprintf(&t->list_kind, "%sList", t->kind) < 0)
         return -1;
-    pthread_rwlock_wrlock(&lock);
-    for (size_t i = 0; i < ntypes; i++) {
-        if (!cmp_types(&types[i], &t)) {
-            pthread_rwlock_unlock(&lock);
+    pthread_rwlock_wrlock(&r->lock);
+    for (size_t i = 0; i < r->ntypes; i++) {
+        if (!cmp_types(&r->types[i], &t)) {
+            pthread_rwlock_unlock(&r->lock);
             return -1;
         }
     }
-    if (ntypes == cap) {
-        size_t ncap = cap ? cap * 2 : 32;
-        resource_type **n = realloc(types, ncap * sizeof *n);
+    if (r->ntypes == r->cap) {
+        size_t ncap = r->cap ? r->cap * 2 : 32;
+        resource_type **n = realloc(r->types, ncap * sizeof *n);
         if (!n) {
-            pthread_rwlock_unlock(&lock);
+            pthread_rwlock_unlock(&r->lock);
             return -1;
         }
-        types = n;
-        cap = ncap;
+        r->types = n;
+        r->cap = ncap;
     }
-    types[ntypes++] = t;
-    qsort(types, ntypes, sizeof *types, cmp_types);
-    generation++;
-    pthread_rwlock_unlock(&lock);
+    r->types[r->ntypes++] = t;
+    t->registry = r;
+    qsort(r->types, r->ntypes, sizeof *r->types, cmp_types);
+    r->generation++;
+    pthread_rwlock_unlock(&r->lock);
     return 0;
 }
 
-void registry_remove(const char *group, const char *version, const char *resource)
+void registry_remove(registry *r, const char *group, const char *version, const char *resource)
 {
     resource_type *gone = NULL;
-    pthread_rwlock_wrlock(&lock);
-    for (size_t i = 0; i < ntypes; i++) {
-        resource_type *t = types[i];
+    pthread_rwlock_wrlock(&r->lock);
+    for (size_t i = 0; i < r->ntypes; i++) {
+        resource_type *t = r->types[i];
         if (!strcmp(t->resource, resource) && !strcmp(t->group, group) &&
             !strcmp(t->version, version)) {
             gone = t;
-            memmove(&types[i], &types[i + 1], (ntypes - i - 1) * sizeof *types);
-            ntypes--;
-            generation++;
+            memmove(&r->types[i], &r->types[i + 1], (r->ntypes - i - 1) * sizeof *r->types);
+            r->ntypes--;
+            r->generation++;
             break;
         }
     }
-    pthread_rwlock_unlock(&lock);
+    pthread_rwlock_unlock(&r->lock);
     resource_type_unref(gone);
 }
 
-resource_type **registry_list(size_t *n)
+resource_type **registry_list(registry *r, size_t *n)
 {
-    pthread_rwlock_rdlock(&lock);
-    resource_type **out = calloc(ntypes ? ntypes : 1, sizeof *out);
+    pthread_rwlock_rdlock(&r->lock);
+    resource_type **out = calloc(r->ntypes ? r->ntypes : 1, sizeof *out);
     *n = 0;
     if (out) {
-        for (size_t i = 0; i < ntypes; i++)
-            out[i] = resource_type_ref(types[i]);
-        *n = ntypes;
+        for (size_t i = 0; i < r->ntypes; i++)
+            out[i] = resource_type_ref(r->types[i]);
+        *n = r->ntypes;
     }
-    pthread_rwlock_unlock(&lock);
+    pthread_rwlock_unlock(&r->lock);
     return out;
 }
 
@@ -233,10 +242,10 @@ void registry_list_free(resource_type **list, size_t n)
     free(list);
 }
 
-unsigned long registry_generation(void)
+unsigned long registry_generation(registry *r)
 {
-    pthread_rwlock_rdlock(&lock);
-    unsigned long g = generation;
-    pthread_rwlock_unlock(&lock);
+    pthread_rwlock_rdlock(&r->lock);
+    unsigned long g = r->generation;
+    pthread_rwlock_unlock(&r->lock);
     return g;
 }

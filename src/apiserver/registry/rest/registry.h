@@ -122,7 +122,7 @@ struct resource_type {
      * spec.finalizers): true while any is left. */
     bool (*pending_finalizers)(const json_t *obj);
     /* Runs when graceful deletion starts (namespaces: phase Terminating). */
-    void (*prepare_delete)(json_t *obj);
+    void (*prepare_delete)(const resource_type *t, json_t *obj);
     /* Objects are stored in one version; when this type serves another
      * shape (a v1beta1 CRD, a non-storage version of a custom resource),
      * `present` rewrites a decoded stored object in place before it is
@@ -141,6 +141,8 @@ struct resource_type {
     struct crd_serving *serving; /* what the CRD serves this type from (a
                                   * reference, owned); see crd_serving */
     bool storage_version;        /* custom: this version is the one stored */
+    struct registry *registry;   /* the registry it was added to (borrowed; set by
+                                  * registry_add): what hooks look other types up in */
     void *priv;                  /* owner's data (the CRD's validation state, ...) */
     void (*priv_free)(void *priv);
 };
@@ -170,30 +172,36 @@ void resource_type_unref(resource_type *t);
  * (core) or "/registry/apps/deployments/"; written to buf. */
 void resource_type_key_prefix(const resource_type *t, char *buf, size_t n);
 
-/* Registry lifecycle. The API groups then install their types with
- * registry_add (builtin_types_register, review_types_register,
- * crd_types_register: the server calls each). */
-int registry_init(void);
-void registry_shutdown(void);
+/* The registry: every served type, by group, version and resource. One
+ * per server (apiserver owns it); the API groups add their types with
+ * their install functions (builtin_types_register, review_types_register,
+ * crd_types_register) and CRDs add and remove theirs as they change.
+ * Thread-safe: lookups share a lock, changes take it alone. */
+typedef struct registry registry;
+registry *registry_new(void);
+/* Drops the registry's references to its types. */
+void registry_free(registry *r);
 
 /* Looks up by group, version and plural resource name (or, for kubectl's
  * convenience, nothing else). Returns a new reference or NULL. */
-resource_type *registry_lookup(const char *group, const char *version, const char *resource);
+resource_type *registry_lookup(registry *r, const char *group, const char *version,
+                               const char *resource);
 /* Looks up by group, version and kind. New reference or NULL. */
-resource_type *registry_lookup_kind(const char *group, const char *version, const char *kind);
+resource_type *registry_lookup_kind(registry *r, const char *group, const char *version,
+                                    const char *kind);
 
-/* Adds a type (takes the caller's reference). Fails (-1) if group/version/
- * resource is taken. */
-int registry_add(resource_type *t);
+/* Adds a type (takes the caller's reference) and sets its t->registry.
+ * Fails (-1) if group/version/resource is taken. */
+int registry_add(registry *r, resource_type *t);
 /* Removes a type by group/version/resource; drops the registry's ref. */
-void registry_remove(const char *group, const char *version, const char *resource);
+void registry_remove(registry *r, const char *group, const char *version, const char *resource);
 
 /* Snapshot of every type, sorted by group then version then resource:
  * an array of new references and its length. Free with registry_list_free. */
-resource_type **registry_list(size_t *n);
+resource_type **registry_list(registry *r, size_t *n);
 void registry_list_free(resource_type **types, size_t n);
 
 /* A counter bumped on every add/remove, for discovery/OpenAPI caches. */
-unsigned long registry_generation(void);
+unsigned long registry_generation(registry *r);
 
 #endif
