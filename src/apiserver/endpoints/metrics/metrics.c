@@ -1,4 +1,4 @@
-/* apiserver_metrics.c - the server's Prometheus metrics at /metrics, under
+/* metrics.c - the server's Prometheus metrics at /metrics, under
  * kube-apiserver's names so existing dashboards and alerts read them:
  *
  *   apiserver_request_total{verb,dry_run,group,version,resource,
