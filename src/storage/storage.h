@@ -5,8 +5,9 @@
  * Each key remembers the revision that created it (create_rev) and the one
  * that last modified it (mod_rev). Writes are conditional on mod_rev, like an
  * etcd Txn(If(ModRevision(key) == N)). Nothing above this interface knows
- * which backend it runs on: SQLite (embedded default), memory (tests), and
- * etcd v3 all implement `struct storage_backend_ops`.
+ * which backend it runs on: SQLite (the embedded default) and memory (tests)
+ * implement `struct storage_backend_ops` today; the interface is shaped so
+ * an etcd v3 backend can implement it too (issue #23).
  *
  * Threading: every function is thread-safe. Writes are asynchronous: they
  * are queued and a backend thread commits them in groups (one transaction
