@@ -47,11 +47,18 @@ s_log_file() {
     with_server --controller-manager=false --log-file="$f"
     [ ! -s "$f" ] || fail "--log-file took effect with logtostderr=true"
     grep -q "ckube server ready" "$TMP/server.log" || fail "stderr lost its lines"
-    # With --logtostderr=false the lines go to the file, the child's too.
-    with_server --log-file="$f" --logtostderr=false -v 2
-    grep -q "ckube server ready" "$f" || fail "the server's lines are not in the log file"
+    # With --logtostderr=false the lines go to the file, the child's too
+    # (it starts after the server is ready: wait for its first lines).
+    : >"$TMP/server.log"
+    start_server --log-file="$f" --logtostderr=false -v 2
+    for _ in $(seq 1 300); do # 30 s: a sanitizer build starts slowly
+        grep -q "controller_manager.c\|leaderelection.c\|manager.c" "$f" && break
+        sleep 0.1
+    done
+    stop_server
     grep -q "controller_manager.c\|leaderelection.c\|manager.c" "$f" ||
         fail "the controller-manager child did not log to the file"
+    grep -q "ckube server ready" "$f" || fail "the server's lines are not in the log file"
     if grep -q "ckube server ready" "$TMP/server.log"; then fail "logged to stderr as well"; fi
     # --alsologtostderr: both.
     rm -f "$f"
