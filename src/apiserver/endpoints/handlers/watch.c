@@ -712,9 +712,11 @@ void handle_watch(req_ctx *rc)
                      w->table ? "application/json;as=Table;v=v1;g=meta.k8s.io"
                               : "application/json");
     httpd_add_header(rc->req, "Cache-Control", "no-cache, private");
-    httpd_send_start(rc->req, 200, on_conn_closed, NULL, w);
+    /* Counted as long-running before the 200 goes out: a client that
+     * reads it and scrapes /metrics at once sees the watch. */
     rc->code = 200;
     req_long_running(rc);
+    httpd_send_start(rc->req, 200, on_conn_closed, NULL, w);
     w->fd = httpd_req_fd(rc->req);
     w->out = httpd_req_output(rc->req);
     w->direct = w->fd >= 0 && w->out && httpd_req_chunked(rc->req);
