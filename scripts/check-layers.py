@@ -32,6 +32,7 @@ LAYERS = [
     ("apiserver/apiextensions", "server", 55),
     ("apiserver/registry/builtin", "server", 50),
     ("apiserver/registry/authorization", "server", 50),
+    ("apiserver/registry/generic", "server", 48),
     ("apiserver/registry/definitions", "server", 47),
     ("apiserver/registry/rest", "server", 45),
     ("apiserver/cacher", "server", 40),

@@ -385,6 +385,17 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
         return NULL;
     }
     s->cache = cacher_new(s->st, cfg->watch_ring);
+    if (s->cache)
+        s->store = store_new(s->st, s->cache);
+    if (!s->store) {
+        snprintf(err, errlen, "out of memory");
+        if (s->cache)
+            cacher_free(s->cache);
+        storage_close(s->st);
+        registry_free(s->registry);
+        free(s);
+        return NULL;
+    }
     size_t n;
     resource_type **types = registry_list(s->registry, &n);
     for (size_t i = 0; i < n; i++) {
@@ -540,6 +551,7 @@ void apiserver_free(apiserver *s)
     }
     free(s->loops);
     apimetrics_free(s->metrics);
+    store_free(s->store);
     cacher_free(s->cache); /* before the CRD state its listeners use */
     crd_detach(s->crds);
     registry_free(s->registry);

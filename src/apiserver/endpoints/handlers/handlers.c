@@ -2,11 +2,13 @@
  * and deletecollection for every resource type, built-in or custom.
  * Type-specific behaviour comes only from `struct resource_type`.
  *
- * Writes are asynchronous: a handler prepares the new object, submits a
- * conditional storage op and returns; the op's completion is posted back
- * to the request's loop, which replies (or retries after a conflict, with
- * the object re-read from the cache, which is never behind an
- * acknowledged write). */
+ * Reads come from the cacher. A write decodes and checks the request
+ * (its body, dryRun, fieldValidation, fieldManager, DeleteOptions), then
+ * hands it to the generic store (registry/generic/store.h) with hooks for
+ * what only the request knows: how the new object is built from the
+ * current one (PUT body, patch, apply), its validation and managedFields.
+ * The store ends the write on the request's loop, where write_done
+ * shapes the reply. */
 #include <ctype.h>
 #include <event2/buffer.h>
 #include <inttypes.h>
@@ -24,6 +26,7 @@
 #include "apiserver/codec/jscan.h"
 #include "apiserver/codec/k8s_protobuf.h"
 #include "apiserver/apiextensions/schema.h"
+#include "apiserver/registry/generic/store.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "ckube/patch.h"
@@ -31,23 +34,6 @@
 #include "ckube/yaml.h"
 #include "common/json_cost.h"
 #include "common/json_parse.h"
-
-/* Retries of a write that lost a race (PATCH, PUT without a
- * resourceVersion). Every round one competing write wins, so progress is
- * guaranteed; upstream retries without bound, we stop at a large cap. */
-#define MAX_CONFLICT_RETRIES 10000
-#define KEY_MAX 1024
-
-void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n)
-{
-    /* Names and namespaces come from the URL (at most 255 bytes each), so
-     * KEY_MAX always holds a key; callers pass buffers of that size. */
-    const char *group = *t->group ? t->group : "core";
-    if (t->namespaced)
-        snprintf(buf, n, "/registry/%s/%s/%s/%s", group, t->resource, ns, name);
-    else
-        snprintf(buf, n, "/registry/%s/%s/%s", group, t->resource, name);
-}
 
 static ckube_status *not_found(req_ctx *rc, const char *name)
 {
@@ -220,18 +206,6 @@ static int dry_run(req_ctx *rc)
 
 /* ---- object helpers ----------------------------------------------------- */
 
-static json_t *meta_of(json_t *obj)
-{
-    return ckube_json_object_ensure(obj, "metadata");
-}
-
-static void set_rv(json_t *obj, int64_t rev)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, rev);
-    json_object_set_new(meta_of(obj), "resourceVersion", json_string(buf));
-}
-
 static int64_t parse_rv(const char *s, bool *ok)
 {
     *ok = true;
@@ -244,30 +218,6 @@ static int64_t parse_rv(const char *s, bool *ok)
         return 0;
     }
     return v;
-}
-
-/* Object without metadata (and status when it is a subresource) to
- * decide whether the generation moves. */
-static bool spec_changed(const resource_type *t, const json_t *a, const json_t *b)
-{
-    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
-    json_object_del(x, "metadata");
-    json_object_del(y, "metadata");
-    if (t->status_subresource) {
-        json_object_del(x, "status");
-        json_object_del(y, "status");
-    }
-    bool changed = !json_equal(x, y);
-    json_decref(x);
-    json_decref(y);
-    return changed;
-}
-
-static bool has_finalizers(const resource_type *t, const json_t *obj)
-{
-    if (json_array_size(ckube_json_get_path(obj, "metadata.finalizers")) > 0)
-        return true;
-    return t->pending_finalizers && t->pending_finalizers(obj);
 }
 
 /* The object a PUT sends, or a patch produces, must name the object of
@@ -615,75 +565,32 @@ static ckube_status *validate_object(req_ctx *rc, json_t *obj, const json_t *old
     return NULL; /* the size limit is checked where the object is encoded */
 }
 
-/* Namespace checks for creating a namespaced object. */
-static ckube_status *check_namespace_open(req_ctx *rc, const char *name)
-{
-    char key[512];
-    snprintf(key, sizeof key, "/registry/core/namespaces/%s", rc->ri.ns);
-    cobj *ns = cacher_get(rc->srv->cache, key);
-    if (!ns)
-        return ckube_status_not_found("", "namespaces", rc->ri.ns);
-    /* Read from the cached bytes: this runs on every create. */
-    bool terminating;
-    jscan_meta m;
-    jspan v;
-    if (jscan_canonical(ns->json, ns->len, &m) && m.metadata) {
-        terminating = jscan_member(ns->json, ns->len, m.metadata, "deletionTimestamp", &v);
-    } else {
-        json_t *o = cobj_decode(ns);
-        terminating = ckube_json_get_path(o, "metadata.deletionTimestamp") != NULL;
-        json_decref(o);
-    }
-    cobj_unref(ns);
-    if (terminating) {
-        char qr[256];
-        ckube_qualified_resource(qr, sizeof qr, rc->type->group, rc->type->resource);
-        ckube_status *st = ckube_status_new(
-            403, CKUBE_REASON_FORBIDDEN,
-            "%s \"%s\" is forbidden: unable to create new content in namespace %s because it is "
-            "being terminated",
-            qr, name ? name : "", rc->ri.ns);
-        ckube_status_set_details(st, name, rc->type->group, rc->type->resource);
-        return st;
-    }
-    return NULL;
-}
-
 /* ---- writes ---------------------------------------------------------------- */
 
+/* A write request: the request's side of a generic-store write (what the
+ * body says and how the reply looks); registry/generic does the rest. */
 typedef enum { W_CREATE, W_UPDATE, W_PATCH, W_STATUS, W_FINALIZE, W_DELETE } write_kind;
 
 typedef struct write_req write_req;
 typedef struct collection_del collection_del;
 
 struct write_req {
-    storage_op op;
+    store_write sw; /* first: the store's hooks get &w->sw */
     req_ctx *rc;
     write_kind kind;
-    char key[KEY_MAX];
-    char *value;
-    json_t *obj;  /* what was written (response body); owned */
     json_t *body; /* request body (object or patch); owned */
     body_type btype;
     int validation;
-    bool dry_run;
-    int64_t user_rv; /* PUT with metadata.resourceVersion */
-    int attempts;
-    bool deleting;    /* the op is a storage delete */
-    bool status_only; /* /status: only .status of the result is kept */
     bool scale_reply; /* /scale: answer with the Scale, not the object */
     bool internal;    /* built by the server (scale): no client precondition */
-    char *gen_base;   /* generateName base for retries */
     /* field management */
     char *manager;           /* fieldManager, or derived from the User-Agent; owned */
     const char *subresource; /* "", "status", "scale", "finalize" (static) */
     bool force;              /* apply: force=true */
-    bool apply_create;       /* an apply creating the object (201) */
     fm_managed *applied;     /* managedFields an apply computed; owned */
-    /* delete options */
+    /* delete preconditions (sw.pre_uid, sw.pre_rv point here) */
     char *pre_uid;
     char *pre_rv;
-    const char *propagation; /* "Orphan" | "Foreground" | "Background" | NULL (static) */
     collection_del *parent;
 };
 
@@ -707,10 +614,7 @@ struct collection_del {
 
 static void write_free(write_req *w)
 {
-    free(w->value);
-    json_decref(w->obj);
     json_decref(w->body);
-    free(w->gen_base);
     free(w->manager);
     fm_managed_free(w->applied);
     free(w->pre_uid);
@@ -718,7 +622,6 @@ static void write_free(write_req *w)
     free(w);
 }
 
-static void run_write(write_req *w);
 static void collection_settle(collection_del *p, ckube_status *st, json_t *obj);
 
 static bool is_status_body(const json_t *body)
@@ -772,27 +675,26 @@ static void free_ref_cb(const void *data, size_t len, void *arg)
 }
 
 /* The reply to a stored create or update, without encoding the object
- * again: the bytes just stored (w->value: w->obj without resourceVersion,
- * as ckube_json_dumps writes it) with resourceVersion set as set_rv sets
- * it in w->obj, byte for byte what encoding w->obj would give. Returns
- * false (nothing sent) when that does not apply: another shape to
+ * again: the bytes just stored (r->value: r->obj without resourceVersion,
+ * as ckube_json_dumps writes it) with resourceVersion set as the store
+ * set it in r->obj, byte for byte what encoding r->obj would give.
+ * Returns false (nothing sent) when that does not apply: another shape to
  * present, a collection child, bytes the scanner does not vouch for. */
-static bool reply_stored(write_req *w, int code)
+static bool reply_stored(write_req *w, int code, const store_result *r)
 {
     const resource_type *t = w->rc->type;
-    if (t->present || w->parent || w->dry_run || !w->value || !w->op.value_len ||
-        w->rc->want_partial)
+    if (t->present || w->parent || !r->value || !r->value_len || w->rc->want_partial)
         return false;
     jscan_meta meta;
-    if (!jscan_canonical(w->value, w->op.value_len, &meta) || !meta.metadata)
+    if (!jscan_canonical(r->value, r->value_len, &meta) || !meta.metadata)
         return false;
     char rv[32];
-    snprintf(rv, sizeof rv, "%" PRId64, w->op.rev);
-    size_t n = jscan_set_rv(w->value, w->op.value_len, &meta, rv, NULL);
+    snprintf(rv, sizeof rv, "%" PRId64, r->rev);
+    size_t n = jscan_set_rv(r->value, r->value_len, &meta, rv, NULL);
     char *out = malloc(n + 1);
     if (!out)
         return false;
-    jscan_set_rv(w->value, w->op.value_len, &meta, rv, out);
+    jscan_set_rv(r->value, r->value_len, &meta, rv, out);
     struct evbuffer *buf = evbuffer_new();
     evbuffer_add_reference(buf, out, n, free_ref_cb, NULL);
     req_ctx *rc = w->rc;
@@ -803,138 +705,43 @@ static bool reply_stored(write_req *w, int code)
     return true;
 }
 
-static void op_done_on_loop(void *arg)
+/* The store's done hook: the reply's shape. */
+static void write_done(store_write *sw, store_result *r)
 {
-    write_req *w = arg;
-    req_ctx *rc = w->rc;
-    const resource_type *t = rc->type;
-    switch (w->op.result) {
-    case STORAGE_OK:
-        if (w->deleting) {
-            /* A deletecollection child reports the object it deleted:
-             * the collection's answer lists them. */
-            if (w->kind == W_DELETE && !t->return_deleted_object && !w->parent) {
-                json_t *body = delete_success_body(t, w->obj);
-                write_finish(w, 200, body, NULL);
-            } else {
-                set_rv(w->obj, w->op.rev);
-                write_finish(w, 200, json_incref(w->obj), NULL);
-            }
-            return;
-        }
-        if (w->scale_reply) {
-            set_rv(w->obj, w->op.rev);
-            write_finish(w, 200, scale_of(t, w->obj), NULL);
-            return;
-        }
-        int code = w->kind == W_CREATE || w->apply_create ? 201 : 200;
-        if (reply_stored(w, code))
-            return;
-        set_rv(w->obj, w->op.rev);
-        write_finish(w, code, json_incref(w->obj), NULL);
-        return;
-    case STORAGE_ERR_EXISTS:
-        if (w->gen_base && ++w->attempts < 8) {
-            run_write(w);
-            return;
-        }
-        if (w->apply_create && ++w->attempts < 8) {
-            /* Created meanwhile: apply to it instead. */
-            w->apply_create = false;
-            run_write(w);
-            return;
-        }
-        write_finish(w, 0, NULL,
-                     ckube_status_already_exists(t->group, t->resource, ckube_obj_name(w->obj)));
-        return;
-    case STORAGE_ERR_NOT_FOUND:
-        if (w->btype == BODY_APPLY_PATCH && !w->status_only && ++w->attempts < 8) {
-            run_write(w); /* deleted meanwhile: the apply creates it */
-            return;
-        }
-        write_finish(w, 0, NULL, not_found(rc, ckube_obj_name(w->obj)));
-        return;
-    case STORAGE_ERR_CONFLICT:
-        if (w->user_rv == 0 && ++w->attempts < MAX_CONFLICT_RETRIES) {
-            run_write(w);
-            return;
-        }
-        write_finish(w, 0, NULL,
-                     ckube_status_conflict(t->group, t->resource, ckube_obj_name(w->obj),
-                                           "the object has been modified; please apply your "
-                                           "changes to the latest version and try again"));
-        return;
-    default:
-        write_finish(w, 0, NULL,
-                     ckube_status_internal("storage error: %s", storage_strerror(w->op.result)));
+    write_req *w = (write_req *)sw;
+    const resource_type *t = w->rc->type;
+    if (r->st) {
+        write_finish(w, 0, NULL, r->st);
         return;
     }
-}
-
-/* Storage thread: hand the result to the request's loop. */
-static void op_done(storage_op *op, void *arg)
-{
-    write_req *w = arg;
-    loop_post(w->rc->lp, op_done_on_loop, w);
-}
-
-/* Encodes w->obj and submits the storage op. The write may finish (and
- * w be freed) before this returns: callers must not touch w after it. */
-static void submit(write_req *w, storage_op_type type, int64_t expect)
-{
-    free(w->value);
-    w->value = NULL;
-    memset(&w->op, 0, sizeof w->op);
-    w->op.type = type;
-    w->op.key = w->key;
-    w->op.expect_mod_rev = expect;
-    w->op.done = op_done;
-    w->op.arg = w;
-    w->deleting = type == STORAGE_OP_DELETE;
-    if (type != STORAGE_OP_DELETE) {
-        /* Stored form: no resourceVersion (it is the key's mod revision). */
-        json_t *meta = meta_of(w->obj);
-        json_t *rv = json_incref(json_object_get(meta, "resourceVersion"));
-        json_object_del(meta, "resourceVersion");
-        w->value = ckube_json_dumps(w->obj, &w->op.value_len);
-        if (rv)
-            json_object_set_new(meta, "resourceVersion", rv);
-        w->op.value = w->value;
-        if (w->op.value_len > APISERVER_MAX_OBJECT) {
-            write_finish(w, 0, NULL,
-                         ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
-                                          "Request entity too large: object exceeds the limit of "
-                                          "%u bytes",
-                                          APISERVER_MAX_OBJECT));
-            return;
+    json_t *obj = r->obj;
+    if (r->deleted) {
+        /* A deletecollection child reports the object it deleted: the
+         * collection's answer lists them. */
+        json_t *body = obj;
+        if (w->kind == W_DELETE && !t->return_deleted_object && !w->parent) {
+            body = delete_success_body(t, obj);
+            json_decref(obj);
         }
-        /* Every stored object decodes within APISERVER_MAX_DECODED, so a
-         * later write to it holds no bigger a tree than its body may. The
-         * server adds to what the body decoded into (managedFields: an
-         * empty object per field set), hence the check here. Text below
-         * the bound / JCOST_MAX_PER_BYTE cannot cost more: no walk. */
-        if (w->op.value_len > APISERVER_MAX_DECODED / JCOST_MAX_PER_BYTE - JCOST_OBJECT &&
-            ckube__json_cost(w->obj, APISERVER_MAX_DECODED) > APISERVER_MAX_DECODED) {
-            write_finish(w, 0, NULL,
-                         ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
-                                          "Request entity too large: the object would take more "
-                                          "than %zu bytes of memory to decode",
-                                          APISERVER_MAX_DECODED));
-            return;
-        }
-    }
-    if (w->dry_run) {
-        /* Validated and admitted, never stored. */
-        w->op.result = STORAGE_OK;
-        w->op.rev = expect;
-        op_done_on_loop(w);
+        free(r->value);
+        write_finish(w, 200, body, NULL);
         return;
     }
-    int rc = storage_submit(w->rc->srv->st, &w->op);
-    if (rc) {
-        w->op.result = rc;
-        op_done_on_loop(w);
+    if (w->scale_reply) {
+        json_t *scale = scale_of(t, obj);
+        json_decref(obj);
+        free(r->value);
+        write_finish(w, 200, scale, NULL);
+        return;
     }
+    int code = r->code;
+    if (reply_stored(w, code, r)) {
+        json_decref(obj);
+        free(r->value);
+        return;
+    }
+    free(r->value);
+    write_finish(w, code, obj, NULL);
 }
 
 /* What the field manager needs to know about the request's type. */
@@ -953,12 +760,13 @@ static fm_op field_op(const write_req *w)
     return (fm_op){.manager = w->manager, .subresource = w->subresource, .force = w->force};
 }
 
-/* Records managedFields on the prepared object: an apply stores what it
- * computed, every other write is an Update from `old` (NULL on create).
- * Then a change of nothing but managedFields times is undone, so a no-op
- * stays a no-op. */
-static void record_managed_fields(write_req *w, const json_t *old, json_t *obj)
+/* The store's decorate hook: managedFields on the prepared object. An
+ * apply stores what it computed, every other write is an Update from
+ * `old` (NULL on create). Then a change of nothing but managedFields
+ * times is undone, so a no-op stays a no-op. */
+static void record_managed_fields(store_write *sw, const json_t *old, json_t *obj)
 {
+    write_req *w = (write_req *)sw;
     if (w->applied) {
         fm_managed_store(w->applied, obj);
     } else {
@@ -969,116 +777,51 @@ static void record_managed_fields(write_req *w, const json_t *old, json_t *obj)
     fm_ignore_timestamp_only_changes(old, obj);
 }
 
-static void create_object(write_req *w, json_t *obj);
-
-static void run_create(write_req *w)
+/* The store's validate hook. */
+static ckube_status *write_validate(store_write *sw, json_t *obj, const json_t *old)
 {
-    /* A create starts again from the body only when a generated name
-     * collides; with a name given, the body is used up (no copy). */
+    write_req *w = (write_req *)sw;
+    return validate_object(w->rc, obj, old, w->validation);
+}
+
+/* The object a create writes. A create starts again from the body only
+ * when a generated name collides; with a name given, the body is used up
+ * (no copy). */
+static json_t *create_body(write_req *w)
+{
     const char *name = ckube_obj_name(w->body);
     if (name && *name) {
         json_t *body = w->body;
         w->body = NULL;
-        create_object(w, body);
-        return;
+        return body;
     }
-    create_object(w, json_deep_copy(w->body));
-}
-
-/* Creates `obj` (taken): server-owned fields, strategy, validation, then
- * the storage create. */
-static void create_object(write_req *w, json_t *obj)
-{
-    req_ctx *rc = w->rc;
-    const resource_type *t = rc->type;
-    json_decref(w->obj);
-    w->obj = obj;
-    json_t *meta = meta_of(obj);
-    const char *name = json_string_value(json_object_get(meta, "name"));
-    const char *gen = json_string_value(json_object_get(meta, "generateName"));
-    if ((!name || !*name) && gen && *gen) {
-        if (!w->gen_base)
-            w->gen_base = strndup(gen, 58);
-        char suffix[6], full[128];
-        ckube_random_suffix(suffix, 5);
-        snprintf(full, sizeof full, "%s%s", w->gen_base, suffix);
-        json_object_set_new(meta, "name", json_string(full));
-        name = json_string_value(json_object_get(meta, "name"));
-    }
-    if (t->namespaced) {
-        const char *bns = json_string_value(json_object_get(meta, "namespace"));
-        if (bns && *bns && strcmp(bns, rc->ri.ns)) {
-            write_finish(w, 0, NULL,
-                         ckube_status_bad_request("the namespace of the provided object does not "
-                                                  "match the namespace sent on the request"));
-            return;
-        }
-        json_object_set_new(meta, "namespace", json_string(rc->ri.ns));
-    } else {
-        json_object_del(meta, "namespace");
-    }
-    /* Fields the server owns. */
-    char uid[40], now[32];
-    ckube_uuid4(uid, sizeof uid);
-    ckube_now_rfc3339(now, sizeof now);
-    json_object_set_new(meta, "uid", json_string(uid));
-    json_object_set_new(meta, "creationTimestamp", json_string(now));
-    json_object_del(meta, "resourceVersion");
-    json_object_del(meta, "deletionTimestamp");
-    json_object_del(meta, "deletionGracePeriodSeconds");
-    json_object_del(meta, "selfLink");
-    if (t->tracks_generation)
-        json_object_set_new(meta, "generation", json_integer(1));
-    else
-        json_object_del(meta, "generation");
-    if (t->status_subresource && t->is_custom)
-        json_object_del(obj, "status");
-    if (t->prepare_create)
-        t->prepare_create(t, obj);
-    ckube_status *st = validate_object(rc, obj, NULL, w->validation);
-    if (st) {
-        write_finish(w, 0, NULL, st);
-        return;
-    }
-    if (t->namespaced && (st = check_namespace_open(rc, name))) {
-        write_finish(w, 0, NULL, st);
-        return;
-    }
-    record_managed_fields(w, NULL, obj);
-    object_key(t, rc->ri.ns, name, w->key, sizeof w->key);
-    submit(w, STORAGE_OP_CREATE, 0);
+    return json_deep_copy(w->body);
 }
 
 /* An apply to an object that does not exist creates it. */
-static void apply_create(write_req *w)
+static json_t *apply_create(write_req *w, ckube_status **st)
 {
     req_ctx *rc = w->rc;
     fm_type ft = field_type(rc->type);
     fm_op op = field_op(w);
-    ckube_status *st = NULL;
     fm_managed_free(w->applied);
     w->applied = NULL;
-    json_t *obj = fm_apply(&ft, &op, NULL, w->body, &w->applied, &st);
-    if (!obj) {
-        write_finish(w, 0, NULL, st);
-        return;
-    }
+    json_t *obj = fm_apply(&ft, &op, NULL, w->body, &w->applied, st);
+    if (!obj)
+        return NULL;
     const char *name = ckube_obj_name(obj);
     if (!name || strcmp(name, rc->ri.name)) {
-        st = ckube_status_bad_request(
+        *st = ckube_status_bad_request(
             "the name of the object (%s) does not match the name on the URL (%s)", name ? name : "",
             rc->ri.name);
         json_decref(obj);
-        write_finish(w, 0, NULL, st);
-        return;
+        return NULL;
     }
-    if ((st = check_gvk(rc, obj))) {
+    if ((*st = check_gvk(rc, obj))) {
         json_decref(obj);
-        write_finish(w, 0, NULL, st);
-        return;
+        return NULL;
     }
-    w->apply_create = true;
-    create_object(w, obj);
+    return obj;
 }
 
 /* The object a PUT writes: the body itself when it names a
@@ -1097,211 +840,131 @@ static json_t *body_for_update(write_req *w)
     return json_deep_copy(w->body);
 }
 
-/* Builds the new object for update-like writes from the current one. */
-static json_t *compute_update(write_req *w, const json_t *old, ckube_status **st)
+/* A patch applies to the object as this version serves it (a custom
+ * resource's other version, a v1beta1 CRD); the store's prepare turns
+ * the result back into the stored form. */
+static json_t *patch_object(write_req *w, const json_t *old, ckube_status **st)
 {
     req_ctx *rc = w->rc;
     const resource_type *t = rc->type;
     char *err = NULL;
+    json_t *obj = NULL;
+    json_t *base = (json_t *)old;
+    if (t->present) {
+        base = json_deep_copy(old);
+        t->present(t, base);
+    }
+    switch (w->btype) {
+    case BODY_JSON_PATCH:
+        obj = ckube_json_patch_apply(base, w->body, &err);
+        break;
+    case BODY_MERGE_PATCH:
+        obj = ckube_merge_patch_apply(base, w->body, &err);
+        break;
+    case BODY_STRATEGIC_PATCH:
+        obj = ckube_strategic_merge_patch_apply(base, w->body, ckube_patch_meta_table,
+                                                (void *)t->patch_meta, &err);
+        break;
+    case BODY_APPLY_PATCH: {
+        fm_type ft = field_type(t);
+        fm_op op = field_op(w);
+        fm_managed_free(w->applied);
+        w->applied = NULL;
+        obj = fm_apply(&ft, &op, base, w->body, &w->applied, st);
+        break;
+    }
+    default:
+        break;
+    }
+    if (base != old)
+        json_decref(base);
+    if (!obj && w->btype == BODY_APPLY_PATCH)
+        return NULL;
+    if (!obj) {
+        *st = ckube_status_new(422, CKUBE_REASON_INVALID, "%s", err ? err : "invalid patch");
+        free(err);
+        return NULL;
+    }
+    if (!json_is_object(obj)) {
+        json_decref(obj);
+        *st = ckube_status_bad_request("the patch did not produce an object");
+        return NULL;
+    }
+    if ((*st = check_gvk(rc, obj)) || (*st = check_name(rc, obj))) {
+        json_decref(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+/* /finalize: the namespace's spec.finalizers from the body. */
+static json_t *finalize_object(write_req *w, const json_t *old)
+{
+    json_t *obj = json_deep_copy(old);
+    json_t *fin = ckube_json_get_path(w->body, "spec.finalizers");
+    json_t *spec = ckube_json_object_ensure(obj, "spec");
+    if (fin)
+        json_object_set(spec, "finalizers", fin);
+    else
+        json_object_del(spec, "finalizers");
+    return obj;
+}
+
+/* Only .status (and the precondition) of `obj` (taken) counts: the
+ * rest is the current object's. */
+static json_t *status_only(json_t *obj, const json_t *old)
+{
+    json_t *proj = json_deep_copy(old);
+    json_t *s = json_object_get(obj, "status");
+    if (s)
+        json_object_set(proj, "status", s);
+    else
+        json_object_del(proj, "status");
+    json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
+    json_t *pm = ckube_json_object_ensure(proj, "metadata");
+    if (rv)
+        json_object_set(pm, "resourceVersion", rv);
+    else
+        json_object_del(pm, "resourceVersion");
+    json_decref(obj);
+    return proj;
+}
+
+/* The store's transform hook: the object to write, from the body and the
+ * current object (NULL: a create). */
+static json_t *write_transform(store_write *sw, const json_t *old, ckube_status **st)
+{
+    write_req *w = (write_req *)sw;
+    if (!old)
+        return w->kind == W_CREATE ? create_body(w) : apply_create(w, st);
     json_t *obj = NULL;
     switch (w->kind) {
     case W_UPDATE:
     case W_STATUS:
         obj = body_for_update(w);
         break;
-    case W_PATCH: {
-        /* A patch applies to the object as this version serves it (a
-         * custom resource's other version, a v1beta1 CRD); prepare_update
-         * turns the result back into the stored form. */
-        json_t *base = (json_t *)old;
-        if (t->present) {
-            base = json_deep_copy(old);
-            t->present(t, base);
-        }
-        switch (w->btype) {
-        case BODY_JSON_PATCH:
-            obj = ckube_json_patch_apply(base, w->body, &err);
-            break;
-        case BODY_MERGE_PATCH:
-            obj = ckube_merge_patch_apply(base, w->body, &err);
-            break;
-        case BODY_STRATEGIC_PATCH:
-            obj = ckube_strategic_merge_patch_apply(base, w->body, ckube_patch_meta_table,
-                                                    (void *)t->patch_meta, &err);
-            break;
-        case BODY_APPLY_PATCH: {
-            fm_type ft = field_type(t);
-            fm_op op = field_op(w);
-            fm_managed_free(w->applied);
-            w->applied = NULL;
-            obj = fm_apply(&ft, &op, base, w->body, &w->applied, st);
-            break;
-        }
-        default:
-            break;
-        }
-        if (base != old)
-            json_decref(base);
-        if (!obj && w->btype == BODY_APPLY_PATCH)
-            return NULL;
-        if (!obj) {
-            *st = ckube_status_new(422, CKUBE_REASON_INVALID, "%s", err ? err : "invalid patch");
-            free(err);
-            return NULL;
-        }
-        if (!json_is_object(obj)) {
-            json_decref(obj);
-            *st = ckube_status_bad_request("the patch did not produce an object");
-            return NULL;
-        }
-        if ((*st = check_gvk(rc, obj)) || (*st = check_name(rc, obj))) {
-            json_decref(obj);
-            return NULL;
-        }
+    case W_PATCH:
+        obj = patch_object(w, old, st);
         break;
-    }
-    case W_FINALIZE: {
-        obj = json_deep_copy(old);
-        json_t *fin = ckube_json_get_path(w->body, "spec.finalizers");
-        json_t *spec = ckube_json_object_ensure(obj, "spec");
-        if (fin)
-            json_object_set(spec, "finalizers", fin);
-        else
-            json_object_del(spec, "finalizers");
+    case W_FINALIZE:
+        obj = finalize_object(w, old);
         break;
-    }
     default:
         break;
     }
-    if (obj && w->status_only) {
-        /* Only .status (and the precondition) comes from the result. */
-        json_t *proj = json_deep_copy(old);
-        json_t *s = json_object_get(obj, "status");
-        if (s)
-            json_object_set(proj, "status", s);
-        else
-            json_object_del(proj, "status");
-        json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
-        json_t *pm = meta_of(proj);
-        if (rv)
-            json_object_set(pm, "resourceVersion", rv);
-        else
-            json_object_del(pm, "resourceVersion");
-        json_decref(obj);
-        obj = proj;
-    }
+    if (obj && w->sw.status_only)
+        obj = status_only(obj, old);
     return obj;
 }
 
-/* Applies the update rules common to PUT, PATCH, /status and /finalize:
- * server-owned metadata is kept, status only through /status, generation
- * moves with the spec, no new finalizers once deleting. */
-static ckube_status *prepare_update(write_req *w, json_t *obj, const json_t *old)
+/* The store's precondition hook: the resourceVersion the client asked
+ * to be current. For PUT that is the body's; for PATCH only one the
+ * patch itself carries (the patched object otherwise inherits the
+ * current resourceVersion, and a lost race is retried on the newer
+ * object). */
+static const char *explicit_rv(store_write *sw, const json_t *result)
 {
-    req_ctx *rc = w->rc;
-    const resource_type *t = rc->type;
-    json_t *meta = meta_of(obj);
-    json_t *ometa = json_object_get(old, "metadata");
-    const char *name = json_string_value(json_object_get(meta, "name"));
-    if (name && strcmp(name, rc->ri.name))
-        return ckube_status_bad_request(
-            "the name of the object (%s) does not match the name on the URL (%s)", name,
-            rc->ri.name);
-    json_object_set_new(meta, "name", json_string(rc->ri.name));
-    if (t->namespaced) {
-        const char *bns = json_string_value(json_object_get(meta, "namespace"));
-        if (bns && *bns && strcmp(bns, rc->ri.ns))
-            return ckube_status_bad_request("the namespace of the provided object does not match "
-                                            "the namespace sent on the request");
-        json_object_set_new(meta, "namespace", json_string(rc->ri.ns));
-    } else {
-        json_object_del(meta, "namespace");
-    }
-    static const char *const kept[] = {
-        "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
-        NULL};
-    for (const char *const *k = kept; *k; k++) {
-        json_t *v = json_object_get(ometa, *k);
-        if (!strcmp(*k, "uid") && json_object_get(meta, "uid") && v &&
-            !json_equal(json_object_get(meta, "uid"), v))
-            continue; /* caught by validation as immutable */
-        if (v)
-            json_object_set(meta, *k, v);
-        else
-            json_object_del(meta, *k);
-    }
-    json_object_del(meta, "selfLink");
-    if (!w->status_only && t->status_subresource) {
-        json_t *os = json_object_get(old, "status");
-        if (os)
-            json_object_set(obj, "status", os);
-        else
-            json_object_del(obj, "status");
-    }
-    if (w->kind != W_FINALIZE && t->prepare_update)
-        t->prepare_update(t, obj, old);
-    if (w->status_only) {
-        /* Metadata changes through /status are ignored. */
-        json_t *om = json_deep_copy(ometa);
-        json_object_set(om, "resourceVersion", json_object_get(meta, "resourceVersion"));
-        json_object_set_new(obj, "metadata", om);
-        meta = om;
-    }
-    /* generation is settled after validation, once pruning and
-     * defaulting have shaped the object (see bump_generation). */
-    if (json_object_get(ometa, "deletionTimestamp")) {
-        /* No new finalizers once deletion started. */
-        json_t *of = json_object_get(ometa, "finalizers");
-        size_t i;
-        json_t *f;
-        json_array_foreach(json_object_get(meta, "finalizers"), i, f)
-        {
-            bool known = false;
-            size_t j;
-            json_t *g;
-            json_array_foreach(of, j, g) known |= json_equal(f, g);
-            if (!known) {
-                ckube_status *st = ckube_status_invalid_begin(t->group, t->kind, rc->ri.name);
-                ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_FORBIDDEN, "metadata.finalizers",
-                                       "Forbidden: no new finalizers can be added if the object "
-                                       "is being deleted, found new finalizers []string{\"%s\"}",
-                                       json_string_value(f) ? json_string_value(f) : "");
-                ckube_status_invalid_finish(st);
-                return st;
-            }
-        }
-    }
-    return NULL;
-}
-
-/* generation moves when anything outside metadata (and status, when it
- * is a subresource) changed. */
-static void bump_generation(const resource_type *t, json_t *obj, const json_t *old)
-{
-    if (!t->tracks_generation || !spec_changed(t, old, obj))
-        return;
-    json_int_t g = json_integer_value(ckube_json_get_path(old, "metadata.generation"));
-    json_object_set_new(meta_of(obj), "generation", json_integer(g + 1));
-}
-
-static bool same_object(const json_t *a, const json_t *b)
-{
-    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
-    json_t *mx = json_copy(json_object_get(x, "metadata"));
-    json_t *my = json_copy(json_object_get(y, "metadata"));
-    json_object_del(mx, "resourceVersion");
-    json_object_del(my, "resourceVersion");
-    json_object_set_new(x, "metadata", mx);
-    json_object_set_new(y, "metadata", my);
-    bool same = json_equal(x, y);
-    json_decref(x);
-    json_decref(y);
-    return same;
-}
-
-/* The resourceVersion the client asked to be current, or NULL. */
-static const char *explicit_rv(const write_req *w, const json_t *result)
-{
+    write_req *w = (write_req *)sw;
     if (w->kind != W_PATCH)
         return ckube_obj_resource_version(result);
     if (w->btype != BODY_JSON_PATCH)
@@ -1318,208 +981,34 @@ static const char *explicit_rv(const write_req *w, const json_t *result)
     return NULL;
 }
 
-static void run_update(write_req *w)
+static const store_hooks write_hooks = {
+    .transform = write_transform,
+    .precondition_rv = explicit_rv,
+    .validate = write_validate,
+    .decorate = record_managed_fields,
+    .done = write_done,
+};
+
+/* The store ends writes on the request's loop. */
+static void post_to_loop(void *lp, void (*fn)(void *), void *arg)
 {
-    req_ctx *rc = w->rc;
-    const resource_type *t = rc->type;
-    object_key(t, rc->ri.ns, rc->ri.name, w->key, sizeof w->key);
-    cobj *cur = cacher_get(rc->srv->cache, w->key);
-    if (!cur && w->kind == W_PATCH && w->btype == BODY_APPLY_PATCH && !w->status_only) {
-        apply_create(w);
-        return;
-    }
-    if (!cur) {
-        write_finish(w, 0, NULL, not_found(rc, rc->ri.name));
-        return;
-    }
-    int64_t cur_rev = cur->rev;
-    json_t *old = cobj_decode(cur);
-    cobj_unref(cur);
-    ckube_status *st = NULL;
-    json_t *obj = compute_update(w, old, &st);
-    if (!obj) {
-        json_decref(old);
-        write_finish(w, 0, NULL, st);
-        return;
-    }
-    /* Optimistic concurrency: a resourceVersion the client sent must be the
-     * current one. For PUT that is the body's; for PATCH only one the patch
-     * itself carries (the patched object otherwise inherits the current
-     * resourceVersion, and a lost race is retried on the newer object). */
-    bool ok;
-    const char *rvs = explicit_rv(w, obj);
-    int64_t rv = parse_rv(rvs, &ok);
-    if (!ok) {
-        st = ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs);
-    } else if (rvs && *rvs) {
-        if (rv != cur_rev)
-            st = ckube_status_conflict(t->group, t->resource, rc->ri.name,
-                                       "the object has been modified; please apply your changes "
-                                       "to the latest version and try again");
-        else
-            w->user_rv = rv;
-    } else if (w->kind == W_UPDATE && !t->allow_unconditional_update && !w->internal) {
-        st = ckube_status_invalid_begin(t->group, t->kind, rc->ri.name);
-        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "metadata.resourceVersion",
-                               "Invalid value: 0x0: must be specified for an update");
-        ckube_status_invalid_finish(st);
-    }
-    if (!st)
-        st = prepare_update(w, obj, old);
-    if (!st)
-        st = validate_object(rc, obj, old, w->validation);
-    if (st) {
-        json_decref(old);
-        json_decref(obj);
-        write_finish(w, 0, NULL, st);
-        return;
-    }
-    bump_generation(t, obj, old);
-    record_managed_fields(w, old, obj);
-    json_decref(w->obj);
-    w->obj = obj;
-    set_rv(obj, cur_rev);
-    /* A deleting object whose last finalizer is gone is deleted now. */
-    if (json_object_get(meta_of(obj), "deletionTimestamp") && !has_finalizers(t, obj)) {
-        json_decref(old);
-        submit(w, STORAGE_OP_DELETE, cur_rev);
-        return;
-    }
-    if (same_object(old, obj)) {
-        /* No-op: nothing is written and the resourceVersion stays. */
-        json_decref(old);
-        write_finish(w, 200, w->scale_reply ? scale_of(t, obj) : json_incref(obj), NULL);
-        return;
-    }
-    json_decref(old);
-    submit(w, STORAGE_OP_UPDATE, cur_rev);
+    loop_post(lp, fn, arg);
 }
 
-/* The garbage collector's finalizers, as kube-apiserver sets them on a
- * delete: Orphan adds "orphan" (the GC then strips the owner's references
- * from its dependents), Foreground adds "foregroundDeletion" (the GC
- * deletes the dependents first), each removing the other; Background
- * removes both. NULL (no policy given) leaves whatever is there: every
- * type ckube serves defaults to Background. Returns true when the
- * finalizer list changed. */
-static bool apply_propagation_finalizers(json_t *obj, const char *policy)
-{
-    if (!policy)
-        return false;
-    const char *add = !strcmp(policy, "Orphan")       ? "orphan"
-                      : !strcmp(policy, "Foreground") ? "foregroundDeletion"
-                                                      : NULL;
-    json_t *meta = meta_of(obj);
-    json_t *fins = json_object_get(meta, "finalizers");
-    json_t *out = json_array();
-    bool changed = false, present = false;
-    size_t i;
-    json_t *v;
-    json_array_foreach(fins, i, v)
-    {
-        const char *f = json_string_value(v);
-        bool gc = f && (!strcmp(f, "orphan") || !strcmp(f, "foregroundDeletion"));
-        if (gc && (!add || strcmp(f, add))) {
-            changed = true; /* the other policy's finalizer goes */
-            continue;
-        }
-        if (f && add && !strcmp(f, add))
-            present = true;
-        json_array_append(out, v);
-    }
-    if (add && !present) {
-        json_array_append_new(out, json_string(add));
-        changed = true;
-    }
-    if (changed) {
-        if (json_array_size(out))
-            json_object_set(meta, "finalizers", out);
-        else
-            json_object_del(meta, "finalizers");
-    }
-    json_decref(out);
-    return changed;
-}
-
-static void run_delete(write_req *w)
-{
-    req_ctx *rc = w->rc;
-    const resource_type *t = rc->type;
-    cobj *cur = cacher_get(rc->srv->cache, w->key);
-    if (!cur) {
-        const char *slash = strrchr(w->key, '/');
-        write_finish(w, 0, NULL, not_found(rc, slash ? slash + 1 : w->key));
-        return;
-    }
-    int64_t cur_rev = cur->rev;
-    json_t *obj = cobj_decode(cur);
-    cobj_unref(cur);
-    json_decref(w->obj);
-    w->obj = obj;
-    const char *uid = ckube_obj_uid(obj);
-    if (w->pre_uid && (!uid || strcmp(w->pre_uid, uid))) {
-        ckube_status *st = ckube_status_conflict(t->group, t->resource, ckube_obj_name(obj), "");
-        free(st->message);
-        if (asprintf(&st->message,
-                     "Precondition failed: UID in precondition: %s, UID in object meta: %s",
-                     w->pre_uid, uid ? uid : "") < 0)
-            st->message = NULL;
-        write_finish(w, 0, NULL, st);
-        return;
-    }
-    if (w->pre_rv) {
-        const char *rv = ckube_obj_resource_version(obj);
-        if (!rv || strcmp(w->pre_rv, rv)) {
-            ckube_status *st =
-                ckube_status_conflict(t->group, t->resource, ckube_obj_name(obj), "");
-            free(st->message);
-            if (asprintf(&st->message,
-                         "Precondition failed: ResourceVersion in precondition: %s, "
-                         "ResourceVersion in object meta: %s",
-                         w->pre_rv, rv ? rv : "") < 0)
-                st->message = NULL;
-            write_finish(w, 0, NULL, st);
-            return;
-        }
-    }
-    bool gc_changed = apply_propagation_finalizers(obj, w->propagation);
-    if (has_finalizers(t, obj)) {
-        json_t *meta = meta_of(obj);
-        if (json_object_get(meta, "deletionTimestamp")) {
-            /* Already being deleted: only a changed propagation policy
-             * (its finalizer) is written; otherwise nothing changes. */
-            if (gc_changed) {
-                submit(w, STORAGE_OP_UPDATE, cur_rev);
-                return;
-            }
-            write_finish(w, 200, json_incref(obj), NULL);
-            return;
-        }
-        char now[32];
-        ckube_now_rfc3339(now, sizeof now);
-        json_object_set_new(meta, "deletionTimestamp", json_string(now));
-        json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(0));
-        if (t->prepare_delete)
-            t->prepare_delete(t, obj);
-        submit(w, STORAGE_OP_UPDATE, cur_rev);
-        return;
-    }
-    submit(w, STORAGE_OP_DELETE, cur_rev);
-}
-
+/* Hands the write to the generic store. w may be freed before this
+ * returns: callers must not touch it after. */
 static void run_write(write_req *w)
 {
-    switch (w->kind) {
-    case W_CREATE:
-        run_create(w);
-        break;
-    case W_DELETE:
-        run_delete(w);
-        break;
-    default:
-        run_update(w);
-        break;
-    }
+    store_write *sw = &w->sw;
+    sw->verb = w->kind == W_CREATE   ? STORE_CREATE
+               : w->kind == W_DELETE ? STORE_DELETE
+                                     : STORE_UPDATE;
+    sw->require_rv = w->kind == W_UPDATE && !w->internal;
+    sw->finalize = w->kind == W_FINALIZE;
+    sw->create_on_missing = w->kind == W_PATCH && w->btype == BODY_APPLY_PATCH && !sw->status_only;
+    sw->pre_uid = w->pre_uid;
+    sw->pre_rv = w->pre_rv;
+    store_write_start(sw);
 }
 
 static write_req *write_new(req_ctx *rc, write_kind kind)
@@ -1528,6 +1017,13 @@ static write_req *write_new(req_ctx *rc, write_kind kind)
     w->rc = rc;
     w->kind = kind;
     w->subresource = "";
+    w->sw.store = rc->srv->store;
+    w->sw.type = rc->type;
+    w->sw.hooks = &write_hooks;
+    w->sw.ns = rc->ri.ns;
+    w->sw.name = rc->ri.name;
+    w->sw.post = post_to_loop;
+    w->sw.post_ctx = rc->lp;
     return w;
 }
 
@@ -1544,7 +1040,7 @@ static bool write_params(req_ctx *rc, write_req *w)
     int fv;
     if (!field_validation_or_reply(rc, &fv))
         return false;
-    w->dry_run = dr == 1;
+    w->sw.dry_run = dr == 1;
     w->validation = fv;
     return true;
 }
@@ -1581,7 +1077,7 @@ static write_req *object_write(req_ctx *rc, write_kind kind)
         return NULL;
     }
     write_req *w = write_new(rc, kind);
-    w->status_only = kind == W_STATUS;
+    w->sw.status_only = kind == W_STATUS;
     w->subresource = kind == W_STATUS ? "status" : kind == W_FINALIZE ? "finalize" : "";
     if (!write_params(rc, w) ||
         !write_manager(rc, w, kind == W_CREATE ? "CreateOptions" : "UpdateOptions", false)) {
@@ -1607,14 +1103,14 @@ static void do_create(req_ctx *rc)
 {
     write_req *w = object_write(rc, W_CREATE);
     if (w)
-        run_create(w);
+        run_write(w);
 }
 
 static void do_update(req_ctx *rc, write_kind kind)
 {
     write_req *w = object_write(rc, kind);
     if (w)
-        run_update(w);
+        run_write(w);
 }
 
 /* Drops the fields an apply configuration names that the type does not
@@ -1700,9 +1196,9 @@ static void do_patch(req_ctx *rc, write_kind kind)
     if (kind == W_STATUS) {
         /* Patch /status: patch the whole object, keep only its status. */
         w->kind = W_PATCH;
-        w->status_only = true;
+        w->sw.status_only = true;
     }
-    run_update(w);
+    run_write(w);
 }
 
 /* Records the propagation policy of a delete (propagationPolicy, or the
@@ -1732,7 +1228,7 @@ static ckube_status *set_propagation(write_req *w, const char *pp, const json_t 
         policy = json_is_true(orphan) ? "Orphan" : "Background";
     }
     if (policy)
-        w->propagation = policy;
+        w->sw.propagation = policy;
     return NULL;
 }
 
@@ -1761,14 +1257,14 @@ static ckube_status *delete_options(req_ctx *rc, write_req *w)
         json_t *dr = json_object_get(opts, "dryRun");
         if (json_array_size(dr) && json_string_value(json_array_get(dr, 0)) &&
             !strcmp(json_string_value(json_array_get(dr, 0)), "All"))
-            w->dry_run = true;
+            w->sw.dry_run = true;
         st = set_propagation(w, json_string_value(json_object_get(opts, "propagationPolicy")),
                              json_object_get(opts, "orphanDependents"));
         json_decref(opts);
         if (st)
             return st;
     }
-    if (!w->propagation) {
+    if (!w->sw.propagation) {
         const char *od = req_query(rc, "orphanDependents");
         json_t *odj = od ? json_boolean(req_query_bool(rc, "orphanDependents")) : NULL;
         ckube_status *st = set_propagation(w, req_query(rc, "propagationPolicy"), odj);
@@ -1791,8 +1287,7 @@ static void do_delete(req_ctx *rc)
         write_finish(w, 0, NULL, st);
         return;
     }
-    object_key(rc->type, rc->ri.ns, rc->ri.name, w->key, sizeof w->key);
-    run_delete(w);
+    run_write(w);
 }
 
 /* ---- deletecollection -------------------------------------------------- */
@@ -1830,7 +1325,7 @@ static void collection_settle(collection_del *p, ckube_status *st, json_t *obj)
 }
 
 /* Starts deletes while fewer than COLLECTION_INFLIGHT run, and answers
- * once all have settled. A delete may settle before run_delete returns
+ * once all have settled. A delete may settle before run_write returns
  * (a dry run, an object gone): its settle finds the pump running and
  * returns, so the loop below goes on without the stack growing. */
 static void collection_pump(collection_del *p)
@@ -1841,13 +1336,14 @@ static void collection_pump(collection_del *p)
     while (p->running < COLLECTION_INFLIGHT && p->next < p->n) {
         write_req *w = write_new(p->rc, W_DELETE);
         w->parent = p;
-        w->dry_run = p->dry_run;
-        w->propagation = p->propagation;
-        snprintf(w->key, sizeof w->key, "%s", p->objs[p->next]->key);
+        w->sw.dry_run = p->dry_run;
+        w->sw.propagation = p->propagation;
+        w->sw.name = NULL;
+        snprintf(w->sw.key, sizeof w->sw.key, "%s", p->objs[p->next]->key);
         cobj_unref(p->objs[p->next]);
         p->objs[p->next++] = NULL;
         p->running++;
-        run_delete(w);
+        run_write(w);
     }
     p->pumping = false;
     if (p->running || p->next < p->n)
@@ -1918,8 +1414,8 @@ static void do_deletecollection(req_ctx *rc)
     p->objs = objs;
     p->n = n;
     p->items = items;
-    p->dry_run = probe.dry_run;
-    p->propagation = probe.propagation;
+    p->dry_run = probe.sw.dry_run;
+    p->propagation = probe.sw.propagation;
     collection_pump(p);
 }
 
@@ -1971,8 +1467,8 @@ static void unref_cobj_cb(const void *data, size_t len, void *arg)
 
 static void do_get(req_ctx *rc)
 {
-    char key[KEY_MAX];
-    object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
+    char key[STORE_KEY_MAX];
+    store_object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
     cobj *o = cacher_get(rc->srv->cache, key);
     if (!o) {
         reply_status(rc, not_found(rc, rc->ri.name));
@@ -2250,8 +1746,8 @@ static json_t *scale_of(const resource_type *t, const json_t *obj)
 
 static void do_scale_get(req_ctx *rc)
 {
-    char key[KEY_MAX];
-    object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
+    char key[STORE_KEY_MAX];
+    store_object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
     cobj *o = cacher_get(rc->srv->cache, key);
     if (!o) {
         reply_status(rc, not_found(rc, rc->ri.name));
@@ -2287,8 +1783,8 @@ static void set_path(json_t *obj, const char *path, json_t *v)
 static void do_scale_write(req_ctx *rc, bool patch)
 {
     const resource_type *t = rc->type;
-    char key[KEY_MAX];
-    object_key(t, rc->ri.ns, rc->ri.name, key, sizeof key);
+    char key[STORE_KEY_MAX];
+    store_object_key(t, rc->ri.ns, rc->ri.name, key, sizeof key);
     cobj *o = cacher_get(rc->srv->cache, key);
     if (!o) {
         reply_status(rc, not_found(rc, rc->ri.name));
@@ -2351,7 +1847,7 @@ static void do_scale_write(req_ctx *rc, bool patch)
         return;
     }
     w->validation = 0;
-    run_update(w);
+    run_write(w);
 }
 
 /* ---- dispatch ------------------------------------------------------------ */

@@ -32,7 +32,4 @@ void list_stream_close_all(loop *lp);
  * against the type's selectable fields. On error returns a 400 Status. */
 ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs);
 
-/* Storage key of an object; buf gets "/registry/G/R/[NS/]NAME". */
-void object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n);
-
 #endif

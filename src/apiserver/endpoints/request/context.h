@@ -29,13 +29,13 @@
 #include "apiserver/cacher/cacher.h"
 #include "apiserver/endpoints/request/request_info.h"
 #include "apiserver/httpd/httpd.h"
+#include "apiserver/registry/generic/store.h"
 #include "apiserver/registry/rest/registry.h"
 #include "ckube/status.h"
 #include "common/json_cost.h"
 #include "storage/storage.h"
 
 #define APISERVER_MAX_BODY (3u * 1024 * 1024) /* 413 above this */
-#define APISERVER_MAX_OBJECT (1536u * 1024)   /* etcd's object limit */
 
 /* What one request body may decode into, in bytes of memory as
  * common/json_cost.h estimates jansson's: 1 MiB plus 64 times the body's
@@ -96,6 +96,7 @@ struct apiserver {
     apiserver_config cfg;
     storage *st;
     cacher *cache;
+    store *store;           /* the generic store every write goes through (owned) */
     registry *registry;     /* the served types (owned) */
     struct crd_state *crds; /* the CRD machinery (owned; apiextensions) */
     struct compactor *compactor;
