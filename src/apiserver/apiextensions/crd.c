@@ -781,8 +781,8 @@ typedef struct active_crd {
 /* The machinery's state: one per server (crd_attach). */
 struct crd_state {
     registry *reg;
-    cacher *cache;
-    storage *st;
+    store *store;
+    cacher *cache; /* the store's */
     pthread_mutex_t mu;
     active_crd *active; /* deleting CRDs, under mu */
     size_t nactive;
@@ -950,90 +950,38 @@ static void cleanup_end(crd_state *crds, const char *name)
     pthread_mutex_unlock(&crds->mu);
 }
 
-/* A write computed from the cached object and retried when it loses a
- * race. `plan` looks at the current object (NULL if gone) and returns the
- * op to submit (storage_op_type) with *value set for an UPDATE (the object
- * to store, taken), or 0 for nothing to do. `finished` runs once at the
- * end with the last result. */
-typedef struct cache_write cache_write;
-struct cache_write {
-    storage_op op;
+/* A write of the cleanup finalizer, through the generic store (so it
+ * follows the rules every delete and update does, and is retried when
+ * it loses a race). Runs on the storage thread: it starts from a cacher
+ * listener and the store ends it where the storage op completes. */
+typedef struct cleanup_write {
+    store_write sw; /* first: the store's hooks get &cw->sw */
     crd_state *crds;
-    char *key;
-    char *value;
-    int attempts;
-    int (*plan)(cache_write *cw, json_t *obj, json_t **value);
-    void (*finished)(cache_write *cw, int result);
-    char *crd; /* the CRD concerned, for finished() */
-};
+    resource_type *type; /* the CRD type (a reference), or &bare */
+    /* A custom resource's type for its delete: its names only. Custom
+     * resources have no delete hooks, and the object must go whether or
+     * not a version of it is served. */
+    resource_type bare;
+    char *crd; /* the CRD concerned, for finalize_done */
+} cleanup_write;
 
-static void cache_write_submit(cache_write *cw);
-
-static void cache_write_done(storage_op *op, void *arg)
+static void cleanup_write_free(cleanup_write *cw)
 {
-    cache_write *cw = arg;
-    if (op->result == STORAGE_ERR_CONFLICT && ++cw->attempts < 100) {
-        cache_write_submit(cw);
-        return;
-    }
-    if (cw->finished)
-        cw->finished(cw, op->result);
-    free(cw->value);
-    free(cw->key);
+    if (cw->type != &cw->bare)
+        resource_type_unref(cw->type);
+    free(cw->bare.group);
+    free(cw->bare.resource);
     free(cw->crd);
     free(cw);
 }
 
-static void cache_write_submit(cache_write *cw)
+/* Transform: the CRD without our finalizer (the store deletes it when
+ * none is left). */
+static json_t *drop_cleanup_finalizer(store_write *sw, const json_t *old, ckube_status **st)
 {
-    free(cw->value);
-    cw->value = NULL;
-    memset(&cw->op, 0, sizeof cw->op);
-    cw->op.key = cw->key;
-    cw->op.done = cache_write_done;
-    cw->op.arg = cw;
-    cobj *o = cacher_get(cw->crds->cache, cw->key);
-    bool exists = o != NULL;
-    json_t *obj = exists ? cobj_decode(o) : NULL;
-    cw->op.expect_mod_rev = exists ? o->rev : 0;
-    cobj_unref(o);
-    json_t *value = NULL;
-    int type = obj ? cw->plan(cw, obj, &value) : 0;
-    json_decref(obj);
-    if (!type) {
-        cw->op.result = exists ? STORAGE_OK : STORAGE_ERR_NOT_FOUND;
-        cache_write_done(&cw->op, cw);
-        return;
-    }
-    cw->op.type = (storage_op_type)type;
-    if (value) {
-        json_object_del(json_object_get(value, "metadata"), "resourceVersion");
-        cw->value = ckube_json_dumps(value, &cw->op.value_len);
-        cw->op.value = cw->value;
-        json_decref(value);
-    }
-    if (storage_submit(cw->crds->st, &cw->op) != 0) {
-        cw->op.result = STORAGE_ERR_CLOSED;
-        cache_write_done(&cw->op, cw);
-    }
-}
-
-static void cache_write_start(crd_state *crds, const char *key, const char *crd,
-                              int (*plan)(cache_write *, json_t *, json_t **),
-                              void (*finished)(cache_write *, int))
-{
-    cache_write *cw = calloc(1, sizeof *cw);
-    cw->crds = crds;
-    cw->key = strdup(key);
-    cw->crd = crd ? strdup(crd) : NULL;
-    cw->plan = plan;
-    cw->finished = finished;
-    cache_write_submit(cw);
-}
-
-/* Plan: remove our finalizer from the CRD; with none left, delete it. */
-static int plan_finalize(cache_write *cw, json_t *obj, json_t **value)
-{
+    (void)sw;
+    (void)st;
+    json_t *obj = json_deep_copy(old);
     json_t *meta = json_object_get(obj, "metadata");
     json_t *left = json_array();
     size_t i;
@@ -1043,21 +991,92 @@ static int plan_finalize(cache_write *cw, json_t *obj, json_t **value)
         if (!json_string_value(x) || strcmp(json_string_value(x), CRD_CLEANUP_FINALIZER))
             json_array_append(left, x);
     }
-    if (!json_array_size(left)) {
-        json_decref(left);
-        return STORAGE_OP_DELETE;
-    }
     json_object_set_new(meta, "finalizers", left);
-    *value = json_incref(obj);
-    return STORAGE_OP_UPDATE;
+    return obj;
 }
 
-static void finalize_finished(cache_write *cw, int result)
+static void finalize_done(store_write *sw, store_result *r)
 {
-    if (result && result != STORAGE_ERR_NOT_FOUND)
-        CKUBE_ERROR("CRD %s: removing the cleanup finalizer: %s", cw->crd,
-                    storage_strerror(result));
+    cleanup_write *cw = (cleanup_write *)sw;
+    if (r->st && r->st->code != 404)
+        CKUBE_ERROR("CRD %s: removing the cleanup finalizer: %s", cw->crd, r->st->message);
     cleanup_end(cw->crds, cw->crd);
+    ckube_status_free(r->st);
+    json_decref(r->obj);
+    free(r->value);
+    cleanup_write_free(cw);
+}
+
+/* An internal write names no resourceVersion: a lost race is retried. */
+static const char *no_precondition(store_write *sw, const json_t *obj)
+{
+    (void)sw;
+    (void)obj;
+    return NULL;
+}
+
+static const store_hooks finalize_hooks = {
+    .transform = drop_cleanup_finalizer, .precondition_rv = no_precondition, .done = finalize_done};
+
+/* Removes our finalizer from the CRD `name`. */
+static void finalize_crd(crd_state *crds, const char *name)
+{
+    cleanup_write *cw = calloc(1, sizeof *cw);
+    resource_type *t =
+        registry_lookup(crds->reg, "apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    if (!cw || !t || !(cw->crd = strdup(name))) {
+        CKUBE_ERROR("CRD %s: removing the cleanup finalizer: out of memory", name);
+        cleanup_end(crds, name);
+        if (t)
+            resource_type_unref(t);
+        free(cw);
+        return;
+    }
+    cw->crds = crds;
+    cw->type = t;
+    cw->sw = (store_write){.store = crds->store,
+                           .type = t,
+                           .verb = STORE_UPDATE,
+                           .hooks = &finalize_hooks,
+                           .name = cw->crd};
+    store_write_start(&cw->sw);
+}
+
+static void delete_done(store_write *sw, store_result *r)
+{
+    cleanup_write *cw = (cleanup_write *)sw;
+    if (r->st && r->st->code != 404)
+        CKUBE_ERROR("deleting %s: %s", cw->sw.key, r->st->message);
+    ckube_status_free(r->st);
+    json_decref(r->obj);
+    free(r->value);
+    cleanup_write_free(cw);
+}
+
+static const store_hooks delete_hooks = {.done = delete_done};
+
+/* Deletes one object of a deleting CRD as the REST delete does: one
+ * with finalizers gets a deletionTimestamp and stays until they are gone
+ * (then the update path deletes it). */
+static void delete_object(crd_state *crds, const char *key, const char *group, const char *plural)
+{
+    cleanup_write *cw = calloc(1, sizeof *cw);
+    if (cw) {
+        cw->bare.group = strdup(group);
+        cw->bare.resource = strdup(plural);
+    }
+    if (!cw || !cw->bare.group || !cw->bare.resource) {
+        CKUBE_ERROR("deleting %s: out of memory", key);
+        if (cw)
+            cleanup_write_free(cw);
+        return;
+    }
+    cw->crds = crds;
+    cw->type = &cw->bare;
+    cw->sw = (store_write){
+        .store = crds->store, .type = &cw->bare, .verb = STORE_DELETE, .hooks = &delete_hooks};
+    snprintf(cw->sw.key, sizeof cw->sw.key, "%s", key);
+    store_write_start(&cw->sw);
 }
 
 /* Once a deleting CRD has no objects left, its finalizer goes. */
@@ -1074,27 +1093,7 @@ static void maybe_finalize(crd_state *crds, const char *name, const char *prefix
     pthread_mutex_unlock(&crds->mu);
     if (!go)
         return;
-    char key[512];
-    snprintf(key, sizeof key, CRD_KEY_PREFIX "%s", name);
-    cache_write_start(crds, key, name, plan_finalize, finalize_finished);
-}
-
-/* Plan: delete one object as the REST delete does; objects with
- * finalizers get a deletionTimestamp and stay until their finalizers are
- * gone (then the update path deletes them). */
-static int plan_delete(cache_write *cw, json_t *obj, json_t **value)
-{
-    json_t *meta = json_object_get(obj, "metadata");
-    if (!json_array_size(json_object_get(meta, "finalizers")))
-        return STORAGE_OP_DELETE;
-    if (json_object_get(meta, "deletionTimestamp"))
-        return 0; /* already deleting: its finalizers decide */
-    char now[32];
-    ckube_now_rfc3339(now, sizeof now);
-    json_object_set_new(meta, "deletionTimestamp", json_string(now));
-    json_object_set_new(meta, "deletionGracePeriodSeconds", json_integer(0));
-    *value = json_incref(obj);
-    return STORAGE_OP_UPDATE;
+    finalize_crd(crds, name);
 }
 
 /* Deletes every object of a deleting CRD; the CRD itself is finalized
@@ -1116,7 +1115,7 @@ static void cleanup_crd(crd_state *crds, const json_t *crd)
     int64_t rev;
     cobj **objs = cacher_list(crds->cache, prefix, NULL, NULL, 0, &n, &rev, &more);
     for (size_t i = 0; i < n; i++)
-        cache_write_start(crds, objs[i]->key, NULL, plan_delete, NULL);
+        delete_object(crds, objs[i]->key, group, plural);
     cacher_objs_free(objs, n);
     maybe_finalize(crds, name, prefix);
 }
@@ -1161,17 +1160,17 @@ static void on_crd_event(void *arg, cevent_type type, const cobj *o)
     json_decref(crd);
 }
 
-crd_state *crd_attach(registry *reg, cacher *c, storage *st)
+crd_state *crd_attach(registry *reg, store *s)
 {
     crd_state *crds = calloc(1, sizeof *crds);
     if (!crds)
         return NULL;
     crds->reg = reg;
-    crds->cache = c;
-    crds->st = st;
+    crds->store = s;
+    crds->cache = store_cache(s);
     pthread_mutex_init(&crds->mu, NULL);
-    cacher_add_listener(c, CRD_KEY_PREFIX, on_crd_event, crds);
-    cacher_add_listener(c, "/registry/", on_any_event, crds);
+    cacher_add_listener(crds->cache, CRD_KEY_PREFIX, on_crd_event, crds);
+    cacher_add_listener(crds->cache, "/registry/", on_any_event, crds);
     return crds;
 }
 

@@ -16,8 +16,8 @@
 #define CKUBE_APISERVER_CRD_H
 
 #include "apiserver/cacher/cacher.h"
+#include "apiserver/registry/generic/store.h"
 #include "apiserver/registry/rest/registry.h"
-#include "storage/storage.h"
 
 #define CRD_CLEANUP_FINALIZER "customresourcecleanup.apiextensions.k8s.io"
 #define CRD_KEY_PREFIX "/registry/apiextensions.k8s.io/customresourcedefinitions/"
@@ -26,13 +26,13 @@
  * in `reg`. The server calls it with the other groups' install functions. */
 int crd_types_register(registry *reg);
 
-/* The CRD machinery of one server: follows CRD changes in `c`, serving
- * their types from `reg`, and cleans up deleted CRDs through `st` (all
- * borrowed; they outlive it). Call before cacher_start so stored CRDs are
- * registered at start-up. NULL when out of memory. crd_detach frees it
- * once the cacher no longer calls it (after cacher_free). */
+/* The CRD machinery of one server: follows CRD changes in the store's
+ * cache, serving their types from `reg`, and cleans up deleted CRDs
+ * through the store `s` (both borrowed; they outlive it). Call before cacher_start so stored CRDs
+ * are registered at start-up. NULL when out of memory. crd_detach frees it once the cacher no
+ * longer calls it (after cacher_free). */
 typedef struct crd_state crd_state;
-crd_state *crd_attach(registry *reg, cacher *c, storage *st);
+crd_state *crd_attach(registry *reg, store *s);
 void crd_detach(crd_state *crds);
 
 /* Types retired by CRD changes. A type is retired when its CRD is

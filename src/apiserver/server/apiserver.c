@@ -407,7 +407,7 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     }
     registry_list_free(types, n);
     cacher_set_notify(s->cache, wake_loops, s);
-    if (!(s->crds = crd_attach(s->registry, s->cache, s->st)))
+    if (!(s->crds = crd_attach(s->registry, s->store)))
         CKUBE_WARN("CRDs unavailable (out of memory): stored ones are not served");
     if (!(s->metrics = apimetrics_new(s)))
         CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
