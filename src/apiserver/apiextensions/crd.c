@@ -547,7 +547,7 @@ static json_t *crd_cell_created(const json_t *obj)
     return json_string(ts ? ts : "");
 }
 
-int crd_types_register(registry *reg)
+int apiextensions_install(registry *reg)
 {
     static const char *const versions[] = {"v1", "v1beta1"};
     for (size_t i = 0; i < 2; i++) {

@@ -24,7 +24,7 @@
 
 /* Registers apiextensions.k8s.io/v1 and v1beta1 customresourcedefinitions
  * in `reg`. The server calls it with the other groups' install functions. */
-int crd_types_register(registry *reg);
+int apiextensions_install(registry *reg);
 
 /* The CRD machinery of one server: follows CRD changes in the store's
  * cache, serving their types from `reg`, and cleans up deleted CRDs

@@ -7,7 +7,10 @@
 #include "apiserver/endpoints/metrics/metrics.h"
 #include "apiserver/endpoints/openapi/openapi_http.h"
 #include "apiserver/registry/authorization/reviews.h"
-#include "apiserver/registry/builtin/builtin_types.h"
+#include "apiserver/registry/apps/apps.h"
+#include "apiserver/registry/coordination/coordination.h"
+#include "apiserver/registry/core/core.h"
+#include "apiserver/registry/events/events.h"
 #include "common/text.h"
 
 #include <arpa/inet.h>
@@ -371,8 +374,9 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     pthread_mutex_init(&s->openapi_mu, NULL);
     /* The registry, then each API group's install function. */
     s->registry = registry_new();
-    if (!s->registry || builtin_types_register(s->registry) != 0 ||
-        review_types_register(s->registry) != 0 || crd_types_register(s->registry) != 0) {
+    if (!s->registry || core_install(s->registry) != 0 || apps_install(s->registry) != 0 ||
+        coordination_install(s->registry) != 0 || events_install(s->registry) != 0 ||
+        authorization_install(s->registry) != 0 || apiextensions_install(s->registry) != 0) {
         snprintf(err, errlen, "registering built-in types failed");
         registry_free(s->registry);
         free(s);

@@ -118,7 +118,7 @@ static const struct review_def {
      "selfsubjectreview", false, self_subject_review},
 };
 
-int review_types_register(registry *reg)
+int authorization_install(registry *reg)
 {
     for (size_t i = 0; i < sizeof reviews / sizeof *reviews; i++) {
         const struct review_def *d = &reviews[i];

@@ -7,6 +7,6 @@
 #include "apiserver/registry/rest/registry.h"
 
 /* Adds the review types to `reg`. 0, or -1. */
-int review_types_register(registry *reg);
+int authorization_install(registry *reg);
 
 #endif

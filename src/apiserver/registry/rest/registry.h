@@ -4,7 +4,8 @@
  * between types lives in a `struct resource_type`: names for discovery,
  * scope, verbs, subresources, the strategy hooks (prepare, validate), the
  * strategic-merge-patch metadata, the OpenAPI schema and the printer
- * columns. Built-in types come from a static table (builtin_types.c);
+ * columns. Built-in types come from one static table per API group
+ * (registry/core, apps, coordination, events; registry/builtin installs them);
  * CustomResourceDefinitions add types at run time.
  *
  * Types are reference counted: a request holds a reference for its whole
@@ -168,14 +169,15 @@ void crd_serving_unref(crd_serving *s);
 resource_type *resource_type_ref(resource_type *t);
 void resource_type_unref(resource_type *t);
 
-/* Storage key prefix of the type's objects, e.g. "/registry/configmaps/"
+/* Storage key prefix of the type's objects, e.g. "/registry/core/configmaps/"
  * (core) or "/registry/apps/deployments/"; written to buf. */
 void resource_type_key_prefix(const resource_type *t, char *buf, size_t n);
 
 /* The registry: every served type, by group, version and resource. One
  * per server (apiserver owns it); the API groups add their types with
- * their install functions (builtin_types_register, review_types_register,
- * crd_types_register) and CRDs add and remove theirs as they change.
+ * their install functions (core_install, apps_install,
+ * coordination_install, events_install, authorization_install,
+ * apiextensions_install) and CRDs add and remove theirs as they change.
  * Thread-safe: lookups share a lock, changes take it alone. */
 typedef struct registry registry;
 registry *registry_new(void);
