@@ -151,10 +151,40 @@ static void tsu_log_tail(const struct test_server *s, long n)
     fclose(f);
 }
 
+/* Whether the server's log says its port was taken. */
+static bool tsu_log_says_port_taken(const struct test_server *s)
+{
+    FILE *f = fopen(s->log, "r");
+    if (!f)
+        return false;
+    char line[1024];
+    bool taken = false;
+    while (fgets(line, sizeof line, f))
+        taken |= strstr(line, "Address already in use") != NULL;
+    fclose(f);
+    return taken;
+}
+
+static int tsu_start_once(struct test_server *s, const char *storage);
+
 /* Starts (or restarts, same port and data) the server; waits until it
  * accepts connections (up to 30 s). Returns 0 or -1. `storage` is
- * "sqlite" or "memory". */
+ * "sqlite" or "memory". A first start whose free port another process
+ * took between tsu_free_port and the server's bind (tests run in
+ * parallel) tries again on another port, at most three times. */
 static int tsu_start(struct test_server *s, const char *storage)
+{
+    bool fresh = s->port == 0;
+    for (int attempt = 0;; attempt++) {
+        int rc = tsu_start_once(s, storage);
+        if (rc == 0 || !fresh || attempt == 2 || !tsu_log_says_port_taken(s))
+            return rc;
+        fprintf(stderr, "port %d was taken: starting on another\n", s->port);
+        s->port = 0;
+    }
+}
+
+static int tsu_start_once(struct test_server *s, const char *storage)
 {
     const char *bin = getenv("CKUBE_BIN");
     if (!bin || !*bin) {
