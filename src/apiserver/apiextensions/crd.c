@@ -1079,11 +1079,10 @@ static void delete_object(crd_state *crds, const char *key, const char *group, c
     store_write_start(&cw->sw);
 }
 
-/* Once a deleting CRD has no objects left, its finalizer goes. */
-static void maybe_finalize(crd_state *crds, const char *name, const char *prefix)
+/* Starts removing the finalizer of the deleting CRD `name`, unless that
+ * has started already. */
+static void finalize_once(crd_state *crds, const char *name)
 {
-    if (cacher_count(crds->cache, prefix) != 0)
-        return;
     pthread_mutex_lock(&crds->mu);
     bool go = false;
     for (size_t i = 0; i < crds->nactive; i++) {
@@ -1091,9 +1090,44 @@ static void maybe_finalize(crd_state *crds, const char *name, const char *prefix
             go = crds->active[i].finalizing = true;
     }
     pthread_mutex_unlock(&crds->mu);
-    if (!go)
-        return;
-    finalize_crd(crds, name);
+    if (go)
+        finalize_crd(crds, name);
+}
+
+/* Once a deleting CRD has no objects left, its finalizer goes. */
+static void maybe_finalize(crd_state *crds, const char *name, const char *prefix)
+{
+    if (cacher_count(crds->cache, prefix) == 0)
+        finalize_once(crds, name);
+}
+
+/* Why the objects under a deleting CRD's key prefix are not its to
+ * delete, or NULL when they are. As upstream's finalizer: a CRD whose
+ * resource is a built-in one's (its names were never accepted, and the
+ * objects there are the built-in type's), or one never established
+ * (it never served anything, so nothing there is its). */
+static const char *instances_not_ours(crd_state *crds, const json_t *crd, const char *group,
+                                      const char *plural)
+{
+    size_t n;
+    resource_type **types = registry_list(crds->reg, &n);
+    bool builtin = false;
+    for (size_t i = 0; i < n; i++)
+        builtin |= !types[i]->is_custom && !strcmp(types[i]->group, group) &&
+                   !strcmp(types[i]->resource, plural);
+    registry_list_free(types, n);
+    if (builtin)
+        return "instances overlap with built-in resources in storage";
+    size_t i;
+    json_t *c;
+    json_array_foreach(ckube_json_get_path(crd, "status.conditions"), i, c)
+    {
+        const char *type = json_string_value(json_object_get(c, "type"));
+        const char *status = json_string_value(json_object_get(c, "status"));
+        if (type && status && !strcmp(type, "Established") && !strcmp(status, "True"))
+            return NULL;
+    }
+    return "resource was never established";
 }
 
 /* Deletes every object of a deleting CRD; the CRD itself is finalized
@@ -1110,6 +1144,12 @@ static void cleanup_crd(crd_state *crds, const json_t *crd)
     snprintf(prefix, sizeof prefix, "/registry/%s/%s/", group, plural);
     if (!cleanup_begin(crds, name, prefix))
         return;
+    const char *why = instances_not_ours(crds, crd, group, plural);
+    if (why) {
+        CKUBE_INFO("CRD %s is being deleted: %s, so no objects are removed", name, why);
+        finalize_once(crds, name);
+        return;
+    }
     CKUBE_INFO("CRD %s is being deleted: removing its objects", name);
     size_t n, more;
     int64_t rev;
