@@ -910,26 +910,6 @@ static json_t *finalize_object(write_req *w, const json_t *old)
     return obj;
 }
 
-/* Only .status (and the precondition) of `obj` (taken) counts: the
- * rest is the current object's. */
-static json_t *status_only(json_t *obj, const json_t *old)
-{
-    json_t *proj = json_deep_copy(old);
-    json_t *s = json_object_get(obj, "status");
-    if (s)
-        json_object_set(proj, "status", s);
-    else
-        json_object_del(proj, "status");
-    json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
-    json_t *pm = ckube_json_object_ensure(proj, "metadata");
-    if (rv)
-        json_object_set(pm, "resourceVersion", rv);
-    else
-        json_object_del(pm, "resourceVersion");
-    json_decref(obj);
-    return proj;
-}
-
 /* The store's transform hook: the object to write, from the body and the
  * current object (NULL: a create). */
 static json_t *write_transform(store_write *sw, const json_t *old, ckube_status **st)
@@ -952,8 +932,6 @@ static json_t *write_transform(store_write *sw, const json_t *old, ckube_status 
     default:
         break;
     }
-    if (obj && w->sw.status_only)
-        obj = status_only(obj, old);
     return obj;
 }
 

@@ -286,9 +286,12 @@ static void submit(store_write *w, storage_op_type type, int64_t expect)
         }
     }
     if (w->dry_run) {
-        /* Validated and admitted, never stored. */
-        w->op.result = STORAGE_OK;
+        /* Validated and admitted, never stored; a create still finds an
+         * object already there (upstream's DryRunnableStorage.Create). */
+        cobj *have = type == STORAGE_OP_CREATE ? cacher_get(w->store->cache, w->key) : NULL;
+        w->op.result = have ? STORAGE_ERR_EXISTS : STORAGE_OK;
         w->op.rev = expect;
+        cobj_unref(have);
         op_settled(w);
         return;
     }
@@ -386,13 +389,15 @@ static void create_object(store_write *w, json_t *obj)
         t->prepare_create(t, obj);
     ckube_status *st = w->hooks->validate ? w->hooks->validate(w, obj, NULL) : NULL;
     if (!st && t->namespaced)
-        st = check_namespace_open(w, name);
+        st = check_namespace_open(w, json_string_value(json_object_get(meta_of(obj), "name")));
     if (st) {
         finish(w, 0, NULL, st);
         return;
     }
     if (w->hooks->decorate)
         w->hooks->decorate(w, NULL, obj);
+    /* The hooks may have set the name: read it again. */
+    name = json_string_value(json_object_get(meta_of(obj), "name"));
     store_object_key(t, w->ns, name ? name : "", w->key, sizeof w->key);
     submit(w, STORAGE_OP_CREATE, 0);
 }
@@ -409,6 +414,26 @@ static void run_create(store_write *w)
 }
 
 /* ---- update ------------------------------------------------------------------ */
+
+/* /status: only .status of the new object `obj` (taken) and the
+ * resourceVersion it names count; the rest is the current object's. */
+static json_t *status_of(json_t *obj, const json_t *old)
+{
+    json_t *proj = json_deep_copy(old);
+    json_t *s = json_object_get(obj, "status");
+    if (s)
+        json_object_set(proj, "status", s);
+    else
+        json_object_del(proj, "status");
+    json_t *rv = json_object_get(json_object_get(obj, "metadata"), "resourceVersion");
+    json_t *pm = meta_of(proj);
+    if (rv)
+        json_object_set(pm, "resourceVersion", rv);
+    else
+        json_object_del(pm, "resourceVersion");
+    json_decref(obj);
+    return proj;
+}
 
 /* The update rules common to PUT, PATCH, /status and /finalize: the
  * metadata the server owns is kept, status changes only through /status,
@@ -511,7 +536,7 @@ static ckube_status *check_rv(store_write *w, const json_t *obj, int64_t cur_rev
     int64_t rv = parse_rv(rvs, &ok);
     if (!ok)
         return ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs);
-    if (rvs && *rvs) {
+    if (rv != 0) { /* "0", as "", names none (upstream's update) */
         if (rv != cur_rev)
             return modified_conflict(w, w->name);
         w->user_rv = rv;
@@ -551,6 +576,8 @@ static void run_update(store_write *w)
         finish(w, 0, NULL, st);
         return;
     }
+    if (w->status_only)
+        obj = status_of(obj, old);
     st = check_rv(w, obj, cur_rev);
     if (!st)
         st = prepare_update(w, obj, old);
