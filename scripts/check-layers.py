@@ -30,6 +30,7 @@ LAYERS = [
     ("apiserver/endpoints/request", "server", 70),
     ("apiserver/fieldmanager", "server", 60),
     ("apiserver/apiextensions", "server", 55),
+    ("apiserver/apiextensions/schema", "server", 52),
     ("apiserver/registry/core", "server", 50),
     ("apiserver/registry/apps", "server", 50),
     ("apiserver/registry/coordination", "server", 50),

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "apiserver/registry/definitions/builtin_schemas.h"
-#include "apiserver/apiextensions/schema.h"
+#include "apiserver/apiextensions/schema/schema.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "apiserver/apiextensions/schema.h"
+#include "apiserver/apiextensions/schema/schema.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "ckube/validation.h"

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "apiserver/apiextensions/schema.h"
+#include "apiserver/apiextensions/schema/schema.h"
 #include "apiserver/registry/definitions/builtin_patchmeta.h"
 #include "apiserver/registry/definitions/builtin_schemas.h"
 #include "ckube/json.h"

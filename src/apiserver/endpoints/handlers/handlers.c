@@ -25,7 +25,7 @@
 #include "apiserver/fieldmanager/fieldmanager.h"
 #include "apiserver/codec/jscan.h"
 #include "apiserver/codec/k8s_protobuf.h"
-#include "apiserver/apiextensions/schema.h"
+#include "apiserver/apiextensions/schema/schema.h"
 #include "apiserver/registry/generic/store.h"
 #include "ckube/json.h"
 #include "ckube/log.h"

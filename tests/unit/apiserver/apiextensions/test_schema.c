@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "apiserver/registry/definitions/builtin_schemas.h"
-#include "apiserver/apiextensions/schema.h"
+#include "apiserver/apiextensions/schema/schema.h"
 
 /* Schemas and objects are written with ' for " to keep them legible. */
 static json_t *J(const char *text)
