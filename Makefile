@@ -37,7 +37,7 @@ test-tsan: deps
 	@cmake -S . -B $(TSANBUILD) -DCMAKE_BUILD_TYPE=Debug -DCKUBE_SANITIZE=thread >/dev/null
 	@cmake --build $(TSANBUILD) -j $(JOBS)
 	cd $(TSANBUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
-	    ctest --output-on-failure -j $(JOBS) -L 'runtime|e2e' -LE timing $(if $(T),-R $(T))
+	    ctest --output-on-failure -j $(JOBS) -L 'runtime|e2e|inproc' -LE timing $(if $(T),-R $(T))
 
 # Installs ckube, ckube-controller-manager, libckube.so, the headers and ckube.pc.
 install: build
