@@ -277,8 +277,15 @@ s_conflict() {
     expect_contains "$(jb .message)" "Precondition failed: UID in precondition: nope, UID in object meta: " "precondition message"
     req DELETE $CM/conf "${JSON[@]}" -d '{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"resourceVersion":"1"}}'
     expect_status 409 Conflict "delete with a wrong rv precondition"
+    # a dryRun in the body that is not "All" is refused, not ignored
+    # (upstream's ValidateDryRun): the object must survive it
+    req DELETE $CM/conf "${JSON[@]}" -d '{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["Al"]}'
+    expect_status 422 Invalid "delete with a misspelt dryRun"
+    expect_eq "$(jb .message)" 'DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"Al"}: supported values: "All"' "misspelt dryRun message"
+    req DELETE $CM/conf "${JSON[@]}" -d '{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["All"]}'
+    expect_eq "$CODE" 200 "delete with dryRun All"
     req GET $CM/conf
-    expect_eq "$CODE" 200 "failed deletes did not delete"
+    expect_eq "$CODE" 200 "failed and dry-run deletes did not delete"
 }
 
 s_patch() {

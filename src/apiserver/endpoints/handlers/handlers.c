@@ -34,6 +34,7 @@
 #include "ckube/yaml.h"
 #include "common/json_cost.h"
 #include "common/json_parse.h"
+#include "common/xalloc.h"
 
 static ckube_status *not_found(req_ctx *rc, const char *name)
 {
@@ -1210,6 +1211,42 @@ static ckube_status *set_propagation(write_req *w, const char *pp, const json_t 
     return NULL;
 }
 
+/* DeleteOptions.dryRun from a body (may be NULL): every entry must be
+ * "All" (upstream's ValidateDryRun), else a 422 that names the list as
+ * Go prints a []string. */
+static ckube_status *delete_dry_run(const json_t *dr, bool *dry)
+{
+    if (!dr || json_is_null(dr))
+        return NULL;
+    bool ok = json_is_array(dr);
+    size_t i;
+    json_t *v;
+    json_array_foreach(dr, i, v) ok &= json_is_string(v);
+    if (!ok)
+        return ckube_status_bad_request("DeleteOptions.dryRun must be a list of strings");
+    char *list = xstrdup("[]string{");
+    bool all = true;
+    json_array_foreach(dr, i, v)
+    {
+        all &= !strcmp(json_string_value(v), "All");
+        char *q = schema_go_quote(json_string_value(v));
+        char *next = xasprintf("%s%s%s", list, i ? ", " : "", q);
+        free(q);
+        free(list);
+        list = next;
+    }
+    ckube_status *st = NULL;
+    if (!all) {
+        st = ckube_status_invalid_begin("meta.k8s.io", "DeleteOptions", "");
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_NOT_SUPPORTED, "dryRun",
+                               "Unsupported value: %s}: supported values: \"All\"", list);
+        ckube_status_invalid_finish(st);
+    }
+    free(list);
+    *dry = all && json_array_size(dr) > 0;
+    return st;
+}
+
 /* DeleteOptions come from the body when there is one, else the query. */
 static ckube_status *delete_options(req_ctx *rc, write_req *w)
 {
@@ -1232,12 +1269,10 @@ static ckube_status *delete_options(req_ctx *rc, write_req *w)
             w->pre_uid = strdup(uid);
         if (rv)
             w->pre_rv = strdup(rv);
-        json_t *dr = json_object_get(opts, "dryRun");
-        if (json_array_size(dr) && json_string_value(json_array_get(dr, 0)) &&
-            !strcmp(json_string_value(json_array_get(dr, 0)), "All"))
-            w->sw.dry_run = true;
-        st = set_propagation(w, json_string_value(json_object_get(opts, "propagationPolicy")),
-                             json_object_get(opts, "orphanDependents"));
+        st = delete_dry_run(json_object_get(opts, "dryRun"), &w->sw.dry_run);
+        if (!st)
+            st = set_propagation(w, json_string_value(json_object_get(opts, "propagationPolicy")),
+                                 json_object_get(opts, "orphanDependents"));
         json_decref(opts);
         if (st)
             return st;
