@@ -60,9 +60,10 @@ static struct keyinfo *keyinfo_get(ckube_controller *c, const char *key, bool cr
 /* Drops bookkeeping that carries nothing any more. mu held. */
 static void keyinfo_maybe_drop(ckube_controller *c, struct keyinfo *ki)
 {
-    if (ki->reason || ki->in_backoff || ki->hold_inf)
+    if (ki->reason || ki->in_backoff || ki->nhold)
         return;
     RB_REMOVE(keytree, &c->keys, ki);
+    free(ki->holds);
     free(ki->key);
     free(ki);
 }
@@ -385,6 +386,22 @@ static uint64_t obj_rv(const ckube_object *obj)
     return rv_number(ckube_object_resource_version(obj));
 }
 
+/* Drops the holds of `ki` on `inf` that rv satisfies; true if it
+ * dropped one. mu held. */
+static bool holds_release(struct keyinfo *ki, ckube_shared_informer *inf, uint64_t rv)
+{
+    bool dropped = false;
+    for (size_t i = 0; i < ki->nhold;) {
+        if (ki->holds[i].inf == inf && ki->holds[i].rv <= rv) {
+            ki->holds[i] = ki->holds[--ki->nhold];
+            dropped = true;
+        } else {
+            i++;
+        }
+    }
+    return dropped;
+}
+
 /* Records that `w`'s informer has delivered `rv` and releases every
  * read-your-writes hold it satisfies. */
 static void note_seen_rv(struct watch_entry *w, uint64_t rv)
@@ -402,9 +419,8 @@ static void note_seen_rv(struct watch_entry *w, uint64_t rv)
         struct keyinfo *ki, *tmp;
         RB_FOREACH_SAFE(ki, keytree, &c->keys, tmp)
         {
-            if (ki->hold_inf != w->inf || ki->hold_rv > rv)
+            if (!ki->nhold || !holds_release(ki, w->inf, rv) || ki->nhold)
                 continue;
-            ki->hold_inf = NULL;
             c->nholds--;
             if (ki->hold_parked) {
                 ki->hold_parked = false;
@@ -556,12 +572,27 @@ void ckube_reconcile_wrote(ckube_reconcile_ctx *rc, ckube_shared_informer *inf,
         return; /* the cache is already there */
     }
     struct keyinfo *ki = keyinfo_get(c, rc->key, true);
-    if (ki) {
-        if (!ki->hold_inf)
+    struct ryw_hold *h = NULL;
+    for (size_t i = 0; ki && i < ki->nhold && !h; i++)
+        if (ki->holds[i].inf == inf)
+            h = &ki->holds[i];
+    if (ki && !h && ki->nhold == ki->holdcap) {
+        size_t cap = ki->holdcap ? 2 * ki->holdcap : 2;
+        struct ryw_hold *grown = realloc(ki->holds, cap * sizeof(*grown));
+        if (grown) {
+            ki->holds = grown;
+            ki->holdcap = cap;
+        }
+    }
+    if (ki && !h && ki->nhold < ki->holdcap) {
+        if (!ki->nhold)
             c->nholds++;
-        if (!ki->hold_inf || ki->hold_rv < rv)
-            ki->hold_rv = rv;
-        ki->hold_inf = inf;
+        h = &ki->holds[ki->nhold++];
+        *h = (struct ryw_hold){.inf = inf, .rv = rv};
+    }
+    if (h) {
+        if (h->rv < rv)
+            h->rv = rv;
         ki->hold_deadline = ckube_clock_now(c->clock) + timeout;
     }
     pthread_mutex_unlock(&c->mu);
@@ -575,16 +606,22 @@ static bool ryw_park(ckube_controller *c, const char *key)
     uint64_t wait = 0;
     pthread_mutex_lock(&c->mu);
     struct keyinfo *ki = keyinfo_get(c, key, false);
-    if (ki && ki->hold_inf) {
-        struct inf_seen *s = seen_for(c, ki->hold_inf, false);
+    if (ki && ki->nhold) {
+        for (size_t i = 0; i < ki->nhold;) {
+            struct inf_seen *s = seen_for(c, ki->holds[i].inf, false);
+            if (s && s->rv >= ki->holds[i].rv)
+                ki->holds[i] = ki->holds[--ki->nhold];
+            else
+                i++;
+        }
         uint64_t now = ckube_clock_now(c->clock);
-        if ((s && s->rv >= ki->hold_rv) || now >= ki->hold_deadline) {
-            if (now >= ki->hold_deadline)
+        if (!ki->nhold || now >= ki->hold_deadline) {
+            if (ki->nhold)
                 CKUBE_V(2,
                         "controller %s: cache did not reach resourceVersion %" PRIu64
                         " for %s in time; reconciling anyway",
-                        c->name, ki->hold_rv, key);
-            ki->hold_inf = NULL;
+                        c->name, ki->holds[0].rv, key);
+            ki->nhold = 0;
             ki->hold_parked = false;
             c->nholds--;
             keyinfo_maybe_drop(c, ki);
@@ -826,6 +863,7 @@ void ckube_controller_free(ckube_controller *c)
         RB_REMOVE(keytree, &c->keys, ki);
         free(ki->reason);
         free(ki->last_reason);
+        free(ki->holds);
         free(ki->key);
         free(ki);
     }

@@ -9,6 +9,13 @@
 #include <stdint.h>
 #include <sys/tree.h>
 
+/* A read-your-writes hold on one informer: wait until it has delivered
+ * rv. */
+struct ryw_hold {
+    ckube_shared_informer *inf; /* borrowed */
+    uint64_t rv;
+};
+
 /* Bookkeeping of one key; exists only while it carries something. */
 struct keyinfo {
     RB_ENTRY(keyinfo) link;
@@ -17,9 +24,12 @@ struct keyinfo {
     char *last_reason; /* owned; latest cause when there were several */
     size_t nreasons;
     bool in_backoff; /* requeued rate-limited after an error, not yet run */
-    /* Read-your-writes hold: wait until hold_inf has delivered hold_rv. */
-    ckube_shared_informer *hold_inf; /* borrowed; NULL = no hold */
-    uint64_t hold_rv;
+    /* Read-your-writes holds: one per informer the reconcile wrote
+     * through, each until that informer has delivered the write (a
+     * reconcile that creates a child and then updates its parent's status
+     * must see both). None: nhold == 0. */
+    struct ryw_hold *holds; /* owned */
+    size_t nhold, holdcap;
     uint64_t hold_deadline; /* on the controller's clock */
     bool hold_parked;       /* dequeued and waiting for the cache */
 };
