@@ -3,11 +3,11 @@
  * retiring the types of a version that goes, the cleanup finalizer, and
  * validation.
  *
- * Each test runs an API server in-process (inproc_apiserver.h) and drives
- * the CRD machinery directly through the server's own generic store,
- * registry and CRD state (srv->store, srv->registry, srv->crds): writes go
- * through store_write_start without the HTTP layer, and what the
- * machinery did is read from the registry and the cache. Validation is
+ * Each test runs an API server in-process (util/inproc_server.h) and
+ * drives the CRD machinery directly through the server's own generic
+ * store, registry and CRD state (srv->store, srv->registry, srv->crds):
+ * writes go through store_write_start without the HTTP layer, and what
+ * the machinery did is read from the registry and the cache. Validation is
  * checked both through the type's validate hook and as the 422 an HTTP
  * create gets. */
 #include <pthread.h>
@@ -24,9 +24,9 @@
 #include <cmocka.h>
 
 #include "apiserver/apiextensions/crd.h"
-#include "apiserver/inproc_apiserver.h"
 #include "ckube/json.h"
 #include "ckube/status.h"
+#include "util/inproc_server.h"
 
 #define CRD_GROUP "apiextensions.k8s.io"
 #define CRD_RESOURCE "customresourcedefinitions"
@@ -128,7 +128,7 @@ static void assert_strv(char **got, const char *const *want)
 static int setup(void **state)
 {
     ips *p = calloc(1, sizeof *p);
-    if (!p || ips_start(p) != 0) {
+    if (!p || ips_start(p, 0) != 0) {
         free(p);
         return -1;
     }
@@ -734,16 +734,14 @@ static void test_delete_cleans_up_objects_then_the_crd(void **state)
     assert_false(crd_type_retired(old_v1));
     assert_int_equal(crd_retired_generation(p->srv->crds), retired0);
     /* HTTP refuses creates while it terminates. */
-    http_reply r;
-    assert_int_equal(http_do(p->port, "POST", "/apis/example.com/v1/namespaces/default/widgets",
-                             NULL,
-                             "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\","
-                             "\"metadata\":{\"name\":\"late\"}}",
-                             &r),
-                     405);
-    assert_non_null(strstr(r.body, "create not allowed while custom resource definition is "
-                                   "terminating"));
-    http_reply_free(&r);
+    http_resp *r = HPOST(p,
+                         "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\","
+                         "\"metadata\":{\"name\":\"late\"}}",
+                         "/apis/example.com/v1/namespaces/default/widgets");
+    assert_int_equal(r->code, 405);
+    assert_non_null(strstr(r->body.p, "create not allowed while custom resource definition is "
+                                      "terminating"));
+    resp_free(r);
 
     /* The finalizer goes: the object is deleted, then the CRD is. */
     out = NULL;
@@ -756,10 +754,10 @@ static void test_delete_cleans_up_objects_then_the_crd(void **state)
     assert_true(ips_wait(key_gone, &kc, WAIT_MS));
     /* The cacher calls the CRD machinery about the DELETED event just
      * after readers see it: allow the registry a moment to follow. */
-    double until = ips_now() + WAIT_MS / 1000.0;
+    int64_t until = ips_now_ms() + WAIT_MS;
     while ((served(p, "example.com", "v1", "widgets") ||
             served(p, "example.com", "v1beta1", "widgets")) &&
-           ips_now() < until)
+           ips_now_ms() < until)
         ips_sleep_ms(5);
     assert_false(served(p, "example.com", "v1", "widgets"));
     assert_false(served(p, "example.com", "v1beta1", "widgets"));
@@ -782,8 +780,8 @@ static void test_delete_without_objects(void **state)
     assert_int_equal(delete_crd(p, "gizmos.example.com", NULL), 200);
     key_wait kc = {p, CRD_KEY_PREFIX "gizmos.example.com"};
     assert_true(ips_wait(key_gone, &kc, WAIT_MS));
-    double until = ips_now() + WAIT_MS / 1000.0;
-    while (served(p, "example.com", "v1", "gizmos") && ips_now() < until)
+    int64_t until = ips_now_ms() + WAIT_MS;
+    while (served(p, "example.com", "v1", "gizmos") && ips_now_ms() < until)
         ips_sleep_ms(5);
     assert_false(served(p, "example.com", "v1", "gizmos"));
     assert_true(crd_type_retired(t));
@@ -957,14 +955,12 @@ static void test_http_create_invalid_is_422(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *body = json_dumps(cases[i].obj, JSON_COMPACT);
         json_decref(cases[i].obj);
-        http_reply r;
-        long code =
-            http_do(p->port, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                    NULL, body, &r);
+        http_resp *r = HPOST(p, body, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions");
+        long code = r->code;
         free(body);
         if (code != 422)
-            fail_msg("case %zu: %ld %s", i, code, r.body);
-        json_t *j = http_json(&r);
+            fail_msg("case %zu: %ld %s", i, code, r->body.p);
+        json_t *j = json_incref(r->json);
         assert_non_null(j);
         assert_string_equal(json_string_value(json_object_get(j, "kind")), "Status");
         assert_string_equal(json_string_value(json_object_get(j, "reason")), "Invalid");
@@ -981,7 +977,7 @@ static void test_http_create_invalid_is_422(void **state)
         assert_string_equal(json_string_value(ckube_json_get_path(j, "details.kind")),
                             "CustomResourceDefinition");
         json_decref(j);
-        http_reply_free(&r);
+        resp_free(r);
         char key[256];
         snprintf(key, sizeof key, CRD_KEY_PREFIX "%s", cases[i].name);
         assert_false(key_exists(p, key)); /* nothing stored, */

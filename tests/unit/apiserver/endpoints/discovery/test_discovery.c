@@ -1,5 +1,5 @@
 /* Discovery (endpoints/discovery/discovery.c) as clients read it, over
- * HTTP from an API server running in-process (inproc_apiserver.h): the
+ * HTTP from an API server running in-process (util/inproc_server.h): the
  * legacy documents (/api, /apis, /apis/G, /api/v1, /apis/G/V), a CRD's
  * group-version coming and going, the aggregated APIGroupDiscoveryList
  * (apidiscovery.k8s.io v2 and v2beta1) with its ETag, and the 404s and
@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "apiserver/inproc_apiserver.h"
 #include "ckube/json.h"
+#include "util/inproc_server.h"
 
 #define WAIT_MS 5000
 #define V2 "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -104,7 +104,7 @@ static json_t *find_group_item(const json_t *doc, const char *name)
 static int setup(void **state)
 {
     ips *p = calloc(1, sizeof *p);
-    if (!p || ips_start(p) != 0) {
+    if (!p || ips_start(p, 0) != 0) {
         free(p);
         return -1;
     }
@@ -123,7 +123,7 @@ static int teardown(void **state)
 /* GET path with an Accept header (NULL: none); returns the status code
  * and the JSON body in *out (NULL when not JSON), the reply in *r when
  * given (else freed). */
-static long get(ips *p, const char *path, const char *accept, json_t **out, http_reply *r)
+static long get(ips *p, const char *path, const char *accept, json_t **out, http_resp **r)
 {
     char hdr[512];
     const char *hdrs[2] = {NULL, NULL};
@@ -131,13 +131,14 @@ static long get(ips *p, const char *path, const char *accept, json_t **out, http
         snprintf(hdr, sizeof hdr, "Accept: %s", accept);
         hdrs[0] = hdr;
     }
-    http_reply mine;
-    http_reply *rr = r ? r : &mine;
-    long code = http_do(p->port, "GET", path, hdrs, NULL, rr);
+    http_resp *rr = http_call(p, "GET", NULL, NULL, hdrs, "%s", path);
+    long code = rr->code;
     if (out)
-        *out = http_json(rr);
-    if (!r)
-        http_reply_free(&mine);
+        *out = json_incref(rr->json);
+    if (r)
+        *r = rr;
+    else
+        resp_free(rr);
     return code;
 }
 
@@ -145,21 +146,12 @@ static long get(ips *p, const char *path, const char *accept, json_t **out, http
 static json_t *get_ok(ips *p, const char *path, const char *accept)
 {
     json_t *j = NULL;
-    http_reply r;
+    http_resp *r;
     long code = get(p, path, accept, &j, &r);
     if (code != 200 || !j)
-        fail_msg("GET %s: %ld %s", path, code, r.body);
-    http_reply_free(&r);
+        fail_msg("GET %s: %ld %s", path, code, r->body.p);
+    resp_free(r);
     return j;
-}
-
-static void assert_header(const http_reply *r, const char *name, const char *want)
-{
-    char buf[512];
-    const char *v = http_header(r, name, buf, sizeof buf);
-    if (!v)
-        fail_msg("no %s header", name);
-    assert_string_equal(v, want);
 }
 
 /* ---- legacy documents ---------------------------------------------------- */
@@ -168,11 +160,11 @@ static void test_api_versions(void **state)
 {
     ips *p = *state;
     json_t *j = NULL;
-    http_reply r;
+    http_resp *r;
     assert_int_equal(get(p, "/api", NULL, &j, &r), 200);
-    assert_header(&r, "Content-Type", "application/json");
-    assert_header(&r, "Vary", "Accept");
-    http_reply_free(&r);
+    assert_header(r, "Content-Type", "application/json");
+    assert_header(r, "Vary", "Accept");
+    resp_free(r);
     char want[512];
     snprintf(want, sizeof want,
              "{'kind':'APIVersions','versions':['v1'],'serverAddressByClientCIDRs':"
@@ -190,11 +182,11 @@ static void test_api_group_list(void **state)
 {
     ips *p = *state;
     json_t *j = NULL;
-    http_reply r;
+    http_resp *r;
     assert_int_equal(get(p, "/apis", NULL, &j, &r), 200);
-    assert_header(&r, "Content-Type", "application/json");
-    assert_header(&r, "Vary", "Accept");
-    http_reply_free(&r);
+    assert_header(r, "Content-Type", "application/json");
+    assert_header(r, "Vary", "Accept");
+    resp_free(r);
     assert_string_equal(json_string_value(json_object_get(j, "kind")), "APIGroupList");
     assert_string_equal(json_string_value(json_object_get(j, "apiVersion")), "v1");
     json_t *groups = json_object_get(j, "groups");
@@ -288,12 +280,12 @@ static void test_not_found(void **state)
                            "/apis/apps/v2", "/apis/nonexistent.group/v1/things"};
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
         json_t *j = NULL;
-        http_reply r;
+        http_resp *r;
         long code = get(p, paths[i], NULL, &j, &r);
         if (code != 404)
-            fail_msg("GET %s: %ld %s", paths[i], code, r.body);
-        assert_header(&r, "Content-Type", "application/json");
-        http_reply_free(&r);
+            fail_msg("GET %s: %ld %s", paths[i], code, r->body.p);
+        assert_header(r, "Content-Type", "application/json");
+        resp_free(r);
         assert_non_null(j);
         assert_string_equal(json_string_value(json_object_get(j, "kind")), "Status");
         assert_string_equal(json_string_value(json_object_get(j, "apiVersion")), "v1");
@@ -332,25 +324,22 @@ static void create_disco_crd(ips *p)
     json_t *crd = J(DISCO_CRD);
     char *body = json_dumps(crd, JSON_COMPACT);
     json_decref(crd);
-    http_reply r;
-    long code = http_do(p->port, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                        NULL, body, &r);
+    http_resp *r = HPOST(p, body, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions");
+    long code = r->code;
     free(body);
     if (code != 201)
-        fail_msg("creating the CRD: %ld %s", code, r.body);
-    http_reply_free(&r);
+        fail_msg("creating the CRD: %ld %s", code, r->body.p);
+    resp_free(r);
 }
 
 static void delete_disco_crd(ips *p)
 {
-    http_reply r;
-    long code = http_do(p->port, "DELETE",
-                        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
-                        "gadgets.disco.example.com",
-                        NULL, NULL, &r);
+    http_resp *r = HDELETE(p, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                              "gadgets.disco.example.com");
+    long code = r->code;
     if (code != 200)
-        fail_msg("deleting the CRD: %ld %s", code, r.body);
-    http_reply_free(&r);
+        fail_msg("deleting the CRD: %ld %s", code, r->body.p);
+    resp_free(r);
 }
 
 /* Whether disco.example.com is discovered (`want`) or not: listed in
@@ -473,13 +462,13 @@ static void test_aggregated_v2(void **state)
 {
     ips *p = *state;
     json_t *j = NULL;
-    http_reply r;
+    http_resp *r;
     assert_int_equal(get(p, "/apis", V2, &j, &r), 200);
-    assert_header(&r, "Content-Type", V2);
-    assert_header(&r, "Vary", "Accept");
+    assert_header(r, "Content-Type", V2);
+    assert_header(r, "Vary", "Accept");
     char etag[256];
-    assert_true(is_etag(http_header(&r, "ETag", etag, sizeof etag)));
-    http_reply_free(&r);
+    assert_true(is_etag(http_header(r, "ETag", etag, sizeof etag)));
+    resp_free(r);
     assert_string_equal(json_string_value(json_object_get(j, "kind")), "APIGroupDiscoveryList");
     assert_string_equal(json_string_value(json_object_get(j, "apiVersion")),
                         "apidiscovery.k8s.io/v2");
@@ -527,8 +516,8 @@ static void test_aggregated_v2(void **state)
 
     /* /api: the core group alone, metadata without a name. */
     assert_int_equal(get(p, "/api", V2, &j, &r), 200);
-    assert_header(&r, "Content-Type", V2);
-    http_reply_free(&r);
+    assert_header(r, "Content-Type", V2);
+    resp_free(r);
     assert_string_equal(json_string_value(json_object_get(j, "kind")), "APIGroupDiscoveryList");
     items = json_object_get(j, "items");
     assert_int_equal(json_array_size(items), 1);
@@ -559,13 +548,13 @@ static void test_aggregated_v2beta1(void **state)
     const char *roots[] = {"/api", "/apis"};
     for (size_t i = 0; i < 2; i++) {
         json_t *b1 = NULL;
-        http_reply r;
+        http_resp *r;
         assert_int_equal(get(p, roots[i], V2BETA1, &b1, &r), 200);
-        assert_header(&r, "Content-Type", V2BETA1);
-        assert_header(&r, "Vary", "Accept");
+        assert_header(r, "Content-Type", V2BETA1);
+        assert_header(r, "Vary", "Accept");
         char etag[256];
-        assert_true(is_etag(http_header(&r, "ETag", etag, sizeof etag)));
-        http_reply_free(&r);
+        assert_true(is_etag(http_header(r, "ETag", etag, sizeof etag)));
+        resp_free(r);
         assert_string_equal(json_string_value(json_object_get(b1, "kind")),
                             "APIGroupDiscoveryList");
         assert_string_equal(json_string_value(json_object_get(b1, "apiVersion")),
@@ -581,60 +570,63 @@ static void test_aggregated_v2beta1(void **state)
 static void test_aggregated_etag(void **state)
 {
     ips *p = *state;
-    http_reply r;
+    http_resp *r;
     char etag[256], etag2[256], buf[256];
     json_t *j = NULL;
     assert_int_equal(get(p, "/apis", V2, &j, &r), 200);
-    assert_non_null(http_header(&r, "ETag", etag, sizeof etag));
-    char *body = strdup(r.body);
-    http_reply_free(&r);
+    assert_non_null(http_header(r, "ETag", etag, sizeof etag));
+    char *body = strdup(r->body.p);
+    resp_free(r);
     json_decref(j);
 
     /* The ETag the client has: 304, no body, the same ETag. */
     char inm[300];
     snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
     const char *hdrs[] = {"Accept: " V2, inm, NULL};
-    assert_int_equal(http_do(p->port, "GET", "/apis", hdrs, NULL, &r), 304);
-    assert_int_equal(r.len, 0);
-    assert_non_null(http_header(&r, "ETag", buf, sizeof buf));
+    r = http_call(p, "GET", NULL, NULL, hdrs, "/apis");
+    assert_int_equal(r->code, 304);
+    assert_int_equal(r->body.len, 0);
+    assert_non_null(http_header(r, "ETag", buf, sizeof buf));
     assert_string_equal(buf, etag);
-    http_reply_free(&r);
+    resp_free(r);
     /* Another: the document again. */
     const char *stale[] = {"Accept: " V2, "If-None-Match: \"stale\"", NULL};
-    assert_int_equal(http_do(p->port, "GET", "/apis", stale, NULL, &r), 200);
-    assert_string_equal(r.body, body);
-    assert_non_null(http_header(&r, "ETag", buf, sizeof buf));
+    r = http_call(p, "GET", NULL, NULL, stale, "/apis");
+    assert_int_equal(r->code, 200);
+    assert_string_equal(r->body.p, body);
+    assert_non_null(http_header(r, "ETag", buf, sizeof buf));
     assert_string_equal(buf, etag);
-    http_reply_free(&r);
+    resp_free(r);
     /* The same ETag twice: the document is stable. */
     assert_int_equal(get(p, "/apis", V2, NULL, &r), 200);
-    assert_non_null(http_header(&r, "ETag", buf, sizeof buf));
+    assert_non_null(http_header(r, "ETag", buf, sizeof buf));
     assert_string_equal(buf, etag);
-    http_reply_free(&r);
+    resp_free(r);
     /* Each document has its own: /api, and v2beta1. */
     assert_int_equal(get(p, "/api", V2, NULL, &r), 200);
-    assert_non_null(http_header(&r, "ETag", buf, sizeof buf));
+    assert_non_null(http_header(r, "ETag", buf, sizeof buf));
     assert_string_not_equal(buf, etag);
-    http_reply_free(&r);
+    resp_free(r);
     assert_int_equal(get(p, "/apis", V2BETA1, NULL, &r), 200);
-    assert_non_null(http_header(&r, "ETag", buf, sizeof buf));
+    assert_non_null(http_header(r, "ETag", buf, sizeof buf));
     assert_string_not_equal(buf, etag);
-    http_reply_free(&r);
+    resp_free(r);
     /* The legacy documents have none. */
     assert_int_equal(get(p, "/apis", NULL, NULL, &r), 200);
-    assert_null(http_header(&r, "ETag", buf, sizeof buf));
-    http_reply_free(&r);
+    assert_null(http_header(r, "ETag", buf, sizeof buf));
+    resp_free(r);
 
     /* A new CRD changes the document: the old ETag no longer matches. */
     create_disco_crd(p);
     disco_probe d = {p, true};
     assert_true(ips_wait(disco_is, &d, WAIT_MS));
-    assert_int_equal(http_do(p->port, "GET", "/apis", hdrs, NULL, &r), 200);
-    assert_non_null(http_header(&r, "ETag", etag2, sizeof etag2));
+    r = http_call(p, "GET", NULL, NULL, hdrs, "/apis");
+    assert_int_equal(r->code, 200);
+    assert_non_null(http_header(r, "ETag", etag2, sizeof etag2));
     assert_true(is_etag(etag2));
     assert_string_not_equal(etag2, etag);
-    assert_string_not_equal(r.body, body);
-    http_reply_free(&r);
+    assert_string_not_equal(r->body.p, body);
+    resp_free(r);
     free(body);
 }
 
@@ -642,20 +634,20 @@ static void test_negotiation(void **state)
 {
     ips *p = *state;
     json_t *j = NULL;
-    http_reply r;
+    http_resp *r;
     /* The aggregated form only where it is served: elsewhere 406... */
     const char *paths[] = {"/api/v1", "/apis/apps", "/apis/apps/v1"};
     for (size_t i = 0; i < 3; i++) {
         assert_int_equal(get(p, paths[i], V2, &j, &r), 406);
         assert_string_equal(json_string_value(json_object_get(j, "reason")), "NotAcceptable");
         json_decref(j);
-        http_reply_free(&r);
+        resp_free(r);
         /* ...or the next acceptable entry. */
         assert_int_equal(get(p, paths[i], V2 ",application/json", &j, &r), 200);
-        assert_header(&r, "Content-Type", "application/json");
+        assert_header(r, "Content-Type", "application/json");
         assert_null(json_object_get(j, "items"));
         json_decref(j);
-        http_reply_free(&r);
+        resp_free(r);
     }
     /* The first acceptable entry wins. */
     j = get_ok(p, "/apis", V2 ",application/json");
@@ -671,8 +663,8 @@ static void test_negotiation(void **state)
                      406);
     assert_int_equal(get(p, "/apis", V2 ";profile=bogus", NULL, NULL), 406);
     assert_int_equal(get(p, "/apis", V2 ";profile=nopeer", NULL, &r), 200);
-    assert_header(&r, "Content-Type", V2);
-    http_reply_free(&r);
+    assert_header(r, "Content-Type", V2);
+    resp_free(r);
 }
 
 int main(void)

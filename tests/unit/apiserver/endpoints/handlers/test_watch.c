@@ -1,10 +1,10 @@
 /* Watches (endpoints/handlers/watch.c) over HTTP against a server run in
- * this process (inproc_server.h): the initial ADDED events, resuming from
- * a resourceVersion, MODIFIED/DELETED, selector transitions, the initial
- * events' BOOKMARK, timeoutSeconds, 410 Expired from a small event ring,
- * single-object watches, Tables and shutdown. Every read of a stream is
- * bounded by a deadline of a few seconds. */
-#include "inproc_server.h"
+ * this process (util/inproc_server.h): the initial ADDED events, resuming
+ * from a resourceVersion, MODIFIED/DELETED, selector transitions, the
+ * initial events' BOOKMARK, timeoutSeconds, 410 Expired from a small event
+ * ring, single-object watches, Tables and shutdown. Every read of a stream
+ * is bounded by a deadline of a few seconds. */
+#include "util/inproc_server.h"
 
 #include <inttypes.h>
 #include <unistd.h>
@@ -92,11 +92,11 @@ static long long ev_rv(const json_t *ev)
  * an expired watch sends its ERROR event and its end at once). */
 static void assert_stream_ok(watch_stream *w, const char *content_type)
 {
-    assert_int_equal(w->code, 200);
+    assert_int_equal(w->resp.code, 200);
     char buf[256];
-    assert_non_null(ips_header_in(w->headers.p, "Content-Type", buf, sizeof buf));
+    assert_non_null(http_header(&w->resp, "Content-Type", buf, sizeof buf));
     assert_string_equal(buf, content_type);
-    assert_non_null(ips_header_in(w->headers.p, "Transfer-Encoding", buf, sizeof buf));
+    assert_non_null(http_header(&w->resp, "Transfer-Encoding", buf, sizeof buf));
     assert_string_equal(buf, "chunked");
 }
 
@@ -323,8 +323,8 @@ static void test_timeout_seconds(void **state)
     /* A timeoutSeconds that is not a number: 400 before any stream. */
     w = watch_open(s, NULL, CMS "?watch=true&timeoutSeconds=soon");
     assert_true(watch_wait_end(w, 3000));
-    assert_int_equal(w->code, 400);
-    json_t *st = json_loads(w->data.p, 0, NULL);
+    assert_int_equal(w->resp.code, 400);
+    json_t *st = json_loads(w->resp.body.p, 0, NULL);
     assert_string_equal(jstr(st, "kind"), "Status");
     assert_string_equal(jstr(st, "reason"), "BadRequest");
     assert_string_equal(jstr(st, "message"), "invalid timeoutSeconds \"soon\"");
@@ -423,8 +423,8 @@ static void test_single_object(void **state)
     /* A field configmaps cannot be selected on: 400. */
     watch_stream *w = watch_open(s, NULL, CMS "?watch=true&fieldSelector=status.phase%%3DX");
     assert_true(watch_wait_end(w, 3000));
-    assert_int_equal(w->code, 400);
-    json_t *st = json_loads(w->data.p, 0, NULL);
+    assert_int_equal(w->resp.code, 400);
+    json_t *st = json_loads(w->resp.body.p, 0, NULL);
     assert_string_equal(jstr(st, "message"), "field label not supported: status.phase");
     json_decref(st);
     watch_close(w);
@@ -478,8 +478,8 @@ static void test_table_watch(void **state)
 {
     ips *s = *state;
     create_cm(s, "default", "a", "");
-    watch_stream *w =
-        watch_open(s, "application/json;as=Table;v=v1;g=meta.k8s.io", CMS "?watch=true");
+    watch_stream *w = watch_open(
+        s, IPS_HEADERS("Accept: application/json;as=Table;v=v1;g=meta.k8s.io"), CMS "?watch=true");
     assert_stream_ok(w, "application/json;as=Table;v=v1;g=meta.k8s.io");
     json_t *ev = expect_event(w, "ADDED", NULL);
     assert_string_equal(jstr(ev, "object.kind"), "Table");
@@ -513,8 +513,8 @@ static void test_bad_requests(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         watch_stream *w = watch_open(s, NULL, CMS "?%s", cases[i].query);
         assert_true(watch_wait_end(w, 3000));
-        assert_int_equal(w->code, cases[i].code);
-        json_t *st = json_loads(w->data.p, 0, NULL);
+        assert_int_equal(w->resp.code, cases[i].code);
+        json_t *st = json_loads(w->resp.body.p, 0, NULL);
         assert_string_equal(jstr(st, "kind"), "Status");
         assert_string_equal(jstr(st, "reason"), "BadRequest");
         if (cases[i].message)
@@ -546,7 +546,6 @@ static void test_shutdown_ends_watches(void **state)
 
 int main(void)
 {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_initial_events),
@@ -563,7 +562,5 @@ int main(void)
         T(test_shutdown_ends_watches),
     };
 #undef T
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    curl_global_cleanup();
-    return rc;
+    return cmocka_run_group_tests(tests, ips_global_setup, ips_global_teardown);
 }
