@@ -54,6 +54,10 @@ LAYERS = [
     ("common", "base", 10),
 ]
 
+# Headers of src/common that one stack alone may use: xalloc.h aborts on
+# out of memory, the server's policy; libckube returns errors instead.
+STACK_ONLY = {"common/xalloc.h": "server"}
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -102,6 +106,12 @@ def main():
                         continue  # public API; a file of the same folder
                     if target.startswith("proto/"):
                         continue  # generated protobuf-c code (codec's)
+                    only = STACK_ONLY.get(target)
+                    if only and src[1] not in (only, "any", "base"):
+                        print("%s:%d: includes %s, which only the %s stack may use"
+                              % (rel, lineno, target, only))
+                        problems += 1
+                        continue
                     dst = module_of(target)
                     if dst is None:
                         print("%s:%d: includes %s, in no module" % (rel, lineno, target))

@@ -1,6 +1,7 @@
 /* `ckube server`: flags, kubeconfig, signals, and the server's life. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <event2/event.h>
 #include <malloc.h>
 #include <getopt.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include "ckube/json.h"
 #include "cmd/cm_child.h"
 #include "cmd/cmd.h"
+#include "common/xalloc.h"
 
 static void server_usage(FILE *f)
 {
@@ -231,6 +233,11 @@ static int64_t parse_delay(const char *s)
 
 int cmd_server(int argc, char **argv)
 {
+    /* The server's out-of-memory policy (common/xalloc.h): allocation
+     * failure aborts, in jansson and libevent as in our own code. Before
+     * either allocates anything. */
+    json_set_alloc_funcs(xalloc_malloc, free);
+    event_set_mem_functions(xalloc_malloc, xrealloc, free);
     const char *data_dir = "./.ckube";
     const char *listen = "127.0.0.1:6443";
     const char *kubeconfig = NULL;

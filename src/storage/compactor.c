@@ -11,6 +11,7 @@
 
 #include "storage/compactor.h"
 #include "ckube/log.h"
+#include "common/xalloc.h"
 
 struct compactor {
     storage *st;
@@ -55,9 +56,7 @@ static void *compactor_main(void *arg)
 
 compactor *compactor_start(storage *st, unsigned interval_sec)
 {
-    compactor *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
+    compactor *c = xcalloc(1, sizeof *c);
     c->st = st;
     c->interval_sec = interval_sec ? interval_sec : 300;
     pthread_mutex_init(&c->mu, NULL);

@@ -11,6 +11,7 @@
  * as well (apply and compaction), so replay, which runs under the commit
  * lock, may read the log without `mu` and call back into get/range. */
 #include "storage/storage.h"
+#include "common/xalloc.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -79,9 +80,7 @@ static struct mem_storage *mem_of(storage *st)
 /* malloc'ed copy of len bytes plus a terminating NUL; NULL on OOM. */
 static char *dup_bytes(const char *p, size_t len)
 {
-    char *d = malloc(len + 1);
-    if (!d)
-        return NULL;
+    char *d = xmalloc(len + 1);
     if (len)
         memcpy(d, p, len);
     d[len] = '\0';
@@ -130,9 +129,7 @@ static bool mem_log_reserve(struct mem_storage *m)
     if (m->nlog < m->caplog)
         return true;
     size_t cap = m->caplog ? m->caplog * 2 : 256;
-    struct mem_event *log = realloc(m->log, cap * sizeof *log);
-    if (!log)
-        return false;
+    struct mem_event *log = xrealloc(m->log, cap * sizeof *log);
     m->log = log;
     m->caplog = cap;
     return true;
@@ -155,7 +152,7 @@ static void mem_apply_op(struct mem_storage *m, storage_op *op, struct mem_node 
         node_value = dup_bytes(op->value, op->value_len);
     }
     if (op->type == STORAGE_OP_CREATE) {
-        fresh = calloc(1, sizeof *fresh);
+        fresh = xcalloc(1, sizeof *fresh);
         if (fresh)
             fresh->key = dup_bytes(op->key, strlen(op->key));
     }
@@ -322,11 +319,7 @@ static int mem_range(storage *st, const char *prefix, storage_range_fn fn, void 
          x && strncmp(x->key, prefix, plen) == 0; x = RB_NEXT(mem_tree, &m->tree, x)) {
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 64;
-            storage_kv *nk = realloc(kvs, ncap * sizeof *nk);
-            if (!nk) {
-                rc = STORAGE_ERR_NOMEM;
-                break;
-            }
+            storage_kv *nk = xrealloc(kvs, ncap * sizeof *nk);
             kvs = nk;
             cap = ncap;
         }
@@ -455,9 +448,7 @@ static const struct storage_backend_ops mem_ops = {
 
 storage *storage_memory_open(void)
 {
-    struct mem_storage *m = calloc(1, sizeof *m);
-    if (!m)
-        return NULL;
+    struct mem_storage *m = xcalloc(1, sizeof *m);
     m->base.ops = &mem_ops;
     RB_INIT(&m->tree);
     pthread_mutex_init(&m->mu, NULL);

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "ckube/log.h"
+#include "common/xalloc.h"
 
 #define SQ_MAX_BATCH 512
 #define SQ_REPLAY_CHUNK 256
@@ -103,9 +104,7 @@ static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
 
 static char *dup_bytes(const void *p, size_t len)
 {
-    char *d = malloc(len + 1);
-    if (!d)
-        return NULL;
+    char *d = xmalloc(len + 1);
     if (len)
         memcpy(d, p, len);
     d[len] = '\0';
@@ -164,9 +163,7 @@ static void reader_close(struct sq_reader *r)
 
 static struct sq_reader *reader_open(struct sq_storage *s)
 {
-    struct sq_reader *r = calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
+    struct sq_reader *r = xcalloc(1, sizeof *r);
     int rc = open_conn(s->path, SQLITE_OPEN_READWRITE, &r->db);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(r->db, "PRAGMA query_only=1", NULL, NULL, NULL);
@@ -403,9 +400,7 @@ static int chunk_add_row(struct sq_chunk *c, sqlite3_stmt *st)
     size_t klen = key ? strlen(key) : 0, vlen;
     const char *value = column_value(st, 2, &vlen);
     bool del = sqlite3_column_int(st, 4) != 0;
-    char *b = malloc(klen + vlen + 2);
-    if (!b)
-        return STORAGE_ERR_NOMEM;
+    char *b = xmalloc(klen + vlen + 2);
     memcpy(b, key ? key : "", klen + 1);
     memcpy(b + klen + 1, value, vlen + 1);
     c->buf[c->n] = b;
@@ -462,9 +457,7 @@ static int sq_replay(void *ctx, int64_t *from, int locked, storage_watch_fn fn, 
 {
     struct sq_storage *s = ctx;
     int64_t stop = locked ? INT64_MAX : atomic_load(&s->rev);
-    struct sq_chunk *c = calloc(1, sizeof *c);
-    if (!c)
-        return STORAGE_ERR_NOMEM;
+    struct sq_chunk *c = xcalloc(1, sizeof *c);
     int rc = STORAGE_OK;
     while (*from < stop) {
         rc = sq_read_chunk(s, *from, c);
@@ -689,11 +682,7 @@ static const struct storage_backend_ops sq_ops = {
 /* mkdir -p. */
 static int make_dirs(const char *dir, char *errbuf, size_t errlen)
 {
-    char *p = strdup(dir);
-    if (!p) {
-        set_err(errbuf, errlen, "out of memory");
-        return -1;
-    }
+    char *p = xstrdup(dir);
     for (char *q = p + 1;; q++) {
         if (*q != '/' && *q != '\0')
             continue;
@@ -819,11 +808,7 @@ storage *storage_sqlite_open(const char *dir, char *errbuf, size_t errlen)
         set_err(errbuf, errlen, "no storage directory given");
         return NULL;
     }
-    struct sq_storage *s = calloc(1, sizeof *s);
-    if (!s) {
-        set_err(errbuf, errlen, "out of memory");
-        return NULL;
-    }
+    struct sq_storage *s = xcalloc(1, sizeof *s);
     s->base.ops = &sq_ops;
     s->lock_fd = -1;
     pthread_mutex_init(&s->pool_mu, NULL);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "ckube/log.h"
+#include "common/xalloc.h"
 
 const char *storage_strerror(int err)
 {
@@ -271,17 +272,13 @@ storage_committer *storage_committer_start(const struct storage_committer_hooks 
 {
     if (!hooks || !hooks->apply || !hooks->replay || max_batch == 0)
         return NULL;
-    storage_committer *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
+    storage_committer *c = xcalloc(1, sizeof *c);
     c->hooks = hooks;
     c->ctx = ctx;
     c->max_batch = max_batch;
     c->watchers_tail = &c->watchers;
-    c->batch = calloc(max_batch, sizeof *c->batch);
-    c->events = calloc(max_batch, sizeof *c->events);
-    if (!c->batch || !c->events)
-        goto fail;
+    c->batch = xcalloc(max_batch, sizeof *c->batch);
+    c->events = xcalloc(max_batch, sizeof *c->events);
     pthread_mutex_init(&c->q_mu, NULL);
     pthread_cond_init(&c->q_cv, NULL);
     pthread_mutex_init(&c->commit_mu, NULL);
@@ -305,9 +302,7 @@ int storage_committer_watch(storage_committer *c, int64_t from_rev, storage_watc
 {
     if (!fn || from_rev < 0)
         return STORAGE_ERR_INVALID;
-    struct watcher *w = calloc(1, sizeof *w);
-    if (!w)
-        return STORAGE_ERR_NOMEM;
+    struct watcher *w = xcalloc(1, sizeof *w);
     w->fn = fn;
     w->arg = arg;
     int64_t last = from_rev;

@@ -12,6 +12,7 @@
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "ckube/validation.h"
+#include "common/xalloc.h"
 
 /* ---- v1beta1 <-> v1 --------------------------------------------------- */
 
@@ -98,7 +99,7 @@ static void crd_present_v1beta1(const resource_type *t, json_t *obj)
 
 static char *lower(const char *s)
 {
-    char *out = strdup(s ? s : "");
+    char *out = xstrdup(s ? s : "");
     for (char *p = out; *p; p++)
         *p = (char)tolower((unsigned char)*p);
     return out;
@@ -551,20 +552,18 @@ int apiextensions_install(registry *reg)
 {
     static const char *const versions[] = {"v1", "v1beta1"};
     for (size_t i = 0; i < 2; i++) {
-        resource_type *t = calloc(1, sizeof *t);
-        if (!t)
-            return -1;
+        resource_type *t = xcalloc(1, sizeof *t);
         atomic_init(&t->refs, 1);
-        t->group = strdup("apiextensions.k8s.io");
-        t->version = strdup(versions[i]);
-        t->resource = strdup("customresourcedefinitions");
-        t->kind = strdup("CustomResourceDefinition");
-        t->singular = strdup("customresourcedefinition");
-        t->short_names = calloc(3, sizeof(char *));
-        t->short_names[0] = strdup("crd");
-        t->short_names[1] = strdup("crds");
-        t->categories = calloc(2, sizeof(char *));
-        t->categories[0] = strdup("api-extensions");
+        t->group = xstrdup("apiextensions.k8s.io");
+        t->version = xstrdup(versions[i]);
+        t->resource = xstrdup("customresourcedefinitions");
+        t->kind = xstrdup("CustomResourceDefinition");
+        t->singular = xstrdup("customresourcedefinition");
+        t->short_names = xcalloc(3, sizeof(char *));
+        t->short_names[0] = xstrdup("crd");
+        t->short_names[1] = xstrdup("crds");
+        t->categories = xcalloc(2, sizeof(char *));
+        t->categories[0] = xstrdup("api-extensions");
         t->verbs = VERB_ALL;
         t->status_subresource = true;
         t->tracks_generation = true;
@@ -577,18 +576,18 @@ int apiextensions_install(registry *reg)
         if (i == 1)
             t->present = crd_present_v1beta1;
         t->ncolumns = 2;
-        t->columns = calloc(2, sizeof *t->columns);
-        t->columns[0] = (printer_column){strdup("Name"),
-                                         strdup("string"),
-                                         strdup("name"),
-                                         strdup("Name of the CustomResourceDefinition."),
+        t->columns = xcalloc(2, sizeof *t->columns);
+        t->columns[0] = (printer_column){xstrdup("Name"),
+                                         xstrdup("string"),
+                                         xstrdup("name"),
+                                         xstrdup("Name of the CustomResourceDefinition."),
                                          0,
-                                         strdup(".metadata.name"),
+                                         xstrdup(".metadata.name"),
                                          NULL};
-        t->columns[1] = (printer_column){strdup("Created At"),
-                                         strdup("string"),
-                                         strdup(""),
-                                         strdup("When it was created."),
+        t->columns[1] = (printer_column){xstrdup("Created At"),
+                                         xstrdup("string"),
+                                         xstrdup(""),
+                                         xstrdup("When it was created."),
                                          0,
                                          NULL,
                                          crd_cell_created};
@@ -606,13 +605,13 @@ static char **strv_from_json(const json_t *a)
 {
     if (!json_array_size(a))
         return NULL;
-    char **v = calloc(json_array_size(a) + 1, sizeof *v);
+    char **v = xcalloc(json_array_size(a) + 1, sizeof *v);
     size_t i, n = 0;
     json_t *s;
     json_array_foreach(a, i, s)
     {
         if (json_string_value(s))
-            v[n++] = strdup(json_string_value(s));
+            v[n++] = xstrdup(json_string_value(s));
     }
     return v;
 }
@@ -620,7 +619,7 @@ static char **strv_from_json(const json_t *a)
 static char *jstrdup(const json_t *v)
 {
     const char *s = json_string_value(v);
-    return s ? strdup(s) : NULL;
+    return s ? xstrdup(s) : NULL;
 }
 
 /* Custom resources are stored with the storage version's apiVersion;
@@ -655,12 +654,12 @@ static void cr_prepare_update(const resource_type *t, json_t *obj, const json_t 
 static printer_column column(const char *name, const char *type, const char *format,
                              const char *desc, int prio, const char *path)
 {
-    printer_column c = {strdup(name),
-                        strdup(type),
-                        strdup(format ? format : ""),
-                        strdup(desc ? desc : ""),
+    printer_column c = {xstrdup(name),
+                        xstrdup(type),
+                        xstrdup(format ? format : ""),
+                        xstrdup(desc ? desc : ""),
                         prio,
-                        path ? strdup(path) : NULL,
+                        path ? xstrdup(path) : NULL,
                         NULL};
     return c;
 }
@@ -673,7 +672,7 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
     json_t *names = ckube_json_get_path(crd, "status.acceptedNames");
     if (!json_string_value(json_object_get(names, "plural")))
         names = json_object_get(spec, "names");
-    resource_type *t = calloc(1, sizeof *t);
+    resource_type *t = xcalloc(1, sizeof *t);
     atomic_init(&t->refs, 1);
     t->group = jstrdup(json_object_get(spec, "group"));
     t->version = jstrdup(json_object_get(ver, "name"));
@@ -701,9 +700,9 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
         t->scale_status_replicas_path = jstrdup(json_object_get(scale, "statusReplicasPath"));
         t->scale_label_selector_path = jstrdup(json_object_get(scale, "labelSelectorPath"));
         if (!t->scale_spec_replicas_path)
-            t->scale_spec_replicas_path = strdup(".spec.replicas");
+            t->scale_spec_replicas_path = xstrdup(".spec.replicas");
         if (!t->scale_status_replicas_path)
-            t->scale_status_replicas_path = strdup(".status.replicas");
+            t->scale_status_replicas_path = xstrdup(".status.replicas");
     }
     t->tracks_generation = true;
     t->allow_unconditional_update = false;
@@ -714,7 +713,7 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
     /* Field selectors: ".spec.color" is selected on as spec.color. */
     json_t *sel = json_object_get(ver, "selectableFields");
     if (json_array_size(sel)) {
-        t->owned_selectable_fields = calloc(json_array_size(sel) + 1, sizeof(selectable_field));
+        t->owned_selectable_fields = xcalloc(json_array_size(sel) + 1, sizeof(selectable_field));
         size_t n = 0, j;
         json_t *f;
         json_array_foreach(sel, j, f)
@@ -723,8 +722,8 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
             if (!t->owned_selectable_fields || !p || *p != '.')
                 continue;
             selectable_field *sf = &t->owned_selectable_fields[n];
-            sf->field = strdup(p + 1);
-            sf->path = strdup(p + 1);
+            sf->field = xstrdup(p + 1);
+            sf->path = xstrdup(p + 1);
             if (sf->field && sf->path) {
                 n++;
             } else {
@@ -738,7 +737,7 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
     /* Printer columns: Name, the CRD's columns, else Age. */
     json_t *cols = json_object_get(ver, "additionalPrinterColumns");
     size_t ncols = json_array_size(cols);
-    t->columns = calloc(ncols + 2, sizeof *t->columns);
+    t->columns = xcalloc(ncols + 2, sizeof *t->columns);
     t->columns[t->ncolumns++] = column(
         "Name", "string", "name", "Name must be unique within a namespace.", 0, ".metadata.name");
     size_t i;
@@ -759,10 +758,10 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
         t->columns[t->ncolumns++] =
             column("Age", "date", "", "Time since creation.", 0, ".metadata.creationTimestamp");
     t->is_custom = true;
-    t->crd_name = strdup(ckube_obj_name(crd));
+    t->crd_name = xstrdup(ckube_obj_name(crd));
     t->serving = crd_serving_ref(serving);
     t->storage_version = stor && !strcmp(stor, t->version);
-    t->priv = stor ? strdup(stor) : NULL;
+    t->priv = stor ? xstrdup(stor) : NULL;
     t->priv_free = free;
     t->prepare_create = cr_prepare_create;
     t->prepare_update = cr_prepare_update;
@@ -930,8 +929,8 @@ static bool cleanup_begin(crd_state *crds, const char *name, const char *prefix)
             return false;
         }
     }
-    crds->active = realloc(crds->active, (crds->nactive + 1) * sizeof *crds->active);
-    crds->active[crds->nactive++] = (active_crd){strdup(name), strdup(prefix), false};
+    crds->active = xrealloc(crds->active, (crds->nactive + 1) * sizeof *crds->active);
+    crds->active[crds->nactive++] = (active_crd){xstrdup(name), xstrdup(prefix), false};
     pthread_mutex_unlock(&crds->mu);
     return true;
 }
@@ -1021,17 +1020,15 @@ static const store_hooks finalize_hooks = {
 /* Removes our finalizer from the CRD `name`. */
 static void finalize_crd(crd_state *crds, const char *name)
 {
-    cleanup_write *cw = calloc(1, sizeof *cw);
     resource_type *t =
         registry_lookup(crds->reg, "apiextensions.k8s.io", "v1", "customresourcedefinitions");
-    if (!cw || !t || !(cw->crd = strdup(name))) {
-        CKUBE_ERROR("CRD %s: removing the cleanup finalizer: out of memory", name);
+    if (!t) { /* the server installs apiextensions before it starts */
+        CKUBE_ERROR("CRD %s: removing the cleanup finalizer: the CRD type is not served", name);
         cleanup_end(crds, name);
-        if (t)
-            resource_type_unref(t);
-        free(cw);
         return;
     }
+    cleanup_write *cw = xcalloc(1, sizeof *cw);
+    cw->crd = xstrdup(name);
     cw->crds = crds;
     cw->type = t;
     cw->sw = (store_write){.store = crds->store,
@@ -1060,17 +1057,9 @@ static const store_hooks delete_hooks = {.done = delete_done};
  * (then the update path deletes it). */
 static void delete_object(crd_state *crds, const char *key, const char *group, const char *plural)
 {
-    cleanup_write *cw = calloc(1, sizeof *cw);
-    if (cw) {
-        cw->bare.group = strdup(group);
-        cw->bare.resource = strdup(plural);
-    }
-    if (!cw || !cw->bare.group || !cw->bare.resource) {
-        CKUBE_ERROR("deleting %s: out of memory", key);
-        if (cw)
-            cleanup_write_free(cw);
-        return;
-    }
+    cleanup_write *cw = xcalloc(1, sizeof *cw);
+    cw->bare.group = xstrdup(group);
+    cw->bare.resource = xstrdup(plural);
     cw->crds = crds;
     cw->type = &cw->bare;
     cw->sw = (store_write){
@@ -1202,9 +1191,7 @@ static void on_crd_event(void *arg, cevent_type type, const cobj *o)
 
 crd_state *crd_attach(registry *reg, store *s)
 {
-    crd_state *crds = calloc(1, sizeof *crds);
-    if (!crds)
-        return NULL;
+    crd_state *crds = xcalloc(1, sizeof *crds);
     crds->reg = reg;
     crds->store = s;
     crds->cache = store_cache(s);

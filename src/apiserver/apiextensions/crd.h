@@ -29,7 +29,7 @@ int apiextensions_install(registry *reg);
 /* The CRD machinery of one server: follows CRD changes in the store's
  * cache, serving their types from `reg`, and cleans up deleted CRDs
  * through the store `s` (both borrowed; they outlive it). Call before cacher_start so stored CRDs
- * are registered at start-up. NULL when out of memory. crd_detach frees it once the cacher no
+ * are registered at start-up. crd_detach frees it once the cacher no
  * longer calls it (after cacher_free). */
 typedef struct crd_state crd_state;
 crd_state *crd_attach(registry *reg, store *s);

@@ -13,6 +13,7 @@
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "common/json_parse.h"
+#include "common/xalloc.h"
 
 static int cobj_cmp(const cobj *a, const cobj *b)
 {
@@ -155,7 +156,7 @@ static char **pack_pairs(char **v, size_t npairs)
     size_t bytes = 0;
     for (size_t i = 0; i < npairs * 2; i++)
         bytes += strlen(v[i]) + 1;
-    char **out = npairs ? malloc(npairs * 2 * sizeof *out + bytes) : NULL;
+    char **out = npairs ? xmalloc(npairs * 2 * sizeof *out + bytes) : NULL;
     if (!out)
         return NULL;
     char *s = (char *)(out + npairs * 2);
@@ -178,9 +179,7 @@ static cobj *cobj_alloc(const char *key, size_t prefix_len, int64_t rev, int64_t
     size_t keylen = strlen(key), nslen = keylen - prefix_len;
     size_t size = sizeof(cobj) + nlabels * 2 * sizeof(char *) + json_len + 1 + keylen + 1 + nslen +
                   1 + label_bytes;
-    cobj *o = malloc(size);
-    if (!o)
-        return NULL;
+    cobj *o = xmalloc(size);
     memset(o, 0, sizeof *o);
     atomic_init(&o->refs, 1);
     o->rev = rev;
@@ -217,17 +216,15 @@ static char **extract_labels(const json_t *obj, size_t *n)
     *n = 0;
     if (!json_is_object(labels) || !json_object_size(labels))
         return NULL;
-    char **v = calloc(json_object_size(labels) * 2, sizeof *v);
-    if (!v)
-        return NULL;
+    char **v = xcalloc(json_object_size(labels) * 2, sizeof *v);
     const char *k;
     json_t *val;
     json_object_foreach(labels, k, val)
     {
         if (!json_is_string(val))
             continue;
-        v[*n * 2] = strdup(k);
-        v[*n * 2 + 1] = strdup(json_string_value(val));
+        v[*n * 2] = xstrdup(k);
+        v[*n * 2 + 1] = xstrdup(json_string_value(val));
         (*n)++;
         if (!v[*n * 2 - 2] || !v[*n * 2 - 1]) {
             free_pairs(v, *n);
@@ -243,14 +240,14 @@ static char *scalar_string(const json_t *v)
 {
     char buf[64];
     if (json_is_string(v))
-        return strdup(json_string_value(v));
+        return xstrdup(json_string_value(v));
     if (json_is_integer(v)) {
         snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return strdup(buf);
+        return xstrdup(buf);
     }
     if (json_is_boolean(v))
-        return strdup(json_is_true(v) ? "true" : "false");
-    return strdup("");
+        return xstrdup(json_is_true(v) ? "true" : "false");
+    return xstrdup("");
 }
 
 static size_t count_fields(const cacher_field *fields)
@@ -272,12 +269,10 @@ static int set_fields(cobj *o, const cacher_field *fields, field_value_fn value_
     size_t cnt = count_fields(fields);
     if (!cnt)
         return 0;
-    char **v = calloc(cnt * 2, sizeof *v);
-    if (!v)
-        return -1;
+    char **v = xcalloc(cnt * 2, sizeof *v);
     bool ok = true;
     for (size_t i = 0; i < cnt; i++) {
-        v[i * 2] = strdup(fields[i].field);
+        v[i * 2] = xstrdup(fields[i].field);
         v[i * 2 + 1] = value_of(src, fields[i].path);
         ok = ok && v[i * 2] && v[i * 2 + 1];
     }
@@ -345,7 +340,8 @@ static char *scan_value(const void *src, const char *path)
 {
     const cobj *o = src;
     jspan val;
-    return jscan_path(o->json, o->len, 0, path, &val) ? jscan_scalar_dup(o->json, val) : strdup("");
+    return jscan_path(o->json, o->len, 0, path, &val) ? jscan_scalar_dup(o->json, val)
+                                                      : xstrdup("");
 }
 
 /* For bytes in the canonical form ckube stores (see jscan.h): splices
@@ -448,8 +444,8 @@ static bucket *get_bucket_locked(cacher *c, const char *prefix, size_t len)
     bucket *b = find_bucket_n(c, prefix, len);
     if (b)
         return b;
-    b = calloc(1, sizeof *b);
-    b->prefix = strndup(prefix, len);
+    b = xcalloc(1, sizeof *b);
+    b->prefix = xstrndup(prefix, len);
     b->prefix_len = len;
     RB_INIT(&b->tree);
     /* The ring grows on demand up to c->ring_capacity: most resources
@@ -473,9 +469,7 @@ static bool ring_grow(bucket *b)
     size_t cap = b->ring_cap ? b->ring_cap * 2 : 16;
     if (cap > b->ring_max)
         cap = b->ring_max;
-    cevent *r = malloc(cap * sizeof *r);
-    if (!r)
-        return false;
+    cevent *r = xmalloc(cap * sizeof *r);
     for (size_t i = 0; i < b->ring_len; i++)
         r[i] = b->ring[(b->ring_head + i) % b->ring_cap];
     free(b->ring);
@@ -538,11 +532,7 @@ typedef struct pending {
 static void apply_batch(void *arg, const storage_event *evs, size_t n)
 {
     cacher *c = arg;
-    pending *p = calloc(n, sizeof *p);
-    if (!p) {
-        CKUBE_ERROR("cacher: out of memory applying %zu events", n);
-        return;
-    }
+    pending *p = xcalloc(n, sizeof *p);
     /* Phase 1: decode and encode outside the write lock. Only this thread
      * mutates trees, so reading previous objects under the read lock is
      * enough; several events of a batch may touch one key, so the newest
@@ -630,9 +620,7 @@ static void apply_batch(void *arg, const storage_event *evs, size_t n)
 
 cacher *cacher_new(storage *st, size_t ring_capacity)
 {
-    cacher *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
+    cacher *c = xcalloc(1, sizeof *c);
     c->st = st;
     c->ring_capacity = ring_capacity ? ring_capacity : 4096;
     pthread_rwlock_init(&c->lock, NULL);
@@ -655,8 +643,8 @@ void cacher_set_notify(cacher *c, void (*fn)(void *), void *arg)
 
 void cacher_add_listener(cacher *c, const char *prefix, cacher_event_fn fn, void *arg)
 {
-    listener *l = calloc(1, sizeof *l);
-    l->prefix = strdup(prefix);
+    listener *l = xcalloc(1, sizeof *l);
+    l->prefix = xstrdup(prefix);
     l->fn = fn;
     l->arg = arg;
     l->next = c->listeners;
@@ -777,7 +765,7 @@ static load_batch *loader_take(loader *L)
     load_batch *b = L->empty;
     if (b)
         L->empty = b->next;
-    else if ((b = calloc(1, sizeof *b)))
+    else if ((b = xcalloc(1, sizeof *b)))
         L->nbatches++;
     pthread_mutex_unlock(&L->mu);
     if (b) {
@@ -990,7 +978,7 @@ static bool fields_match(const ckube_selector *sel, const cobj *o)
     /* one value read per requirement at most */
     char *stack[8];
     field_reader fr = {o, stack, 0, sel->nreqs};
-    if (fr.cap > 8 && !(fr.read = malloc(fr.cap * sizeof *fr.read)))
+    if (fr.cap > 8 && !(fr.read = xmalloc(fr.cap * sizeof *fr.read)))
         return false;
     bool ok = ckube_selector_matches(sel, read_field, &fr);
     for (size_t i = 0; i < fr.nread; i++)
@@ -1041,7 +1029,7 @@ static past_state *past_states(const bucket *b, const char *prefix, size_t prefi
     size_t cnt = 0;
     for (size_t i = b->ring_len; i-- > 0 && b->ring[(b->ring_head + i) % b->ring_cap].rev > at_rev;)
         cnt++;
-    past_state *ps = cnt ? malloc(cnt * sizeof *ps) : NULL;
+    past_state *ps = cnt ? xmalloc(cnt * sizeof *ps) : NULL;
     if (!ps)
         return NULL;
     size_t k = 0;
@@ -1067,7 +1055,7 @@ int cacher_list_at(cacher *c, const char *prefix, const char *after_key, const c
 {
     size_t plen = key_prefix_len(prefix);
     size_t cap = 64, cnt = 0, left = 0, npast = 0, pi = 0;
-    cobj **out = malloc(cap * sizeof *out);
+    cobj **out = xmalloc(cap * sizeof *out);
     past_state *past = NULL;
     *objs = NULL;
     *n = *more = 0;
@@ -1113,9 +1101,7 @@ int cacher_list_at(cacher *c, const char *prefix, const char *after_key, const c
             }
             if (cnt == cap) {
                 cap *= 2;
-                cobj **nn = realloc(out, cap * sizeof *out);
-                if (!nn)
-                    break;
+                cobj **nn = xrealloc(out, cap * sizeof *out);
                 out = nn;
             }
             out[cnt++] = cobj_ref(state);
@@ -1172,7 +1158,7 @@ static void push_out(cevent_out **out, size_t *n, size_t *cap, cevent_type t, co
 {
     if (*n == *cap) {
         *cap = *cap ? *cap * 2 : 16;
-        *out = realloc(*out, *cap * sizeof **out);
+        *out = xrealloc(*out, *cap * sizeof **out);
     }
     (*out)[*n].type = t;
     (*out)[*n].obj = cobj_ref(o);

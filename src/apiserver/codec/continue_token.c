@@ -12,6 +12,7 @@
 #include "common/json_parse.h"
 #include "common/text.h"
 #include "common/utf8.h"
+#include "common/xalloc.h"
 
 #define TOKEN_MAX_DECODED ((size_t)64 << 10)
 
@@ -71,9 +72,7 @@ static const char B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 
 static char *b64url_encode(const unsigned char *in, size_t len)
 {
-    char *out = malloc(len / 3 * 4 + 4 + 1);
-    if (!out)
-        return NULL;
+    char *out = xmalloc(len / 3 * 4 + 4 + 1);
     char *o = out;
     size_t i = 0;
     for (; i + 3 <= len; i += 3) {
@@ -119,11 +118,7 @@ static int b64url_value(char c)
 static unsigned char *b64url_decode(const char *in, size_t *out_len, long *bad_at)
 {
     size_t len = strlen(in);
-    unsigned char *out = malloc(len / 4 * 3 + 3);
-    if (!out) {
-        *bad_at = -1;
-        return NULL;
-    }
+    unsigned char *out = xmalloc(len / 4 * 3 + 3);
     size_t n = 0;
     uint32_t acc = 0;
     int have = 0;
@@ -320,7 +315,7 @@ int continue_token_decode(const char *tok, int64_t *rv, char **start, char **err
     if (rc == 0)
         rc = check_fields(&f, err);
     if (rc == 0) {
-        *start = strdup(f.start);
+        *start = xstrdup(f.start);
         *rv = f.rv;
         if (!*start) {
             ckube__set_err(err, "out of memory");

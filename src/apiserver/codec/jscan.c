@@ -2,6 +2,7 @@
 #include "apiserver/codec/jscan.h"
 #include "common/text.h"
 #include "common/utf8.h"
+#include "common/xalloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -186,14 +187,12 @@ static bool keyvec_push(keyvec *kv, uint64_t hash, size_t off, size_t len)
         size_t cap = kv->cap * 2;
         keyrec *nv;
         if (kv->v == kv->local) {
-            nv = malloc(cap * sizeof *nv);
+            nv = xmalloc(cap * sizeof *nv);
             if (nv)
                 memcpy(nv, kv->local, kv->n * sizeof *nv);
         } else {
-            nv = realloc(kv->v, cap * sizeof *nv);
+            nv = xrealloc(kv->v, cap * sizeof *nv);
         }
-        if (!nv)
-            return false;
         kv->v = nv;
         kv->cap = cap;
     }
@@ -642,7 +641,7 @@ size_t jscan_str_copy(const char *buf, jspan s, char *out)
 
 char *jscan_str_dup(const char *buf, jspan s)
 {
-    char *d = malloc(s.len + 1);
+    char *d = xmalloc(s.len + 1);
     if (d)
         jscan_str_copy(buf, s, d);
     return d;
@@ -669,7 +668,7 @@ char jscan_kind(const char *buf, jspan v)
 
 static char *dup_n(const char *p, size_t n)
 {
-    char *d = malloc(n + 1);
+    char *d = xmalloc(n + 1);
     if (d) {
         memcpy(d, p, n);
         d[n] = 0;

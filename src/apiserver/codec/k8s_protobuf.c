@@ -45,6 +45,7 @@
 #include "common/json_parse.h"
 #include "common/text.h"
 #include "common/utf8.h"
+#include "common/xalloc.h"
 
 static const unsigned char k8s_magic[4] = {'k', '8', 's', 0};
 
@@ -355,7 +356,7 @@ static json_t *pb_value(struct pbconv *cv, json_t *v)
  * sub-messages, each a few hundred bytes unpacked, stops at the bound. */
 static void *pb_alloc(void *data, size_t size)
 {
-    return pb_charge(data, size + 16) ? malloc(size) : NULL;
+    return pb_charge(data, size + 16) ? xmalloc(size) : NULL;
 }
 
 static void pb_free(void *data, void *p)
@@ -381,9 +382,7 @@ static json_t *json_str(const char *s)
     }
     if (i == n)
         return json_stringn(s, n);
-    char *buf = malloc(n * 3 + 1);
-    if (!buf)
-        return NULL;
+    char *buf = xmalloc(n * 3 + 1);
     size_t o = 0;
     for (i = 0; i < n;) {
         size_t l = ckube__utf8_decode(u + i, n - i, NULL);
@@ -407,9 +406,7 @@ static json_t *json_str(const char *s)
 static json_t *json_base64(const uint8_t *data, size_t len)
 {
     size_t cap = (len + 2) / 3 * 4 + 1;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
+    char *out = xmalloc(cap);
     int n = b64_ntop(data, len, out, cap);
     json_t *j = n < 0 ? NULL : json_stringn(out, (size_t)n);
     free(out);
@@ -943,7 +940,7 @@ json_t *k8s_protobuf_decode(const void *buf, size_t len, size_t max_memory, bool
     if (too_large)
         *too_large = false;
     if (err)
-        *err = strdup("protobuf support is not built in");
+        *err = xstrdup("protobuf support is not built in");
     return NULL;
 }
 

@@ -35,6 +35,7 @@
 
 #include "ckube/log.h"
 #include "common/text.h"
+#include "common/xalloc.h"
 
 #define READ_SCRATCH (64u * 1024)
 #define MAX_HEADER_BYTES (1u << 20)   /* Go's DefaultMaxHeaderBytes */
@@ -71,14 +72,14 @@ struct httpd_conn {
     httpd_req *parsing;   /* being received */
     httpd_req *cur;       /* dispatched, not finished */
     time_t last_active;
-    int busy;          /* event callbacks on the stack */
-    bool wev_armed;    /* wev is pending */
-    bool read_off;     /* rev removed: input backlog or EOF */
-    bool close_after;  /* close once the current reply is out */
-    bool dead;         /* to be freed by the next callback */
+    int busy;         /* event callbacks on the stack */
+    bool wev_armed;   /* wev is pending */
+    bool read_off;    /* rev removed: input backlog or EOF */
+    bool close_after; /* close once the current reply is out */
+    bool dead;        /* to be freed by the next callback */
     bool peer_eof;
-    bool ready;        /* `parsing` is ready to dispatch (parser paused) */
-    bool discarding;   /* the body being received is dropped (too large) */
+    bool ready;      /* `parsing` is ready to dispatch (parser paused) */
+    bool discarding; /* the body being received is dropped (too large) */
 };
 
 struct httpd_req {
@@ -120,9 +121,7 @@ static bool is_head(const httpd_req *r)
 
 static httpd_req *req_new(httpd_conn *c)
 {
-    httpd_req *r = calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
+    httpd_req *r = xcalloc(1, sizeof *r);
     r->conn = c;
     r->body = evbuffer_new();
     if (!r->body) {
@@ -151,8 +150,7 @@ httpd_method httpd_req_method(const httpd_req *r)
 
 const char *httpd_req_method_name(const httpd_req *r)
 {
-    static const char *const names[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
-                                        "OPTIONS"};
+    static const char *const names[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
     return names[r->method];
 }
 
@@ -206,9 +204,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
             return -1;
         if (r->nh == r->hncap) {
             size_t n = r->hncap ? r->hncap * 2 : 16;
-            size_t *p2 = realloc(r->hnames, n * sizeof *p2);
-            if (!p2)
-                return -1;
+            size_t *p2 = xrealloc(r->hnames, n * sizeof *p2);
             r->hnames = p2;
             r->hncap = n;
         }
@@ -275,8 +271,8 @@ static int on_headers_complete(http_parser *p)
     r->vmajor = (unsigned char)p->http_major;
     r->vminor = (unsigned char)p->http_minor;
     r->keep_alive = http_should_keep_alive(p) != 0;
-    bool has_body = (p->flags & F_CHUNKED) || (p->content_length > 0 &&
-                                                p->content_length != UINT64_MAX);
+    bool has_body =
+        (p->flags & F_CHUNKED) || (p->content_length > 0 && p->content_length != UINT64_MAX);
     if (p->content_length != UINT64_MAX && p->content_length > c->h->cfg.max_body) {
         /* Answer now, without reading the body (a client that sent
          * Expect: 100-continue does not send it); what arrives anyway is
@@ -810,7 +806,7 @@ int httpd_adopt(httpd *h, int fd)
         close(fd);
         return -1;
     }
-    httpd_conn *c = calloc(1, sizeof *c);
+    httpd_conn *c = xcalloc(1, sizeof *c);
     if (c) {
         c->h = h;
         c->fd = fd;
@@ -849,8 +845,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-                errno != ECONNABORTED)
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
                 CKUBE_V(2, "http: accept: %s", strerror(errno));
             return;
         }
@@ -884,9 +879,7 @@ httpd *httpd_new(struct event_base *base, int listen_fd, const httpd_config *cfg
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, set_header_limit); /* process-wide in http_parser */
-    httpd *h = calloc(1, sizeof *h);
-    if (!h)
-        return NULL;
+    httpd *h = xcalloc(1, sizeof *h);
     h->base = base;
     h->lfd = listen_fd;
     h->handler = handler;
@@ -897,15 +890,13 @@ httpd *httpd_new(struct event_base *base, int listen_fd, const httpd_config *cfg
     LIST_INIT(&h->conns);
     /* Checked every SWEEP_INTERVAL seconds, or as often as the timeout
      * if that is shorter: a connection goes at most one interval late. */
-    struct timeval iv = {h->cfg.idle_timeout < SWEEP_INTERVAL ? h->cfg.idle_timeout
-                                                               : SWEEP_INTERVAL,
-                         0};
+    struct timeval iv = {
+        h->cfg.idle_timeout < SWEEP_INTERVAL ? h->cfg.idle_timeout : SWEEP_INTERVAL, 0};
     if (listen_fd >= 0 &&
         (!(h->lev = event_new(base, listen_fd, EV_READ | EV_PERSIST, on_accept, h)) ||
          event_add(h->lev, NULL) != 0))
         goto fail;
-    if (!(h->sweep = event_new(base, -1, EV_PERSIST, on_sweep, h)) ||
-        event_add(h->sweep, &iv) != 0)
+    if (!(h->sweep = event_new(base, -1, EV_PERSIST, on_sweep, h)) || event_add(h->sweep, &iv) != 0)
         goto fail;
     return h;
 fail:

@@ -1,5 +1,6 @@
 /* The schema engine (internal.h): values and limits as kube-openapi words them in messages. */
 #include "apiserver/apiextensions/schema/internal.h"
+#include "common/xalloc.h"
 
 size_t sch_utf8_len(const char *s, size_t n)
 {
@@ -145,16 +146,16 @@ char *schema_format_value(const json_t *v)
         return schema_go_quote(json_string_value(v));
     case JSON_INTEGER:
         snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return strdup(buf);
+        return xstrdup(buf);
     case JSON_REAL:
         go_float(buf, sizeof buf, json_real_value(v));
-        return strdup(buf);
+        return xstrdup(buf);
     case JSON_TRUE:
-        return strdup("true");
+        return xstrdup("true");
     case JSON_FALSE:
-        return strdup("false");
+        return xstrdup("false");
     case JSON_NULL:
-        return strdup("null");
+        return xstrdup("null");
     default:
         return sch_dump_canonical(v);
     }

@@ -1,6 +1,7 @@
 /* The schema engine (internal.h): ECMA-262 patterns translated to POSIX, and Go regexp syntax
  * errors. */
 #include "apiserver/apiextensions/schema/internal.h"
+#include "common/xalloc.h"
 
 static bool is_class_escape(char c)
 {
@@ -498,7 +499,7 @@ int sch_pattern_match(const char *pattern, const char *s)
                 regfree(&e->re);
             free(e->pattern);
         }
-        e->pattern = strdup(pattern);
+        e->pattern = xstrdup(pattern);
         e->ok = false;
         char *posix = schema_ecma_to_posix(pattern);
         if (posix && e->pattern)

@@ -1,5 +1,6 @@
 /* The schema engine (internal.h): validation of a value against its schema. */
 #include "apiserver/apiextensions/schema/internal.h"
+#include "common/xalloc.h"
 
 static double num_value(const json_t *v)
 {
@@ -138,9 +139,7 @@ static int size_cmp(const void *a, const void *b)
  * encodings. Fills out[] (sorted) and returns its length, or -1 on OOM. */
 static long find_duplicates(char **keys, size_t n, size_t *out)
 {
-    dup_entry *e = malloc(n * sizeof *e);
-    if (!e)
-        return -1;
+    dup_entry *e = xmalloc(n * sizeof *e);
     for (size_t i = 0; i < n; i++)
         e[i] = (dup_entry){keys[i], i};
     qsort(e, n, sizeof *e, dup_cmp);
@@ -182,13 +181,9 @@ static void validate_list_type(walk *w, const json_t *s, const json_t *v)
     if (n <= 1)
         return;
     const json_t *mkeys = json_object_get(s, "x-kubernetes-list-map-keys");
-    char **keys = calloc(n, sizeof *keys);
-    json_t **shown = calloc(n, sizeof *shown);
-    size_t *dups = malloc(n * sizeof *dups);
-    if (!keys || !shown || !dups) {
-        w->oom = true;
-        goto out;
-    }
+    char **keys = xcalloc(n, sizeof *keys);
+    json_t **shown = xcalloc(n, sizeof *shown);
+    size_t *dups = xmalloc(n * sizeof *dups);
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_array_get(v, i);
         if (!is_map) {
@@ -257,8 +252,8 @@ static void validate_array(walk *w, const json_t *s, const json_t *v)
                       m == 1 ? "item" : "items");
     }
     if (sch_true(s, "uniqueItems") && n > 1) {
-        char **keys = calloc(n, sizeof *keys);
-        size_t *dups = malloc(n * sizeof *dups);
+        char **keys = xcalloc(n, sizeof *keys);
+        size_t *dups = xmalloc(n * sizeof *dups);
         bool ok = keys && dups;
         for (size_t i = 0; ok && i < n; i++)
             ok = (keys[i] = sch_dump_canonical(json_array_get(v, i))) != NULL;
@@ -351,7 +346,7 @@ static void validate_object(walk *w, const json_t *s, const json_t *v, int ctx)
             sch_path_pop(w, old);
         } else if (json_is_false(addl)) {
             json_t *k = json_string(key);
-            char *p = w->path.len ? strdup(sch_cur_path(w)) : strdup("");
+            char *p = w->path.len ? xstrdup(sch_cur_path(w)) : xstrdup("");
             if (!k || !p)
                 w->oom = true;
             else
@@ -542,7 +537,7 @@ static void validate_enum(walk *w, const json_t *en, const json_t *v)
     const json_t *e;
     json_array_foreach(en, i, e)
     {
-        char *text = json_is_string(e) ? strdup(json_string_value(e)) : sch_dump_canonical(e);
+        char *text = json_is_string(e) ? xstrdup(json_string_value(e)) : sch_dump_canonical(e);
         char *q = text ? schema_go_quote(text) : NULL;
         if (!q)
             b.oom = true;

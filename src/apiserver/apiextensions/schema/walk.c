@@ -1,6 +1,7 @@
 /* The schema engine (internal.h): the walk over an object and its schema, paths, causes; schema
  * node helpers. */
 #include "apiserver/apiextensions/schema/internal.h"
+#include "common/xalloc.h"
 
 size_t sch_path_push_key(walk *w, const char *key)
 {
@@ -52,7 +53,7 @@ void sch_add_cause(walk *w, const char *type, const char *field, const char *fmt
 void sch_add_value_cause(walk *w, const char *type, const char *label, const json_t *value,
                          const char *detail)
 {
-    char *v = value ? schema_format_value(value) : strdup("\"\"");
+    char *v = value ? schema_format_value(value) : xstrdup("\"\"");
     if (!v) {
         w->oom = true;
         return;
@@ -104,19 +105,11 @@ void sch_record_unknown(walk *w)
         return;
     if (w->nunknown == w->capunknown) {
         size_t cap = w->capunknown ? w->capunknown * 2 : 8;
-        char **n = realloc(w->unknown, cap * sizeof *n);
-        if (!n) {
-            w->oom = true;
-            return;
-        }
+        char **n = xrealloc(w->unknown, cap * sizeof *n);
         w->unknown = n;
         w->capunknown = cap;
     }
-    char *p = strdup(sch_cur_path(w));
-    if (!p) {
-        w->oom = true;
-        return;
-    }
+    char *p = xstrdup(sch_cur_path(w));
     w->unknown[w->nunknown++] = p;
 }
 
@@ -217,9 +210,9 @@ bool sch_has_type(const json_t *type)
 char *sch_type_label(const json_t *type, bool int_or_string)
 {
     if (int_or_string)
-        return strdup("integer,string");
+        return xstrdup("integer,string");
     if (json_is_string(type))
-        return strdup(json_string_value(type));
+        return xstrdup(json_string_value(type));
     ckube__strbuf b = {0};
     size_t i;
     const json_t *t;

@@ -20,6 +20,7 @@
 
 #include "apiserver/endpoints/discovery/discovery.h"
 #include "ckube/json.h"
+#include "common/xalloc.h"
 
 /* ---- ordering ---------------------------------------------------------- */
 
@@ -118,7 +119,7 @@ static int cmp_version(const void *a, const void *b)
 static const char **distinct(resource_type **types, size_t n, const char *group, bool versions,
                              size_t *nout)
 {
-    const char **out = malloc((n ? n : 1) * sizeof *out);
+    const char **out = xmalloc((n ? n : 1) * sizeof *out);
     size_t k = 0;
     for (size_t i = 0; out && i < n; i++) {
         if (group && strcmp(types[i]->group, group))

@@ -285,14 +285,14 @@ static ckube_status *unknown_fields(req_ctx *rc, char **unknown, size_t nunknown
     ckube_status *st = NULL;
     if (nunknown && validation == 2) {
         size_t cap = 64;
-        char *msg = malloc(cap);
+        char *msg = xmalloc(cap);
         size_t len = 0;
         msg[0] = 0;
         for (size_t i = 0; i < nunknown; i++) {
             size_t need = strlen(unknown[i]) + 24;
             if (len + need >= cap) {
                 cap = (len + need) * 2;
-                msg = realloc(msg, cap);
+                msg = xrealloc(msg, cap);
             }
             len += (size_t)snprintf(msg + len, cap - len, "%sunknown field \"%s\"", i ? ", " : "",
                                     unknown[i]);
@@ -692,9 +692,7 @@ static bool reply_stored(write_req *w, int code, const store_result *r)
     char rv[32];
     snprintf(rv, sizeof rv, "%" PRId64, r->rev);
     size_t n = jscan_set_rv(r->value, r->value_len, &meta, rv, NULL);
-    char *out = malloc(n + 1);
-    if (!out)
-        return false;
+    char *out = xmalloc(n + 1);
     jscan_set_rv(r->value, r->value_len, &meta, rv, out);
     struct evbuffer *buf = evbuffer_new();
     evbuffer_add_reference(buf, out, n, free_ref_cb, NULL);
@@ -992,7 +990,7 @@ static void run_write(write_req *w)
 
 static write_req *write_new(req_ctx *rc, write_kind kind)
 {
-    write_req *w = calloc(1, sizeof *w);
+    write_req *w = xcalloc(1, sizeof *w);
     w->rc = rc;
     w->kind = kind;
     w->subresource = "";
@@ -1037,7 +1035,7 @@ static bool write_manager(req_ctx *rc, write_req *w, const char *options_kind, b
         return false;
     }
     if (m && *m)
-        w->manager = strdup(m);
+        w->manager = xstrdup(m);
     else
         w->manager = fm_manager_from_user_agent(httpd_req_header(rc->req, "User-Agent"));
     return true;
@@ -1266,9 +1264,9 @@ static ckube_status *delete_options(req_ctx *rc, write_req *w)
         const char *uid = json_string_value(json_object_get(pre, "uid"));
         const char *rv = json_string_value(json_object_get(pre, "resourceVersion"));
         if (uid)
-            w->pre_uid = strdup(uid);
+            w->pre_uid = xstrdup(uid);
         if (rv)
-            w->pre_rv = strdup(rv);
+            w->pre_rv = xstrdup(rv);
         st = delete_dry_run(json_object_get(opts, "dryRun"), &w->sw.dry_run);
         if (!st)
             st = set_propagation(w, json_string_value(json_object_get(opts, "propagationPolicy")),
@@ -1413,16 +1411,8 @@ static void do_deletecollection(req_ctx *rc)
     ckube_selector_free(fs);
     free(probe.pre_uid);
     free(probe.pre_rv);
-    collection_del *p = calloc(1, sizeof *p);
-    struct evbuffer *items = evbuffer_new();
-    if (!p || !items) {
-        free(p);
-        if (items)
-            evbuffer_free(items);
-        cacher_objs_free(objs, n);
-        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
-        return;
-    }
+    collection_del *p = xcalloc(1, sizeof *p);
+    struct evbuffer *items = evbuffer_new(); /* libevent allocates with xalloc: never NULL */
     p->rc = rc;
     p->objs = objs;
     p->n = n;
@@ -1443,7 +1433,7 @@ ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector
                                                     err ? err : "invalid label selector");
         if (err && !strncmp(err, "unable to parse", 15)) {
             free(st->message);
-            st->message = strdup(err);
+            st->message = xstrdup(err);
         }
         free(err);
         return st;

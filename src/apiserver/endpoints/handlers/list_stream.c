@@ -30,6 +30,7 @@
 #include "apiserver/endpoints/request/table.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
+#include "common/xalloc.h"
 
 #define LIST_CHUNK (256u * 1024)
 
@@ -149,13 +150,7 @@ static void on_conn_closed(httpd_req *req, void *arg)
 
 void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, size_t n)
 {
-    list_stream *ls = calloc(1, sizeof *ls);
-    if (!ls) {
-        free(head);
-        cacher_objs_free(objs, n);
-        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
-        return;
-    }
+    list_stream *ls = xcalloc(1, sizeof *ls);
     ls->rc = rc;
     ls->objs = objs;
     ls->n = n;

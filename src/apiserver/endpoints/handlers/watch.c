@@ -47,6 +47,7 @@
 #include "apiserver/apiextensions/crd.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
+#include "common/xalloc.h"
 
 #define WATCH_MAX_BACKLOG (16u << 20) /* a slower reader is cut off */
 #define BOOKMARK_INTERVAL_SEC 30
@@ -503,16 +504,9 @@ static void group_collect(cacher *c, group *g)
         line_prefix(g->evs[i].type, &plen);
         total += plen + g->evs[i].obj->len + 2;
     }
-    g->off = malloc((g->n + 1) * sizeof *g->off);
-    g->pc = malloc((g->n + 2) * sizeof *g->pc);
-    g->lines = malloc(sizeof *g->lines + BATCH_HEAD + total + 2);
-    if (!g->off || !g->pc || !g->lines) {
-        CKUBE_WARN("watch: out of memory encoding %zu events; flushing watches one by one", g->n);
-        free(g->lines);
-        g->lines = NULL;
-        g->state = G_ALONE;
-        return;
-    }
+    g->off = xmalloc((g->n + 1) * sizeof *g->off);
+    g->pc = xmalloc((g->n + 2) * sizeof *g->pc);
+    g->lines = xmalloc(sizeof *g->lines + BATCH_HEAD + total + 2);
     atomic_init(&g->lines->refs, 1);
     g->lines->len = total;
     char size_line[BATCH_HEAD];
@@ -654,7 +648,7 @@ void watch_loop_close_all(loop *lp)
 void handle_watch(req_ctx *rc)
 {
     const resource_type *t = rc->type;
-    http_watch *w = calloc(1, sizeof *w);
+    http_watch *w = xcalloc(1, sizeof *w);
     w->rc = rc;
     ckube_status *st = request_selectors(rc, &w->ls, &w->fs);
     if (st) {
@@ -696,7 +690,7 @@ void handle_watch(req_ctx *rc)
 
     char prefix[256];
     resource_type_key_prefix(t, prefix, sizeof prefix);
-    w->cw.bucket = strdup(prefix);
+    w->cw.bucket = xstrdup(prefix);
     w->cw.filter.ns = t->namespaced ? rc->ri.ns : "";
     w->cw.filter.name = rc->ri.name; /* /watch/.../NAME watches one object */
     w->cw.filter.labels = w->ls;

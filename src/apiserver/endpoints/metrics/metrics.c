@@ -36,6 +36,7 @@
 #include "apiserver/endpoints/metrics/metrics.h"
 #include "ckube/metrics.h"
 #include "common/text.h"
+#include "common/xalloc.h"
 
 struct apimetrics {
     ckube_metrics_registry *reg;
@@ -292,8 +293,8 @@ static void collect(void *ctx)
 
 apimetrics *apimetrics_new(apiserver *srv)
 {
-    apimetrics *m = calloc(1, sizeof *m);
-    if (!m || !(m->reg = ckube_metrics_registry_new())) {
+    apimetrics *m = xcalloc(1, sizeof *m);
+    if (!(m->reg = ckube_metrics_registry_new())) {
         free(m);
         return NULL;
     }
@@ -377,7 +378,7 @@ void apimetrics_free(apimetrics *m)
 
 apimetrics_cache *apimetrics_cache_new(void)
 {
-    return calloc(1, sizeof(apimetrics_cache));
+    return xcalloc(1, sizeof(apimetrics_cache));
 }
 
 void apimetrics_cache_free(apimetrics_cache *c)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "apiserver/registry/definitions/builtin_schemas.h"
+#include "common/xalloc.h"
 
 #define META "io.k8s.apimachinery.pkg.apis.meta.v1."
 #define REF_V3 "#/components/schemas/"
@@ -755,7 +756,7 @@ char *openapi_hash(const json_t *doc)
     if (!text)
         return NULL;
     /* libmd writes lowercase hex; kube-apiserver's hashes are uppercase. */
-    char *hex = malloc(SHA512_DIGEST_STRING_LENGTH);
+    char *hex = xmalloc(SHA512_DIGEST_STRING_LENGTH);
     if (hex && SHA512Data((const uint8_t *)text, strlen(text), hex))
         for (char *p = hex; *p; p++)
             *p = (char)toupper((unsigned char)*p);

@@ -11,16 +11,13 @@
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "common/text.h"
+#include "common/xalloc.h"
 
 /* ---- tasks posted to loops ---------------------------------------------- */
 
 void loop_post(loop *lp, void (*fn)(void *), void *arg)
 {
-    loop_task *t = malloc(sizeof *t);
-    if (!t) {
-        CKUBE_ERROR("out of memory posting a task");
-        abort();
-    }
+    loop_task *t = xmalloc(sizeof *t);
     t->fn = fn;
     t->arg = arg;
     t->next = NULL;
@@ -107,15 +104,11 @@ void req_add_warning(req_ctx *rc, const char *msg)
     }
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 4;
-        char **t = realloc(w->texts, cap * sizeof *t);
-        if (!t)
-            return;
+        char **t = xrealloc(w->texts, cap * sizeof *t);
         w->texts = t;
         w->cap = cap;
     }
-    char *copy = strdup(msg);
-    if (!copy)
-        return;
+    char *copy = xstrdup(msg);
     w->texts[w->n++] = copy;
     w->runes += len;
 }

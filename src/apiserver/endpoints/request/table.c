@@ -10,6 +10,7 @@
 #include "apiserver/endpoints/request/table.h"
 #include "common/text.h"
 #include "ckube/json.h"
+#include "common/xalloc.h"
 
 static json_t *age_cell(const json_t *ts)
 {
@@ -149,7 +150,7 @@ char *table_head(req_ctx *rc, int64_t rev, const char *cont, size_t more, size_t
     char *s = t ? ckube_json_dumps(t, &n) : NULL;
     json_decref(t);
     /* "{...}" becomes "{...,\"rows\":[". */
-    char *head = s ? realloc(s, n + 9) : NULL; /* n - 1 + 9 bytes and a NUL */
+    char *head = s ? xrealloc(s, n + 9) : NULL; /* n - 1 + 9 bytes and a NUL */
     if (!head) {
         free(s);
         return NULL;

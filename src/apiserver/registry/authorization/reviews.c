@@ -21,6 +21,7 @@
 #include "apiserver/registry/definitions/builtin_schemas.h"
 #include "ckube/json.h"
 #include "ckube/validation.h"
+#include "common/xalloc.h"
 
 /* Exactly one of resourceAttributes and nonResourceAttributes. */
 static void check_attributes(const json_t *spec, ckube_status *st)
@@ -122,15 +123,13 @@ int authorization_install(registry *reg)
 {
     for (size_t i = 0; i < sizeof reviews / sizeof *reviews; i++) {
         const struct review_def *d = &reviews[i];
-        resource_type *t = calloc(1, sizeof *t);
-        if (!t)
-            return -1;
+        resource_type *t = xcalloc(1, sizeof *t);
         atomic_init(&t->refs, 1);
-        t->group = strdup(d->group);
-        t->version = strdup(d->version);
-        t->resource = strdup(d->resource);
-        t->kind = strdup(d->kind);
-        t->singular = strdup(d->singular);
+        t->group = xstrdup(d->group);
+        t->version = xstrdup(d->version);
+        t->resource = xstrdup(d->resource);
+        t->kind = xstrdup(d->kind);
+        t->singular = xstrdup(d->singular);
         t->namespaced = d->namespaced;
         t->verbs = VERB_CREATE;
         t->review = d->review;

@@ -12,6 +12,7 @@
 #include "apiserver/registry/definitions/builtin_schemas.h"
 #include "ckube/json.h"
 #include "common/text.h"
+#include "common/xalloc.h"
 
 json_t *builtin_str_or_none(const char *s)
 {
@@ -152,30 +153,28 @@ static char **strv_dup(const char *const *v, size_t max)
         n++;
     if (!n)
         return NULL;
-    char **out = calloc(n + 1, sizeof *out);
+    char **out = xcalloc(n + 1, sizeof *out);
     for (size_t i = 0; i < n; i++)
-        out[i] = strdup(v[i]);
+        out[i] = xstrdup(v[i]);
     return out;
 }
 
 static char *sdup(const char *s)
 {
-    return s ? strdup(s) : NULL;
+    return s ? xstrdup(s) : NULL;
 }
 
 int builtin_install(registry *reg, const builtin *types, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         const builtin *b = &types[i];
-        resource_type *t = calloc(1, sizeof *t);
-        if (!t)
-            return -1;
+        resource_type *t = xcalloc(1, sizeof *t);
         atomic_init(&t->refs, 1);
-        t->group = strdup(b->group);
-        t->version = strdup(b->version);
-        t->resource = strdup(b->resource);
-        t->kind = strdup(b->kind);
-        t->singular = strdup(b->singular);
+        t->group = xstrdup(b->group);
+        t->version = xstrdup(b->version);
+        t->resource = xstrdup(b->resource);
+        t->kind = xstrdup(b->kind);
+        t->singular = xstrdup(b->singular);
         t->namespaced = b->namespaced;
         t->short_names = strv_dup(b->short_names, 4);
         t->categories = strv_dup(b->categories, 3);
@@ -183,9 +182,9 @@ int builtin_install(registry *reg, const builtin *types, size_t n)
         t->status_subresource = b->status_sub;
         t->scale_subresource = b->scale_sub;
         if (b->scale_sub) {
-            t->scale_spec_replicas_path = strdup(".spec.replicas");
-            t->scale_status_replicas_path = strdup(".status.replicas");
-            t->scale_label_selector_path = strdup(".status.selector");
+            t->scale_spec_replicas_path = xstrdup(".spec.replicas");
+            t->scale_status_replicas_path = xstrdup(".status.replicas");
+            t->scale_label_selector_path = xstrdup(".status.selector");
         }
         t->tracks_generation = b->generation;
         t->allow_unconditional_update = true;
@@ -201,13 +200,13 @@ int builtin_install(registry *reg, const builtin *types, size_t n)
         size_t nc = 0;
         while (b->cols && b->cols[nc].name)
             nc++;
-        t->columns = calloc(nc ? nc : 1, sizeof *t->columns);
+        t->columns = xcalloc(nc ? nc : 1, sizeof *t->columns);
         for (size_t c = 0; c < nc; c++) {
             const col_def *d = &b->cols[c];
-            t->columns[c].name = strdup(d->name);
-            t->columns[c].type = strdup(d->type);
-            t->columns[c].format = strdup(d->format);
-            t->columns[c].description = strdup(d->description);
+            t->columns[c].name = xstrdup(d->name);
+            t->columns[c].type = xstrdup(d->type);
+            t->columns[c].format = xstrdup(d->format);
+            t->columns[c].description = xstrdup(d->description);
             t->columns[c].priority = d->priority;
             t->columns[c].json_path = sdup(d->path);
             t->columns[c].fn = d->fn;

@@ -16,6 +16,7 @@
 #include "ckube/json.h"
 #include "ckube/validation.h"
 #include "common/text.h"
+#include "common/xalloc.h"
 
 static json_t *cell_count_data(const json_t *obj)
 {
@@ -398,9 +399,7 @@ static void secret_fold_string_data(json_t *obj)
                 continue;
             size_t len = strlen(s);
             size_t cap = 4 * ((len + 2) / 3) + 1;
-            char *out = malloc(cap);
-            if (!out)
-                continue;
+            char *out = xmalloc(cap);
             if (b64_ntop((const unsigned char *)s, len, out, cap) >= 0)
                 json_object_set_new(data, k, json_string(out));
             free(out);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ckube/log.h"
+#include "common/xalloc.h"
 
 #define META "io.k8s.apimachinery.pkg.apis.meta.v1."
 #define CORE "io.k8s.api.core.v1."
@@ -1035,9 +1036,7 @@ static const root_text roots[] = {
 static char *to_json(const char *text)
 {
     size_t n = strlen(text);
-    char *out = malloc(n + 1);
-    if (!out)
-        return NULL;
+    char *out = xmalloc(n + 1);
     size_t o = 0;
     bool in_str = false;
     for (size_t i = 0; i < n; i++) {

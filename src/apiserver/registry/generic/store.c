@@ -17,6 +17,7 @@
 #include "apiserver/codec/jscan.h"
 #include "ckube/json.h"
 #include "ckube/validation.h"
+#include "common/xalloc.h"
 
 struct store {
     storage *st;
@@ -25,9 +26,7 @@ struct store {
 
 store *store_new(storage *st, cacher *c)
 {
-    store *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
+    store *s = xcalloc(1, sizeof *s);
     s->st = st;
     s->cache = c;
     return s;
@@ -350,7 +349,7 @@ static void create_object(store_write *w, json_t *obj)
     const char *gen = json_string_value(json_object_get(meta, "generateName"));
     if ((!name || !*name) && gen && *gen) {
         if (!w->gen_base)
-            w->gen_base = strndup(gen, 58);
+            w->gen_base = xstrndup(gen, 58);
         char suffix[6], full[128];
         ckube_random_suffix(suffix, 5);
         snprintf(full, sizeof full, "%s%s", w->gen_base, suffix);

@@ -66,7 +66,7 @@
 typedef struct store store;
 
 /* The store of one server over `st` and its cache `c` (borrowed; they
- * outlive it). NULL when out of memory. */
+ * outlive it). */
 store *store_new(storage *st, cacher *c);
 void store_free(store *s);
 /* The cache the store reads from (borrowed). */

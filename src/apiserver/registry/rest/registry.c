@@ -1,5 +1,6 @@
 /* The registry of served resource types; see registry.h. */
 #include "apiserver/registry/rest/registry.h"
+#include "common/xalloc.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@ struct registry {
 
 crd_serving *crd_serving_new(char *what)
 {
-    crd_serving *s = what ? calloc(1, sizeof *s) : NULL;
+    crd_serving *s = what ? xcalloc(1, sizeof *s) : NULL;
     if (!s) {
         free(what);
         return NULL;
@@ -115,7 +116,7 @@ static int cmp_types(const void *a, const void *b)
 
 registry *registry_new(void)
 {
-    registry *r = calloc(1, sizeof *r);
+    registry *r = xcalloc(1, sizeof *r);
     if (r)
         pthread_rwlock_init(&r->lock, NULL);
     return r;
@@ -172,7 +173,7 @@ int registry_add(registry *r, resource_type *t)
             if (asprintf(&t->api_version, "%s/%s", t->group, t->version) < 0)
                 return -1;
         } else {
-            t->api_version = strdup(t->version);
+            t->api_version = xstrdup(t->version);
         }
     }
     if (!t->list_kind && asprintf(&t->list_kind, "%sList", t->kind) < 0)
@@ -186,11 +187,7 @@ int registry_add(registry *r, resource_type *t)
     }
     if (r->ntypes == r->cap) {
         size_t ncap = r->cap ? r->cap * 2 : 32;
-        resource_type **n = realloc(r->types, ncap * sizeof *n);
-        if (!n) {
-            pthread_rwlock_unlock(&r->lock);
-            return -1;
-        }
+        resource_type **n = xrealloc(r->types, ncap * sizeof *n);
         r->types = n;
         r->cap = ncap;
     }
@@ -224,7 +221,7 @@ void registry_remove(registry *r, const char *group, const char *version, const 
 resource_type **registry_list(registry *r, size_t *n)
 {
     pthread_rwlock_rdlock(&r->lock);
-    resource_type **out = calloc(r->ntypes ? r->ntypes : 1, sizeof *out);
+    resource_type **out = xcalloc(r->ntypes ? r->ntypes : 1, sizeof *out);
     *n = 0;
     if (out) {
         for (size_t i = 0; i < r->ntypes; i++)
