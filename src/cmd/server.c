@@ -376,14 +376,16 @@ int cmd_server(int argc, char **argv)
         .nloops = threads,
         .watch_ring = (size_t)ring,
     };
-    char err[512] = "";
-    apiserver *s = apiserver_new(&cfg, err, sizeof err);
+    char *err = NULL;
+    apiserver *s = apiserver_new(&cfg, &err);
     if (!s) {
-        fprintf(stderr, "ckube server: %s\n", *err ? err : "cannot start");
+        fprintf(stderr, "ckube server: %s\n", err ? err : "cannot start");
+        free(err);
         return 1;
     }
-    if (apiserver_start(s, err, sizeof err) != 0) {
-        fprintf(stderr, "ckube server: %s\n", err);
+    if (apiserver_start(s, &err) != 0) {
+        fprintf(stderr, "ckube server: %s\n", err ? err : "cannot start");
+        free(err);
         apiserver_stop(s);
         apiserver_free(s);
         return 1;

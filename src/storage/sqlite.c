@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "ckube/log.h"
+#include "common/text.h"
 #include "common/xalloc.h"
 
 #define SQ_MAX_BATCH 512
@@ -88,18 +89,6 @@ struct sq_storage {
 static struct sq_storage *sq_of(storage *st)
 {
     return (struct sq_storage *)st;
-}
-
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    if (!errbuf || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errbuf, errlen, fmt, ap);
-    va_end(ap);
 }
 
 static char *dup_bytes(const void *p, size_t len)
@@ -680,7 +669,7 @@ static const struct storage_backend_ops sq_ops = {
 };
 
 /* mkdir -p. */
-static int make_dirs(const char *dir, char *errbuf, size_t errlen)
+static int make_dirs(const char *dir, char **err)
 {
     char *p = xstrdup(dir);
     for (char *q = p + 1;; q++) {
@@ -689,7 +678,7 @@ static int make_dirs(const char *dir, char *errbuf, size_t errlen)
         char c = *q;
         *q = '\0';
         if (mkdir(p, 0700) != 0 && errno != EEXIST) {
-            set_err(errbuf, errlen, "cannot create directory %s: %s", p, strerror(errno));
+            ckube__set_err(err, "cannot create directory %s: %s", p, strerror(errno));
             free(p);
             return -1;
         }
@@ -701,18 +690,18 @@ static int make_dirs(const char *dir, char *errbuf, size_t errlen)
     return 0;
 }
 
-static int lock_dir(struct sq_storage *s, const char *dir, char *errbuf, size_t errlen)
+static int lock_dir(struct sq_storage *s, const char *dir, char **err)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/state.lock", dir);
     s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (s->lock_fd < 0) {
-        set_err(errbuf, errlen, "cannot open %s: %s", path, strerror(errno));
+        ckube__set_err(err, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        set_err(errbuf, errlen, "%s is in use by another process (%s)", dir,
-                errno == EWOULDBLOCK ? "locked" : strerror(errno));
+        ckube__set_err(err, "%s is in use by another process (%s)", dir,
+                       errno == EWOULDBLOCK ? "locked" : strerror(errno));
         return -1;
     }
     return 0;
@@ -720,12 +709,12 @@ static int lock_dir(struct sq_storage *s, const char *dir, char *errbuf, size_t 
 
 /* Opens the writer connection, sets WAL + synchronous=FULL, creates the
  * schema and prepares the writer statements. */
-static int open_writer(struct sq_storage *s, char *errbuf, size_t errlen)
+static int open_writer(struct sq_storage *s, char **err)
 {
     int rc = open_conn(s->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->wdb);
     if (rc != SQLITE_OK) {
-        set_err(errbuf, errlen, "cannot open %s: %s", s->path,
-                s->wdb ? sqlite3_errmsg(s->wdb) : sqlite3_errstr(rc));
+        ckube__set_err(err, "cannot open %s: %s", s->path,
+                       s->wdb ? sqlite3_errmsg(s->wdb) : sqlite3_errstr(rc));
         return -1;
     }
     sqlite3_stmt *jm = NULL;
@@ -737,7 +726,7 @@ static int open_writer(struct sq_storage *s, char *errbuf, size_t errlen)
     }
     sqlite3_finalize(jm);
     if (!wal) {
-        set_err(errbuf, errlen, "%s: cannot enable WAL mode: %s", s->path, sqlite3_errmsg(s->wdb));
+        ckube__set_err(err, "%s: cannot enable WAL mode: %s", s->path, sqlite3_errmsg(s->wdb));
         return -1;
     }
     rc = sqlite3_exec(s->wdb, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
@@ -748,7 +737,7 @@ static int open_writer(struct sq_storage *s, char *errbuf, size_t errlen)
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(s->wdb, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        set_err(errbuf, errlen, "%s: cannot create schema: %s", s->path, sqlite3_errmsg(s->wdb));
+        ckube__set_err(err, "%s: cannot create schema: %s", s->path, sqlite3_errmsg(s->wdb));
         return -1;
     }
     struct {
@@ -773,8 +762,8 @@ static int open_writer(struct sq_storage *s, char *errbuf, size_t errlen)
     };
     for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
         if (prepare(s->wdb, stmts[i].sql, stmts[i].stmt) != SQLITE_OK) {
-            set_err(errbuf, errlen, "%s: cannot prepare \"%s\": %s", s->path, stmts[i].sql,
-                    sqlite3_errmsg(s->wdb));
+            ckube__set_err(err, "%s: cannot prepare \"%s\": %s", s->path, stmts[i].sql,
+                           sqlite3_errmsg(s->wdb));
             return -1;
         }
     }
@@ -782,8 +771,8 @@ static int open_writer(struct sq_storage *s, char *errbuf, size_t errlen)
     int64_t rev = read_meta(s->w_get_meta, "rev");
     int64_t compacted = read_meta(s->w_get_meta, "compacted");
     if (schema != SQ_SCHEMA_VERSION || rev < 0 || compacted < 0) {
-        set_err(errbuf, errlen, "%s: unsupported or damaged store (schema %" PRId64 ")", s->path,
-                schema);
+        ckube__set_err(err, "%s: unsupported or damaged store (schema %" PRId64 ")", s->path,
+                       schema);
         return -1;
     }
     atomic_store(&s->rev, rev);
@@ -802,10 +791,10 @@ static void sync_dir(const char *dir)
     }
 }
 
-storage *storage_sqlite_open(const char *dir, char *errbuf, size_t errlen)
+storage *storage_sqlite_open(const char *dir, char **err)
 {
     if (!dir || !*dir) {
-        set_err(errbuf, errlen, "no storage directory given");
+        ckube__set_err(err, "no storage directory given");
         return NULL;
     }
     struct sq_storage *s = xcalloc(1, sizeof *s);
@@ -814,16 +803,15 @@ storage *storage_sqlite_open(const char *dir, char *errbuf, size_t errlen)
     pthread_mutex_init(&s->pool_mu, NULL);
     if (asprintf(&s->path, "%s/state.db", dir) < 0) {
         s->path = NULL;
-        set_err(errbuf, errlen, "out of memory");
+        ckube__set_err(err, "out of memory");
         goto fail;
     }
-    if (make_dirs(dir, errbuf, errlen) != 0 || lock_dir(s, dir, errbuf, errlen) != 0 ||
-        open_writer(s, errbuf, errlen) != 0)
+    if (make_dirs(dir, err) != 0 || lock_dir(s, dir, err) != 0 || open_writer(s, err) != 0)
         goto fail;
     sync_dir(dir);
     s->committer = storage_committer_start(&sq_hooks, s, SQ_MAX_BATCH);
     if (!s->committer) {
-        set_err(errbuf, errlen, "cannot start the committer thread");
+        ckube__set_err(err, "cannot start the committer thread");
         goto fail;
     }
     CKUBE_V(1, "storage: opened %s at revision %" PRId64 " (compacted %" PRId64 ")", s->path,

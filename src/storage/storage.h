@@ -143,8 +143,9 @@ struct storage {
 
 /* Opens the SQLite backend in `dir` (created if missing; the database is
  * DIR/state.db in WAL mode with synchronous=FULL). On failure returns NULL
- * and, if errbuf is given, a message. */
-storage *storage_sqlite_open(const char *dir, char *errbuf, size_t errlen);
+ * and, when err is given, sets *err to a message (malloc'd; the caller
+ * frees it). */
+storage *storage_sqlite_open(const char *dir, char **err);
 
 /* An in-memory backend with the same semantics (no durability). */
 storage *storage_memory_open(void);

@@ -300,7 +300,7 @@ static void handle_request(httpd_req *req, void *arg)
 
 /* ---- sockets and loops ----------------------------------------------- */
 
-static int listen_socket(const char *host, int port, char *err, size_t errlen)
+static int listen_socket(const char *host, int port, char **err)
 {
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -316,12 +316,12 @@ static int listen_socket(const char *host, int port, char *err, size_t errlen)
         in6->sin6_port = htons((uint16_t)port);
         sl = sizeof *in6;
     } else {
-        snprintf(err, errlen, "invalid listen address %s", host);
+        ckube__set_err(err, "invalid listen address %s", host);
         return -1;
     }
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
+        ckube__set_err(err, "socket: %s", strerror(errno));
         return -1;
     }
     /* No SO_REUSEPORT: a second server on the same address must fail to
@@ -334,7 +334,7 @@ static int listen_socket(const char *host, int port, char *err, size_t errlen)
      * delayed ACK (~40 ms). Accepted sockets inherit it on Linux. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1024) < 0) {
-        snprintf(err, errlen, "listen on %s:%d: %s", host, port, strerror(errno));
+        ckube__set_err(err, "listen on %s:%d: %s", host, port, strerror(errno));
         close(fd);
         return -1;
     }
@@ -360,7 +360,7 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
-apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
+apiserver *apiserver_new(const apiserver_config *cfg, char **err)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, (void (*)(void))evthread_use_pthreads);
@@ -374,12 +374,12 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     if (!s->registry || core_install(s->registry) != 0 || apps_install(s->registry) != 0 ||
         coordination_install(s->registry) != 0 || events_install(s->registry) != 0 ||
         authorization_install(s->registry) != 0 || apiextensions_install(s->registry) != 0) {
-        snprintf(err, errlen, "registering built-in types failed");
+        ckube__set_err(err, "registering built-in types failed");
         registry_free(s->registry);
         free(s);
         return NULL;
     }
-    s->st = cfg->data_dir ? storage_sqlite_open(cfg->data_dir, err, errlen) : storage_memory_open();
+    s->st = cfg->data_dir ? storage_sqlite_open(cfg->data_dir, err) : storage_memory_open();
     if (!s->st) {
         registry_free(s->registry);
         free(s);
@@ -406,15 +406,15 @@ apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen)
     return s;
 }
 
-int apiserver_start(apiserver *s, char *err, size_t errlen)
+int apiserver_start(apiserver *s, char **err)
 {
     int rc = cacher_start(s->cache);
     if (rc) {
-        snprintf(err, errlen, "starting the watch cache: %s", storage_strerror(rc));
+        ckube__set_err(err, "starting the watch cache: %s", storage_strerror(rc));
         return -1;
     }
     if (apiserver_bootstrap(s) != 0) {
-        snprintf(err, errlen, "creating the default namespaces failed");
+        ckube__set_err(err, "creating the default namespaces failed");
         return -1;
     }
     int nloops = s->cfg.nloops;
@@ -425,14 +425,14 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
     if (nloops > 16)
         nloops = 16;
     s->loops = xcalloc((size_t)nloops, sizeof *s->loops);
-    int lfd = listen_socket(s->cfg.listen_host, s->cfg.port, err, errlen);
+    int lfd = listen_socket(s->cfg.listen_host, s->cfg.port, err);
     if (lfd < 0)
         return -1;
     s->port = bound_port(lfd);
     for (int i = 0; i < nloops; i++) {
         int fd = i == 0 ? lfd : fcntl(lfd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0) {
-            snprintf(err, errlen, "dup: %s", strerror(errno));
+            ckube__set_err(err, "dup: %s", strerror(errno));
             return -1;
         }
         s->listen_fds[i] = fd;
@@ -450,7 +450,7 @@ int apiserver_start(apiserver *s, char *err, size_t errlen)
         httpd_config hc = {.max_body = APISERVER_MAX_BODY, .idle_timeout = 3600};
         lp->http = lp->wake ? httpd_new(lp->base, fd, &hc, handle_request, lp) : NULL;
         if (!lp->http) {
-            snprintf(err, errlen, "starting the HTTP loop: out of memory");
+            ckube__set_err(err, "starting the HTTP loop: out of memory");
             return -1;
         }
         s->nloops = i + 1;

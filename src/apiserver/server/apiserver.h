@@ -8,9 +8,11 @@
 
 /* Life cycle. apiserver_start binds and starts the loops; apiserver_stop
  * may be called from any thread (it only signals); apiserver_wait blocks
- * until stopped; apiserver_free joins and frees. */
-apiserver *apiserver_new(const apiserver_config *cfg, char *err, size_t errlen);
-int apiserver_start(apiserver *s, char *err, size_t errlen);
+ * until stopped; apiserver_free joins and frees. On failure apiserver_new
+ * returns NULL and apiserver_start -1, each setting *err (when err is
+ * given) to a message the caller frees. */
+apiserver *apiserver_new(const apiserver_config *cfg, char **err);
+int apiserver_start(apiserver *s, char **err);
 void apiserver_stop(apiserver *s);
 void apiserver_wait(apiserver *s);
 

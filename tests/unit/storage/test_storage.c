@@ -68,10 +68,11 @@ static storage *open_backend(struct fixture *f)
 {
     if (f->be == BE_MEMORY)
         return storage_memory_open();
-    char err[256] = "";
-    storage *st = storage_sqlite_open(f->dir, err, sizeof err);
+    char *err = NULL;
+    storage *st = storage_sqlite_open(f->dir, &err);
     if (!st)
-        print_error("storage_sqlite_open(%s): %s\n", f->dir, err);
+        print_error("storage_sqlite_open(%s): %s\n", f->dir, err ? err : "?");
+    free(err);
     return st;
 }
 
@@ -1565,13 +1566,19 @@ static void test_open_errors(void **state)
     struct fixture *f = *state;
     if (f->be != BE_SQLITE)
         skip();
-    char err[256] = "";
+    char *err = NULL;
     /* The directory is locked by the open store. */
-    assert_null(storage_sqlite_open(f->dir, err, sizeof err));
+    assert_null(storage_sqlite_open(f->dir, &err));
+    assert_non_null(err);
     assert_non_null(strstr(err, "in use"));
+    free(err);
+    err = NULL;
 
-    assert_null(storage_sqlite_open("", err, sizeof err));
-    assert_null(storage_sqlite_open(NULL, NULL, 0));
+    assert_null(storage_sqlite_open("", &err));
+    assert_non_null(err);
+    free(err);
+    err = NULL;
+    assert_null(storage_sqlite_open(NULL, NULL));
 
     /* A regular file where the directory should be. */
     char path[PATH_MAX + 16];
@@ -1579,13 +1586,15 @@ static void test_open_errors(void **state)
     FILE *fp = fopen(path, "w");
     assert_non_null(fp);
     fclose(fp);
-    err[0] = '\0';
-    assert_null(storage_sqlite_open(path, err, sizeof err));
-    assert_true(err[0] != '\0');
+    assert_null(storage_sqlite_open(path, &err));
+    assert_true(err && *err);
+    free(err);
+    err = NULL;
 
     /* Nested directories are created. */
     snprintf(path, sizeof path, "%s/a/b/c", f->dir);
-    storage *st = storage_sqlite_open(path, err, sizeof err);
+    storage *st = storage_sqlite_open(path, &err);
+    assert_null(err);
     assert_non_null(st);
     storage_close(st);
 
@@ -1598,9 +1607,9 @@ static void test_open_errors(void **state)
     fputs("this is not an sqlite database, just text that is long enough......", fp);
     fclose(fp);
     snprintf(path, sizeof path, "%s/bad", f->dir);
-    err[0] = '\0';
-    assert_null(storage_sqlite_open(path, err, sizeof err));
-    assert_true(err[0] != '\0');
+    assert_null(storage_sqlite_open(path, &err));
+    assert_true(err && *err);
+    free(err);
 }
 
 #define SUITE(X, be)                                                                               \

@@ -117,10 +117,10 @@ static void *child_thread_main(void *p)
 
 static _Noreturn void child_main(const char *dir, int round, int fd)
 {
-    char err[256];
-    storage *st = storage_sqlite_open(dir, err, sizeof err);
+    char *err = NULL;
+    storage *st = storage_sqlite_open(dir, &err);
     if (!st) {
-        fprintf(stderr, "child: %s\n", err);
+        fprintf(stderr, "child: %s\n", err ? err : "?");
         _exit(2);
     }
     struct child_thread t[CHILD_THREADS];
@@ -241,10 +241,10 @@ static void test_kill9_durability(void **state)
     struct acks all = {0};
     for (int round = 0; round < ROUNDS; round++) {
         crash_round(dir, round, &all);
-        char err[256] = "";
-        storage *st = storage_sqlite_open(dir, err, sizeof err);
+        char *err = NULL;
+        storage *st = storage_sqlite_open(dir, &err);
         if (!st)
-            fail_msg("reopen after kill -9: %s", err);
+            fail_msg("reopen after kill -9: %s", err ? err : "?");
         check_acks(st, &all);
         /* The counter covers every committed write, even unacknowledged
          * ones, and new revisions continue above them. */

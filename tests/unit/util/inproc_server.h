@@ -126,14 +126,16 @@ static inline int ips_start(ips *s, size_t watch_ring)
                             .port = 0,
                             .nloops = 1,
                             .watch_ring = watch_ring};
-    char err[512] = "";
-    s->srv = apiserver_new(&cfg, err, sizeof err);
+    char *err = NULL;
+    s->srv = apiserver_new(&cfg, &err);
     if (!s->srv) {
-        fprintf(stderr, "apiserver_new: %s\n", err);
+        fprintf(stderr, "apiserver_new: %s\n", err ? err : "?");
+        free(err);
         return -1;
     }
-    if (apiserver_start(s->srv, err, sizeof err) != 0) {
-        fprintf(stderr, "apiserver_start: %s\n", err);
+    if (apiserver_start(s->srv, &err) != 0) {
+        fprintf(stderr, "apiserver_start: %s\n", err ? err : "?");
+        free(err);
         apiserver_stop(s->srv);
         apiserver_free(s->srv);
         s->srv = NULL;
