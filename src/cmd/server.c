@@ -237,7 +237,7 @@ int cmd_server(int argc, char **argv)
      * failure aborts, in jansson and libevent as in our own code. Before
      * either allocates anything. */
     json_set_alloc_funcs(xalloc_malloc, free);
-    event_set_mem_functions(xalloc_malloc, xrealloc, free);
+    event_set_mem_functions(xalloc_malloc, xalloc_realloc, free);
     const char *data_dir = "./.ckube";
     const char *listen = "127.0.0.1:6443";
     const char *kubeconfig = NULL;

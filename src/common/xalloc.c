@@ -14,49 +14,14 @@ _Noreturn void xalloc_die(void)
     abort();
 }
 
-void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        xalloc_die();
-    return p;
-}
-
 void *xalloc_malloc(size_t n)
 {
     return xmalloc(n);
 }
 
-void *xcalloc(size_t n, size_t size)
+void *xalloc_realloc(void *p, size_t n)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p)
-        xalloc_die();
-    return p;
-}
-
-void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        xalloc_die();
-    return q;
-}
-
-char *xstrdup(const char *s)
-{
-    char *p = strdup(s);
-    if (!p)
-        xalloc_die();
-    return p;
-}
-
-char *xstrndup(const char *s, size_t n)
-{
-    char *p = strndup(s, n);
-    if (!p)
-        xalloc_die();
-    return p;
+    return xrealloc(p, n);
 }
 
 char *xasprintf(const char *fmt, ...)

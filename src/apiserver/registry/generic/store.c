@@ -58,11 +58,18 @@ static json_t *meta_of(json_t *obj)
     return ckube_json_object_ensure(obj, "metadata");
 }
 
+/* Sets metadata.resourceVersion. Every write does: the decimal is
+ * written by hand, as vfprintf showed in a create's profile. */
 static void set_rv(json_t *obj, int64_t rev)
 {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, rev);
-    json_object_set_new(meta_of(obj), "resourceVersion", json_string(buf));
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t v = rev < 0 ? 0 : (uint64_t)rev;
+    *--p = '\0';
+    do
+        *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    json_object_set_new(meta_of(obj), "resourceVersion",
+                        json_stringn(p, (size_t)(buf + sizeof buf - 1 - p)));
 }
 
 static int64_t parse_rv(const char *s, bool *ok)
