@@ -43,6 +43,8 @@ LAYERS = [
     ("apiserver/cacher", "server", 40),
     ("apiserver/httpd", "server", 35),
     ("apiserver/codec", "server", 30),
+    ("storage/sqlite", "server", 21),
+    ("storage/memory", "server", 21),
     ("storage", "server", 20),
     # libckube, top to bottom.
     ("controllers", "library", 90),

@@ -5,9 +5,10 @@
  * Each key remembers the revision that created it (create_rev) and the one
  * that last modified it (mod_rev). Writes are conditional on mod_rev, like an
  * etcd Txn(If(ModRevision(key) == N)). Nothing above this interface knows
- * which backend it runs on: SQLite (the embedded default) and memory (tests)
- * implement `struct storage_backend_ops` today; the interface is shaped so
- * an etcd v3 backend can implement it too (issue #23).
+ * which backend it runs on. Each backend is a folder of its own below this
+ * one with a header that opens it: sqlite/ (the embedded default) and
+ * memory/ (tests) implement `struct storage_backend_ops` today; the
+ * interface is shaped so an etcd v3 backend (etcd/, issue #23) can too.
  *
  * Threading: every function is thread-safe. Writes are asynchronous: they
  * are queued and a backend thread commits them in groups (one transaction
@@ -140,15 +141,6 @@ struct storage_backend_ops {
 struct storage {
     const struct storage_backend_ops *ops;
 };
-
-/* Opens the SQLite backend in `dir` (created if missing; the database is
- * DIR/state.db in WAL mode with synchronous=FULL). On failure returns NULL
- * and, when err is given, sets *err to a message (malloc'd; the caller
- * frees it). */
-storage *storage_sqlite_open(const char *dir, char **err);
-
-/* An in-memory backend with the same semantics (no durability). */
-storage *storage_memory_open(void);
 
 /* Dispatchers over st->ops; see struct storage_backend_ops. */
 

@@ -35,6 +35,8 @@
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "common/xalloc.h"
+#include "storage/sqlite/sqlite.h"
+#include "storage/memory/memory.h"
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {

@@ -26,6 +26,8 @@
 #include <cmocka.h>
 
 #include "storage/storage.h"
+#include "storage/sqlite/sqlite.h"
+#include "storage/memory/memory.h"
 
 #define WAIT_SECONDS 60
 

@@ -17,6 +17,7 @@
 #include "apiserver/codec/jscan.h"
 #include "ckube/json.h"
 #include "ckube/selector.h"
+#include "storage/memory/memory.h"
 
 typedef struct {
     storage_op op;

@@ -26,6 +26,7 @@
 #include "ckube/json.h"
 #include "ckube/status.h"
 #include "storage/storage.h"
+#include "storage/memory/memory.h"
 
 #define NS_PREFIX "/registry/core/namespaces/"
 #define W_PREFIX "/registry/example.com/widgets/ns/"
@@ -1983,7 +1984,6 @@ static void test_bug_prepare_create_renames(void **state)
     json_decref(s);
     tw_release(&w);
 }
-
 
 int main(void)
 {

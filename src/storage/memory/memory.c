@@ -10,7 +10,7 @@
  * readers. The log and counters are only modified with the commit lock held
  * as well (apply and compaction), so replay, which runs under the commit
  * lock, may read the log without `mu` and call back into get/range. */
-#include "storage/storage.h"
+#include "storage/memory/memory.h"
 #include "common/xalloc.h"
 
 #include <pthread.h>

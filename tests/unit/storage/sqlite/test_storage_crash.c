@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "storage/storage.h"
+#include "storage/sqlite/sqlite.h"
 
 #define ROUNDS 3
 #define KILL_AFTER 1500 /* acknowledgements before the SIGKILL */

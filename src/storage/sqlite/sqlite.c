@@ -16,7 +16,7 @@
  *
  * An flock on DIR/state.lock keeps a second process from opening the same
  * store (the revision counter and watchers live in this process). */
-#include "storage/storage.h"
+#include "storage/sqlite/sqlite.h"
 
 #include <errno.h>
 #include <fcntl.h>
