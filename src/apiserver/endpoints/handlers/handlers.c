@@ -1505,194 +1505,183 @@ static void do_get(req_ctx *rc)
     evbuffer_free(buf);
 }
 
-static void do_list(req_ctx *rc)
+/* A list request, checked: what list_parse read from the query. */
+typedef struct list_req {
+    ckube_selector *ls, *fs; /* owned */
+    size_t limit;
+    int64_t rv;        /* resourceVersion asked for (0: none) */
+    int64_t at_rev;    /* revision to serve at (0: now) */
+    const char *cont;  /* the continue query, or NULL */
+    char *after;       /* the key to resume after, or NULL; owned */
+    char prefix[512];  /* the keys listed */
+    size_t bucket_len; /* the type's part of prefix */
+    const char *ns;    /* namespace listed ("" for all) */
+} list_req;
+
+static void list_req_free(list_req *q)
+{
+    ckube_selector_free(q->ls);
+    ckube_selector_free(q->fs);
+    free(q->after);
+}
+
+/* The limit query: 0 for none. */
+static ckube_status *list_limit(req_ctx *rc, size_t *limit)
+{
+    const char *s = req_query(rc, "limit");
+    *limit = 0;
+    if (!s || !*s)
+        return NULL;
+    char *end;
+    long long l = strtoll(s, &end, 10);
+    if (*end || l < 0)
+        return ckube_status_bad_request("invalid limit \"%s\"", s);
+    *limit = (size_t)l;
+    return NULL;
+}
+
+/* Reads and checks a list's query into q (list_req_free frees it even
+ * on error). */
+static ckube_status *list_parse(req_ctx *rc, list_req *q)
 {
     const resource_type *t = rc->type;
-    ckube_selector *ls = NULL, *fs = NULL;
-    ckube_status *st = request_selectors(rc, &ls, &fs);
-    if (st) {
-        reply_status(rc, st);
-        return;
-    }
-    const char *limit_s = req_query(rc, "limit");
-    size_t limit = 0;
-    if (limit_s && *limit_s) {
-        char *end;
-        long long l = strtoll(limit_s, &end, 10);
-        if (*end || l < 0) {
-            ckube_selector_free(ls);
-            ckube_selector_free(fs);
-            reply_status(rc, ckube_status_bad_request("invalid limit \"%s\"", limit_s));
-            return;
-        }
-        limit = (size_t)l;
-    }
+    ckube_status *st = request_selectors(rc, &q->ls, &q->fs);
+    if (!st)
+        st = list_limit(rc, &q->limit);
+    if (st)
+        return st;
     const char *rvs = req_query(rc, "resourceVersion");
     const char *match = req_query(rc, "resourceVersionMatch");
     bool ok;
-    int64_t rv = parse_rv(rvs, &ok);
-    if (!ok) {
-        ckube_selector_free(ls);
-        ckube_selector_free(fs);
-        reply_status(rc, ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs));
-        return;
-    }
+    q->rv = parse_rv(rvs, &ok);
+    if (!ok)
+        return ckube_status_bad_request("invalid resourceVersion \"%s\"", rvs);
     /* resourceVersion=0 ("any version") lists are served whole from the
      * watch cache, ignoring limit, as kube-apiserver's cacher does:
      * informers list with RV=0 and limit=500, and paging a large list
      * through them would cost one round trip (and one client rate-limit
      * token) per 500 objects for no consistency gain. */
-    const char *cont_q = req_query(rc, "continue");
-    if (rvs && !strcmp(rvs, "0") && (!match || strcmp(match, "Exact")) && !(cont_q && *cont_q))
-        limit = 0;
-    if (match && *match && strcmp(match, "Exact") && strcmp(match, "NotOlderThan")) {
-        ckube_selector_free(ls);
-        ckube_selector_free(fs);
-        reply_status(rc, ckube_status_bad_request("invalid resourceVersionMatch \"%s\"", match));
-        return;
-    }
+    q->cont = req_query(rc, "continue");
+    if (q->cont && !*q->cont)
+        q->cont = NULL;
+    if (rvs && !strcmp(rvs, "0") && (!match || strcmp(match, "Exact")) && !q->cont)
+        q->limit = 0;
+    if (match && *match && strcmp(match, "Exact") && strcmp(match, "NotOlderThan"))
+        return ckube_status_bad_request("invalid resourceVersionMatch \"%s\"", match);
     int64_t cur = cacher_rev(rc->srv->cache);
-    if (rv > cur) {
+    if (q->rv > cur) {
         /* The cache is never behind storage, so this revision does not
          * exist yet: upstream answers 504 after waiting for it. */
-        ckube_selector_free(ls);
-        ckube_selector_free(fs);
-        st =
-            ckube_status_new(504, CKUBE_REASON_TIMEOUT,
-                             "Too large resource version: %" PRId64 ", current: %" PRId64, rv, cur);
+        st = ckube_status_new(504, CKUBE_REASON_TIMEOUT,
+                              "Too large resource version: %" PRId64 ", current: %" PRId64, q->rv,
+                              cur);
         ckube_status_add_cause(st, "ResourceVersionTooLarge", NULL, "Too large resource version");
         st->retry_after_seconds = 1;
-        reply_status(rc, st);
-        return;
+        return st;
     }
     /* Served at an earlier revision: a list asked for one exactly (with
      * resourceVersionMatch=Exact, or, as upstream's legacy rule, a non-zero
      * resourceVersion with a limit and no match), and the later pages of a
      * paginated list (the first page's revision). */
-    bool exact = match ? !strcmp(match, "Exact") : limit && rv > 0;
-    int64_t at_rev = exact ? rv : 0;
-    char prefix[512];
-    resource_type_key_prefix(t, prefix, sizeof prefix);
-    size_t bucket_len = strlen(prefix);
-    const char *ns = rc->ri.ns;
-    if (t->namespaced && !*ns && fs) {
-        const char *want = ckube_selector_required_value(fs, "metadata.namespace");
+    bool exact = match ? !strcmp(match, "Exact") : q->limit && q->rv > 0;
+    q->at_rev = exact ? q->rv : 0;
+    resource_type_key_prefix(t, q->prefix, sizeof q->prefix);
+    q->bucket_len = strlen(q->prefix);
+    q->ns = rc->ri.ns;
+    if (t->namespaced && !*q->ns && q->fs) {
+        const char *want = ckube_selector_required_value(q->fs, "metadata.namespace");
         if (want)
-            ns = want;
+            q->ns = want;
     }
-    if (t->namespaced && *ns)
-        snprintf(prefix + bucket_len, sizeof prefix - bucket_len, "%s/", ns);
+    if (t->namespaced && *q->ns)
+        snprintf(q->prefix + q->bucket_len, sizeof q->prefix - q->bucket_len, "%s/", q->ns);
+    if (!q->cont)
+        return NULL;
     /* Continue token: resume after the key it names. */
-    char *after = NULL;
-    const char *cont = cont_q;
     int64_t snap_rev = 0;
-    if (cont && *cont) {
-        char *start = NULL, *err = NULL;
-        if (continue_token_decode(cont, &snap_rev, &start, &err) != 0) {
-            ckube_selector_free(ls);
-            ckube_selector_free(fs);
-            st = ckube_status_bad_request("continue key is not valid: %s", err ? err : "");
-            free(err);
-            reply_status(rc, st);
-            return;
-        }
-        if (asprintf(&after, "%.*s%s", (int)bucket_len, prefix, start) < 0)
-            after = NULL;
-        free(start);
-        /* rv < 0: the rest of the list now (an inconsistent continuation,
-         * offered with an expired token). */
-        at_rev = snap_rev > 0 ? snap_rev : 0;
+    char *start = NULL, *err = NULL;
+    if (continue_token_decode(q->cont, &snap_rev, &start, &err) != 0) {
+        st = ckube_status_bad_request("continue key is not valid: %s", err ? err : "");
+        free(err);
+        return st;
     }
-    cfilter f = {.ns = ns, .labels = ls, .fields = fs};
-    size_t n, more;
-    int64_t rev, oldest = 0;
-    cobj **objs = NULL;
-    if (cacher_list_at(rc->srv->cache, prefix, after, &f, limit, at_rev, &objs, &n, &rev, &more,
-                       &oldest) != 0) {
-        ckube_selector_free(ls);
-        ckube_selector_free(fs);
-        if (cont && *cont) {
-            st = ckube_status_new(
-                410, CKUBE_REASON_EXPIRED,
-                "The provided continue parameter is too old to display a consistent list "
-                "result. You can start a new list without the continue parameter, or use the "
-                "continue token in this response to retrieve the remainder of the results. "
-                "Continuing with the provided token results in an inconsistent list - objects "
-                "that were created, modified, or deleted between the time the first chunk was "
-                "returned and now may show up in the list.");
-            st->list_continue = after ? continue_token_encode(-1, after + bucket_len) : NULL;
-        } else {
-            st =
-                ckube_status_new(410, CKUBE_REASON_EXPIRED,
-                                 "too old resource version: %" PRId64 " (%" PRId64 ")", rv, oldest);
-        }
-        free(after);
-        reply_status(rc, st);
-        return;
-    }
-    free(after);
-    char *next = NULL;
-    if (more && n)
-        next = continue_token_encode(rev, objs[n - 1]->key + bucket_len);
-    ckube_selector_free(ls);
-    ckube_selector_free(fs);
+    q->after = xasprintf("%.*s%s", (int)q->bucket_len, q->prefix, start);
+    free(start);
+    /* snap_rev < 0: the rest of the list now (an inconsistent
+     * continuation, offered with an expired token). */
+    q->at_rev = snap_rev > 0 ? snap_rev : 0;
+    return NULL;
+}
 
-    if (rc->want_table && list_stream_wanted(rc, objs, n)) {
+/* The 410 for a list whose revision the cache no longer reaches. */
+static ckube_status *list_expired(const list_req *q, int64_t oldest)
+{
+    if (!q->cont)
+        return ckube_status_new(410, CKUBE_REASON_EXPIRED,
+                                "too old resource version: %" PRId64 " (%" PRId64 ")", q->rv,
+                                oldest);
+    ckube_status *st = ckube_status_new(
+        410, CKUBE_REASON_EXPIRED,
+        "The provided continue parameter is too old to display a consistent list result. You "
+        "can start a new list without the continue parameter, or use the continue token in this "
+        "response to retrieve the remainder of the results. Continuing with the provided token "
+        "results in an inconsistent list - objects that were created, modified, or deleted "
+        "between the time the first chunk was returned and now may show up in the list.");
+    st->list_continue = q->after ? continue_token_encode(-1, q->after + q->bucket_len) : NULL;
+    return st;
+}
+
+/* Answers a list as a Table: streamed when large. Takes objs, next. */
+static void list_reply_table(req_ctx *rc, cobj **objs, size_t n, int64_t rev, char *next,
+                             size_t more)
+{
+    if (list_stream_wanted(rc, objs, n)) {
         size_t head_len;
         char *head = table_head(rc, rev, next, more, &head_len);
         free(next);
-        if (!head) {
-            cacher_objs_free(objs, n);
-            reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
-            return;
-        }
+        if (!head)
+            xalloc_die(); /* table_head fails only out of memory */
         list_stream_start(rc, head, head_len, objs, n);
         return;
     }
-    if (rc->want_table) {
-        json_t *table = table_for_objects(rc, objs, n);
-        json_t *meta = json_object_get(table, "metadata");
-        char rvbuf[32];
-        snprintf(rvbuf, sizeof rvbuf, "%" PRId64, rev);
-        json_object_set_new(meta, "resourceVersion", json_string(rvbuf));
-        if (next) {
-            json_object_set_new(meta, "continue", json_string(next));
-            json_object_set_new(meta, "remainingItemCount", json_integer((json_int_t)more));
-        }
-        free(next);
-        cacher_objs_free(objs, n);
-        reply_json(rc, 200, table);
-        return;
+    json_t *table = table_for_objects(rc, objs, n);
+    json_t *meta = json_object_get(table, "metadata");
+    char rvbuf[32];
+    snprintf(rvbuf, sizeof rvbuf, "%" PRId64, rev);
+    json_object_set_new(meta, "resourceVersion", json_string(rvbuf));
+    if (next) {
+        json_object_set_new(meta, "continue", json_string(next));
+        json_object_set_new(meta, "remainingItemCount", json_integer((json_int_t)more));
     }
-    /* The head, up to the items: the same for both ways of sending. */
-    char *head = NULL;
+    free(next);
+    cacher_objs_free(objs, n);
+    reply_json(rc, 200, table);
+}
+
+/* Answers a list: streamed when large, else one buffer of references to
+ * the cached bytes. Takes objs (and their references) and next. */
+static void list_reply(req_ctx *rc, cobj **objs, size_t n, int64_t rev, char *next, size_t more)
+{
+    const resource_type *t = rc->type;
     const char *list_kind, *list_gv;
     served_kind(rc, true, &list_kind, &list_gv);
-    int head_len;
-    if (next)
-        head_len = asprintf(&head,
-                            "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
-                            "\"resourceVersion\":\"%" PRId64
-                            "\",\"continue\":\"%s\",\"remainingItemCount\":%zu},\"items\":[",
-                            list_kind, list_gv, rev, next, more);
-    else
-        head_len = asprintf(&head,
-                            "{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
-                            "\"resourceVersion\":\"%" PRId64 "\"},\"items\":[",
-                            list_kind, list_gv, rev);
+    char *head = next ? xasprintf("{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
+                                  "\"resourceVersion\":\"%" PRId64
+                                  "\",\"continue\":\"%s\",\"remainingItemCount\":%zu},"
+                                  "\"items\":[",
+                                  list_kind, list_gv, rev, next, more)
+                      : xasprintf("{\"kind\":\"%s\",\"apiVersion\":\"%s\",\"metadata\":{"
+                                  "\"resourceVersion\":\"%" PRId64 "\"},\"items\":[",
+                                  list_kind, list_gv, rev);
+    size_t head_len = strlen(head);
     free(next);
-    if (head_len < 0) {
-        cacher_objs_free(objs, n);
-        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
-        return;
-    }
     if (list_stream_wanted(rc, objs, n)) {
-        list_stream_start(rc, head, (size_t)head_len, objs, n);
+        list_stream_start(rc, head, head_len, objs, n);
         return;
     }
     /* A small list is written whole, as references to the cached bytes. */
     struct evbuffer *buf = evbuffer_new();
-    evbuffer_add_reference(buf, head, (size_t)head_len, free_ref_cb, NULL);
+    evbuffer_add_reference(buf, head, head_len, free_ref_cb, NULL);
     for (size_t i = 0; i < n; i++) {
         if (i)
             evbuffer_add(buf, ",", 1);
@@ -1720,6 +1709,28 @@ static void do_list(req_ctx *rc)
     free(objs); /* references now belong to the buffer */
     reply_evbuffer(rc, 200, buf);
     evbuffer_free(buf);
+}
+
+static void do_list(req_ctx *rc)
+{
+    list_req q = {0};
+    ckube_status *st = list_parse(rc, &q);
+    cfilter f = {.ns = q.ns, .labels = q.ls, .fields = q.fs};
+    size_t n = 0, more = 0;
+    int64_t rev = 0, oldest = 0;
+    cobj **objs = NULL;
+    if (!st && cacher_list_at(rc->srv->cache, q.prefix, q.after, &f, q.limit, q.at_rev, &objs, &n,
+                              &rev, &more, &oldest) != 0)
+        st = list_expired(&q, oldest);
+    char *next =
+        !st && more && n ? continue_token_encode(rev, objs[n - 1]->key + q.bucket_len) : NULL;
+    list_req_free(&q);
+    if (st)
+        reply_status(rc, st);
+    else if (rc->want_table)
+        list_reply_table(rc, objs, n, rev, next, more);
+    else
+        list_reply(rc, objs, n, rev, next, more);
 }
 
 /* ---- /scale ------------------------------------------------------------- */
