@@ -42,6 +42,7 @@ LAYERS = [
     ("apiserver/registry/rest", "server", 45),
     ("apiserver/cacher", "server", 40),
     ("apiserver/httpd", "server", 35),
+    ("apiserver/pki", "server", 33),
     ("apiserver/codec", "server", 30),
     ("storage/sqlite", "server", 21),
     ("storage/memory", "server", 21),

@@ -1,0 +1,378 @@
+/* The cluster's certificates and keys (pki.h), with OpenSSL 3.
+ *
+ * Certificates are X.509 v3, SHA-256 signed, with a random 127-bit serial
+ * and notBefore an hour in the past (clients with a clock a little behind
+ * still accept a certificate made a moment ago). Extensions as
+ * kube-apiserver's and k3s's: the CA is critical CA:TRUE with keyCertSign;
+ * leaves are CA:FALSE with digitalSignature and keyEncipherment, and
+ * serverAuth or clientAuth. */
+#include "apiserver/pki/pki.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "common/text.h"
+#include "common/xalloc.h"
+
+#define CA_DAYS 3650
+#define LEAF_DAYS 365
+#define BACKDATE_SECONDS 3600
+
+/* OpenSSL's most recent error, for a message. */
+static const char *ssl_error(void)
+{
+    unsigned long e = ERR_peek_last_error();
+    return e ? ERR_reason_error_string(e) ? ERR_reason_error_string(e) : "unknown error"
+             : "unknown error";
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+/* Writes what `bio` holds to `path` with `mode`, through a temporary
+ * file renamed into place. */
+static int write_bio(const char *path, BIO *bio, mode_t mode, char **err)
+{
+    char *data = NULL;
+    long len = BIO_get_mem_data(bio, &data);
+    char *tmp = xasprintf("%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    int rc = -1;
+    if (fd < 0) {
+        ckube__set_err(err, "cannot create %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    /* The mode asked for, whatever the umask. */
+    if (fchmod(fd, mode) != 0 || write(fd, data, (size_t)len) != len || fsync(fd) != 0) {
+        ckube__set_err(err, "cannot write %s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        goto out;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        ckube__set_err(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(tmp);
+    return rc;
+}
+
+static int write_key(const char *path, EVP_PKEY *key, char **err)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    int rc = PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL) == 1
+                 ? write_bio(path, bio, 0600, err)
+                 : -1;
+    if (rc && err && !*err)
+        ckube__set_err(err, "cannot encode %s: %s", path, ssl_error());
+    BIO_free(bio);
+    return rc;
+}
+
+static int write_pub(const char *path, EVP_PKEY *key, char **err)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    int rc = PEM_write_bio_PUBKEY(bio, key) == 1 ? write_bio(path, bio, 0644, err) : -1;
+    if (rc && err && !*err)
+        ckube__set_err(err, "cannot encode %s: %s", path, ssl_error());
+    BIO_free(bio);
+    return rc;
+}
+
+static int write_cert(const char *path, X509 *x, char **err)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    int rc = PEM_write_bio_X509(bio, x) == 1 ? write_bio(path, bio, 0644, err) : -1;
+    if (rc && err && !*err)
+        ckube__set_err(err, "cannot encode %s: %s", path, ssl_error());
+    BIO_free(bio);
+    return rc;
+}
+
+static bool exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+/* Reads a PEM certificate or key; NULL with *err when the file is there
+ * but unusable. */
+static X509 *read_cert(const char *path, char **err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        ckube__set_err(err, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    if (!x)
+        ckube__set_err(err, "%s is not a PEM certificate: %s", path, ssl_error());
+    return x;
+}
+
+static EVP_PKEY *read_key(const char *path, char **err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        ckube__set_err(err, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    fclose(f);
+    if (!k)
+        ckube__set_err(err, "%s is not a PEM private key: %s", path, ssl_error());
+    return k;
+}
+
+/* ---- certificates ------------------------------------------------------------ */
+
+/* Adds extension `nid` = `value` (OpenSSL's config syntax) to x. */
+static bool add_ext(X509 *x, X509 *issuer, int nid, const char *value)
+{
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, issuer, x, NULL, NULL, 0);
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+    bool ok = ext && X509_add_ext(x, ext, -1) == 1;
+    X509_EXTENSION_free(ext);
+    return ok;
+}
+
+/* The subjectAltName value for `sans`: "DNS:a,IP:1.2.3.4". */
+static char *san_value(const char *const *sans, size_t n)
+{
+    ckube__strbuf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ip[16];
+        bool is_ip = inet_pton(AF_INET, sans[i], ip) == 1 || inet_pton(AF_INET6, sans[i], ip) == 1;
+        ckube__sb_printf(&b, "%s%s:%s", i ? "," : "", is_ip ? "IP" : "DNS", sans[i]);
+    }
+    if (b.oom)
+        xalloc_die();
+    char *v = ckube__sb_take(&b);
+    return v ? v : xstrdup("");
+}
+
+/* A certificate for `key` named by cn (and org, may be NULL), signed by
+ * ca_key as ca (both NULL: self-signed, a CA). kind: 'c' CA, 's' server,
+ * 'u' client (user). */
+static X509 *make_cert(EVP_PKEY *key, const char *cn, const char *org, X509 *ca, EVP_PKEY *ca_key,
+                       char kind, int days, const char *const *sans, size_t nsans)
+{
+    X509 *x = X509_new();
+    bool ok = x && X509_set_version(x, 2) == 1;
+    BIGNUM *serial = BN_new();
+    ok = ok && serial && BN_rand(serial, 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) == 1 &&
+         BN_to_ASN1_INTEGER(serial, X509_get_serialNumber(x)) != NULL;
+    BN_free(serial);
+    ok = ok && X509_gmtime_adj(X509_getm_notBefore(x), -BACKDATE_SECONDS) &&
+         X509_gmtime_adj(X509_getm_notAfter(x), (long)days * 86400) && X509_set_pubkey(x, key) == 1;
+    X509_NAME *name = ok ? X509_get_subject_name(x) : NULL;
+    ok = ok &&
+         (!org || X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, (const unsigned char *)org,
+                                             -1, -1, 0) == 1) &&
+         X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
+                                    0) == 1;
+    ok = ok && X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : name) == 1;
+    X509 *issuer = ca ? ca : x;
+    if (kind == 'c') {
+        ok = ok && add_ext(x, issuer, NID_basic_constraints, "critical,CA:TRUE") &&
+             add_ext(x, issuer, NID_key_usage,
+                     "critical,digitalSignature,keyEncipherment,keyCertSign");
+    } else {
+        ok = ok && add_ext(x, issuer, NID_basic_constraints, "critical,CA:FALSE") &&
+             add_ext(x, issuer, NID_key_usage, "critical,digitalSignature,keyEncipherment") &&
+             add_ext(x, issuer, NID_ext_key_usage, kind == 's' ? "serverAuth" : "clientAuth");
+    }
+    ok = ok && add_ext(x, issuer, NID_subject_key_identifier, "hash");
+    if (ca)
+        ok = ok && add_ext(x, issuer, NID_authority_key_identifier, "keyid:always");
+    if (ok && nsans) {
+        char *v = san_value(sans, nsans);
+        ok = add_ext(x, issuer, NID_subject_alt_name, v);
+        free(v);
+    }
+    ok = ok && X509_sign(x, ca_key ? ca_key : key, EVP_sha256()) > 0;
+    if (!ok) {
+        X509_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* Whether x's subjectAltName holds `name` (an IP or a DNS name). */
+static bool has_san(X509 *x, const char *name)
+{
+    unsigned char ip[16];
+    int iplen = inet_pton(AF_INET, name, ip) == 1 ? 4 : inet_pton(AF_INET6, name, ip) == 1 ? 16 : 0;
+    GENERAL_NAMES *gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    bool found = false;
+    for (int i = 0; gens && i < sk_GENERAL_NAME_num(gens) && !found; i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+        if (iplen && g->type == GEN_IPADD)
+            found = g->d.ip->length == iplen && !memcmp(g->d.ip->data, ip, (size_t)iplen);
+        else if (!iplen && g->type == GEN_DNS)
+            found = (size_t)g->d.dNSName->length == strlen(name) &&
+                    !strncasecmp((const char *)g->d.dNSName->data, name, strlen(name));
+    }
+    GENERAL_NAMES_free(gens);
+    return found;
+}
+
+/* Why a leaf certificate must be made again, or NULL when it fits. */
+static const char *leaf_unfit(X509 *x, X509 *ca, const pki_options *o, bool serving)
+{
+    EVP_PKEY *ca_pub = X509_get0_pubkey(ca);
+    if (!ca_pub || X509_verify(x, ca_pub) != 1)
+        return "not signed by the CA";
+    time_t soon = time(NULL) + (time_t)(o->renew_days > 0 ? o->renew_days : 90) * 86400;
+    if (X509_cmp_time(X509_get0_notAfter(x), &soon) <= 0)
+        return "expires soon";
+    for (size_t i = 0; serving && i < o->nsans; i++)
+        if (!has_san(x, o->sans[i]))
+            return "lacks a name asked for";
+    return NULL;
+}
+
+/* ---- the files ------------------------------------------------------------------ */
+
+/* Loads the CA, making it first when neither file exists. */
+static int ensure_ca(pki_files *f, X509 **ca, EVP_PKEY **ca_key, char **err)
+{
+    bool have_crt = exists(f->ca_crt), have_key = exists(f->ca_key);
+    if (have_crt != have_key) {
+        ckube__set_err(err, "%s exists without %s: put both back or remove it",
+                       have_crt ? f->ca_crt : f->ca_key, have_crt ? f->ca_key : f->ca_crt);
+        return -1;
+    }
+    if (have_crt) {
+        *ca = read_cert(f->ca_crt, err);
+        *ca_key = *ca ? read_key(f->ca_key, err) : NULL;
+        if (*ca_key && X509_check_private_key(*ca, *ca_key) != 1) {
+            ckube__set_err(err, "%s does not belong to %s", f->ca_key, f->ca_crt);
+            return -1;
+        }
+        return *ca_key ? 0 : -1;
+    }
+    char cn[64];
+    snprintf(cn, sizeof cn, "ckube-ca@%lld", (long long)time(NULL));
+    *ca_key = EVP_EC_gen("P-256");
+    *ca = *ca_key ? make_cert(*ca_key, cn, NULL, NULL, NULL, 'c', CA_DAYS, NULL, 0) : NULL;
+    if (!*ca) {
+        ckube__set_err(err, "cannot make the cluster CA: %s", ssl_error());
+        return -1;
+    }
+    if (write_key(f->ca_key, *ca_key, err) || write_cert(f->ca_crt, *ca, err))
+        return -1;
+    f->made_ca = true;
+    return 0;
+}
+
+/* Keeps the leaf at crt/key if it fits, else makes it again. */
+static int ensure_leaf(const char *crt, const char *key, X509 *ca, EVP_PKEY *ca_key,
+                       const pki_options *o, char kind, const char *cn, const char *org, bool *made,
+                       char **err)
+{
+    bool serving = kind == 's';
+    if (exists(crt) && exists(key)) {
+        X509 *x = read_cert(crt, err);
+        if (!x)
+            return -1;
+        bool fits = !leaf_unfit(x, ca, o, serving);
+        X509_free(x);
+        if (fits)
+            return 0;
+    }
+    EVP_PKEY *k = EVP_EC_gen("P-256");
+    X509 *x = k ? make_cert(k, cn, org, ca, ca_key, kind, LEAF_DAYS, serving ? o->sans : NULL,
+                            serving ? o->nsans : 0)
+                : NULL;
+    int rc = -1;
+    if (!x)
+        ckube__set_err(err, "cannot make %s: %s", crt, ssl_error());
+    else if (write_key(key, k, err) == 0 && write_cert(crt, x, err) == 0)
+        rc = 0;
+    *made = rc == 0;
+    X509_free(x);
+    EVP_PKEY_free(k);
+    return rc;
+}
+
+/* The ServiceAccount signing key: kept if there, made if not. */
+static int ensure_sa(pki_files *f, char **err)
+{
+    if (exists(f->sa_key)) {
+        EVP_PKEY *k = read_key(f->sa_key, err);
+        int rc = k && (exists(f->sa_pub) || write_pub(f->sa_pub, k, err) == 0) ? 0 : -1;
+        EVP_PKEY_free(k);
+        return rc;
+    }
+    EVP_PKEY *k = EVP_RSA_gen(2048);
+    int rc = -1;
+    if (!k)
+        ckube__set_err(err, "cannot make the ServiceAccount key: %s", ssl_error());
+    else if (write_key(f->sa_key, k, err) == 0 && write_pub(f->sa_pub, k, err) == 0)
+        rc = 0;
+    f->made_sa = rc == 0;
+    EVP_PKEY_free(k);
+    return rc;
+}
+
+static void set_paths(pki_files *f, const char *dir)
+{
+    snprintf(f->ca_crt, sizeof f->ca_crt, "%s/ca.crt", dir);
+    snprintf(f->ca_key, sizeof f->ca_key, "%s/ca.key", dir);
+    snprintf(f->serving_crt, sizeof f->serving_crt, "%s/serving.crt", dir);
+    snprintf(f->serving_key, sizeof f->serving_key, "%s/serving.key", dir);
+    snprintf(f->admin_crt, sizeof f->admin_crt, "%s/admin.crt", dir);
+    snprintf(f->admin_key, sizeof f->admin_key, "%s/admin.key", dir);
+    snprintf(f->sa_key, sizeof f->sa_key, "%s/sa.key", dir);
+    snprintf(f->sa_pub, sizeof f->sa_pub, "%s/sa.pub", dir);
+}
+
+int pki_ensure(const pki_options *o, pki_files *out, char **err)
+{
+    memset(out, 0, sizeof *out);
+    if (!o->dir || !*o->dir || strlen(o->dir) > 4000) {
+        ckube__set_err(err, "no directory for the certificates");
+        return -1;
+    }
+    if (mkdir(o->dir, 0700) != 0 && errno != EEXIST) {
+        ckube__set_err(err, "cannot create %s: %s", o->dir, strerror(errno));
+        return -1;
+    }
+    set_paths(out, o->dir);
+    X509 *ca = NULL;
+    EVP_PKEY *ca_key = NULL;
+    int rc = ensure_ca(out, &ca, &ca_key, err);
+    if (rc == 0)
+        rc = ensure_leaf(out->serving_crt, out->serving_key, ca, ca_key, o, 's', "kube-apiserver",
+                         NULL, &out->made_serving, err);
+    if (rc == 0)
+        rc = ensure_leaf(out->admin_crt, out->admin_key, ca, ca_key, o, 'u', "system:admin",
+                         "system:masters", &out->made_admin, err);
+    if (rc == 0)
+        rc = ensure_sa(out, err);
+    X509_free(ca);
+    EVP_PKEY_free(ca_key);
+    ERR_clear_error();
+    return rc;
+}
