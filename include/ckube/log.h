@@ -64,7 +64,7 @@ int ckube_log_set_flag(const char *name, const char *value, char **err);
     {"logtostderr", optional_argument, NULL, CKUBE_LOG_OPT_LOGTOSTDERR},          \
     {"alsologtostderr", optional_argument, NULL, CKUBE_LOG_OPT_ALSOLOGTOSTDERR}
 /* clang-format on */
-int ckube_log_getopt(int ch, const char *optarg, char **err);
+int ckube_log_getopt(int ch, const char *arg, char **err);
 
 /* The logging flags in effect, as arguments that give another ckube
  * program the same logging ("--v=2", "--vmodule=...", ...): a

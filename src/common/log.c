@@ -250,15 +250,15 @@ int ckube_log_set_flag(const char *name, const char *value, char **err)
     return -1;
 }
 
-int ckube_log_getopt(int ch, const char *optarg, char **err)
+int ckube_log_getopt(int ch, const char *arg, char **err)
 {
     const char *name;
     switch (ch) {
     case 'v':
         name = "v";
         /* getopt reads `-v=4` as -v with "=4"; pflag takes it as 4. */
-        if (optarg && *optarg == '=')
-            optarg++;
+        if (arg && *arg == '=')
+            arg++;
         break;
     case CKUBE_LOG_OPT_VMODULE:
         name = "vmodule";
@@ -275,7 +275,7 @@ int ckube_log_getopt(int ch, const char *optarg, char **err)
     default:
         return 0;
     }
-    return ckube_log_set_flag(name, optarg, err) < 0 ? -1 : 1;
+    return ckube_log_set_flag(name, arg, err) < 0 ? -1 : 1;
 }
 
 const char *const *ckube_log_flag_args(void)
