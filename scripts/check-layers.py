@@ -40,6 +40,7 @@ LAYERS = [
     ("apiserver/registry/generic", "server", 48),
     ("apiserver/registry/definitions", "server", 47),
     ("apiserver/registry/rest", "server", 45),
+    ("apiserver/authorization/rbac", "server", 42),
     ("apiserver/cacher", "server", 40),
     ("apiserver/httpd", "server", 35),
     ("apiserver/pki", "server", 33),
