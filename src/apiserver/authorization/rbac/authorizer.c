@@ -1,0 +1,422 @@
+/* RBAC's decision over an index (authorizer.h).
+ *
+ * Three ordered trees (libbsd's RB trees, keyed by string):
+ *   roles     "ns/name" for Roles, "/name" for ClusterRoles -> compiled rules
+ *   bindings  "ns/name" for RoleBindings, "/name" for ClusterRoleBindings
+ *   subjects  "u:<user name>" or "g:<group>" -> the bindings naming it
+ * A ServiceAccount subject is indexed under its user name,
+ * "u:system:serviceaccount:NS:NAME", its namespace defaulting to the
+ * binding's (an unqualified one in a ClusterRoleBinding names nobody, as
+ * upstream). A decision looks up "u:<user>" and "g:<group>" for each
+ * group: a handful of tree lookups whatever the number of bindings. */
+#include "apiserver/authorization/rbac/authorizer.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+/* libbsd's tree.h marks generated static functions __unused, which glibc
+ * does not define. */
+#ifndef __unused
+#define __unused __attribute__((unused))
+#endif
+#include <sys/tree.h>
+
+#include "ckube/json.h"
+#include "common/text.h"
+#include "common/xalloc.h"
+
+typedef struct role {
+    RB_ENTRY(role) node;
+    char *key;
+    rbac_rule *rules;
+    size_t nrules;
+} role;
+
+typedef struct binding {
+    RB_ENTRY(binding) node;
+    char *key;
+    char *ns;        /* "" for a ClusterRoleBinding */
+    bool to_cluster; /* roleRef is a ClusterRole */
+    char *role_name;
+    char **subject_keys; /* the subjects' index keys */
+    size_t nsubjects;
+} binding;
+
+typedef struct subject {
+    RB_ENTRY(subject) node;
+    char *key;
+    binding **bindings;
+    size_t n, cap;
+} subject;
+
+static int role_cmp(const role *a, const role *b)
+{
+    return strcmp(a->key, b->key);
+}
+static int binding_cmp(const binding *a, const binding *b)
+{
+    return strcmp(a->key, b->key);
+}
+static int subject_cmp(const subject *a, const subject *b)
+{
+    return strcmp(a->key, b->key);
+}
+
+RB_HEAD(role_tree, role);
+RB_HEAD(binding_tree, binding);
+RB_HEAD(subject_tree, subject);
+RB_GENERATE_STATIC(role_tree, role, node, role_cmp)
+RB_GENERATE_STATIC(binding_tree, binding, node, binding_cmp)
+RB_GENERATE_STATIC(subject_tree, subject, node, subject_cmp)
+
+struct rbac_index {
+    pthread_rwlock_t lock;
+    struct role_tree roles;
+    struct binding_tree bindings;
+    struct subject_tree subjects;
+};
+
+rbac_index *rbac_index_new(void)
+{
+    rbac_index *ix = xcalloc(1, sizeof *ix);
+    pthread_rwlock_init(&ix->lock, NULL);
+    RB_INIT(&ix->roles);
+    RB_INIT(&ix->bindings);
+    RB_INIT(&ix->subjects);
+    return ix;
+}
+
+static void role_free(role *r)
+{
+    rbac_rules_free(r->rules, r->nrules);
+    free(r->key);
+    free(r);
+}
+
+static void binding_free(binding *b)
+{
+    for (size_t i = 0; i < b->nsubjects; i++)
+        free(b->subject_keys[i]);
+    free(b->subject_keys);
+    free(b->key);
+    free(b->ns);
+    free(b->role_name);
+    free(b);
+}
+
+void rbac_index_free(rbac_index *ix)
+{
+    if (!ix)
+        return;
+    role *r, *rn;
+    RB_FOREACH_SAFE(r, role_tree, &ix->roles, rn)
+    {
+        RB_REMOVE(role_tree, &ix->roles, r);
+        role_free(r);
+    }
+    binding *b, *bn;
+    RB_FOREACH_SAFE(b, binding_tree, &ix->bindings, bn)
+    {
+        RB_REMOVE(binding_tree, &ix->bindings, b);
+        binding_free(b);
+    }
+    subject *s, *sn;
+    RB_FOREACH_SAFE(s, subject_tree, &ix->subjects, sn)
+    {
+        RB_REMOVE(subject_tree, &ix->subjects, s);
+        free(s->bindings);
+        free(s->key);
+        free(s);
+    }
+    pthread_rwlock_destroy(&ix->lock);
+    free(ix);
+}
+
+/* "ns/name" ("/name" when cluster-scoped). */
+static char *object_key(const json_t *obj, bool cluster)
+{
+    const char *ns =
+        cluster ? "" : json_string_value(ckube_json_get_path(obj, "metadata.namespace"));
+    const char *name = json_string_value(ckube_json_get_path(obj, "metadata.name"));
+    return xasprintf("%s/%s", ns ? ns : "", name ? name : "");
+}
+
+/* ---- roles ------------------------------------------------------------------- */
+
+static void apply_role(rbac_index *ix, const json_t *obj, bool cluster, bool deleted)
+{
+    role probe = {.key = object_key(obj, cluster)};
+    role *old = RB_FIND(role_tree, &ix->roles, &probe);
+    if (old) {
+        RB_REMOVE(role_tree, &ix->roles, old);
+        role_free(old);
+    }
+    if (deleted) {
+        free(probe.key);
+        return;
+    }
+    role *r = xcalloc(1, sizeof *r);
+    r->key = probe.key;
+    /* A ClusterRole with an aggregationRule carries the aggregated rules
+     * in `rules` (its controller keeps them): they count as any rules. */
+    rbac_rules_compile(json_object_get(obj, "rules"), &r->rules, &r->nrules);
+    RB_INSERT(role_tree, &ix->roles, r);
+}
+
+/* ---- bindings ---------------------------------------------------------------- */
+
+static subject *subject_get(rbac_index *ix, const char *key, bool create)
+{
+    subject probe = {.key = (char *)key};
+    subject *s = RB_FIND(subject_tree, &ix->subjects, &probe);
+    if (s || !create)
+        return s;
+    s = xcalloc(1, sizeof *s);
+    s->key = xstrdup(key);
+    RB_INSERT(subject_tree, &ix->subjects, s);
+    return s;
+}
+
+/* The index key of a binding's subject, or NULL when it names nobody. */
+static char *subject_key(const json_t *subj, const char *binding_ns)
+{
+    const char *kind = json_string_value(json_object_get(subj, "kind"));
+    const char *name = json_string_value(json_object_get(subj, "name"));
+    if (!kind || !name)
+        return NULL;
+    if (!strcmp(kind, "User"))
+        return xasprintf("u:%s", name);
+    if (!strcmp(kind, "Group"))
+        return xasprintf("g:%s", name);
+    if (!strcmp(kind, "ServiceAccount")) {
+        const char *ns = json_string_value(json_object_get(subj, "namespace"));
+        if (!ns || !*ns)
+            ns = binding_ns;
+        return *ns ? xasprintf("u:system:serviceaccount:%s:%s", ns, name) : NULL;
+    }
+    return NULL;
+}
+
+static void unlink_binding(rbac_index *ix, binding *b)
+{
+    for (size_t i = 0; i < b->nsubjects; i++) {
+        subject *s = subject_get(ix, b->subject_keys[i], false);
+        if (!s)
+            continue;
+        for (size_t j = 0; j < s->n; j++) {
+            if (s->bindings[j] == b) {
+                s->bindings[j] = s->bindings[--s->n];
+                break;
+            }
+        }
+        if (!s->n) {
+            RB_REMOVE(subject_tree, &ix->subjects, s);
+            free(s->bindings);
+            free(s->key);
+            free(s);
+        }
+    }
+    RB_REMOVE(binding_tree, &ix->bindings, b);
+    binding_free(b);
+}
+
+static void apply_binding(rbac_index *ix, const json_t *obj, bool cluster, bool deleted)
+{
+    binding probe = {.key = object_key(obj, cluster)};
+    binding *old = RB_FIND(binding_tree, &ix->bindings, &probe);
+    if (old)
+        unlink_binding(ix, old);
+    const json_t *ref = json_object_get(obj, "roleRef");
+    const char *ref_kind = json_string_value(json_object_get(ref, "kind"));
+    const char *ref_name = json_string_value(json_object_get(ref, "name"));
+    if (deleted || !ref_kind || !ref_name) {
+        free(probe.key);
+        return;
+    }
+    binding *b = xcalloc(1, sizeof *b);
+    b->key = probe.key;
+    const char *ns =
+        cluster ? "" : json_string_value(ckube_json_get_path(obj, "metadata.namespace"));
+    b->ns = xstrdup(ns ? ns : "");
+    b->to_cluster = !strcmp(ref_kind, "ClusterRole");
+    b->role_name = xstrdup(ref_name);
+    const json_t *subjects = json_object_get(obj, "subjects");
+    b->subject_keys = xcalloc(json_array_size(subjects) + 1, sizeof *b->subject_keys);
+    RB_INSERT(binding_tree, &ix->bindings, b);
+    size_t i;
+    const json_t *subj;
+    json_array_foreach(subjects, i, subj)
+    {
+        char *key = subject_key(subj, b->ns);
+        if (!key)
+            continue;
+        subject *s = subject_get(ix, key, true);
+        bool listed = false;
+        for (size_t j = 0; j < s->n && !listed; j++)
+            listed = s->bindings[j] == b;
+        if (listed) { /* the same subject twice in one binding */
+            free(key);
+            continue;
+        }
+        if (s->n == s->cap) {
+            s->cap = s->cap ? 2 * s->cap : 4;
+            s->bindings = xrealloc(s->bindings, s->cap * sizeof *s->bindings);
+        }
+        s->bindings[s->n++] = b;
+        b->subject_keys[b->nsubjects++] = key;
+    }
+}
+
+void rbac_index_apply(rbac_index *ix, rbac_kind kind, const json_t *obj, bool deleted)
+{
+    pthread_rwlock_wrlock(&ix->lock);
+    switch (kind) {
+    case RBAC_ROLE:
+    case RBAC_CLUSTER_ROLE:
+        apply_role(ix, obj, kind == RBAC_CLUSTER_ROLE, deleted);
+        break;
+    case RBAC_ROLE_BINDING:
+    case RBAC_CLUSTER_ROLE_BINDING:
+        apply_binding(ix, obj, kind == RBAC_CLUSTER_ROLE_BINDING, deleted);
+        break;
+    }
+    pthread_rwlock_unlock(&ix->lock);
+}
+
+/* ---- decisions --------------------------------------------------------------- */
+
+/* a followed by b (and c) in buf when it fits, else malloc'd: a lookup
+ * key is never cut short (a cut key could name another subject). Free
+ * the result with key_free(result, buf). */
+static char *key_join(char *buf, size_t n, const char *a, const char *b, const char *c)
+{
+    size_t len = strlen(a) + strlen(b) + strlen(c);
+    if (len < n) {
+        snprintf(buf, n, "%s%s%s", a, b, c);
+        return buf;
+    }
+    return xasprintf("%s%s%s", a, b, c);
+}
+
+static void key_free(char *key, char *buf)
+{
+    if (key != buf)
+        free(key);
+}
+
+/* The errors a denial reports, deduplicated as upstream's aggregate. */
+typedef struct missing {
+    char *msgs[8];
+    size_t n;
+} missing;
+
+static void note_missing(missing *m, const binding *b)
+{
+    char *msg = xasprintf("%s.rbac.authorization.k8s.io \"%s\" not found",
+                          b->to_cluster ? "clusterrole" : "role", b->role_name);
+    for (size_t i = 0; i < m->n; i++) {
+        if (!strcmp(m->msgs[i], msg)) {
+            free(msg);
+            return;
+        }
+    }
+    if (m->n < sizeof m->msgs / sizeof *m->msgs)
+        m->msgs[m->n++] = msg;
+    else
+        free(msg);
+}
+
+/* Whether binding b (one that names the user) allows req. */
+static bool binding_allows(rbac_index *ix, const binding *b, const rbac_request *req, missing *m)
+{
+    const char *ns = req->namespace_ ? req->namespace_ : "";
+    if (*b->ns && strcmp(b->ns, ns))
+        return false; /* a RoleBinding of another namespace */
+    char buf[512];
+    char *key = key_join(buf, sizeof buf, b->to_cluster ? "" : b->ns, "/", b->role_name);
+    role probe = {.key = key};
+    const role *r = RB_FIND(role_tree, &ix->roles, &probe);
+    key_free(key, buf);
+    if (!r) {
+        note_missing(m, b);
+        return false;
+    }
+    for (size_t i = 0; i < r->nrules; i++)
+        if (rbac_rule_allows(&r->rules[i], req))
+            return true;
+    return false;
+}
+
+/* Whether any binding of subject `key` allows req; ClusterRoleBindings
+ * are tried in the first pass, RoleBindings in the second (upstream
+ * visits cluster-wide bindings first). */
+static bool subject_allows(rbac_index *ix, const char *key, const rbac_request *req, bool cluster,
+                           missing *m)
+{
+    subject probe = {.key = (char *)key};
+    const subject *s = RB_FIND(subject_tree, &ix->subjects, &probe);
+    for (size_t i = 0; s && i < s->n; i++) {
+        const binding *b = s->bindings[i];
+        if ((*b->ns == '\0') == cluster && binding_allows(ix, b, req, m))
+            return true;
+    }
+    return false;
+}
+
+static char *reason_of(missing *m)
+{
+    char *reason = NULL;
+    if (m->n == 1) {
+        reason = xasprintf("RBAC: %s", m->msgs[0]);
+    } else if (m->n > 1) {
+        ckube__strbuf sb = {0};
+        ckube__sb_printf(&sb, "RBAC: [");
+        for (size_t i = 0; i < m->n; i++)
+            ckube__sb_printf(&sb, "%s%s", i ? ", " : "", m->msgs[i]);
+        ckube__sb_printf(&sb, "]");
+        if (sb.oom)
+            xalloc_die();
+        reason = ckube__sb_take(&sb);
+    }
+    for (size_t i = 0; i < m->n; i++)
+        free(m->msgs[i]);
+    return reason;
+}
+
+bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *req, char **reason)
+{
+    if (reason)
+        *reason = NULL;
+    if (!user->name)
+        return false;
+    missing m = {.n = 0};
+    bool allowed = false;
+    char buf[512];
+    pthread_rwlock_rdlock(&ix->lock);
+    for (int pass = 0; pass < 2 && !allowed; pass++) {
+        bool cluster = pass == 0;
+        if (!cluster && !(req->namespace_ && *req->namespace_))
+            break; /* no RoleBinding applies outside a namespace */
+        char *key = key_join(buf, sizeof buf, "u:", user->name, "");
+        allowed = subject_allows(ix, key, req, cluster, &m);
+        key_free(key, buf);
+        for (size_t g = 0; g < user->ngroups && !allowed; g++) {
+            if (!user->groups[g])
+                continue;
+            key = key_join(buf, sizeof buf, "g:", user->groups[g], "");
+            allowed = subject_allows(ix, key, req, cluster, &m);
+            key_free(key, buf);
+        }
+    }
+    pthread_rwlock_unlock(&ix->lock);
+    char *r = allowed ? NULL : reason_of(&m);
+    if (allowed)
+        for (size_t i = 0; i < m.n; i++)
+            free(m.msgs[i]);
+    if (reason)
+        *reason = r;
+    else
+        free(r);
+    return allowed;
+}

@@ -1,0 +1,46 @@
+/* authorizer.h - RBAC's decision over an index of the cluster's Roles,
+ * ClusterRoles and bindings (issue #21), as kube-apiserver's RBAC
+ * authorizer decides: a request is allowed when a ClusterRoleBinding, or
+ * a RoleBinding of the request's namespace, names the user (or one of
+ * their groups, or their ServiceAccount) and refers to a role with a
+ * rule that allows it (rules.h). Otherwise it is denied, with upstream's
+ * reason when a binding refers to a role that does not exist
+ * (`RBAC: role.rbac.authorization.k8s.io "x" not found`).
+ *
+ * The index is fed the objects as they change (from the watch cache, on
+ * the storage thread) and read by the request loops: a decision looks up
+ * the bindings of the user and of each of their groups, never scans
+ * every binding. Thread-safe: changes take a write lock, decisions a read
+ * lock.
+ */
+#ifndef CKUBE_APISERVER_AUTHORIZATION_RBAC_AUTHORIZER_H
+#define CKUBE_APISERVER_AUTHORIZATION_RBAC_AUTHORIZER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "apiserver/authorization/rbac/rules.h"
+
+typedef enum {
+    RBAC_ROLE,
+    RBAC_CLUSTER_ROLE,
+    RBAC_ROLE_BINDING,
+    RBAC_CLUSTER_ROLE_BINDING,
+} rbac_kind;
+
+typedef struct rbac_index rbac_index;
+
+rbac_index *rbac_index_new(void);
+void rbac_index_free(rbac_index *ix);
+
+/* An object of `kind` was stored (deleted false: added or changed) or
+ * deleted. obj is borrowed: its metadata.namespace and .name say which;
+ * the rest is read into the index. */
+void rbac_index_apply(rbac_index *ix, rbac_kind kind, const json_t *obj, bool deleted);
+
+/* Whether RBAC allows `req` for `user`. On a denial *reason (when reason
+ * is given) is NULL or upstream's reason text (malloc'd; the caller
+ * frees), which the 403 message ends with. */
+bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *req, char **reason);
+
+#endif
