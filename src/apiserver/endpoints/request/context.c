@@ -46,12 +46,24 @@ bool req_query_bool(req_ctx *rc, const char *key)
     return v && strcmp(v, "0") && strcasecmp(v, "false");
 }
 
+/* Tells on_request_done, once. A whole reply does it before its bytes
+ * go out, as upstream's metrics are recorded when the handler returns:
+ * a client that has the reply then scrapes /metrics (on another loop)
+ * finds the request counted. Streams and watches do it when they end. */
+static void req_report(req_ctx *rc)
+{
+    if (rc->reported)
+        return;
+    rc->reported = true;
+    if (rc->srv->on_request_done)
+        rc->srv->on_request_done(rc);
+}
+
 void req_ctx_free(req_ctx *rc)
 {
     if (!rc)
         return;
-    if (rc->srv->on_request_done)
-        rc->srv->on_request_done(rc);
+    req_report(rc);
     if (!rc->long_running)
         atomic_fetch_sub(&rc->srv->inflight, 1);
     evhttp_clear_headers(&rc->query);
@@ -169,6 +181,7 @@ void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf)
     req_add_common_headers(rc, "application/json");
     CKUBE_V(4, "%s %s -> %d", rc->ri.verb[0] ? rc->ri.verb : "request", httpd_req_target(rc->req),
             code);
+    req_report(rc);
     httpd_send_reply(rc->req, code, buf);
     req_ctx_free(rc);
 }
@@ -179,6 +192,7 @@ void reply_raw(req_ctx *rc, int code, const char *content_type, const char *data
     evbuffer_add(buf, data, len);
     rc->code = code;
     req_add_common_headers(rc, content_type);
+    req_report(rc);
     httpd_send_reply(rc->req, code, buf);
     evbuffer_free(buf);
     req_ctx_free(rc);

@@ -120,9 +120,9 @@ struct apiserver {
     json_t *openapi_v2;
     apimetrics *metrics; /* /metrics (endpoints/metrics) */
     /* What the request context tells the layers above it (set by the
-     * server; NULL: nothing): a request ended (req_ctx_free, after its
-     * reply), a watch started streaming (req_long_running). The metrics
-     * count them. */
+     * server; NULL: nothing): a request ended (once: just before a whole
+     * reply goes out, or when a stream or watch ends), a watch started
+     * streaming (req_long_running). The metrics count them. */
     void (*on_request_done)(req_ctx *rc);
     void (*on_watch_started)(req_ctx *rc);
 };
@@ -161,6 +161,7 @@ struct req_ctx {
     bool is_apply;
     struct ckube_metric *longrunning_gauge;
     bool long_running; /* a watch (req_long_running): not counted in inflight */
+    bool reported;     /* on_request_done has run (req_report) */
 };
 
 /* What a PartialObjectMetadata request asked for (req_ctx.want_partial). */
