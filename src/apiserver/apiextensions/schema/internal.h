@@ -35,8 +35,6 @@ enum { CTX_NORMAL = 0, CTX_ROOT = 1, CTX_EMBEDDED = 2 };
 
 size_t sch_utf8_len(const char *s, size_t n);
 
-char *schema_go_quote(const char *s);
-
 char *sch_dump_canonical(const json_t *v);
 
 char *schema_format_value(const json_t *v);

@@ -1,5 +1,6 @@
 /* The schema engine (internal.h): values and limits as kube-openapi words them in messages. */
 #include "apiserver/apiextensions/schema/internal.h"
+#include "ckube/validation.h"
 #include "common/xalloc.h"
 
 size_t sch_utf8_len(const char *s, size_t n)
@@ -13,62 +14,6 @@ size_t sch_utf8_len(const char *s, size_t n)
         if (((unsigned char)s[i] & 0xc0) != 0x80)
             return 1;
     return want;
-}
-
-char *schema_go_quote(const char *s)
-{
-    ckube__strbuf b = {0};
-    size_t n = strlen(s);
-    ckube__sb_addc(&b, '"');
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x80) {
-            size_t l = sch_utf8_len(s + i, n - i);
-            if (l == 1)
-                ckube__sb_printf(&b, "\\x%02x", c);
-            else
-                ckube__sb_addn(&b, s + i, l);
-            i += l;
-            continue;
-        }
-        switch (c) {
-        case '"':
-            ckube__sb_add(&b, "\\\"");
-            break;
-        case '\\':
-            ckube__sb_add(&b, "\\\\");
-            break;
-        case '\a':
-            ckube__sb_add(&b, "\\a");
-            break;
-        case '\b':
-            ckube__sb_add(&b, "\\b");
-            break;
-        case '\f':
-            ckube__sb_add(&b, "\\f");
-            break;
-        case '\n':
-            ckube__sb_add(&b, "\\n");
-            break;
-        case '\r':
-            ckube__sb_add(&b, "\\r");
-            break;
-        case '\t':
-            ckube__sb_add(&b, "\\t");
-            break;
-        case '\v':
-            ckube__sb_add(&b, "\\v");
-            break;
-        default:
-            if (c < 0x20 || c == 0x7f)
-                ckube__sb_printf(&b, "\\x%02x", c);
-            else
-                ckube__sb_addc(&b, (char)c);
-        }
-        i++;
-    }
-    ckube__sb_addc(&b, '"');
-    return ckube__sb_take(&b);
 }
 
 /* Go's %v of a float64 (strconv 'g' with the shortest precision): the
@@ -143,7 +88,7 @@ char *schema_format_value(const json_t *v)
     char buf[64];
     switch (json_typeof(v)) {
     case JSON_STRING:
-        return schema_go_quote(json_string_value(v));
+        return ckube_go_quote(json_string_value(v));
     case JSON_INTEGER:
         snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
         return xstrdup(buf);

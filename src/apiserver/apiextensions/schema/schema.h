@@ -93,9 +93,6 @@ void schema_free_paths(char **paths, size_t n);
  * sorted keys, null as null. Returns malloc'd text or NULL on OOM. */
 char *schema_format_value(const json_t *v);
 
-/* Go's %q of a UTF-8 string. Malloc'd; NULL on OOM. */
-char *schema_go_quote(const char *s);
-
 /* Converts an ECMA-262 pattern (as CRD schemas use; RE2 subset) to a POSIX
  * extended regular expression. Returns malloc'd text, or NULL if the pattern
  * uses something POSIX cannot express (the pattern is then not enforced). */

@@ -1,5 +1,6 @@
 /* The schema engine (internal.h): validation of a value against its schema. */
 #include "apiserver/apiextensions/schema/internal.h"
+#include "ckube/validation.h"
 #include "common/xalloc.h"
 
 static double num_value(const json_t *v)
@@ -36,7 +37,7 @@ static void validate_string(walk *w, const json_t *s, const json_t *v)
     }
     const char *format = json_string_value(json_object_get(s, "format"));
     if (format && !sch_string_format_ok(format, str)) {
-        char *q = schema_go_quote(str);
+        char *q = ckube_go_quote(str);
         if (!q) {
             w->oom = true;
             return;
@@ -411,7 +412,7 @@ static void merge_causes(walk *w, const ckube_status *from)
 /* A composite failure (anyOf & co.): upstream reports it without a field. */
 static void add_composite(walk *w, const char *fmt, const char *extra)
 {
-    char *q = schema_go_quote(sch_cur_path(w));
+    char *q = ckube_go_quote(sch_cur_path(w));
     if (!q) {
         w->oom = true;
         return;
@@ -538,7 +539,7 @@ static void validate_enum(walk *w, const json_t *en, const json_t *v)
     json_array_foreach(en, i, e)
     {
         char *text = json_is_string(e) ? xstrdup(json_string_value(e)) : sch_dump_canonical(e);
-        char *q = text ? schema_go_quote(text) : NULL;
+        char *q = text ? ckube_go_quote(text) : NULL;
         if (!q)
             b.oom = true;
         else {

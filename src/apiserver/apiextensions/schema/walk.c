@@ -1,6 +1,7 @@
 /* The schema engine (internal.h): the walk over an object and its schema, paths, causes; schema
  * node helpers. */
 #include "apiserver/apiextensions/schema/internal.h"
+#include "ckube/validation.h"
 #include "common/xalloc.h"
 
 size_t sch_path_push_key(walk *w, const char *key)
@@ -83,7 +84,7 @@ void sch_add_invalid(walk *w, const json_t *value, const char *fmt, ...)
 void sch_add_type_invalid(walk *w, const char *expected, const char *actual)
 {
     json_t *a = json_string(actual);
-    char *q = schema_go_quote(actual);
+    char *q = ckube_go_quote(actual);
     if (!a || !q) {
         w->oom = true;
     } else {

@@ -1227,7 +1227,7 @@ static ckube_status *delete_dry_run(const json_t *dr, bool *dry)
     json_array_foreach(dr, i, v)
     {
         all &= !strcmp(json_string_value(v), "All");
-        char *q = schema_go_quote(json_string_value(v));
+        char *q = ckube_go_quote(json_string_value(v));
         char *next = xasprintf("%s%s%s", list, i ? ", " : "", q);
         free(q);
         free(list);

@@ -187,6 +187,10 @@ static void test_required_and_enum(void **state)
                "Unsupported value: \"z\": supported values: \"x\", \"y\"");
     expect_one(s, "{'spec':{'a':'x','b':3}}", "FieldValueNotSupported", "spec.b",
                "Unsupported value: 3: supported values: \"1\", \"2\"");
+    /* Values are quoted as Go's %q quotes them: a printable rune as it
+     * is, a non-printable one (U+200B) escaped. */
+    expect_one(s, "{'spec':{'a':'\u00e9\u200b','b':1}}", "FieldValueNotSupported", "spec.a",
+               "Unsupported value: \"\u00e9\\u200b\": supported values: \"x\", \"y\"");
     /* 2.0 equals the enum's 2 */
     expect_valid(s, "{'spec':{'a':'y','b':2.0}}");
     result r = run(s, "{'spec':{}}");
