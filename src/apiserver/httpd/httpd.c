@@ -29,10 +29,16 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/queue.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "apiserver/httpd/tls.h"
 #include "ckube/log.h"
 #include "common/text.h"
 #include "common/xalloc.h"
@@ -43,6 +49,7 @@
 #define MAX_PENDING_OUTPUT (1u << 20) /* replies queued before parsing pauses */
 #define ACCEPT_BATCH 64               /* connections accepted per wake-up */
 #define SWEEP_INTERVAL 30             /* seconds between idle checks */
+#define TLS_RECORD 16384              /* plaintext per SSL_write: one full record */
 
 typedef struct httpd_conn httpd_conn;
 
@@ -56,6 +63,7 @@ struct httpd {
     httpd_config cfg;
     LIST_HEAD(, httpd_conn) conns;
     char scratch[READ_SCRATCH];
+    char wscratch[TLS_RECORD]; /* TLS: the plaintext of the record being written */
     time_t date_sec;
     char date[40]; /* "Date: ...\r\n" for date_sec */
     size_t date_len;
@@ -65,6 +73,7 @@ struct httpd_conn {
     LIST_ENTRY(httpd_conn) link;
     httpd *h;
     int fd;
+    SSL *ssl; /* NULL: plain */
     struct event *rev, *wev;
     http_parser parser;
     struct evbuffer *in;  /* unparsed input */
@@ -72,14 +81,19 @@ struct httpd_conn {
     httpd_req *parsing;   /* being received */
     httpd_req *cur;       /* dispatched, not finished */
     time_t last_active;
-    int busy;         /* event callbacks on the stack */
-    bool wev_armed;   /* wev is pending */
-    bool read_off;    /* rev removed: input backlog or EOF */
-    bool close_after; /* close once the current reply is out */
-    bool dead;        /* to be freed by the next callback */
+    time_t header_deadline; /* a request's headers (and TLS handshake) due by; 0: none */
+    int busy;               /* event callbacks on the stack */
+    bool wev_armed;         /* wev is pending */
+    bool read_off;          /* rev removed: input backlog or EOF */
+    bool close_after;       /* close once the current reply is out */
+    bool dead;              /* to be freed by the next callback */
     bool peer_eof;
     bool ready;      /* `parsing` is ready to dispatch (parser paused) */
     bool discarding; /* the body being received is dropped (too large) */
+    /* TLS: an SSL_read that needs the socket writable, an SSL_write that
+     * needs it readable (retried from the other event), and a fatal
+     * error (no close_notify may follow). */
+    bool rd_wants_write, wr_wants_read, tls_fatal;
 };
 
 struct httpd_req {
@@ -181,9 +195,18 @@ bool httpd_req_body_too_large(const httpd_req *r)
 
 /* ---- parser callbacks ------------------------------------------------- */
 
+static time_t loop_now(httpd *h)
+{
+    struct timeval tv;
+    event_base_gettimeofday_cached(h->base, &tv);
+    return tv.tv_sec;
+}
+
 static int on_message_begin(http_parser *p)
 {
     httpd_conn *c = p->data;
+    if (!c->header_deadline)
+        c->header_deadline = loop_now(c->h) + (time_t)c->h->cfg.header_timeout;
     if (!c->parsing && !(c->parsing = req_new(c)))
         return -1;
     return 0;
@@ -260,6 +283,7 @@ static int on_headers_complete(http_parser *p)
 {
     httpd_conn *c = p->data;
     httpd_req *r = c->parsing;
+    c->header_deadline = 0;
     if (r->nh && !r->in_value && append(&r->hbuf, "", 1) != 0)
         return -1; /* a last name without a value */
     if (r->nh && append(&r->hbuf, "", 1) != 0)
@@ -344,10 +368,72 @@ static void conn_doom(httpd_conn *c)
         event_active(c->wev, EV_WRITE, 1);
 }
 
+static void arm_write(httpd_conn *c)
+{
+    if (!c->wev_armed) {
+        event_add(c->wev, NULL);
+        c->wev_armed = true;
+    }
+}
+
+/* A TLS connection's OpenSSL error, for the log (and the queue emptied). */
+static const char *tls_reason(void)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    ERR_clear_error();
+    return r ? r : "connection failed";
+}
+
+/* conn_flush on TLS: a record at a time. A write that would block is
+ * retried with at least as many bytes, which out (appended to only) has:
+ * OpenSSL wants the same bytes again, and allows the buffer to move
+ * (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER). */
+static void tls_flush(httpd_conn *c)
+{
+    size_t len;
+    while ((len = evbuffer_get_length(c->out)) > 0) {
+        size_t n = len < TLS_RECORD ? len : TLS_RECORD;
+        evbuffer_copyout(c->out, c->h->wscratch, n);
+        ERR_clear_error();
+        int r = SSL_write(c->ssl, c->h->wscratch, (int)n);
+        if (r > 0) {
+            evbuffer_drain(c->out, (size_t)r);
+            continue;
+        }
+        int e = SSL_get_error(c->ssl, r);
+        if (e == SSL_ERROR_WANT_WRITE) {
+            arm_write(c);
+            return;
+        }
+        if (e == SSL_ERROR_WANT_READ) {
+            /* (Only mid-handshake.) on_read retries; it must run. */
+            c->wr_wants_read = true;
+            if (c->read_off && !c->peer_eof) {
+                event_add(c->rev, NULL);
+                c->read_off = false;
+            }
+            return;
+        }
+        c->tls_fatal = true;
+        CKUBE_V(5, "http: TLS write: %s", e == SSL_ERROR_SYSCALL ? strerror(errno) : tls_reason());
+        conn_doom(c);
+        return;
+    }
+    if (c->wev_armed) {
+        event_del(c->wev);
+        c->wev_armed = false;
+    }
+}
+
 /* Writes as much of `out` as the socket takes; arms the write event for
  * the rest. A failed socket dooms the connection. */
 static void conn_flush(httpd_conn *c)
 {
+    if (c->ssl) {
+        tls_flush(c);
+        return;
+    }
     while (evbuffer_get_length(c->out) > 0) {
         int n = evbuffer_write(c->out, c->fd);
         if (n > 0)
@@ -355,10 +441,7 @@ static void conn_flush(httpd_conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!c->wev_armed) {
-                event_add(c->wev, NULL);
-                c->wev_armed = true;
-            }
+            arm_write(c);
             return;
         }
         CKUBE_V(5, "http: write: %s", n < 0 ? strerror(errno) : "closed");
@@ -577,7 +660,12 @@ void httpd_abort(httpd_req *r)
 
 int httpd_req_fd(const httpd_req *r)
 {
-    return r->conn && !r->conn->dead ? r->conn->fd : -1;
+    return r->conn && !r->conn->dead && !r->conn->ssl ? r->conn->fd : -1;
+}
+
+struct ssl_st *httpd_req_ssl(const httpd_req *r)
+{
+    return r->conn && !r->conn->dead ? r->conn->ssl : NULL;
 }
 
 struct evbuffer *httpd_req_output(httpd_req *r)
@@ -627,6 +715,14 @@ static void conn_free(httpd_conn *c)
     req_free(c->parsing);
     event_free(c->rev);
     event_free(c->wev);
+    if (c->ssl) {
+        /* close_notify, best effort: a client reading to the end of the
+         * connection (an HTTP/1.0 stream) learns it was not cut. */
+        if (!c->tls_fatal && SSL_is_init_finished(c->ssl))
+            SSL_shutdown(c->ssl);
+        SSL_free(c->ssl);
+        ERR_clear_error();
+    }
     close(c->fd);
     evbuffer_free(c->in);
     evbuffer_free(c->out);
@@ -725,6 +821,8 @@ static void settle(httpd_conn *c)
         ((!c->cur && !output_full(c)) || evbuffer_get_length(c->in) < MAX_PENDING_INPUT / 2)) {
         event_add(c->rev, NULL);
         c->read_off = false;
+        if (c->ssl) /* records may wait inside OpenSSL already */
+            event_active(c->rev, EV_READ, 1);
     }
 }
 
@@ -739,13 +837,98 @@ static void callback_end(httpd_conn *c)
         conn_free(c);
 }
 
-static void on_read(evutil_socket_t fd, short what, void *arg)
+/* Go's answer to plain HTTP on a TLS port (net/http's server). */
+static void answer_plain_http(httpd_conn *c)
 {
-    (void)what;
-    httpd_conn *c = arg;
+    static const char reply[] = "HTTP/1.0 400 Bad Request\r\n\r\n"
+                                "Client sent an HTTP request to an HTTPS server.\n";
+    ssize_t n = send(c->fd, reply, sizeof reply - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n; /* best effort: the connection closes either way */
+}
+
+static void log_tls_error(httpd_conn *c, const char *what, const char *reason)
+{
+    if (!ckube_log_v(2, __FILE__))
+        return;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char addr[INET6_ADDRSTRLEN + 8] = "?";
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
+        char ip[INET6_ADDRSTRLEN] = "";
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+            snprintf(addr, sizeof addr, "%s:%u", ip, ntohs(a->sin_port));
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
+            snprintf(addr, sizeof addr, "[%s]:%u", ip, ntohs(a->sin6_port));
+        }
+    }
+    ckube_log_write(CKUBE_LOG_INFO, __FILE__, __LINE__, "http: TLS %s error from %s: %s", what,
+                    addr, reason);
+}
+
+/* read() through TLS: > 0 bytes, 0 at the end, -1 with errno (EAGAIN:
+ * nothing yet, the handshake included). */
+static ssize_t tls_read(httpd_conn *c, char *buf, size_t len)
+{
+    ERR_clear_error();
+    int r = SSL_read(c->ssl, buf, (int)len);
+    if (r > 0)
+        return r;
+    int e = SSL_get_error(c->ssl, r);
+    int saved = errno;
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_WANT_WRITE: /* a handshake message, or a session ticket */
+        c->rd_wants_write = true;
+        arm_write(c);
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN: /* close_notify */
+        return 0;
+    case SSL_ERROR_SYSCALL:
+        c->tls_fatal = true;
+        ERR_clear_error();
+        if (saved == 0)
+            return 0;
+        errno = saved;
+        return -1;
+    default: {
+        c->tls_fatal = true;
+        unsigned long err = ERR_peek_last_error();
+        if (ERR_GET_LIB(err) == ERR_LIB_SSL &&
+            ERR_GET_REASON(err) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+            ERR_clear_error();
+            return 0; /* a client that closed without close_notify */
+        }
+        bool plain = ERR_GET_LIB(err) == ERR_LIB_SSL && ERR_GET_REASON(err) == SSL_R_HTTP_REQUEST;
+        if (plain)
+            answer_plain_http(c);
+        log_tls_error(c, SSL_is_init_finished(c->ssl) ? "read" : "handshake",
+                      plain ? "client sent an HTTP request to an HTTPS server" : tls_reason());
+        ERR_clear_error();
+        errno = EPROTO;
+        return -1;
+    }
+    }
+}
+
+/* Reads what the socket has (one read, or one TLS record) and serves it. */
+static void read_some(httpd_conn *c)
+{
     httpd *h = c->h;
-    c->busy++;
-    ssize_t n = read(fd, h->scratch, sizeof h->scratch);
+    if (c->wr_wants_read) {
+        c->wr_wants_read = false;
+        conn_flush(c);
+        if (c->dead)
+            return;
+    }
+    ssize_t n = c->ssl ? tls_read(c, h->scratch, sizeof h->scratch)
+                       : read(c->fd, h->scratch, sizeof h->scratch);
     if (n > 0) {
         struct timeval now;
         event_base_gettimeofday_cached(h->base, &now);
@@ -777,6 +960,19 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         else
             process_input(c);
     }
+    /* TLS reads ahead: a record already read from the socket is not
+     * announced by it again. */
+    if (c->ssl && !c->dead && !c->read_off && SSL_has_pending(c->ssl))
+        event_active(c->rev, EV_READ, 1);
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    httpd_conn *c = arg;
+    c->busy++;
+    read_some(c);
     callback_end(c);
 }
 
@@ -786,8 +982,12 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     (void)what;
     httpd_conn *c = arg;
     c->busy++;
+    bool reread = c->rd_wants_write;
+    c->rd_wants_write = false;
     if (!c->dead)
         conn_flush(c);
+    if (reread && !c->dead && !c->read_off)
+        read_some(c);
     if (!c->dead && c->cur && c->cur->want_drained && evbuffer_get_length(c->out) == 0) {
         httpd_req *r = c->cur;
         r->want_drained = false;
@@ -831,9 +1031,20 @@ int httpd_adopt(httpd *h, int fd)
         close(fd);
         return -1;
     }
+    if (h->cfg.tls && !(c->ssl = httpd_tls_accept(h->cfg.tls, fd))) {
+        CKUBE_ERROR("http: cannot start TLS on an accepted connection: %s", tls_reason());
+        event_free(c->rev);
+        event_free(c->wev);
+        evbuffer_free(c->in);
+        evbuffer_free(c->out);
+        free(c);
+        close(fd);
+        return -1;
+    }
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
     c->last_active = time(NULL);
+    c->header_deadline = c->last_active + (time_t)h->cfg.header_timeout;
     LIST_INSERT_HEAD(&h->conns, c, link);
     return 0;
 }
@@ -854,7 +1065,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 }
 
 /* Closes connections idle (no request in service) for longer than the
- * timeout, as evhttp and Go's IdleTimeout do. */
+ * timeout, as evhttp and Go's IdleTimeout do, and those whose request
+ * headers (or TLS handshake) are late, as Go's ReadHeaderTimeout. */
 static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -864,8 +1076,15 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     httpd_conn *c = LIST_FIRST(&h->conns), *next;
     for (; c; c = next) {
         next = LIST_NEXT(c, link);
-        if (!c->cur && !c->busy && now - c->last_active > (time_t)h->cfg.idle_timeout)
+        if (c->cur || c->busy)
+            continue;
+        if (now - c->last_active > (time_t)h->cfg.idle_timeout ||
+            (c->header_deadline && now > c->header_deadline)) {
+            CKUBE_V(4, "http: closing a connection: %s",
+                    c->header_deadline && now > c->header_deadline ? "request headers too late"
+                                                                   : "idle");
             conn_kill(c);
+        }
     }
 }
 
@@ -887,11 +1106,17 @@ httpd *httpd_new(struct event_base *base, int listen_fd, const httpd_config *cfg
     h->cfg = *cfg;
     if (!h->cfg.idle_timeout)
         h->cfg.idle_timeout = 3600;
+    if (!h->cfg.header_timeout)
+        h->cfg.header_timeout = 32;
     LIST_INIT(&h->conns);
-    /* Checked every SWEEP_INTERVAL seconds, or as often as the timeout
-     * if that is shorter: a connection goes at most one interval late. */
-    struct timeval iv = {
-        h->cfg.idle_timeout < SWEEP_INTERVAL ? h->cfg.idle_timeout : SWEEP_INTERVAL, 0};
+    /* Checked every SWEEP_INTERVAL seconds, or as often as the shorter
+     * timeout: a connection goes at most one interval late. */
+    unsigned every = SWEEP_INTERVAL;
+    if (h->cfg.idle_timeout < every)
+        every = h->cfg.idle_timeout;
+    if (h->cfg.header_timeout < every)
+        every = h->cfg.header_timeout;
+    struct timeval iv = {every, 0};
     if (listen_fd >= 0 &&
         (!(h->lev = event_new(base, listen_fd, EV_READ | EV_PERSIST, on_accept, h)) ||
          event_add(h->lev, NULL) != 0))

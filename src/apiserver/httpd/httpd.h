@@ -21,6 +21,13 @@
  * Writes use writev(), so the process must ignore SIGPIPE (the server
  * does): a client that vanishes is then an EPIPE, not a signal.
  *
+ * TLS (httpd_config.tls): every connection is a server-side OpenSSL
+ * connection; the handshake is driven by the first reads, replies are
+ * encrypted a full record (16 KiB) at a time, and a connection that ends
+ * normally sends close_notify. Plain HTTP sent to a TLS port gets Go's
+ * answer ("400 Bad Request ... Client sent an HTTP request to an HTTPS
+ * server."), then the connection closes.
+ *
  * Threading: everything runs on the loop's thread. Callbacks are never
  * made from inside an httpd_* call: a connection that fails while the
  * owner writes to it is reported from the loop afterwards.
@@ -51,9 +58,19 @@ typedef enum httpd_method {
  * or httpd_abort (now or later, from the same loop thread). */
 typedef void (*httpd_handler)(httpd_req *req, void *arg);
 
+typedef struct httpd_tls httpd_tls;
+
 typedef struct httpd_config {
     size_t max_body;       /* larger bodies: dispatched at once, body_too_large */
     unsigned idle_timeout; /* seconds a connection may sit idle; 0: 3600 */
+    /* Seconds from a connection's start (its TLS handshake included), or
+     * from a request's first byte, to the end of that request's headers;
+     * 0: 32, kube-apiserver's ReadHeaderTimeout. A slower client is
+     * disconnected (checked every few seconds, so up to twice as late). */
+    unsigned header_timeout;
+    /* TLS on every connection (tls.h; borrowed, shared by loops, outlives
+     * the httpd); NULL: plain HTTP. */
+    httpd_tls *tls;
 } httpd_config;
 
 /* Serves connections accepted from `listen_fd` (non-blocking; the httpd
@@ -118,11 +135,13 @@ void httpd_send_end(httpd_req *r);
  * and frees the request. No callback follows. */
 void httpd_abort(httpd_req *r);
 
-/* For writers that send straight to the socket (the watch fan-out): the
+/* For writers that frame chunks themselves (the watch fan-out): the
  * descriptor, the connection's queued output (bytes must go after it; an
  * empty queue means the socket may be written directly), whether the reply
  * is chunked, and httpd_flush to write what was appended to the queue.
- * -1/NULL/false once the connection is gone. */
+ * -1/NULL/false once the connection is gone. The descriptor is -1 on a
+ * TLS connection too: bytes must then go through the queue (and
+ * httpd_flush), which encrypts them. */
 int httpd_req_fd(const httpd_req *r);
 struct evbuffer *httpd_req_output(httpd_req *r);
 bool httpd_req_chunked(const httpd_req *r);
@@ -130,5 +149,10 @@ void httpd_flush(httpd_req *r);
 /* Writes the size line of a chunk of `len` bytes ("%zx\r\n") into buf (at
  * least 19 bytes); returns its length. For direct writers' framing. */
 size_t httpd_chunk_line(char *buf, size_t len);
+
+/* The connection's OpenSSL object (TLS: the client's certificate and its
+ * verification, SSL_get0_peer_certificate / SSL_get_verify_result), or
+ * NULL on plain HTTP or once the connection is gone. Borrowed. */
+struct ssl_st *httpd_req_ssl(const httpd_req *r);
 
 #endif

@@ -2,6 +2,8 @@
  * life cycle. See server.h; the threading model is in
  * endpoints/request/context.h. */
 #include "apiserver/server/apiserver.h"
+
+#include "apiserver/httpd/tls.h"
 #include "apiserver/endpoints/discovery/discovery.h"
 #include "apiserver/endpoints/handlers/handlers.h"
 #include "apiserver/endpoints/metrics/metrics.h"
@@ -426,6 +428,13 @@ int apiserver_start(apiserver *s, char **err)
     }
     if (nloops > 16)
         nloops = 16;
+    if (s->cfg.tls_cert_file) {
+        httpd_tls_files tf = {s->cfg.tls_cert_file,
+                              s->cfg.tls_key_file,
+                              {s->cfg.client_ca_file, s->cfg.cluster_ca_file}};
+        if (!(s->tls = httpd_tls_new(&tf, err)))
+            return -1;
+    }
     s->loops = xcalloc((size_t)nloops, sizeof *s->loops);
     int lfd = listen_socket(s->cfg.listen_host, s->cfg.port, err);
     if (lfd < 0)
@@ -449,7 +458,7 @@ int apiserver_start(apiserver *s, char **err)
         lp->wake = lp->base ? event_new(lp->base, -1, 0, on_wake, lp) : NULL;
         /* A body over the limit is answered with a Status 413 as soon as
          * its length is known, and not read. */
-        httpd_config hc = {.max_body = APISERVER_MAX_BODY, .idle_timeout = 3600};
+        httpd_config hc = {.max_body = APISERVER_MAX_BODY, .idle_timeout = 3600, .tls = s->tls};
         lp->http = lp->wake ? httpd_new(lp->base, fd, &hc, handle_request, lp) : NULL;
         if (!lp->http) {
             ckube__set_err(err, "starting the HTTP loop: out of memory");
@@ -542,6 +551,7 @@ void apiserver_free(apiserver *s)
         apimetrics_cache_free(lp->mcache);
     }
     free(s->loops);
+    httpd_tls_free(s->tls); /* after the connections made from it */
     apimetrics_free(s->metrics);
     store_free(s->store);
     cacher_free(s->cache); /* before the CRD state its listeners use */

@@ -26,9 +26,11 @@
  * kubectl get -w, types with a present hook) are collected and encoded per
  * watch, then written the same way.
  *
- * Writing to the descriptor directly assumes a plain socket (no TLS) and
- * a chunked reply (HTTP/1.1); otherwise (HTTP/1.0) chunks go through
- * httpd_send_chunk.
+ * Framing chunks here assumes a chunked reply (HTTP/1.1); otherwise
+ * (HTTP/1.0) chunks go through httpd_send_chunk. On TLS httpd gives no
+ * descriptor (it must encrypt): the pieces all go to the connection's
+ * output, by reference, and httpd writes them a record at a time, so a
+ * group still encodes each event once.
  */
 #include <errno.h>
 #include <event2/buffer.h>
@@ -62,7 +64,7 @@ struct http_watch {
     bool table;
     bool table_headers_sent;
     bool bookmarks;
-    bool direct; /* chunked reply on a plain socket: chunks may go to fd */
+    bool direct; /* chunked reply: chunks framed here (to fd when it is >= 0) */
     int fd;
     struct evbuffer *out; /* the connection's output queue (borrowed), or NULL */
     bool shared;          /* may take its group's shared lines (groupable) */
@@ -271,7 +273,7 @@ static void advance(const piece *pc, size_t n, size_t *i, size_t *skip, size_t b
  * error again and closes the connection through its usual path. */
 static size_t write_now(http_watch *w, struct evbuffer *out, const piece *pc, size_t n)
 {
-    if (!w->direct || evbuffer_get_length(out) != 0)
+    if (!w->direct || w->fd < 0 || evbuffer_get_length(out) != 0)
         return 0;
     size_t done = 0, i = 0, skip = 0;
     while (i < n) {
@@ -713,7 +715,7 @@ void handle_watch(req_ctx *rc)
     httpd_send_start(rc->req, 200, on_conn_closed, NULL, w);
     w->fd = httpd_req_fd(rc->req);
     w->out = httpd_req_output(rc->req);
-    w->direct = w->fd >= 0 && w->out && httpd_req_chunked(rc->req);
+    w->direct = w->out && httpd_req_chunked(rc->req);
     w->group = -1;
     w->shared = groupable(w);
     LIST_INSERT_HEAD(&rc->lp->watches, w, link);

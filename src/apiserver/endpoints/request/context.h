@@ -59,6 +59,11 @@ typedef struct apiserver_config {
     int nloops;                  /* HTTP threads; 0: number of CPUs (max 4) */
     size_t watch_ring;           /* events kept per resource; 0: default */
     unsigned compact_interval;   /* seconds between compactions; 0: 300 */
+    /* HTTPS (PEM files, reloaded when they change: httpd/tls.h): the
+     * serving certificate and key, and the CAs client certificates are
+     * verified against: the user's and the cluster's own (either NULL).
+     * tls_cert_file NULL: plain HTTP. */
+    const char *tls_cert_file, *tls_key_file, *client_ca_file, *cluster_ca_file;
 } apiserver_config;
 
 typedef struct apiserver apiserver;
@@ -104,6 +109,7 @@ struct apiserver {
     int nloops;
     int port; /* bound port */
     int listen_fds[16];
+    httpd_tls *tls; /* NULL: plain HTTP (owned) */
     /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain_begin): */
     atomic_bool shutting_down; /* /readyz fails; everything is still served */
     atomic_bool draining;      /* listeners closed, replies close connections */
