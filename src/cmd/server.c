@@ -12,6 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "apiserver/pki/pki.h"
 #include "apiserver/server/apiserver.h"
 #include "ckube/log.h"
 #include "ckube/clock.h"
@@ -27,9 +34,24 @@ static void server_usage(FILE *f)
                "Flags:\n"
                "  --data-dir DIR            where state lives (default ./.ckube)\n"
                "  --listen HOST:PORT        address to serve on (default 127.0.0.1:6443;\n"
-               "                            loopback only until TLS and authentication land)\n"
-               "  --write-kubeconfig PATH   kubeconfig pointing at this server\n"
+               "                            loopback only until authentication lands)\n"
+               "  --write-kubeconfig PATH   kubeconfig pointing at this server, with its CA and\n"
+               "                            an admin client certificate (system:masters)\n"
                "                            (default DATA_DIR/kubeconfig)\n"
+               "  --write-kubeconfig-mode MODE\n"
+               "                            the kubeconfig's file mode (octal; default 0600)\n"
+               "  --tls-cert-file PATH      serving certificate (PEM, then its chain); default:\n"
+               "                            DATA_DIR/pki/serving.crt, made and renewed by the\n"
+               "                            server, signed by its cluster CA (pki/ca.crt)\n"
+               "  --tls-private-key-file PATH\n"
+               "                            the serving certificate's key\n"
+               "  --client-ca-file PATH     CAs whose client certificates authenticate, besides\n"
+               "                            the cluster CA. The TLS files are reloaded when\n"
+               "                            they change\n"
+               "  --tls-san NAME            an extra DNS name or IP address for the made\n"
+               "                            serving certificate (repeatable, or comma-separated)\n"
+               "  --plain-http              serve plain HTTP without TLS (loopback only; for\n"
+               "                            tests and benchmarks, never the default)\n"
                "  --storage sqlite|memory   storage backend (default sqlite)\n"
                "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
                "  --watch-cache-size N      recent events kept per resource (default 4096):\n"
@@ -102,40 +124,164 @@ static int mkdir_p(const char *dir)
     return 0;
 }
 
-static int write_kubeconfig(const char *path, const char *host, int port)
+/* The contents of `path` base64-encoded (malloc'd), or NULL. */
+static char *file_base64(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *data = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 4096;
+            data = xrealloc(data, cap);
+        }
+        size_t n = fread(data + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    bool ok = !ferror(f);
+    fclose(f);
+    char *out = NULL;
+    if (ok && len <= (1u << 20)) {
+        out = xmalloc(4 * ((len + 2) / 3) + 1);
+        EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)data, (int)len);
+    }
+    free(data);
+    return out;
+}
+
+/* What the written kubeconfig says: where the server is and, over TLS,
+ * the CA to trust and the admin's client certificate and key. */
+typedef struct kubeconfig_spec {
+    const char *path;
+    mode_t mode;
+    const char *url;
+    const char *ca_file, *cert_file, *key_file; /* NULL: plain HTTP */
+} kubeconfig_spec;
+
+/* Writes the kubeconfig through a temporary file renamed into place,
+ * with its mode set whatever the umask. The certificates and key are
+ * embedded (*-data): the file works wherever it is copied, as k3s's. */
+static int write_kubeconfig(const kubeconfig_spec *k)
 {
     char tmp[4200];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", k->path) >= sizeof tmp)
         return -1;
-    FILE *f = fopen(tmp, "w");
-    if (!f)
+    char *ca = NULL, *cert = NULL, *key = NULL;
+    if (k->ca_file && (!(ca = file_base64(k->ca_file)) || !(cert = file_base64(k->cert_file)) ||
+                       !(key = file_base64(k->key_file)))) {
+        free(ca);
+        free(cert);
         return -1;
-    bool v6 = strchr(host, ':') != NULL;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, k->mode);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        free(ca);
+        free(cert);
+        free(key);
+        return -1;
+    }
+    fchmod(fd, k->mode);
     fprintf(f,
             "apiVersion: v1\n"
             "kind: Config\n"
             "clusters:\n"
             "- name: ckube\n"
             "  cluster:\n"
-            "    server: http://%s%s%s:%d\n"
-            /* Plain HTTP has no TLS to verify; @kubernetes/client-node refuses
-             * an http:// server unless this is set. */
-            "    insecure-skip-tls-verify: true\n"
-            "contexts:\n"
-            "- name: ckube\n"
-            "  context:\n"
-            "    cluster: ckube\n"
-            "    user: ckube\n"
-            "    namespace: default\n"
-            "current-context: ckube\n"
-            "users:\n"
-            "- name: ckube\n"
-            "  user: {}\n"
-            "preferences: {}\n",
-            v6 ? "[" : "", host, v6 ? "]" : "", port);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
+            "    server: %s\n",
+            k->url);
+    if (ca)
+        fprintf(f, "    certificate-authority-data: %s\n", ca);
+    else /* plain HTTP has no TLS to verify; @kubernetes/client-node
+          * refuses an http:// server unless this is set */
+        fprintf(f, "    insecure-skip-tls-verify: true\n");
+    fprintf(f, "contexts:\n"
+               "- name: ckube\n"
+               "  context:\n"
+               "    cluster: ckube\n"
+               "    user: ckube-admin\n"
+               "    namespace: default\n"
+               "current-context: ckube\n"
+               "users:\n"
+               "- name: ckube-admin\n");
+    if (cert)
+        fprintf(f,
+                "  user:\n"
+                "    client-certificate-data: %s\n"
+                "    client-key-data: %s\n",
+                cert, key);
+    else
+        fprintf(f, "  user: {}\n");
+    fprintf(f, "preferences: {}\n");
+    free(ca);
+    free(cert);
+    free(key);
+    if (fflush(f) != 0 || fsync(fd) != 0) {
+        fclose(f);
+        unlink(tmp);
         return -1;
+    }
+    if (fclose(f) != 0 || rename(tmp, k->path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
     return 0;
+}
+
+/* The serving certificate's SANs: the loopback names, this host's name,
+ * the listen address (unless a wildcard) and --tls-san's. */
+static size_t serving_sans(const char *host, char *const *extra, size_t nextra, const char **out,
+                           size_t cap, char *hostname, size_t hn)
+{
+    size_t n = 0;
+    out[n++] = "localhost";
+    out[n++] = "127.0.0.1";
+    out[n++] = "::1";
+    if (gethostname(hostname, hn) == 0 && hostname[0]) {
+        hostname[hn - 1] = 0;
+        out[n++] = hostname;
+    }
+    if (strcmp(host, "0.0.0.0") && strcmp(host, "::"))
+        out[n++] = host;
+    for (size_t i = 0; i < nextra && n < cap; i++)
+        out[n++] = extra[i];
+    return n;
+}
+
+/* The last certificate in a PEM file, as a new file's path under dir
+ * (for a kubeconfig to trust a user's serving chain by its top). The
+ * caller frees. NULL: not readable. */
+static char *chain_top(const char *cert_file, const char *dir)
+{
+    FILE *f = fopen(cert_file, "r");
+    if (!f)
+        return NULL;
+    X509 *last = NULL, *x;
+    while ((x = PEM_read_X509(f, NULL, NULL, NULL))) {
+        X509_free(last);
+        last = x;
+    }
+    fclose(f);
+    ERR_clear_error();
+    if (!last)
+        return NULL;
+    char *path = xasprintf("%s/serving-ca.crt", dir);
+    FILE *o = fopen(path, "w");
+    bool ok = o && PEM_write_X509(o, last) == 1;
+    if (o && fclose(o) != 0)
+        ok = false;
+    X509_free(last);
+    if (!ok) {
+        free(path);
+        return NULL;
+    }
+    return path;
 }
 
 /* The built-in controllers: ckube-controller-manager as a child process,
@@ -246,7 +392,18 @@ int cmd_server(int argc, char **argv)
     long ring = 0;
     bool run_cm = true;
     int64_t delay_ns = 0;
+    const char *tls_cert = NULL, *tls_key = NULL, *client_ca = NULL;
+    bool plain_http = false;
+    mode_t kc_mode = 0600;
+    char *sans[32];
+    size_t nsans = 0;
     static const struct option opts[] = {
+        {"tls-cert-file", required_argument, NULL, 'T'},
+        {"tls-private-key-file", required_argument, NULL, 'K'},
+        {"client-ca-file", required_argument, NULL, 'A'},
+        {"tls-san", required_argument, NULL, 'S'},
+        {"plain-http", no_argument, NULL, 'P'},
+        {"write-kubeconfig-mode", required_argument, NULL, 'M'},
         {"shutdown-delay-duration", required_argument, NULL, 'D'},
         {"controller-manager", optional_argument, NULL, 'C'},
         {"data-dir", required_argument, NULL, 'd'},
@@ -281,6 +438,44 @@ int cmd_server(int argc, char **argv)
         case 'k':
             kubeconfig = optarg;
             break;
+        case 'T':
+            tls_cert = optarg;
+            break;
+        case 'K':
+            tls_key = optarg;
+            break;
+        case 'A':
+            client_ca = optarg;
+            break;
+        case 'P':
+            plain_http = true;
+            break;
+        case 'S': {
+            char *copy = xstrdup(optarg), *save = NULL;
+            for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (nsans == sizeof sans / sizeof *sans) {
+                    fprintf(stderr, "ckube server: at most %zu --tls-san values\n", nsans);
+                    free(copy);
+                    return 2;
+                }
+                sans[nsans++] = xstrdup(t);
+            }
+            free(copy);
+            break;
+        }
+        case 'M': {
+            char *end;
+            long m = strtol(optarg, &end, 8);
+            if (!*optarg || *end || m < 0 || m > 0777) {
+                fprintf(stderr,
+                        "ckube server: --write-kubeconfig-mode wants an octal file mode such as "
+                        "0600 or 0644, got \"%s\"\n",
+                        optarg);
+                return 2;
+            }
+            kc_mode = (mode_t)m;
+            break;
+        }
         case 's':
             backend = optarg;
             break;
@@ -339,9 +534,18 @@ int cmd_server(int argc, char **argv)
     }
     if (!is_loopback(host)) {
         fprintf(stderr,
-                "ckube server: refusing to listen on %s: without TLS and authentication the "
-                "server only serves loopback addresses (127.0.0.0/8, ::1)\n",
+                "ckube server: refusing to listen on %s: this version does not authenticate "
+                "or authorize requests yet, so it serves loopback addresses only (127.0.0.0/8, "
+                "::1)\n",
                 host);
+        return 2;
+    }
+    if (!tls_cert != !tls_key) {
+        fprintf(stderr, "ckube server: --tls-cert-file and --tls-private-key-file go together\n");
+        return 2;
+    }
+    if (plain_http && (tls_cert || client_ca || nsans)) {
+        fprintf(stderr, "ckube server: --plain-http serves no TLS; it takes no TLS flags\n");
         return 2;
     }
     if (strcmp(backend, "sqlite") && strcmp(backend, "memory")) {
@@ -357,6 +561,34 @@ int cmd_server(int argc, char **argv)
         snprintf(kcbuf, sizeof kcbuf, "%s/kubeconfig", data_dir);
         kubeconfig = kcbuf;
     }
+    /* The cluster's CA, serving and admin certificates (made on first
+     * start, renewed when due), unless serving plain HTTP. */
+    pki_files pki;
+    char *serving_ca = NULL; /* what the kubeconfig trusts, for a user's chain */
+    if (!plain_http) {
+        char pkidir[4096 + 8], hostname[256];
+        snprintf(pkidir, sizeof pkidir, "%s/pki", data_dir);
+        const char *san_list[40];
+        pki_options po = {.dir = pkidir, .sans = san_list};
+        po.nsans = serving_sans(host, sans, nsans, san_list, sizeof san_list / sizeof *san_list,
+                                hostname, sizeof hostname);
+        char *perr = NULL;
+        if (pki_ensure(&po, &pki, &perr) != 0) {
+            fprintf(stderr, "ckube server: %s\n", perr ? perr : "cannot make certificates");
+            free(perr);
+            return 1;
+        }
+        if (pki.made_ca)
+            CKUBE_INFO("made the cluster CA %s", pki.ca_crt);
+        if (pki.made_serving && !tls_cert)
+            CKUBE_INFO("made the serving certificate %s", pki.serving_crt);
+        if (tls_cert && !(serving_ca = chain_top(tls_cert, pkidir))) {
+            fprintf(stderr, "ckube server: cannot read a certificate from %s\n", tls_cert);
+            return 1;
+        }
+    }
+    for (size_t i = 0; i < nsans; i++)
+        free(sans[i]);
 
     /* Signals are taken synchronously by this thread: block them before
      * any other thread starts so every thread inherits the mask. */
@@ -375,6 +607,14 @@ int cmd_server(int argc, char **argv)
         .kubeconfig_path = kubeconfig,
         .nloops = threads,
         .watch_ring = (size_t)ring,
+        .tls_cert_file = plain_http ? NULL
+                         : tls_cert ? tls_cert
+                                    : pki.serving_crt,
+        .tls_key_file = plain_http ? NULL
+                        : tls_key  ? tls_key
+                                   : pki.serving_key,
+        .client_ca_file = client_ca,
+        .cluster_ca_file = plain_http ? NULL : pki.ca_crt,
     };
     char *err = NULL;
     apiserver *s = apiserver_new(&cfg, &err);
@@ -390,16 +630,24 @@ int cmd_server(int argc, char **argv)
         apiserver_free(s);
         return 1;
     }
-    bool kc_written = write_kubeconfig(kubeconfig, host, s->port) == 0;
+    /* A wildcard address is reached on loopback. */
+    const char *reach = !strcmp(host, "0.0.0.0") ? "127.0.0.1" : !strcmp(host, "::") ? "::1" : host;
+    char url[300];
+    snprintf(url, sizeof url, "%s://%s%s%s:%d", plain_http ? "http" : "https",
+             strchr(reach, ':') ? "[" : "", reach, strchr(reach, ':') ? "]" : "", s->port);
+    kubeconfig_spec ks = {.path = kubeconfig, .mode = kc_mode, .url = url};
+    if (!plain_http) {
+        ks.ca_file = serving_ca ? serving_ca : pki.ca_crt;
+        ks.cert_file = pki.admin_crt;
+        ks.key_file = pki.admin_key;
+    }
+    bool kc_written = write_kubeconfig(&ks) == 0;
     if (!kc_written)
         CKUBE_WARN("could not write kubeconfig %s: %s", kubeconfig, strerror(errno));
-    CKUBE_INFO("ckube server ready: serving http://%s%s%s:%d, %s storage in %s, kubeconfig %s",
-               strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", s->port, backend,
+    free(serving_ca);
+    CKUBE_INFO("ckube server ready: serving %s, %s storage in %s, kubeconfig %s", url, backend,
                data_dir, kubeconfig);
 
-    char url[300];
-    snprintf(url, sizeof url, "http://%s%s%s:%d", strchr(host, ':') ? "[" : "", host,
-             strchr(host, ':') ? "]" : "", s->port);
     cm_child *ctl = run_cm ? start_controller_manager(url, kc_written ? kubeconfig : NULL) : NULL;
     /* Start-up builds large transient trees (schemas, the first list of
      * every resource); give their freed pages back so an idle server's

@@ -1,10 +1,19 @@
 """Shared harness for Python end-to-end tests: starts `ckube server` on a
-free loopback port with a fresh data dir and always stops it."""
+free loopback port with a fresh data dir and always stops it.
+
+The server serves HTTPS (its default); the harness talks to it as the
+written kubeconfig's user, the admin client certificate under the data
+dir's pki/, trusting the cluster CA there. `connection()`, `socket()` and
+`urlopen()` give a test that identity without repeating it; a server
+started with --plain-http gets plain ones."""
 import atexit
+import http.client
 import os
 import re
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -28,7 +37,51 @@ class Server:
         self.proc = None
         self.log = None
         self.port = free_port()  # kept across restarts
+        self.tls = "--plain-http" not in flags
+        self._ctx = None
         atexit.register(self.cleanup)
+
+    def ssl_context(self, cert=True):
+        """A client TLS context trusting the cluster CA, presenting the
+        admin certificate (cert=False: no client certificate)."""
+        pki = os.path.join(self.data, "pki")
+        ctx = ssl.create_default_context(cafile=os.path.join(pki, "ca.crt"))
+        if cert:
+            ctx.load_cert_chain(os.path.join(pki, "admin.crt"), os.path.join(pki, "admin.key"))
+        return ctx
+
+    def _context(self):
+        if self._ctx is None:
+            self._ctx = self.ssl_context()
+        return self._ctx
+
+    def connection(self, timeout=30):
+        """An http.client connection to the server, as the admin."""
+        if not self.tls:
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
+                                           context=self._context())
+
+    def socket(self, timeout=20, rcvbuf=None, linger0=False):
+        """A connected stream to the server (TLS-wrapped, as the admin, once
+        the handshake is done), for tests that write HTTP by hand. rcvbuf:
+        SO_RCVBUF set before connecting; linger0: close() resets."""
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if linger0:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.settimeout(timeout)
+        s.connect(("127.0.0.1", self.port))
+        if not self.tls:
+            return s
+        return self._context().wrap_socket(s, server_hostname="127.0.0.1")
+
+    def urlopen(self, path, timeout=10, **kw):
+        """urllib's urlopen of a path on the server, as the admin."""
+        url = path if "://" in path else self.url + path
+        return urllib.request.urlopen(url, timeout=timeout,
+                                      context=self._context() if self.tls else None, **kw)
 
     def start(self):
         kc = os.path.join(self.data, "kubeconfig")
@@ -50,8 +103,8 @@ class Server:
                     url = re.search(r"server: (\S+)", f.read())
                 if url:
                     try:
-                        urllib.request.urlopen(url.group(1) + "/readyz", timeout=1).read()
                         self.url = url.group(1)
+                        self.urlopen("/readyz", timeout=1).read()
                         self.port = int(self.url.rsplit(":", 1)[1])
                         self.kubeconfig = kc
                         return self

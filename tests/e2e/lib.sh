@@ -1,7 +1,10 @@
 # lib.sh - shared harness for shell end-to-end tests. Source it, then call
 # start_server; the server is always stopped (and its data removed) when
 # the test exits, pass or fail. The server listens on 127.0.0.1 only, on a
-# free port.
+# free port, over HTTPS (its default). kubectl uses the written kubeconfig
+# (KUBECONFIG); curl reads $TMP/.curlrc (CURL_HOME), which trusts the
+# cluster CA and presents the kubeconfig's admin certificate, so a test's
+# `curl "$SERVER_URL/..."` is the admin's request. `curl -q` skips it.
 set -euo pipefail
 
 SRC=${CKUBE_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -40,6 +43,11 @@ start_server() {
     for _ in $(seq 1 200); do
         if [ -s "$data/kubeconfig" ]; then
             SERVER_URL=$(sed -n 's/^ *server: //p' "$data/kubeconfig")
+            if [ "${SERVER_URL#https:}" != "$SERVER_URL" ]; then
+                printf 'cacert = "%s"\ncert = "%s"\nkey = "%s"\n' "$data/pki/ca.crt" \
+                    "$data/pki/admin.crt" "$data/pki/admin.key" >"$TMP/.curlrc"
+                export CURL_HOME=$TMP
+            fi
             if curl -sf "$SERVER_URL/readyz" >/dev/null 2>&1; then
                 export KUBECONFIG="$data/kubeconfig" SERVER_URL
                 PORT=${SERVER_URL##*:}
