@@ -12,7 +12,6 @@
 - Racing deletes of one object: exactly one 200, the rest 404.
 """
 import collections
-import http.client
 import json
 import os
 import sys
@@ -38,7 +37,7 @@ def check(cond, msg):
 
 class Conn:
     def __init__(self):
-        self.c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+        self.c = SRV.connection(timeout=30)
 
     def req(self, method, path, body=None, ctype="application/json"):
         data = json.dumps(body).encode() if body is not None else None

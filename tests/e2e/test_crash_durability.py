@@ -33,9 +33,8 @@ def check(cond, msg):
 
 
 class Conn:
-    def __init__(self, port):
-        self.port = port
-        self.c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    def __init__(self, srv):
+        self.c = srv.connection(timeout=10)
 
     def req(self, method, path, body=None, ctype="application/json"):
         headers = {"Accept": "application/json"}
@@ -61,8 +60,8 @@ def cm(name, value):
 CMS = "/api/v1/namespaces/%s/configmaps" % NS
 
 
-def list_all(port):
-    c = Conn(port)
+def list_all(srv):
+    c = Conn(srv)
     st, body = c.req("GET", CMS)
     c.close()
     assert st == 200, (st, body)
@@ -73,8 +72,8 @@ def list_all(port):
 class Burst:
     """THREADS writers; each records what it sent and what was acked."""
 
-    def __init__(self, port, round_no, victims):
-        self.port = port
+    def __init__(self, srv, round_no, victims):
+        self.srv = srv
         self.round = round_no
         self.lock = threading.Lock()
         self.sent = set()        # names of creates sent
@@ -88,7 +87,7 @@ class Burst:
     def worker(self, t):
         rnd = random.Random(t * 1000 + self.round)
         try:
-            c = Conn(self.port)
+            c = Conn(self.srv)
         except OSError:
             return
         i = 0
@@ -156,8 +155,8 @@ class Burst:
             check(not th.is_alive(), "writer thread stuck after the kill")
 
 
-def verify(port, burst, before, max_rv_seen):
-    rv, objs = list_all(port)
+def verify(srv, burst, before, max_rv_seen):
+    rv, objs = list_all(srv)
     # 1. every acknowledged create is there, exactly as acknowledged
     for name, ack in burst.acked.items():
         if name in burst.del_acked:
@@ -202,7 +201,7 @@ def verify(port, burst, before, max_rv_seen):
                  list(burst.acked.values()) + list(burst.upd_acked.values())]
     top = max(acked_rvs + [max_rv_seen])
     check(rv >= top, "list resourceVersion %d behind acknowledged %d" % (rv, top))
-    c = Conn(port)
+    c = Conn(srv)
     st, body = c.req("POST", CMS, cm("after-restart-%d" % burst.round, "x"))
     c.close()
     check(st == 201, "create after restart: %s %s" % (st, body))
@@ -216,10 +215,10 @@ def verify(port, burst, before, max_rv_seen):
           % burst.round)
 
 
-def watch_expired(port, rv):
+def watch_expired(srv, rv):
     """A watch from a revision before the restart gets 410 Expired (the
     new process's event ring starts at its start revision)."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c = srv.connection(timeout=10)
     c.request("GET", CMS + "?watch=true&timeoutSeconds=2&resourceVersion=%d" % rv)
     r = c.getresponse()
     body = r.read().decode()
@@ -234,7 +233,7 @@ def watch_expired(port, rv):
 def main():
     t0 = time.monotonic()
     srv = Server().start()
-    c = Conn(srv.port)
+    c = Conn(srv)
     st, body = c.req("POST", "/api/v1/namespaces",
                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     assert st == 201, (st, body)
@@ -249,18 +248,18 @@ def main():
 
     max_rv = 0
     for rnd in (1, 2):
-        rv_before, before = list_all(srv.port)
+        rv_before, before = list_all(srv)
         max_rv = max(max_rv, rv_before)
         victims = sorted(n for n in before if n.startswith("pre-"))[rnd * 5:rnd * 5 + 5]
-        burst = Burst(srv.port, rnd, victims)
+        burst = Burst(srv, rnd, victims)
         burst.run_and_kill(srv)
         srv.start()
-        verify(srv.port, burst, before, max_rv)
-        watch_expired(srv.port, rv_before)
-        max_rv = max(max_rv, list_all(srv.port)[0])
+        verify(srv, burst, before, max_rv)
+        watch_expired(srv, rv_before)
+        max_rv = max(max_rv, list_all(srv)[0])
 
     # the bootstrap namespaces survived the crashes and were not duplicated
-    c = Conn(srv.port)
+    c = Conn(srv)
     st, body = c.req("GET", "/api/v1/namespaces")
     c.close()
     names = sorted(i["metadata"]["name"] for i in body["items"])

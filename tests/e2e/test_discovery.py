@@ -13,7 +13,6 @@
  - the aggregated form is refused (406) where it is not served, and a
    later Accept entry is used instead;
  - kubectl 1.27 and 1.33 discover with two requests and see the CRD."""
-import http.client
 import json
 import os
 import re
@@ -54,7 +53,7 @@ CRD = {
 
 
 def call(method, path, body=None, headers=None):
-    conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
+    conn = SERVER.connection(timeout=30)
     try:
         data = json.dumps(body).encode() if body is not None else None
         h = {"Content-Type": "application/json"}

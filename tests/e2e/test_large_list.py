@@ -6,7 +6,6 @@ raw bytes are one JSON document whose items equal the objects' GETs; pages
 request arrives even if objects are deleted while it is being sent;
 clients that hang up mid-list and a server stopped mid-list lose nothing
 and leak nothing (the server must exit 0 under the sanitizers)."""
-import http.client
 import json
 import os
 import signal
@@ -36,7 +35,7 @@ def pad(i):
 
 def raw_get(path):
     """GET with http.client: (status, headers dict, body bytes)."""
-    conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
+    conn = SERVER.connection(timeout=30)
     try:
         conn.request("GET", path, headers={"Accept": "application/json"})
         r = conn.getresponse()
@@ -49,10 +48,7 @@ def start_raw_list(path):
     """Sends a GET on a raw socket and returns the socket, unread."""
     # A small receive buffer (set before connecting, so the window stays
     # small) keeps most of the list in the server while we do not read.
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.settimeout(30)
-    s.connect(("127.0.0.1", SERVER.port))
+    s = SERVER.socket(timeout=30, rcvbuf=4096)
     s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\r\n" % path).encode())
     return s
 
@@ -159,7 +155,7 @@ class LargeListTest(unittest.TestCase):
         accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
         def table(path):
-            conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
+            conn = SERVER.connection(timeout=30)
             try:
                 conn.request("GET", path, headers={"Accept": accept})
                 r = conn.getresponse()

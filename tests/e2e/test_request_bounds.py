@@ -16,7 +16,6 @@ shadow memory, so the measured growth is compared against the bound times
 ASAN_FACTOR, with ASan's quarantine of freed memory kept small for these
 servers (it would otherwise count a request's freed memory up to 256 MB).
 """
-import http.client
 import json
 import os
 import string
@@ -140,7 +139,7 @@ class Measured:
         raise AssertionError(key)
 
     def send(self, method, path, body=None, ctype=None, headers=None, timeout=120):
-        conn = http.client.HTTPConnection("127.0.0.1", self.srv.port, timeout=timeout)
+        conn = self.srv.connection(timeout=timeout)
         try:
             h = dict(headers or {})
             if ctype:

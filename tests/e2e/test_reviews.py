@@ -4,7 +4,6 @@ kubectl auth can-i (JSON from kubectl 1.27, protobuf from 1.33), can-i
 Python client's review calls, the decoding and validation upstream applies
 to the questions, and that nothing is stored and no other verb is
 allowed."""
-import http.client
 import json
 import os
 import subprocess
@@ -24,7 +23,7 @@ AUTHZ = "/apis/authorization.k8s.io/v1"
 
 def call(method, path, body=None, headers=None):
     """(status, decoded body); with a `headers` list, also the response's headers."""
-    conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
+    conn = SERVER.connection(timeout=30)
     try:
         data = json.dumps(body).encode() if body is not None else None
         conn.request(method, path, body=data, headers={"Content-Type": "application/json"})

@@ -4,11 +4,9 @@ of request (buffered, streamed list, watch), the long-running gauge of open
 watches, stored objects per resource (a CRD's too), process metrics, and a
 well-formed Prometheus text exposition, named threads; and the health endpoints
 (/healthz, /livez, /readyz: terse, verbose, exclude, one check, 404)."""
-import http.client
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +23,7 @@ LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
 
 
 def call(method, path, body=None, ctype="application/json", accept="application/json"):
-    conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
+    conn = SERVER.connection(timeout=30)
     try:
         data = json.dumps(body).encode() if body is not None else None
         conn.request(method, path, body=data, headers={"Content-Type": ctype, "Accept": accept})
@@ -138,10 +136,9 @@ class ServerMetricsTest(unittest.TestCase):
         lr = req_labels("WATCH")
         del lr["dry_run"]
         before = value(scrape(), "apiserver_longrunning_requests", **lr)
-        s = socket.create_connection(("127.0.0.1", SERVER.port))
+        s = SERVER.socket(timeout=10)
         try:
             s.sendall(b"GET " + CM.encode() + b"?watch=true HTTP/1.1\r\nHost: x\r\n\r\n")
-            s.settimeout(10)
             self.assertIn(b"200 OK", s.recv(4096))
             self.assertEqual(value(scrape(), "apiserver_longrunning_requests", **lr), before + 1)
             # a watch is counted when it ends, and not in the latency histogram

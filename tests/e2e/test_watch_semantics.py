@@ -36,7 +36,7 @@ def check(cond, msg):
 
 class Client:
     def __init__(self):
-        self.c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=10)
+        self.c = SRV.connection(timeout=10)
 
     def req(self, method, path, body=None, ctype="application/json"):
         headers = {}
@@ -100,7 +100,7 @@ class Watch:
         self.status = None
         self.headers = None
         self.ended = None
-        self.conn = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=60)
+        self.conn = SRV.connection(timeout=60)
         self.conn.request("GET", self.path, headers=headers or {})
         self.resp = self.conn.getresponse()
         self.status = self.resp.status
@@ -538,7 +538,7 @@ def t_watch_flag_spelling():
     value but "false"/"0" as true."""
     mkns("w-flag")
     create("w-flag", "f1")
-    c2 = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=10)
+    c2 = SRV.connection(timeout=10)
     c2.request("GET", cms("w-flag") + "?watch=True&timeoutSeconds=1")
     r = c2.getresponse()
     body = r.read().decode()
@@ -553,7 +553,7 @@ META_LIST_ACCEPT = META_ACCEPT.replace("PartialObjectMetadata;", "PartialObjectM
 
 
 def raw_get(path, accept):
-    c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+    c = SRV.connection(timeout=30)
     try:
         c.request("GET", path, headers={"Accept": accept})
         r = c.getresponse()
@@ -633,7 +633,7 @@ def t_partial_object_metadata():
     # Writes answer in that form too (client-go's metadata client patches
     # and deletes); a Status stays a Status.
     def write(method, path, body, ctype="application/json"):
-        c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+        c = SRV.connection(timeout=30)
         try:
             c.request(method, path, body=json.dumps(body),
                       headers={"Accept": META_ACCEPT, "Content-Type": ctype})
@@ -661,7 +661,7 @@ def t_partial_object_metadata():
     # asked; the object form is a 406 and deletes nothing.
     for i in range(3):
         create(ns, "dc%d" % i, labels={"dc": "1"}, data={"k": "v"})
-    c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+    c = SRV.connection(timeout=30)
     c.request("DELETE", cms(ns) + "?labelSelector=dc%3D1",
               headers={"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
     r = c.getresponse()
@@ -669,7 +669,7 @@ def t_partial_object_metadata():
     c.close()
     check(r.status == 406 and "is a list" in o.get("message", ""),
           "object form on deletecollection: %s %s" % (r.status, o))
-    c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+    c = SRV.connection(timeout=30)
     c.request("DELETE", cms(ns) + "/dc0",
               headers={"Accept": META_LIST_ACCEPT.split(",")[1]})
     r = c.getresponse()
@@ -679,7 +679,7 @@ def t_partial_object_metadata():
           "list form on a delete: %s %s" % (r.status, o))
     st, _, left = raw_get(cms(ns) + "?labelSelector=dc%3D1", "application/json")
     check(st == 200 and len(left["items"]) == 3, "a refused delete(collection) deleted objects")
-    c = http.client.HTTPConnection("127.0.0.1", SRV.port, timeout=30)
+    c = SRV.connection(timeout=30)
     c.request("DELETE", cms(ns) + "?labelSelector=dc%3D1", headers={"Accept": META_LIST_ACCEPT})
     r = c.getresponse()
     o = json.loads(r.read())

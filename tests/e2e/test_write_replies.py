@@ -5,7 +5,6 @@ exactly what a GET of the object then serves (the cache builds them the
 same way from storage), for every kind of write and for objects the fast
 path does not take (a custom resource holding a real number, which is
 encoded the slow way). Raw HTTP, so the bytes themselves are compared."""
-import http.client
 import json
 import os
 import sys
@@ -20,7 +19,7 @@ CRD_PATH = "/apis/stable.example.com/v1/namespaces/default/widgets"
 
 
 def call(method, path, body=None, ctype="application/json"):
-    conn = http.client.HTTPConnection("127.0.0.1", SERVER.port, timeout=30)
+    conn = SERVER.connection(timeout=30)
     try:
         data = None
         if body is not None:
