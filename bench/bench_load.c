@@ -4,7 +4,10 @@
  * minimal HTTP/1.1 client of our own (status line, Content-Length, chunked).
  * It only ever talks to a server on the loopback that bench/run.py started
  * (ckube, or etcd's v3 JSON gateway), so it does not try to be a general
- * HTTP client: no TLS, no redirects, no proxies, no pipelining.
+ * HTTP client: no redirects, no proxies, no pipelining. An https:// URL
+ * speaks TLS (OpenSSL, non-blocking handshakes in the same loop) with
+ * --cacert, and --cert/--key for a client certificate; --new-conn makes
+ * every get a new connection (a full handshake each: handshakes/s).
  *
  * Every run is bounded: by --duration and/or --count, and always by
  * --timeout (a hard wall-clock cap, default duration + 60 s). It prints ONE
@@ -51,6 +54,9 @@
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 /* ---------------------------------------------------------------- clocks */
 
@@ -155,6 +161,8 @@ enum role { R_REQ, R_WATCH, R_WRITER };
 
 typedef struct conn {
     int fd;
+    SSL *ssl;       /* TLS, or NULL */
+    bool hs;        /* the TLS handshake is under way */
     int role;
     bool busy;      /* a request is in flight */
     bool out_armed; /* EPOLLOUT is registered */
@@ -186,8 +194,9 @@ typedef struct conn {
 
 static struct opts {
     const char *mode, *flavour, *host, *path, *ns, *prefix;
+    const char *cacert, *cert, *key;
     int port, conns, watchers, writers, repeat, match_every, size;
-    bool quickack;
+    bool quickack, tls, new_conn;
     long count;
     double duration, warmup, rate, timeout, drain;
 } o = {
@@ -215,6 +224,8 @@ static struct opts {
 
 static struct state {
     int ep, tfd;
+    SSL_CTX *tls;
+    long handshakes; /* completed TLS handshakes */
     conn *c; /* o.conns request connections (or writers in watch mode) */
     int nc;
     conn *wc; /* watchers */
@@ -284,6 +295,41 @@ static void ep_mod(conn *c, bool want_out)
     c->out_armed = want_out;
 }
 
+static int conn_flush(conn *c);
+
+/* Drives c's TLS handshake as far as the socket allows; once it is done,
+ * sends what waits. 0, or -1 (with errno) when it failed. */
+static int tls_handshake(conn *c)
+{
+    ERR_clear_error();
+    int r = SSL_do_handshake(c->ssl);
+    if (r == 1) {
+        c->hs = false;
+        s.handshakes++;
+        if (c->out_armed)
+            ep_mod(c, false);
+        return c->woff < c->wlen ? conn_flush(c) : 0;
+    }
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ) {
+        if (c->out_armed)
+            ep_mod(c, false);
+        return 0;
+    }
+    if (e == SSL_ERROR_WANT_WRITE) {
+        if (!c->out_armed)
+            ep_mod(c, true);
+        return 0;
+    }
+    if (!s.first_err[0]) {
+        unsigned long err = ERR_peek_last_error();
+        snprintf(s.first_err, sizeof s.first_err, "TLS handshake: %s",
+                 err ? ERR_reason_error_string(err) : strerror(errno));
+    }
+    errno = EPROTO;
+    return -1;
+}
+
 /* Opens c's socket: a blocking connect (bounded by a 5 s send timeout; the
  * server is on the loopback) then non-blocking for the event loop. Returns
  * 0 or -1 with errno set. */
@@ -321,11 +367,24 @@ static int conn_open(conn *c, size_t rcap)
     if (epoll_ctl(s.ep, EPOLL_CTL_ADD, fd, &ev) < 0)
         die("epoll_ctl add");
     c->out_armed = false;
+    if (s.tls) {
+        if (!(c->ssl = SSL_new(s.tls)) || SSL_set_fd(c->ssl, fd) != 1)
+            die("SSL_new");
+        SSL_set_connect_state(c->ssl);
+        c->hs = true;
+        return tls_handshake(c);
+    }
     return 0;
 }
 
 static void conn_close(conn *c)
 {
+    if (c->ssl) {
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+        c->hs = false;
+        ERR_clear_error();
+    }
     if (c->fd >= 0) {
         epoll_ctl(s.ep, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
@@ -345,6 +404,23 @@ static void conn_free(conn *c)
 /* Writes what it can of c's pending request; arms EPOLLOUT for the rest. */
 static int conn_flush(conn *c)
 {
+    if (c->hs)
+        return 0; /* sent when the handshake completes */
+    while (c->ssl && c->woff < c->wlen) {
+        ERR_clear_error();
+        int n = SSL_write(c->ssl, c->w + c->woff, (int)(c->wlen - c->woff));
+        if (n > 0) {
+            c->woff += (size_t)n;
+            continue;
+        }
+        int e = SSL_get_error(c->ssl, n);
+        if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+            if (!c->out_armed)
+                ep_mod(c, true);
+            return 0;
+        }
+        return -1;
+    }
     while (c->woff < c->wlen) {
         ssize_t n = send(c->fd, c->w + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
         if (n > 0) {
@@ -546,9 +622,39 @@ static int parse(conn *c)
     }
 }
 
+/* recv() through TLS when there is TLS. */
+static ssize_t conn_recv(conn *c, char *buf, size_t n)
+{
+    if (!c->ssl)
+        return recv(c->fd, buf, n, 0);
+    ERR_clear_error();
+    int r = SSL_read(c->ssl, buf, (int)(n > INT32_MAX ? INT32_MAX : n));
+    if (r > 0)
+        return r;
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    errno = ECONNRESET;
+    return e == SSL_ERROR_SYSCALL ? 0 : -1;
+}
+
 static void conn_readable(conn *c)
 {
-    for (int rounds = 0; rounds < 8 && c->fd >= 0; rounds++) {
+    if (c->hs) {
+        if (tls_handshake(c) < 0) {
+            on_eof(c);
+            return;
+        }
+        if (c->hs)
+            return;
+    }
+    /* TLS: read until OpenSSL has nothing left (records it holds are not
+     * announced by epoll again). */
+    for (int rounds = 0; (rounds < 8 || c->ssl) && c->fd >= 0; rounds++) {
         if (c->rlen == c->rcap) {
             if (c->rpos > 0) {
                 memmove(c->r, c->r + c->rpos, c->rlen - c->rpos);
@@ -560,7 +666,7 @@ static void conn_readable(conn *c)
             }
         }
         size_t space = c->rcap - c->rlen;
-        ssize_t n = recv(c->fd, c->r + c->rlen, space, 0);
+        ssize_t n = conn_recv(c, c->r + c->rlen, space);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -595,7 +701,7 @@ static void conn_readable(conn *c)
         /* A short read drained the socket: epoll is level-triggered and
          * will report more, so skip the recv that would only say EAGAIN
          * (one syscall less per response). */
-        if ((size_t)n < space)
+        if ((size_t)n < space && !(c->ssl && SSL_pending(c->ssl)))
             return;
     }
 }
@@ -814,7 +920,7 @@ static void closed_next(conn *c)
 static void closed_done(conn *c)
 {
     account(c, mono_ns());
-    if (c->conn_close) {
+    if (c->conn_close || o.new_conn) {
         conn_close(c);
         if (conn_open(c, c->rcap) < 0)
             return;
@@ -1173,6 +1279,12 @@ static void loop_once(int timeout_ms, void (*tick)(void (*)(conn *, uint64_t)),
         conn *c = evs[i].data.ptr;
         if (c->fd < 0)
             continue;
+        if ((evs[i].events & EPOLLOUT) && c->hs) {
+            if (tls_handshake(c) < 0) {
+                on_eof(c);
+                continue;
+            }
+        }
         if ((evs[i].events & EPOLLOUT) && c->woff < c->wlen) {
             if (conn_flush(c) < 0) {
                 on_eof(c);
@@ -1241,8 +1353,9 @@ static void common_tail(uint64_t t_begin, double cpu0)
     printf(", \"errors\": %ld, \"bad_status\": %d, \"bad_status_count\": %ld, \"first_error\": ",
            s.err, s.last_bad_status, s.bad_status_count);
     json_str(s.first_err);
-    printf(", \"timed_out\": %s, \"wall_s\": %.3f, \"loadgen_cpu_pct\": %.1f}\n",
-           mono_ns() >= s.hard_end ? "true" : "false", wall,
+    printf(", \"tls_handshakes\": %ld, \"timed_out\": %s, \"wall_s\": %.3f, "
+           "\"loadgen_cpu_pct\": %.1f}\n",
+           s.handshakes, mono_ns() >= s.hard_end ? "true" : "false", wall,
            wall > 0 ? (cpu_seconds() - cpu0) / wall * 100.0 : 0.0);
 }
 
@@ -1509,7 +1622,8 @@ static void usage(void)
             "  [--path P] [--namespace NS] [--prefix NAME] [--flavour ckube|etcd]\n"
             "  [--conns C] [--count N] [--duration S] [--warmup S] [--rate R/s]\n"
             "  [--size BYTES] [--match-every M] [--repeat K] [--watchers W] [--writers N]\n"
-            "  [--drain S] [--timeout S] [--quickack]\n");
+            "  [--drain S] [--timeout S] [--quickack]\n"
+            "  [--cacert FILE] [--cert FILE --key FILE] [--new-conn]   (https:// URLs)\n");
     exit(2);
 }
 
@@ -1519,6 +1633,10 @@ static void parse_url(const char *url)
     const char *p = url;
     if (strncmp(p, "http://", 7) == 0)
         p += 7;
+    else if (strncmp(p, "https://", 8) == 0) {
+        p += 8;
+        o.tls = true;
+    }
     const char *colon = strchr(p, ':');
     if (!colon || (size_t)(colon - p) >= sizeof host)
         usage();
@@ -1552,6 +1670,10 @@ int main(int argc, char **argv)
         {"drain", required_argument, NULL, 'D'},
         {"timeout", required_argument, NULL, 't'},
         {"quickack", no_argument, NULL, 'Q'},
+        {"cacert", required_argument, NULL, 'A'},
+        {"cert", required_argument, NULL, 'C'},
+        {"key", required_argument, NULL, 'K'},
+        {"new-conn", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1617,6 +1739,18 @@ int main(int argc, char **argv)
         case 'Q':
             o.quickack = true;
             break;
+        case 'A':
+            o.cacert = optarg;
+            break;
+        case 'C':
+            o.cert = optarg;
+            break;
+        case 'K':
+            o.key = optarg;
+            break;
+        case 'R':
+            o.new_conn = true;
+            break;
         default:
             usage();
         }
@@ -1647,6 +1781,27 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
+    if (o.tls) {
+        /* Full handshakes every time (no session reuse): what a new client
+         * costs. */
+        s.tls = SSL_CTX_new(TLS_client_method());
+        if (!s.tls)
+            die("SSL_CTX_new");
+        SSL_CTX_set_session_cache_mode(s.tls, SSL_SESS_CACHE_OFF);
+        SSL_CTX_set_options(s.tls, SSL_OP_NO_TICKET);
+        SSL_CTX_set_mode(s.tls, SSL_MODE_ENABLE_PARTIAL_WRITE);
+        SSL_CTX_set_verify(s.tls, SSL_VERIFY_PEER, NULL);
+        if (o.cacert && SSL_CTX_load_verify_locations(s.tls, o.cacert, NULL) != 1) {
+            fprintf(stderr, "bench_load: cannot load %s\n", o.cacert);
+            exit(2);
+        }
+        if (o.cert && (SSL_CTX_use_certificate_chain_file(s.tls, o.cert) != 1 ||
+                       SSL_CTX_use_PrivateKey_file(s.tls, o.key ? o.key : o.cert,
+                                                   SSL_FILETYPE_PEM) != 1)) {
+            fprintf(stderr, "bench_load: cannot load the client certificate %s\n", o.cert);
+            exit(2);
+        }
+    }
     s.ep = epoll_create1(EPOLL_CLOEXEC);
     if (s.ep < 0)
         die("epoll_create1");
@@ -1675,5 +1830,6 @@ int main(int argc, char **argv)
     free(s.pad);
     close(s.tfd);
     close(s.ep);
+    SSL_CTX_free(s.tls);
     return 0;
 }

@@ -30,6 +30,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -96,10 +97,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def http_status(port, path, timeout=2.0):
-    """One GET on a fresh connection; the status code, or None if refused."""
+def http_status(port, path, timeout=2.0, tls=None):
+    """One GET on a fresh connection; the status code, or None if refused.
+    tls: an ssl.SSLContext for an https server."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+            s = tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls else raw
             s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
                        % path).encode())
             data = s.recv(64)
@@ -110,13 +113,16 @@ def http_status(port, path, timeout=2.0):
     return None
 
 
-def wait_ready(port, path, t0, timeout, proc):
-    """Polls until GET path is 200; ms from t0 (the exec), or None."""
+def wait_ready(port, path, t0, timeout, proc, tls=None):
+    """Polls until GET path is 200; ms from t0 (the exec), or None.
+    tls: a function giving the ssl.SSLContext once the server made its
+    certificates (None while it has not)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:
             return None
-        if http_status(port, path, timeout=1.0) == 200:
+        ctx = tls() if tls else None
+        if (ctx or not tls) and http_status(port, path, timeout=1.0, tls=ctx) == 200:
             return (time.monotonic() - t0) * 1000.0
         time.sleep(0.002)
     return None
@@ -193,11 +199,15 @@ def http_json(method, url, body=None, timeout=30):
 
 
 class Server:
-    """One ckube or etcd process on a free loopback port, data under `tmp`."""
+    """One ckube or etcd process on a free loopback port, data under `tmp`.
+    ckube serves plain HTTP (--plain-http) unless tls=True: the plain
+    figures stay comparable with earlier runs and with etcd's plain
+    listener; the tls phase and the idle RSS run it as users do."""
 
-    def __init__(self, kind, tmp, name, flags=(), data_dir=None, fresh=True):
+    def __init__(self, kind, tmp, name, flags=(), data_dir=None, fresh=True, tls=False):
         self.kind, self.tmp, self.name = kind, tmp, name
-        self.flags = list(flags)
+        self.tls = tls and kind == "ckube"
+        self.flags = list(flags) + (["--plain-http"] if kind == "ckube" and not self.tls else [])
         self.data_dir = data_dir or os.path.join(tmp, name)
         if fresh and os.path.exists(self.data_dir):
             shutil.rmtree(self.data_dir)
@@ -207,7 +217,28 @@ class Server:
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.port)
+
+    def pki(self, name):
+        return os.path.join(self.data_dir, "pki", name)
+
+    def tls_args(self):
+        """bench_load's flags: trust the cluster CA, present the admin cert."""
+        if not self.tls:
+            return []
+        return ["--cacert", self.pki("ca.crt"), "--cert", self.pki("admin.crt"),
+                "--key", self.pki("admin.key")]
+
+    def ssl_context(self):
+        """The admin's client context, or None before the files exist."""
+        if not os.path.exists(self.pki("admin.key")):
+            return None
+        try:
+            ctx = ssl.create_default_context(cafile=self.pki("ca.crt"))
+            ctx.load_cert_chain(self.pki("admin.crt"), self.pki("admin.key"))
+            return ctx
+        except (OSError, ssl.SSLError):
+            return None  # (being written)
 
     def start(self, timeout):
         self.port = free_port()
@@ -226,7 +257,8 @@ class Server:
             ready = "/health"
         t0 = time.monotonic()
         self.proc = spawn(argv, log)
-        self.startup_ms = wait_ready(self.port, ready, t0, timeout, self.proc)
+        self.startup_ms = wait_ready(self.port, ready, t0, timeout, self.proc,
+                                     self.ssl_context if self.tls else None)
         if self.startup_ms is None:
             tail = ""
             try:
@@ -374,13 +406,13 @@ def phase_idle(tmp):
     runs = 3 if not ARGS.full else 5
     startups, rss_off = [], []
     for i in range(runs):
-        s = Server("ckube", tmp, "idle-nocm-%d" % i, CM_OFF).start(30)
+        s = Server("ckube", tmp, "idle-nocm-%d" % i, CM_OFF, tls=True).start(30)
         startups.append(s.startup_ms)
         time.sleep(1.0)
         rss_off.append(s.rss()[0])
         s.stop()
         shutil.rmtree(s.data_dir, ignore_errors=True)
-    s = Server("ckube", tmp, "idle-default").start(30)
+    s = Server("ckube", tmp, "idle-default", tls=True).start(30)
     startup_default = s.startup_ms
     time.sleep(3.0)  # the controller-manager child starts its informers
     rss_default = s.rss()[0]
@@ -683,6 +715,63 @@ def phase_restart(tmp):
              mib(STATE["rss_n_default"])))
 
 
+def phase_tls(tmp):
+    """The same server over HTTPS with the admin's client certificate next to
+    plain HTTP, in alternating rounds of the same run: creates/s (a fresh
+    SQLite server each round), GET/s (two servers side by side, 100
+    objects each), and full TLS handshakes per second (a new connection,
+    handshake and GET each; the client keeps no sessions)."""
+    conns = 64
+    for r in range(REPEAT["create"]):
+        for tls in (False, True):
+            s = Server("ckube", tmp, "tls-create-%d-%s" % (r, "tls" if tls else "plain"), CM_OFF,
+                       tls=tls).start(30)
+            try:
+                d = with_server_cpu(s.proc, lambda: loadgen(
+                    ["--mode", "create", "--url", s.url] + s.tls_args() +
+                    ["--namespace", "default", "--prefix", "cm", "--conns", conns,
+                     "--duration", DUR["create"]], DUR["create"] + 60))
+            finally:
+                s.stop()
+                shutil.rmtree(s.data_dir, ignore_errors=True)
+            STATE.setdefault("tls_create" if tls else "plain_create", []).append(d)
+            print("  round %d create %-5s %6.0f/s p50 %6.2f p99 %6.2f ms" % (
+                r, "tls" if tls else "plain", d["per_s"], d["p50_ms"], d["p99_ms"]), flush=True)
+    servers = {}
+    try:
+        for tls in (False, True):
+            s = Server("ckube", tmp, "tls-get-%s" % ("tls" if tls else "plain"), CM_OFF,
+                       tls=tls).start(30)
+            servers[tls] = s
+            loadgen(["--mode", "create", "--url", s.url] + s.tls_args() +
+                    ["--namespace", "default", "--prefix", "obj", "--conns", 8, "--count", 100],
+                    60)
+        path = "/api/v1/namespaces/default/configmaps/obj-1"
+        for r in range(REPEAT["get"]):
+            for tls in (False, True):
+                s = servers[tls]
+                d = with_server_cpu(s.proc, lambda: loadgen(
+                    ["--mode", "get", "--url", s.url] + s.tls_args() +
+                    ["--path", path, "--conns", conns, "--warmup", 1,
+                     "--duration", DUR["get"]], DUR["get"] + 60))
+                STATE.setdefault("tls_get" if tls else "plain_get", []).append(d)
+                print("  round %d get %-5s %6.0f/s p50 %.3f p99 %.3f ms" % (
+                    r, "tls" if tls else "plain", d["per_s"], d["p50_ms"], d["p99_ms"]),
+                    flush=True)
+        s = servers[True]
+        for r in range(REPEAT["get"]):
+            d = with_server_cpu(s.proc, lambda: loadgen(
+                ["--mode", "get", "--url", s.url] + s.tls_args() +
+                ["--path", path, "--conns", 16, "--new-conn", "--warmup", 1,
+                 "--duration", DUR["get"]], DUR["get"] + 60))
+            STATE.setdefault("tls_handshake", []).append(d)
+            print("  round %d new connections: %6.0f handshakes+GETs/s p50 %.3f p99 %.3f ms"
+                  % (r, d["per_s"], d["p50_ms"], d["p99_ms"]), flush=True)
+    finally:
+        for s in servers.values():
+            s.stop()
+
+
 def phase_workqueue():
     exe = os.path.join(ARGS.build, "bench_workqueue")
     if not os.access(exe, os.X_OK):
@@ -737,6 +826,33 @@ def build_results():
     else:
         skip("create_per_s", "1/s", "create phase did not run")
         skip("create_server_cpu_us", "us", "create phase did not run")
+
+    def median_round(runs):
+        return sorted(runs, key=lambda x: x["per_s"])[(len(runs) - 1) // 2] if runs else None
+
+    for what, label in (("create", "creates"), ("get", "GETs")):
+        t, p = median_round(S.get("tls_" + what)), median_round(S.get("plain_" + what))
+        if t and p:
+            put("tls_%s_per_s" % what, t["per_s"], "1/s", p["per_s"], "ckube over plain HTTP",
+                rounds=[round(x["per_s"]) for x in S["tls_" + what]],
+                peer_rounds=[round(x["per_s"]) for x in S["plain_" + what]],
+                server_cpu_us=t.get("server_cpu_us_per_op"),
+                peer_server_cpu_us=p.get("server_cpu_us_per_op"),
+                p99_ms=t["p99_ms"], peer_p99_ms=p["p99_ms"],
+                note="%s over HTTPS with the admin's client certificate, 64 keep-alive "
+                "connections, against the same server with --plain-http in alternating "
+                "rounds; median round" % label)
+        else:
+            skip("tls_%s_per_s" % what, "1/s", "tls phase did not run")
+    h = median_round(S.get("tls_handshake"))
+    if h:
+        put("tls_handshakes_per_s", h["per_s"], "1/s",
+            rounds=[round(x["per_s"]) for x in S["tls_handshake"]],
+            server_cpu_us=h.get("server_cpu_us_per_op"), p99_ms=h["p99_ms"],
+            note="a new connection per GET: TCP connect, full TLS 1.3 handshake with a client "
+            "certificate (no resumption), GET, close; 16 at a time; median round")
+    else:
+        skip("tls_handshakes_per_s", "1/s", "tls phase did not run")
 
     gs, go = S.get("get_closed") or [], S.get("get_open")
     if gs:
@@ -904,6 +1020,9 @@ TARGETS = {
     "list_extra_rss_mb": ("< 64 (16/list) at 100k", at_100k(lambda e: e["value"] < 64)),
     "watch_fanout_p99_ms": ("< 20", lambda e: e["value"] < 20),
     "rss_idle_mb": ("< 8", lambda e: e["value"] < 8),
+    "tls_get_per_s": (">= 0.85x plain", lambda e: e["ratio"] >= 0.85 if e["ratio"] else None),
+    "tls_create_per_s": (">= 0.85x plain",
+                         lambda e: e["ratio"] >= 0.85 if e["ratio"] else None),
     "rss_idle_mb_no_cm": ("< 8", lambda e: e["value"] < 8),
     "rss_per_object_bytes": ("< 1.5x JSON", lambda e: e["ratio"] < 1.5 if e["ratio"] else None),
     "startup_ms_100k": ("< 1000", lambda e: e["value"] < 1000),
@@ -1053,7 +1172,7 @@ def main():
     ap.add_argument("--build", default="build", help="build dir with ckube and bench_load")
     ap.add_argument("--full", action="store_true", help="100k objects, longer runs")
     ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,"
-                    "populated,restart,workqueue (default: all); get,list,watch,informers "
+                    "populated,restart,tls,workqueue (default: all); get,list,watch,informers "
                     "run only that part of the populated phase")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     ARGS = ap.parse_args()
@@ -1115,6 +1234,9 @@ def main():
         if want("restart"):
             with Phase("restart with %d objects" % N):
                 phase_restart(tmp)
+        if want("tls"):
+            with Phase("TLS next to plain HTTP"):
+                phase_tls(tmp)
         if want("workqueue"):
             with Phase("workqueue"):
                 phase_workqueue()
