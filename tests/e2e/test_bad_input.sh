@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_bad_input.sh - malformed and hostile requests with curl: each gets
 # the right Status (code, reason, message shape) and none of them hurts the
-# server: afterwards it is ready, earlier objects are intact, and it exits
-# 0 on SIGTERM (ASan/UBSan and leak checks included).
+# server, nor do clients that leave mid-request over TLS or abuse the TLS
+# layer itself: afterwards it is ready, earlier objects are intact, and it
+# exits 0 on SIGTERM (ASan/UBSan and leak checks included).
 source "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || fail "jq is required"
 
@@ -386,12 +387,17 @@ s_disconnects() {
     req POST $CM "${JSON[@]}" -d '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"during-watch"}}'
     expect_eq "$CODE" 201 "create during watches"
     for p in "${pids[@]}"; do wait "$p" || true; done
-    /usr/bin/python3 - "$PORT" <<'EOF'
-import socket, sys, time
-port = int(sys.argv[1])
+    # By hand over TLS, as the admin (the cluster CA, the admin certificate),
+    # so that the abuse reaches HTTP; then abuse of the TLS layer itself.
+    /usr/bin/python3 - "$PORT" "${DATA_DIR:-$TMP/data}/pki" <<'EOF'
+import socket, ssl, sys, time
+port, pki = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
+ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
+def tcp():
+    return socket.create_connection(("127.0.0.1", port), timeout=5)
 def conn():
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    return s
+    return ctx.wrap_socket(tcp(), server_hostname="127.0.0.1")
 # 1. headers promise a body that never comes, then the client leaves
 for _ in range(5):
     s = conn()
@@ -406,8 +412,14 @@ s.sendall(b"GET /api/v1/configmaps?watch=true HTTP/1.1\r\nHost: x\r\n\r\n")
 time.sleep(0.2)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
 s.close()
-# 4. garbage instead of HTTP
+# 4. garbage instead of HTTP (inside TLS), and instead of TLS
 s = conn(); s.sendall(b"\x00\x01\x02 hello\r\n\r\n"); time.sleep(0.1); s.close()
+s = tcp(); s.sendall(b"\x00\x01\x02 hello\r\n\r\n"); time.sleep(0.1); s.close()
+# 4b. plain HTTP to the TLS port; a handshake left half done (a TLS
+# record header promising a ClientHello that never comes); a bare connect
+s = tcp(); s.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"); time.sleep(0.1); s.close()
+s = tcp(); s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"); time.sleep(0.1); s.close()
+s = tcp(); s.close()
 # 5. a list request whose reply is never read
 for _ in range(5):
     s = conn()

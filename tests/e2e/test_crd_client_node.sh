@@ -2,7 +2,8 @@
 # test_crd_client_node.sh - an informer of the official JavaScript client
 # (@kubernetes/client-node 1.4.0, installed with npm into a scratch dir
 # under $CKUBE_TEST_TMP) on a custom resource (tests/e2e/manifests/crd/
-# foo-crd.yaml):
+# foo-crd.yaml), over HTTPS with the kubeconfig exactly as the server
+# wrote it (its CA verifies the server; without it the server is refused):
 #
 #   makeInformer over CustomObjectsApi.listNamespacedCustomObject lists the
 #   existing object (one add), then sees add, update and delete of another
@@ -61,18 +62,14 @@ import * as k8s from '@kubernetes/client-node';
 
 const dir = new URL('.', import.meta.url).pathname;
 const [group, version, namespace, plural] = ['e2e.ckube.io', 'v1', 'default', 'foos'];
-// client-node 1.x refuses a plain http:// server unless the cluster says
-// insecure-skip-tls-verify (checked as its own item in main()); the
-// informer checks run with that flag set, so they do not depend on it.
-const asWritten = new k8s.KubeConfig();
-asWritten.loadFromFile(process.env.KUBECONFIG);
+// The kubeconfig exactly as the server wrote it: https, the cluster CA
+// (certificate-authority-data) verifies the serving certificate, the
+// admin's client certificate and key authenticate. Loaded once: after the
+// restart (same data dir) the same CA and certificates must still work.
 const kc = new k8s.KubeConfig();
-kc.loadFromOptions({
-    clusters: asWritten.clusters.map((c) => ({ ...c, skipTLSVerify: true })),
-    users: asWritten.users,
-    contexts: asWritten.contexts,
-    currentContext: asWritten.currentContext,
-});
+kc.loadFromFile(process.env.KUBECONFIG);
+const cluster = kc.getCurrentCluster();
+const user = kc.getCurrentUser();
 const api = kc.makeApiClient(k8s.CustomObjectsApi);
 
 const events = []; // [verb, name, replicas, resourceVersion]
@@ -132,11 +129,31 @@ informer.on('error', (err) => {
 });
 
 async function main() {
+    check(cluster?.server?.startsWith('https://'), `the kubeconfig's server is https: ${cluster?.server}`);
+    check(!cluster?.skipTLSVerify, 'the kubeconfig does not skip TLS verification');
+    check(!!cluster?.caData, 'the kubeconfig carries the cluster CA');
+    check(!!user?.certData && !!user?.keyData, 'the kubeconfig carries a client certificate and key');
     try {
-        const res = await asWritten.makeApiClient(k8s.CoreV1Api).listNamespace();
+        const res = await kc.makeApiClient(k8s.CoreV1Api).listNamespace();
         check(res.items.length > 0, 'the server-written kubeconfig lists namespaces');
     } catch (e) {
         check(false, `the kubeconfig the server writes does not work with client-node as is: ${e?.message ?? e}`);
+    }
+    // ... and the CA is what makes it work: without it (the system roots
+    // only) the serving certificate is refused.
+    const noCA = new k8s.KubeConfig();
+    noCA.loadFromOptions({
+        clusters: kc.clusters.map((c) => ({ ...c, caData: undefined, caFile: undefined })),
+        users: kc.users,
+        contexts: kc.contexts,
+        currentContext: kc.currentContext,
+    });
+    try {
+        await noCA.makeApiClient(k8s.CoreV1Api).listNamespace();
+        check(false, 'without the cluster CA the serving certificate was accepted');
+    } catch (e) {
+        const msg = `${e?.message ?? e} ${e?.code ?? ''} ${e?.cause?.code ?? ''}`;
+        check(/certificate|CERT/i.test(msg), `without the cluster CA: a certificate error, got: ${msg}`);
     }
     await informer.start();
     // the pre-existing objects come from the list

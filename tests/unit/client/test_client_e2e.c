@@ -4,7 +4,11 @@
  * every dynamic verb on configmaps and on a custom resource, the server's
  * Status errors (404, 409 AlreadyExists/Conflict, 422 causes, 415), dry
  * run, explicit 0/false, paging, selectors, deletecollection, watches,
- * discovery, and the RESTMapper finding a kind once its CRD exists. */
+ * discovery, and the RESTMapper finding a kind once its CRD exists; and
+ * the client's TLS against the server's own certificates (HTTPS is the
+ * server's default): CA and client certificate as files and as data,
+ * server names, refusals without the cluster CA, and the in-cluster
+ * config (a service account directory's token and ca.crt). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -696,14 +700,190 @@ static void test_raw_request(void **state)
     assert_string_equal(ckube_client_namespace(g_c), "default");
 }
 
+/* ------------------------------------------------------------------ */
+/* TLS against the server's own certificates (g_dir/pki)               */
+/* ------------------------------------------------------------------ */
+
+/* GET /version with cfg (borrowed). Returns 0, or -1 with *code (the
+ * Status code; 0 for a transport error, such as a refused certificate)
+ * and *msg (malloc'd) set. */
+static int tls_version(const ckube_config *cfg, int *code, char **msg)
+{
+    *code = -1;
+    *msg = NULL;
+    ckube_status *err = NULL;
+    ckube_client *c = ckube_client_new(cfg, &err);
+    if (!c) {
+        *msg = strdup(err && err->message ? err->message : "?");
+        ckube_status_free(err);
+        return -1;
+    }
+    ckube_request rq = {.method = "GET", .path = "/version"};
+    ckube_response resp;
+    int rc = ckube_client_do(c, &rq, &resp, &err);
+    if (rc == 0) {
+        *code = resp.code;
+        json_t *v = json_loads(resp.body ? resp.body : "", 0, NULL);
+        if (resp.code != 200 || !json_string_value(json_object_get(v, "gitVersion"))) {
+            *msg = ctu_fmt("GET /version: %d %s", resp.code, resp.body ? resp.body : "");
+            rc = -1;
+        }
+        json_decref(v);
+        ckube_response_free(&resp);
+    } else {
+        *code = err ? err->code : -1;
+        *msg = strdup(err && err->message ? err->message : "?");
+    }
+    ckube_status_free(err);
+    ckube_client_free(c);
+    return rc;
+}
+
+static void expect_tls_ok(const ckube_config *cfg, const char *what)
+{
+    int code;
+    char *msg;
+    if (tls_version(cfg, &code, &msg) != 0)
+        fail_msg("%s: %s", what, msg ? msg : "?");
+    free(msg);
+}
+
+/* The request fails before HTTP (code 0: no Status from the server),
+ * with client-go's `Get "URL": ...` message. */
+static void expect_tls_refused(const ckube_config *cfg, const char *url_prefix, const char *what)
+{
+    int code;
+    char *msg;
+    if (tls_version(cfg, &code, &msg) == 0)
+        fail_msg("%s: the request succeeded", what);
+    char *want = ctu_fmt("Get \"%s", url_prefix);
+    if (code != 0 || !msg || !strstr(msg, want))
+        fail_msg("%s: want a transport error naming %s, got %d \"%s\"", what, want, code,
+                 msg ? msg : "");
+    free(want);
+    free(msg);
+}
+
+static void test_tls(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    /* The kubeconfig the server wrote (g_c's) is https:// and works: the
+     * other tests ran over it. */
+    const char *host = ckube_client_host(g_c);
+    assert_true(strncmp(host, "https://127.0.0.1:", 18) == 0);
+    int port = atoi(host + 18);
+    assert_true(port > 0);
+    char *ip_url = ctu_fmt("https://127.0.0.1:%d", port);
+    char *name_url = ctu_fmt("https://localhost:%d", port);
+    char *ca = ctu_fmt("%s/pki/ca.crt", g_dir), *crt = ctu_fmt("%s/pki/admin.crt", g_dir),
+         *key = ctu_fmt("%s/pki/admin.key", g_dir);
+
+    /* files: the cluster CA, the admin's certificate and key */
+    ckube_config cfg = {
+        .host = ip_url, .ca_file = ca, .cert_file = crt, .key_file = key, .qps = -1};
+    expect_tls_ok(&cfg, "TLS with files");
+    /* the serving certificate names localhost too */
+    cfg.host = name_url;
+    expect_tls_ok(&cfg, "TLS to localhost");
+    /* tls_server_name: verified as that name, whatever the host */
+    cfg.host = ip_url;
+    cfg.tls_server_name = "localhost";
+    expect_tls_ok(&cfg, "TLS with tls_server_name localhost");
+    cfg.tls_server_name = "api.not-in-the-certificate.example";
+    expect_tls_refused(&cfg, ip_url, "a server name the serving certificate lacks");
+
+    /* data: the kubeconfig as the server wrote it, host changed */
+    char *kc = ctu_fmt("%s/kubeconfig", g_dir);
+    ckube_config_overrides o = {.kubeconfig = kc};
+    ckube_config *loaded = NULL;
+    ckube_status *err = NULL;
+    expect_ok(ckube_config_load(&o, &loaded, &err), err, "load the kubeconfig");
+    assert_non_null(loaded->ca_data);
+    assert_non_null(loaded->cert_data);
+    assert_non_null(loaded->key_data);
+    assert_false(loaded->insecure_skip_tls_verify);
+    free(loaded->host);
+    loaded->host = strdup(name_url);
+    loaded->qps = -1;
+    expect_tls_ok(loaded, "TLS with data to localhost");
+    /* no CA: the system roots do not know the cluster's */
+    free(loaded->ca_data);
+    loaded->ca_data = NULL;
+    loaded->ca_data_len = 0;
+    expect_tls_refused(loaded, name_url, "TLS without the cluster CA");
+    /* ... unless verification is off */
+    loaded->insecure_skip_tls_verify = true;
+    expect_tls_ok(loaded, "TLS with insecure_skip_tls_verify");
+    ckube_config_free(loaded);
+
+    /* In-cluster: the service account directory's token and ca.crt, the
+     * host from KUBERNETES_SERVICE_HOST/PORT. The token is not one the
+     * server made: the request must get through TLS to the API; while
+     * the server authenticates no tokens it is served, once it does the
+     * answer is a 401 (kube-apiserver's for an unknown token). */
+    char *sa = ctu_fmt("%s/serviceaccount", g_dir);
+    mkdir(sa, 0700);
+    char *cmd = ctu_fmt("cp '%s' '%s/ca.crt'", ca, sa);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+    free(ctu_write(sa, "token", "made-up-token\n"));
+    free(ctu_write(sa, "namespace", "kube-team\n"));
+    char *port_s = ctu_fmt("%d", port);
+    setenv("CKUBE_SERVICEACCOUNT_DIR", sa, 1);
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", port_s, 1);
+    ckube_config *ic = NULL;
+    expect_ok(ckube_config_in_cluster(&ic, &err), err, "in-cluster config");
+    assert_string_equal(ic->host, ip_url);
+    assert_string_equal(ic->bearer_token, "made-up-token");
+    assert_string_equal(ic->namespace_, "kube-team");
+    ic->qps = -1;
+    int code;
+    char *msg;
+    if (tls_version(ic, &code, &msg) != 0 && code != 401)
+        fail_msg("in-cluster: want /version or a 401, got %d \"%s\"", code, msg ? msg : "");
+    free(msg);
+    ckube_config_free(ic);
+    /* ... and its ca.crt is what verifies the server: another CA's is refused */
+    if (system("command -v openssl >/dev/null 2>&1") == 0) {
+        cmd = ctu_fmt("cd '%s' && openssl req -x509 -newkey ec -pkeyopt "
+                      "ec_paramgen_curve:prime256v1 -nodes -keyout other.key -out ca.crt "
+                      "-days 1 -subj /CN=another-ca >/dev/null 2>&1",
+                      sa);
+        assert_int_equal(system(cmd), 0);
+        free(cmd);
+        expect_ok(ckube_config_in_cluster(&ic, &err), err, "in-cluster config, another CA");
+        ic->qps = -1;
+        expect_tls_refused(ic, ip_url, "in-cluster with another CA's ca.crt");
+        ckube_config_free(ic);
+    }
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("CKUBE_SERVICEACCOUNT_DIR");
+
+    free(port_s);
+    free(sa);
+    free(kc);
+    free(ca);
+    free(crt);
+    free(key);
+    free(ip_url);
+    free(name_url);
+}
+
 int main(void)
 {
     if (getenv("CKUBE_TEST_V"))
         ckube_log_set_verbosity(atoi(getenv("CKUBE_TEST_V")));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_raw_request),           cmocka_unit_test(test_configmap_crud),
-        cmocka_unit_test(test_list_paging_selectors), cmocka_unit_test(test_watch),
-        cmocka_unit_test(test_crd_and_mapper),        cmocka_unit_test(test_custom_resources),
+        cmocka_unit_test(test_raw_request),
+        cmocka_unit_test(test_configmap_crud),
+        cmocka_unit_test(test_list_paging_selectors),
+        cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_crd_and_mapper),
+        cmocka_unit_test(test_custom_resources),
+        cmocka_unit_test(test_tls),
     };
     return cmocka_run_group_tests(tests, start_server, stop_all);
 }

@@ -45,14 +45,15 @@ static int group_teardown(void **state)
 }
 
 /* A client for a loopback port nothing listens on: every write fails
- * without an answer (the case the recorder retries). */
+ * without an answer (the case the recorder retries). https://, as the
+ * server's own URL is: the connect is refused before any TLS. */
 static ckube_client *dead_client(void)
 {
     ckube_config *cfg = calloc(1, sizeof(*cfg));
     assert_non_null(cfg);
     int port = tsu_free_port();
     assert_true(port > 0);
-    assert_true(asprintf(&cfg->host, "http://127.0.0.1:%d", port) > 0);
+    assert_true(asprintf(&cfg->host, "https://127.0.0.1:%d", port) > 0);
     cfg->qps = -1;
     cfg->max_retries = -1;
     ckube_status *err = NULL;

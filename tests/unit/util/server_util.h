@@ -1,8 +1,10 @@
 /* server_util.h - start and stop a real `ckube server` from C tests.
  *
  * The server binary is $CKUBE_BIN (set by CTest). It listens on a free
- * loopback port, keeps its state in a fresh directory under
- * $CKUBE_TEST_TMP and writes a kubeconfig there. An atexit hook kills any
+ * loopback port over HTTPS (its default), keeps its state in a fresh
+ * directory under $CKUBE_TEST_TMP (its certificates in data/pki) and
+ * writes a kubeconfig there (https URL, the cluster CA, the admin's client
+ * certificate), which tsu_client uses. An atexit hook kills any
  * server still running, so a failed assertion never leaves one behind;
  * a test that dies without running it takes its servers along (they
  * ask for SIGKILL when their parent dies).
