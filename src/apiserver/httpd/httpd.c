@@ -73,7 +73,8 @@ struct httpd_conn {
     LIST_ENTRY(httpd_conn) link;
     httpd *h;
     int fd;
-    SSL *ssl; /* NULL: plain */
+    SSL *ssl;   /* NULL: plain */
+    void *slot; /* the owner's (httpd_req_conn_slot) */
     struct event *rev, *wev;
     http_parser parser;
     struct evbuffer *in;  /* unparsed input */
@@ -385,6 +386,11 @@ static const char *tls_reason(void)
     return r ? r : "connection failed";
 }
 
+/* The error queue: OpenSSL's SSL_get_error needs it empty before each
+ * call. Every failure path below empties it, so the calls that succeed
+ * (nearly all) skip ERR_clear_error, which costs more than a small
+ * SSL_read (thread-local state). */
+
 /* conn_flush on TLS: a record at a time. A write that would block is
  * retried with at least as many bytes, which out (appended to only) has:
  * OpenSSL wants the same bytes again, and allows the buffer to move
@@ -395,7 +401,6 @@ static void tls_flush(httpd_conn *c)
     while ((len = evbuffer_get_length(c->out)) > 0) {
         size_t n = len < TLS_RECORD ? len : TLS_RECORD;
         evbuffer_copyout(c->out, c->h->wscratch, n);
-        ERR_clear_error();
         int r = SSL_write(c->ssl, c->h->wscratch, (int)n);
         if (r > 0) {
             evbuffer_drain(c->out, (size_t)r);
@@ -417,6 +422,7 @@ static void tls_flush(httpd_conn *c)
         }
         c->tls_fatal = true;
         CKUBE_V(5, "http: TLS write: %s", e == SSL_ERROR_SYSCALL ? strerror(errno) : tls_reason());
+        ERR_clear_error();
         conn_doom(c);
         return;
     }
@@ -668,6 +674,11 @@ struct ssl_st *httpd_req_ssl(const httpd_req *r)
     return r->conn && !r->conn->dead ? r->conn->ssl : NULL;
 }
 
+void **httpd_req_conn_slot(httpd_req *r)
+{
+    return r->conn && !r->conn->dead ? &r->conn->slot : NULL;
+}
+
 struct evbuffer *httpd_req_output(httpd_req *r)
 {
     return r->conn && !r->conn->dead ? r->conn->out : NULL;
@@ -715,6 +726,8 @@ static void conn_free(httpd_conn *c)
     req_free(c->parsing);
     event_free(c->rev);
     event_free(c->wev);
+    if (c->slot && c->h->cfg.slot_free)
+        c->h->cfg.slot_free(c->slot);
     if (c->ssl) {
         /* close_notify, best effort: a client reading to the end of the
          * connection (an HTTP/1.0 stream) learns it was not cut. */
@@ -873,7 +886,6 @@ static void log_tls_error(httpd_conn *c, const char *what, const char *reason)
  * nothing yet, the handshake included). */
 static ssize_t tls_read(httpd_conn *c, char *buf, size_t len)
 {
-    ERR_clear_error();
     int r = SSL_read(c->ssl, buf, (int)len);
     if (r > 0)
         return r;

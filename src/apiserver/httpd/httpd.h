@@ -71,6 +71,10 @@ typedef struct httpd_config {
     /* TLS on every connection (tls.h; borrowed, shared by loops, outlives
      * the httpd); NULL: plain HTTP. */
     httpd_tls *tls;
+    /* Frees what the owner keeps in a connection's slot
+     * (httpd_req_conn_slot) when the connection goes; NULL: nothing is
+     * kept there. */
+    void (*slot_free)(void *);
 } httpd_config;
 
 /* Serves connections accepted from `listen_fd` (non-blocking; the httpd
@@ -154,5 +158,11 @@ size_t httpd_chunk_line(char *buf, size_t len);
  * verification, SSL_get0_peer_certificate / SSL_get_verify_result), or
  * NULL on plain HTTP or once the connection is gone. Borrowed. */
 struct ssl_st *httpd_req_ssl(const httpd_req *r);
+
+/* The owner's slot on the request's connection (what stays true for
+ * every request on it, such as who its client certificate names): NULL
+ * on a new connection; what is put there is the connection's, freed with
+ * httpd_config.slot_free when it goes. NULL once the connection is gone. */
+void **httpd_req_conn_slot(httpd_req *r);
 
 #endif

@@ -125,6 +125,8 @@ static SSL_CTX *load_ctx(char *const path[NFILES], char **err)
      * read() per request instead of two (httpd looks for what is left). */
     SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
+    /* One TLS 1.3 session ticket, as Go sends (OpenSSL: two). */
+    SSL_CTX_set_num_tickets(ctx, 1);
     if (SSL_CTX_use_certificate_chain_file(ctx, path[0]) != 1) {
         ssl_errors(why, sizeof why);
         ckube__set_err(err, "cannot load the TLS certificate %s: %s", path[0], why);
