@@ -43,6 +43,7 @@ LAYERS = [
     ("apiserver/authorization/rbac", "server", 42),
     ("apiserver/cacher", "server", 40),
     ("apiserver/httpd", "server", 35),
+    ("apiserver/authentication", "server", 36),
     ("apiserver/authentication/serviceaccount", "server", 34),
     ("apiserver/pki", "server", 33),
     ("apiserver/codec", "server", 30),

@@ -51,7 +51,11 @@ static void server_usage(FILE *f)
                "  --tls-san NAME            an extra DNS name or IP address for the made\n"
                "                            serving certificate (repeatable, or comma-separated)\n"
                "  --plain-http              serve plain HTTP without TLS (loopback only; for\n"
-               "                            tests and benchmarks, never the default)\n"
+               "                            tests and benchmarks, never the default); its\n"
+               "                            requests are system:unsecured in system:masters\n"
+               "  --anonymous-auth=BOOL     requests without credentials are system:anonymous\n"
+               "                            (default true, as kube-apiserver); false: 401\n"
+               "  --token-auth-file PATH    static bearer tokens: CSV token,user,uid[,\"groups\"]\n"
                "  --storage sqlite|memory   storage backend (default sqlite)\n"
                "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
                "  --watch-cache-size N      recent events kept per resource (default 4096):\n"
@@ -393,7 +397,8 @@ int cmd_server(int argc, char **argv)
     bool run_cm = true;
     int64_t delay_ns = 0;
     const char *tls_cert = NULL, *tls_key = NULL, *client_ca = NULL;
-    bool plain_http = false;
+    bool plain_http = false, anonymous = true;
+    const char *token_file = NULL;
     mode_t kc_mode = 0600;
     char *sans[32];
     size_t nsans = 0;
@@ -403,6 +408,8 @@ int cmd_server(int argc, char **argv)
         {"client-ca-file", required_argument, NULL, 'A'},
         {"tls-san", required_argument, NULL, 'S'},
         {"plain-http", no_argument, NULL, 'P'},
+        {"anonymous-auth", optional_argument, NULL, 'N'},
+        {"token-auth-file", required_argument, NULL, 'F'},
         {"write-kubeconfig-mode", required_argument, NULL, 'M'},
         {"shutdown-delay-duration", required_argument, NULL, 'D'},
         {"controller-manager", optional_argument, NULL, 'C'},
@@ -449,6 +456,19 @@ int cmd_server(int argc, char **argv)
             break;
         case 'P':
             plain_http = true;
+            break;
+        case 'N':
+            if (!optarg || !strcmp(optarg, "true")) {
+                anonymous = true;
+            } else if (!strcmp(optarg, "false")) {
+                anonymous = false;
+            } else {
+                fprintf(stderr, "ckube server: --anonymous-auth wants true or false\n");
+                return 2;
+            }
+            break;
+        case 'F':
+            token_file = optarg;
             break;
         case 'S': {
             char *copy = xstrdup(optarg), *save = NULL;
@@ -615,6 +635,8 @@ int cmd_server(int argc, char **argv)
                                    : pki.serving_key,
         .client_ca_file = client_ca,
         .cluster_ca_file = plain_http ? NULL : pki.ca_crt,
+        .anonymous_auth = anonymous,
+        .token_auth_file = token_file,
     };
     char *err = NULL;
     apiserver *s = apiserver_new(&cfg, &err);

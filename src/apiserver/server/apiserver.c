@@ -3,7 +3,9 @@
  * endpoints/request/context.h. */
 #include "apiserver/server/apiserver.h"
 
+#include "apiserver/authentication/authenticator.h"
 #include "apiserver/httpd/tls.h"
+#include <openssl/ssl.h>
 #include "apiserver/endpoints/discovery/discovery.h"
 #include "apiserver/endpoints/handlers/handlers.h"
 #include "apiserver/endpoints/metrics/metrics.h"
@@ -191,6 +193,63 @@ static bool negotiate(req_ctx *rc)
     return json_ok;
 }
 
+/* A connection's client-certificate user, kept in its httpd slot: the
+ * certificate cannot change on a connection (no renegotiation), so it is
+ * judged once. */
+typedef struct conn_identity {
+    int rc;          /* authenticator_x509's answer */
+    auth_user *user; /* rc 1 */
+    char *err;       /* rc -1 */
+} conn_identity;
+
+static void conn_identity_free(void *p)
+{
+    conn_identity *ci = p;
+    auth_user_unref(ci->user);
+    free(ci->err);
+    free(ci);
+}
+
+/* Who the request is from (authentication/authenticator.h), the
+ * connection's certificate judged once. false: answered 401. */
+static bool authenticate(req_ctx *rc)
+{
+    httpd_req *req = rc->req;
+    const char *authz = httpd_req_header(req, "Authorization");
+    SSL *ssl = httpd_req_ssl(req);
+    X509 *cert = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
+    void **slot = cert ? httpd_req_conn_slot(req) : NULL;
+    conn_identity *ci = slot ? *slot : NULL;
+    if (cert && !ci) {
+        ci = xcalloc(1, sizeof *ci);
+        ci->rc = authenticator_x509(cert, SSL_get_verify_result(ssl), &ci->user, &ci->err);
+        if (slot)
+            *slot = ci;
+    }
+    char *why = NULL;
+    if (ci && ci->rc == 1) {
+        rc->user = auth_user_ref(ci->user);
+    } else {
+        /* The rest of the order: a certificate that names nobody or does
+         * not verify goes to the token authenticators with its verdict. */
+        auth_request ar = {.cert = ci && ci->rc < 0 ? cert : NULL,
+                           .verify = ssl ? SSL_get_verify_result(ssl) : 0,
+                           .authorization = authz};
+        if (!authenticator_authenticate(rc->srv->authn, &ar, &rc->user, &why))
+            rc->user = NULL;
+    }
+    if (ci && (!slot || *slot != ci))
+        conn_identity_free(ci);
+    if (rc->user)
+        return true;
+    /* As kube-apiserver: the reason goes to the log, the client gets a
+     * bare 401. */
+    CKUBE_ERROR("\"Unable to authenticate the request\" err=\"%s\"", why ? why : "unknown");
+    free(why);
+    reply_status(rc, ckube_status_new(401, CKUBE_REASON_UNAUTHORIZED, "Unauthorized"));
+    return false;
+}
+
 static void handle_request(httpd_req *req, void *arg)
 {
     loop *lp = arg;
@@ -222,6 +281,8 @@ static void handle_request(httpd_req *req, void *arg)
     rc->method = method;
     const char *target = httpd_req_target(req);
     CKUBE_V(5, "%s %s", method, target);
+    if (!authenticate(rc))
+        return;
     if (httpd_req_body_too_large(req)) {
         reply_status(rc,
                      ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
@@ -435,6 +496,11 @@ int apiserver_start(apiserver *s, char **err)
         if (!(s->tls = httpd_tls_new(&tf, err)))
             return -1;
     }
+    auth_config ac = {.anonymous = s->cfg.anonymous_auth,
+                      .plain_http = !s->tls,
+                      .token_file = s->cfg.token_auth_file};
+    if (!(s->authn = authenticator_new(&ac, err)))
+        return -1;
     s->loops = xcalloc((size_t)nloops, sizeof *s->loops);
     int lfd = listen_socket(s->cfg.listen_host, s->cfg.port, err);
     if (lfd < 0)
@@ -458,7 +524,10 @@ int apiserver_start(apiserver *s, char **err)
         lp->wake = lp->base ? event_new(lp->base, -1, 0, on_wake, lp) : NULL;
         /* A body over the limit is answered with a Status 413 as soon as
          * its length is known, and not read. */
-        httpd_config hc = {.max_body = APISERVER_MAX_BODY, .idle_timeout = 3600, .tls = s->tls};
+        httpd_config hc = {.max_body = APISERVER_MAX_BODY,
+                           .idle_timeout = 3600,
+                           .tls = s->tls,
+                           .slot_free = conn_identity_free};
         lp->http = lp->wake ? httpd_new(lp->base, fd, &hc, handle_request, lp) : NULL;
         if (!lp->http) {
             ckube__set_err(err, "starting the HTTP loop: out of memory");
@@ -552,6 +621,7 @@ void apiserver_free(apiserver *s)
     }
     free(s->loops);
     httpd_tls_free(s->tls); /* after the connections made from it */
+    authenticator_free(s->authn);
     apimetrics_free(s->metrics);
     store_free(s->store);
     cacher_free(s->cache); /* before the CRD state its listeners use */

@@ -1901,7 +1901,7 @@ static void do_review(req_ctx *rc)
         reply_status(rc, st);
         return;
     }
-    t->review(t, obj, rc->ri.ns, inv);
+    t->review(t, obj, rc->ri.ns, rc->user, inv);
     if (inv->ncauses) {
         ckube_status_invalid_finish(inv);
         json_decref(obj);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "apiserver/authentication/user.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "common/text.h"
@@ -67,6 +68,7 @@ void req_ctx_free(req_ctx *rc)
     if (!rc->long_running)
         atomic_fetch_sub(&rc->srv->inflight, 1);
     evhttp_clear_headers(&rc->query);
+    auth_user_unref(rc->user);
     resource_type_unref(rc->type);
     for (size_t i = 0; i < rc->warnings.n; i++)
         free(rc->warnings.texts[i]);

@@ -64,6 +64,10 @@ typedef struct apiserver_config {
      * verified against: the user's and the cluster's own (either NULL).
      * tls_cert_file NULL: plain HTTP. */
     const char *tls_cert_file, *tls_key_file, *client_ca_file, *cluster_ca_file;
+    /* Authentication (authentication/authenticator.h): anonymous requests
+     * allowed (--anonymous-auth), the static token file or NULL. */
+    bool anonymous_auth;
+    const char *token_auth_file;
 } apiserver_config;
 
 typedef struct apiserver apiserver;
@@ -109,7 +113,8 @@ struct apiserver {
     int nloops;
     int port; /* bound port */
     int listen_fds[16];
-    httpd_tls *tls; /* NULL: plain HTTP (owned) */
+    httpd_tls *tls;              /* NULL: plain HTTP (owned) */
+    struct authenticator *authn; /* who requests are from (owned) */
     /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain_begin): */
     atomic_bool shutting_down; /* /readyz fails; everything is still served */
     atomic_bool draining;      /* listeners closed, replies close connections */
@@ -150,6 +155,7 @@ struct req_ctx {
     httpd_req *req;
     request_info ri;
     struct evkeyvalq query;
+    auth_user *user;     /* who the request is from (a reference; authentication/user.h) */
     resource_type *type; /* reference; NULL for non-resource paths */
     bool want_table;
     int include_object;              /* 0 none, 1 metadata (default), 2 object */

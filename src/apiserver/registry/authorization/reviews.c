@@ -7,15 +7,16 @@
  *   authorization.k8s.io/v1 selfsubjectrulesreviews  (kubectl auth can-i --list)
  *   authentication.k8s.io/v1 (and v1beta1) selfsubjectreviews  (kubectl auth whoami)
  *
- * ckube has no authentication or authorization yet (loopback only), so the
- * answers are those of a kube-apiserver with anonymous requests and the
- * AlwaysAllow authorizer: every access is allowed, the rules are "*", the
- * user is system:anonymous. The requests are decoded against the types'
- * schemas (builtin_schemas.c) and validated as upstream validates them. */
+ * ckube authenticates requests but does not authorize them yet, so the
+ * access answers are those of a kube-apiserver with the AlwaysAllow
+ * authorizer: every access is allowed, the rules are "*". The
+ * SelfSubjectReview tells the requester who authentication found. The requests are decoded against
+ * the types' schemas (builtin_schemas.c) and validated as upstream validates them. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "apiserver/registry/authorization/reviews.h"
+#include "apiserver/authentication/user.h"
 #include "apiserver/registry/rest/registry.h"
 #include <stdatomic.h>
 #include "apiserver/registry/definitions/builtin_schemas.h"
@@ -40,7 +41,7 @@ static void allow(json_t *obj)
 }
 
 static void self_access_review(const resource_type *t, json_t *obj, const char *ns,
-                               ckube_status *st)
+                               const auth_user *user, ckube_status *st)
 {
     (void)t;
     (void)ns;
@@ -50,8 +51,10 @@ static void self_access_review(const resource_type *t, json_t *obj, const char *
 
 /* SubjectAccessReview and LocalSubjectAccessReview ask about someone:
  * a user or groups must be named. */
-static void access_review(const resource_type *t, json_t *obj, const char *ns, ckube_status *st)
+static void access_review(const resource_type *t, json_t *obj, const char *ns,
+                          const auth_user *asker, ckube_status *st)
 {
+    (void)asker;
     json_t *spec = json_object_get(obj, "spec");
     check_attributes(spec, st);
     const char *user = json_string_value(json_object_get(spec, "user"));
@@ -76,7 +79,8 @@ static void access_review(const resource_type *t, json_t *obj, const char *ns, c
     allow(obj);
 }
 
-static void rules_review(const resource_type *t, json_t *obj, const char *ns, ckube_status *st)
+static void rules_review(const resource_type *t, json_t *obj, const char *ns, const auth_user *user,
+                         ckube_status *st)
 {
     (void)t;
     (void)ns;
@@ -89,20 +93,20 @@ static void rules_review(const resource_type *t, json_t *obj, const char *ns, ck
 }
 
 static void self_subject_review(const resource_type *t, json_t *obj, const char *ns,
-                                ckube_status *st)
+                                const auth_user *user, ckube_status *st)
 {
     (void)t;
     (void)ns;
     (void)st;
-    json_object_set_new(obj, "status",
-                        json_pack("{s:{s:s,s:[s]}}", "userInfo", "username", "system:anonymous",
-                                  "groups", "system:unauthenticated"));
+    /* Who asks, as authentication found them (kubectl auth whoami). */
+    json_object_set_new(obj, "status", json_pack("{s:o}", "userInfo", auth_user_info_json(user)));
 }
 
 static const struct review_def {
     const char *group, *version, *resource, *kind, *singular;
     bool namespaced;
-    void (*review)(const resource_type *, json_t *, const char *, ckube_status *);
+    void (*review)(const resource_type *, json_t *, const char *, const auth_user *,
+                   ckube_status *);
 } reviews[] = {
     {"authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
      "selfsubjectaccessreview", false, self_access_review},

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "apiserver/authentication/user.h"
 #include "apiserver/cacher/cacher.h"
 #include "ckube/patch.h"
 #include "ckube/status.h"
@@ -134,8 +135,9 @@ struct resource_type {
     /* A create-only question (reviews.c: SelfSubjectAccessReview, ...):
      * answered and never stored. Fills obj's status, or adds causes to st
      * (an Invalid status) for a malformed question; ns is the request's
-     * namespace. Other verbs get 405. */
-    void (*review)(const resource_type *t, json_t *obj, const char *ns, ckube_status *st);
+     * namespace, user who asks. Other verbs get 405. */
+    void (*review)(const resource_type *t, json_t *obj, const char *ns, const auth_user *user,
+                   ckube_status *st);
 
     bool is_custom;              /* defined by a CRD */
     char *crd_name;              /* owning CRD, for custom types */
