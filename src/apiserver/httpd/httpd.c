@@ -386,10 +386,12 @@ static const char *tls_reason(void)
     return r ? r : "connection failed";
 }
 
-/* The error queue: OpenSSL's SSL_get_error needs it empty before each
- * call. Every failure path below empties it, so the calls that succeed
- * (nearly all) skip ERR_clear_error, which costs more than a small
- * SSL_read (thread-local state). */
+/* The error queue: SSL_get_error reads the thread's whole queue, so it
+ * must be empty before each SSL_read/SSL_write, whatever else ran on this
+ * thread (a handler parsing a certificate leaves errors behind: a write
+ * that would block then reads as a fatal error and the reply is cut). It
+ * costs about 800 instructions a call; skipping it was tried and was
+ * wrong (test_httpd_tls: test_stale_openssl_error). */
 
 /* conn_flush on TLS: a record at a time. A write that would block is
  * retried with at least as many bytes, which out (appended to only) has:
@@ -401,6 +403,7 @@ static void tls_flush(httpd_conn *c)
     while ((len = evbuffer_get_length(c->out)) > 0) {
         size_t n = len < TLS_RECORD ? len : TLS_RECORD;
         evbuffer_copyout(c->out, c->h->wscratch, n);
+        ERR_clear_error();
         int r = SSL_write(c->ssl, c->h->wscratch, (int)n);
         if (r > 0) {
             evbuffer_drain(c->out, (size_t)r);
@@ -886,6 +889,7 @@ static void log_tls_error(httpd_conn *c, const char *what, const char *reason)
  * nothing yet, the handshake included). */
 static ssize_t tls_read(httpd_conn *c, char *buf, size_t len)
 {
+    ERR_clear_error(); /* (see tls_flush) */
     int r = SSL_read(c->ssl, buf, (int)len);
     if (r > 0)
         return r;
@@ -973,8 +977,11 @@ static void read_some(httpd_conn *c)
             process_input(c);
     }
     /* TLS reads ahead: a record already read from the socket is not
-     * announced by it again. */
-    if (c->ssl && !c->dead && !c->read_off && SSL_has_pending(c->ssl))
+     * announced by it again. Only after a read that returned data: the
+     * start of a record still incomplete is "pending" too, and waking for
+     * it would spin the loop until the rest arrives (a client that never
+     * sends it would hold the loop). */
+    if (c->ssl && n > 0 && !c->dead && !c->read_off && SSL_has_pending(c->ssl))
         event_active(c->rev, EV_READ, 1);
 }
 
