@@ -56,6 +56,11 @@ static void server_usage(FILE *f)
                "  --anonymous-auth=BOOL     requests without credentials are system:anonymous\n"
                "                            (default true, as kube-apiserver); false: 401\n"
                "  --token-auth-file PATH    static bearer tokens: CSV token,user,uid[,\"groups\"]\n"
+               "  --service-account-issuer URL\n"
+               "                            the iss of ServiceAccount tokens (default\n"
+               "                            https://kubernetes.default.svc.cluster.local)\n"
+               "  --api-audiences AUD,...   audiences the API accepts in ServiceAccount tokens\n"
+               "                            (default: the issuer)\n"
                "  --storage sqlite|memory   storage backend (default sqlite)\n"
                "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
                "  --watch-cache-size N      recent events kept per resource (default 4096):\n"
@@ -398,7 +403,9 @@ int cmd_server(int argc, char **argv)
     int64_t delay_ns = 0;
     const char *tls_cert = NULL, *tls_key = NULL, *client_ca = NULL;
     bool plain_http = false, anonymous = true;
-    const char *token_file = NULL;
+    const char *token_file = NULL, *sa_issuer = NULL;
+    char *audiences[16];
+    size_t naudiences = 0;
     mode_t kc_mode = 0600;
     char *sans[32];
     size_t nsans = 0;
@@ -410,6 +417,8 @@ int cmd_server(int argc, char **argv)
         {"plain-http", no_argument, NULL, 'P'},
         {"anonymous-auth", optional_argument, NULL, 'N'},
         {"token-auth-file", required_argument, NULL, 'F'},
+        {"service-account-issuer", required_argument, NULL, 'I'},
+        {"api-audiences", required_argument, NULL, 'U'},
         {"write-kubeconfig-mode", required_argument, NULL, 'M'},
         {"shutdown-delay-duration", required_argument, NULL, 'D'},
         {"controller-manager", optional_argument, NULL, 'C'},
@@ -470,6 +479,22 @@ int cmd_server(int argc, char **argv)
         case 'F':
             token_file = optarg;
             break;
+        case 'I':
+            sa_issuer = optarg;
+            break;
+        case 'U': {
+            char *copy = xstrdup(optarg), *save = NULL;
+            for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (naudiences == sizeof audiences / sizeof *audiences) {
+                    fprintf(stderr, "ckube server: at most %zu --api-audiences\n", naudiences);
+                    free(copy);
+                    return 2;
+                }
+                audiences[naudiences++] = xstrdup(t);
+            }
+            free(copy);
+            break;
+        }
         case 'S': {
             char *copy = xstrdup(optarg), *save = NULL;
             for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -637,6 +662,11 @@ int cmd_server(int argc, char **argv)
         .cluster_ca_file = plain_http ? NULL : pki.ca_crt,
         .anonymous_auth = anonymous,
         .token_auth_file = token_file,
+        .sa_key_file = plain_http ? NULL : pki.sa_key,
+        .sa_pub_file = plain_http ? NULL : pki.sa_pub,
+        .sa_issuer = sa_issuer,
+        .api_audiences = (const char *const *)audiences,
+        .napi_audiences = naudiences,
     };
     char *err = NULL;
     apiserver *s = apiserver_new(&cfg, &err);
@@ -704,6 +734,8 @@ int cmd_server(int argc, char **argv)
         CKUBE_WARN("stopping with %ld requests in flight", apiserver_inflight(s));
     apiserver_stop(s);
     apiserver_free(s);
+    for (size_t i = 0; i < naudiences; i++)
+        free(audiences[i]);
     CKUBE_INFO("stopped");
     return rc;
 }

@@ -58,8 +58,10 @@ class ReviewsTest(unittest.TestCase):
             rc, out, err = kubectl(v, "auth", "whoami", "-o", "json")
             self.assertEqual(rc, 0, v + err)
             info = json.loads(out)["status"]["userInfo"]
-            self.assertEqual(info, {"username": "system:anonymous",
-                                    "groups": ["system:unauthenticated"]})
+            # the written kubeconfig's admin certificate, as authentication
+            # found it (the whole matrix is test_authentication.py's)
+            self.assertEqual(info, {"username": "system:admin",
+                                    "groups": ["system:masters", "system:authenticated"]})
 
     def test_kubectl_explain(self):
         # the review types have schemas: /openapi/v3 and kubectl explain

@@ -32,6 +32,11 @@ authenticator *authenticator_new(const auth_config *c, char **err)
     return a;
 }
 
+const json_t *authenticator_api_audiences(const authenticator *a)
+{
+    return a->cfg.api_audiences;
+}
+
 void authenticator_free(authenticator *a)
 {
     if (!a)
@@ -83,6 +88,19 @@ static char *bearer_token(const char *h)
     return xstrndup(t, n);
 }
 
+/* Whether tokens without audiences (the token file's) may answer for
+ * `want`: they are the API's, so `want` must name one of its audiences. */
+static bool api_audience_ok(const authenticator *a, const json_t *want)
+{
+    if (!want)
+        return true;
+    size_t i, j;
+    json_t *w, *api;
+    json_array_foreach(want, i, w)
+        json_array_foreach(a->cfg.api_audiences, j, api) if (json_equal(w, api)) return true;
+    return false;
+}
+
 int authenticator_authenticate(const authenticator *a, const auth_request *r, auth_user **out,
                                char **why)
 {
@@ -100,11 +118,11 @@ int authenticator_authenticate(const authenticator *a, const auth_request *r, au
     }
     char *token = bearer_token(r->authorization);
     if (token) {
-        auth_user *u = tokenfile_lookup(a->tokens, token);
+        auth_user *u = api_audience_ok(a, r->audiences) ? tokenfile_lookup(a->tokens, token) : NULL;
         int rc = u ? 1 : 0;
         char *err = NULL;
         if (!u && a->cfg.token_fn)
-            rc = a->cfg.token_fn(a->cfg.token_arg, token, &u, &err);
+            rc = a->cfg.token_fn(a->cfg.token_arg, token, r->audiences, &u, &err);
         free(token);
         if (rc == 1) {
             *out = add_authenticated(u);

@@ -31,10 +31,12 @@
 
 typedef struct authenticator authenticator;
 
-/* ServiceAccount (and other) bearer tokens beyond the token file: 1 with
- * *out (a new user), 0 when the token is not of this kind, -1 with *err
- * (malloc'd) when it is but does not hold. */
-typedef int (*auth_token_fn)(void *arg, const char *token, auth_user **out, char **err);
+/* ServiceAccount (and other) bearer tokens beyond the token file, for
+ * `audiences` (a JSON array; NULL: the API's): 1 with *out (a new user),
+ * 0 when the token is not of this kind, -1 with *err (malloc'd) when it
+ * is but does not hold. */
+typedef int (*auth_token_fn)(void *arg, const char *token, const json_t *audiences, auth_user **out,
+                             char **err);
 
 typedef struct auth_config {
     bool anonymous;         /* --anonymous-auth */
@@ -42,6 +44,11 @@ typedef struct auth_config {
     const char *token_file; /* --token-auth-file, or NULL */
     auth_token_fn token_fn; /* NULL: none */
     void *token_arg;
+    /* The API's audiences (a JSON array, borrowed: it outlives the
+     * authenticator; NULL: none known). Tokens that carry no audience (the
+     * token file's) are good only for these, as upstream wraps its
+     * audience-agnostic authenticators. */
+    const json_t *api_audiences;
 } auth_config;
 
 /* What a request presents. */
@@ -49,6 +56,7 @@ typedef struct auth_request {
     X509 *cert;                /* the client certificate, or NULL */
     long verify;               /* OpenSSL's verdict on it */
     const char *authorization; /* the Authorization header, or NULL */
+    const json_t *audiences;   /* what a token must be for (TokenReview); NULL: the API's */
 } auth_request;
 
 /* NULL with *err (malloc'd) when the token file does not load. */
@@ -63,6 +71,9 @@ int authenticator_authenticate(const authenticator *a, const auth_request *r, au
  * group added, for callers that keep a connection's result: 1, 0 or -1
  * as auth_x509. */
 int authenticator_x509(X509 *cert, long verify, auth_user **out, char **err);
+
+/* The API's audiences (auth_config.api_audiences; borrowed; may be NULL). */
+const json_t *authenticator_api_audiences(const authenticator *a);
 
 void authenticator_free(authenticator *a);
 

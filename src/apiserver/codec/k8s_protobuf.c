@@ -85,6 +85,10 @@ static const struct pb_type pb_types[] = {
      &ckube__k8s__authentication__self_subject_review__descriptor},
     {"authentication.k8s.io/v1beta1", "SelfSubjectReview",
      &ckube__k8s__authentication__self_subject_review__descriptor},
+    {"authentication.k8s.io/v1", "TokenRequest",
+     &ckube__k8s__authentication__token_request__descriptor},
+    {"authentication.k8s.io/v1", "TokenReview",
+     &ckube__k8s__authentication__token_review__descriptor},
     /* client-go encodes DeleteOptions in the group version of the resource. */
     {NULL, "DeleteOptions", &ckube__k8s__meta__delete_options__descriptor},
 };

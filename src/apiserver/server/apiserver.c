@@ -4,6 +4,8 @@
 #include "apiserver/server/apiserver.h"
 
 #include "apiserver/authentication/authenticator.h"
+#include "apiserver/authentication/serviceaccount/token.h"
+#include "apiserver/registry/generic/store.h"
 #include "apiserver/httpd/tls.h"
 #include <openssl/ssl.h>
 #include "apiserver/endpoints/discovery/discovery.h"
@@ -210,6 +212,85 @@ static void conn_identity_free(void *p)
     free(ci);
 }
 
+/* The object `resource` ns/name (core/v1) from the watch cache, decoded,
+ * or NULL. */
+static json_t *cached_core(apiserver *s, const char *resource, const char *ns, const char *name)
+{
+    resource_type *t = registry_lookup(s->registry, "", "v1", resource);
+    if (!t)
+        return NULL;
+    char key[STORE_KEY_MAX];
+    store_object_key(t, ns, name, key, sizeof key);
+    resource_type_unref(t);
+    cobj *o = cacher_get(s->cache, key);
+    json_t *j = o ? cobj_decode(o) : NULL;
+    cobj_unref(o);
+    return j;
+}
+
+/* Whether `resource` ns/name exists with `uid`; 0, or -1 with *err in
+ * upstream's words. */
+static int still_there(apiserver *s, const char *resource, const char *what, const char *ns,
+                       const char *name, const char *uid, char **err)
+{
+    json_t *o = cached_core(s, resource, ns, name);
+    if (!o) {
+        ckube__set_err(err, "%s \"%s\" not found", resource, name);
+        return -1;
+    }
+    const char *have = json_string_value(json_object_get(json_object_get(o, "metadata"), "uid"));
+    int rc = 0;
+    if (uid && *uid && (!have || strcmp(have, uid))) {
+        ckube__set_err(err, "%s UID (%s) does not match claim (%s)", what, have ? have : "", uid);
+        rc = -1;
+    }
+    json_decref(o);
+    return rc;
+}
+
+/* The ServiceAccount token authenticator (authenticator.h's hook): the
+ * token's signature and claims (token.h), then that the ServiceAccount
+ * and the object the token is bound to still exist with the UIDs it
+ * names, as upstream's validator. */
+static int sa_authenticate(void *arg, const char *token, const json_t *audiences, auth_user **out,
+                           char **err)
+{
+    apiserver *s = arg;
+    sa_token_info ti;
+    int rc = sa_tokens_validate(s->sa, token, audiences, (int64_t)time(NULL), &ti, err);
+    if (rc != 1)
+        return rc;
+    if (still_there(s, "serviceaccounts", "service account", ti.ns, ti.name, ti.uid, err) ||
+        (ti.pod_name && still_there(s, "pods", "pod", ti.ns, ti.pod_name, ti.pod_uid, err)) ||
+        (ti.secret_name &&
+         still_there(s, "secrets", "secret", ti.ns, ti.secret_name, ti.secret_uid, err))) {
+        sa_token_info_clear(&ti);
+        return -1;
+    }
+    char *name = xasprintf("system:serviceaccount:%s:%s", ti.ns, ti.name);
+    char *nsgroup = xasprintf("system:serviceaccounts:%s", ti.ns);
+    const char *groups[] = {"system:serviceaccounts", nsgroup};
+    json_t *extra = json_object();
+    if (ti.pod_name) {
+        json_object_set_new(extra, "authentication.kubernetes.io/pod-name",
+                            json_pack("[s]", ti.pod_name));
+        json_object_set_new(extra, "authentication.kubernetes.io/pod-uid",
+                            json_pack("[s]", ti.pod_uid ? ti.pod_uid : ""));
+    }
+    if (ti.jti) {
+        char *cid = xasprintf("JTI=%s", ti.jti);
+        json_object_set_new(extra, "authentication.kubernetes.io/credential-id",
+                            json_pack("[s]", cid));
+        free(cid);
+    }
+    *out = auth_user_new(name, ti.uid, groups, 2, json_object_size(extra) ? extra : NULL);
+    json_decref(extra);
+    free(name);
+    free(nsgroup);
+    sa_token_info_clear(&ti);
+    return 1;
+}
+
 /* Who the request is from (authentication/authenticator.h), the
  * connection's certificate judged once. false: answered 401. */
 static bool authenticate(req_ctx *rc)
@@ -316,6 +397,23 @@ static void handle_request(httpd_req *req, void *arg)
     if (!strcmp(path, "/metrics")) {
         free(path);
         handle_metrics(rc);
+        return;
+    }
+    /* The ServiceAccount issuer's discovery documents, as kube-apiserver
+     * serves them (to anyone system:service-account-issuer-discovery
+     * allows: everyone, once RBAC is wired). */
+    if (rc->srv->sa &&
+        (!strcmp(path, "/.well-known/openid-configuration") || !strcmp(path, "/openid/v1/jwks"))) {
+        bool jwks = path[1] == 'o';
+        free(path);
+        json_t *doc =
+            jwks ? sa_tokens_jwks(rc->srv->sa) : sa_tokens_openid_configuration(rc->srv->sa);
+        char *text = json_dumps(doc, JSON_COMPACT);
+        json_decref(doc);
+        httpd_add_header(rc->req, "Cache-Control", "public, max-age=3600");
+        reply_raw(rc, 200, jwks ? "application/jwk-set+json" : "application/json", text,
+                  strlen(text));
+        free(text);
         return;
     }
     if (!strcmp(path, "/version") || !strcmp(path, "/version/")) {
@@ -496,11 +594,25 @@ int apiserver_start(apiserver *s, char **err)
         if (!(s->tls = httpd_tls_new(&tf, err)))
             return -1;
     }
+    if (s->cfg.sa_key_file &&
+        !(s->sa = sa_tokens_new(s->cfg.sa_key_file, s->cfg.sa_pub_file, s->cfg.sa_issuer,
+                                s->cfg.api_audiences, s->cfg.napi_audiences, err)))
+        return -1;
+    s->api_audiences = s->sa ? sa_tokens_api_audiences(s->sa) : json_array();
     auth_config ac = {.anonymous = s->cfg.anonymous_auth,
                       .plain_http = !s->tls,
-                      .token_file = s->cfg.token_auth_file};
+                      .token_file = s->cfg.token_auth_file,
+                      .token_fn = s->sa ? sa_authenticate : NULL,
+                      .token_arg = s,
+                      .api_audiences = s->api_audiences};
     if (!(s->authn = authenticator_new(&ac, err)))
         return -1;
+    /* TokenReview asks the authenticator (reviews.c). */
+    resource_type *tr = registry_lookup(s->registry, "authentication.k8s.io", "v1", "tokenreviews");
+    if (tr) {
+        tr->review_arg = s->authn;
+        resource_type_unref(tr);
+    }
     s->loops = xcalloc((size_t)nloops, sizeof *s->loops);
     int lfd = listen_socket(s->cfg.listen_host, s->cfg.port, err);
     if (lfd < 0)
@@ -622,6 +734,8 @@ void apiserver_free(apiserver *s)
     free(s->loops);
     httpd_tls_free(s->tls); /* after the connections made from it */
     authenticator_free(s->authn);
+    sa_tokens_free(s->sa);
+    json_decref(s->api_audiences);
     apimetrics_free(s->metrics);
     store_free(s->store);
     cacher_free(s->cache); /* before the CRD state its listeners use */

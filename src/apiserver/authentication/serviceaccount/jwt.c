@@ -15,8 +15,7 @@
 #include "common/text.h"
 #include "common/xalloc.h"
 
-/* Unpadded base64url of n bytes (malloc'd). */
-static char *b64url_encode(const unsigned char *in, size_t n)
+char *jwt_b64url_encode(const unsigned char *in, size_t n)
 {
     char *out = xmalloc(4 * ((n + 2) / 3) + 1);
     int len = EVP_EncodeBlock((unsigned char *)out, in, (int)n);
@@ -71,7 +70,7 @@ int jwt_key_id(EVP_PKEY *key, char out[44])
     unsigned char digest[SHA256_DIGEST_LENGTH];
     SHA256(der, (size_t)n, digest);
     OPENSSL_free(der);
-    char *id = b64url_encode(digest, sizeof digest);
+    char *id = jwt_b64url_encode(digest, sizeof digest);
     snprintf(out, 44, "%s", id);
     free(id);
     return 0;
@@ -109,8 +108,8 @@ char *jwt_sign(const json_t *claims, EVP_PKEY *key, char **err)
     json_decref(header);
     if (!h || !p)
         xalloc_die();
-    char *h64 = b64url_encode((const unsigned char *)h, hlen);
-    char *p64 = b64url_encode((const unsigned char *)p, plen);
+    char *h64 = jwt_b64url_encode((const unsigned char *)h, hlen);
+    char *p64 = jwt_b64url_encode((const unsigned char *)p, plen);
     free(h);
     free(p);
     char *signing = xasprintf("%s.%s", h64, p64);
@@ -123,7 +122,7 @@ char *jwt_sign(const json_t *claims, EVP_PKEY *key, char **err)
         const char *why = ERR_reason_error_string(ERR_peek_last_error());
         ckube__set_err(err, "jwt: signing failed: %s", why ? why : "unknown error");
     } else {
-        char *s64 = b64url_encode(sig, slen);
+        char *s64 = jwt_b64url_encode(sig, slen);
         token = xasprintf("%s.%s", signing, s64);
         free(s64);
     }

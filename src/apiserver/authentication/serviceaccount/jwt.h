@@ -21,6 +21,9 @@
  * (upstream's bearer tokens are a few KB). */
 #define JWT_MAX_LEN (64u * 1024)
 
+/* Unpadded base64url of n bytes (malloc'd): JWT parts, JWK members. */
+char *jwt_b64url_encode(const unsigned char *in, size_t n);
+
 /* The key ID of `key` (its public half): base64url, unpadded, of the
  * SHA-256 of its SubjectPublicKeyInfo DER; 43 characters and a NUL.
  * Returns 0, or -1 when the key cannot be encoded. */

@@ -1872,6 +1872,23 @@ static bool valid_path_name(const char *name)
            !strchr(name, '%');
 }
 
+json_t *handlers_read_object(req_ctx *rc, const char *kind, ckube_status **st)
+{
+    int fv;
+    *st = NULL;
+    if (!field_validation_or_reply(rc, &fv)) {
+        *st = NULL;
+        return NULL; /* (answered) */
+    }
+    json_t *obj = read_body(rc, content_type(rc), fv, st);
+    if (!*st && !json_is_object(obj)) {
+        json_decref(obj);
+        obj = NULL;
+        *st = ckube_status_bad_request("the body of the request must be a %s object", kind);
+    }
+    return obj;
+}
+
 /* A review (registry.h: resource_type.review): the question is decoded
  * and validated as a create's body, answered, and sent back as created;
  * nothing is stored. */
@@ -1902,6 +1919,11 @@ static void do_review(req_ctx *rc)
         return;
     }
     t->review(t, obj, rc->ri.ns, rc->user, inv);
+    if (inv->code != 422) { /* the review answered another error itself */
+        json_decref(obj);
+        reply_status(rc, inv);
+        return;
+    }
     if (inv->ncauses) {
         ckube_status_invalid_finish(inv);
         json_decref(obj);
@@ -1965,6 +1987,14 @@ void handle_resource(req_ctx *rc)
         bool is_scale = !strcmp(sub, "scale") && t->scale_subresource;
         bool is_finalize =
             !strcmp(sub, "finalize") && !strcmp(t->resource, "namespaces") && !*t->group;
+        if (!strcmp(sub, "token") && !strcmp(t->resource, "serviceaccounts") && !*t->group &&
+            rc->srv->sa) {
+            if (!strcmp(verb, "create"))
+                handle_token_request(rc);
+            else
+                reply_status(rc, method_not_allowed());
+            return;
+        }
         if (!is_status && !is_scale && !is_finalize) {
             reply_status(rc, resource_not_found());
             return;

@@ -28,6 +28,17 @@ bool list_stream_wanted(req_ctx *rc, cobj *const *objs, size_t n);
 void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, size_t n);
 void list_stream_close_all(loop *lp);
 
+/* TokenRequest (tokenrequest.c): POST
+ * /api/v1/namespaces/NS/serviceaccounts/NAME/token. */
+void handle_token_request(req_ctx *rc);
+
+/* For this room's files: the request body decoded as a create's is (per
+ * Content-Type, fieldValidation honoured for duplicate keys), which must
+ * be a JSON object. NULL with *st set (the caller answers it), or NULL
+ * with *st NULL when it was answered already (a bad fieldValidation: rc
+ * is freed). */
+json_t *handlers_read_object(req_ctx *rc, const char *kind, ckube_status **st);
+
 /* Parses labelSelector and fieldSelector, checking field selector keys
  * against the type's selectable fields. On error returns a 400 Status. */
 ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector **fs);

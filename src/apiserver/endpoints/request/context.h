@@ -68,6 +68,13 @@ typedef struct apiserver_config {
      * allowed (--anonymous-auth), the static token file or NULL. */
     bool anonymous_auth;
     const char *token_auth_file;
+    /* ServiceAccount tokens (authentication/serviceaccount/token.h): the
+     * signing key and its public half (NULL: no tokens are issued or
+     * accepted), the issuer (NULL: the default) and the API's audiences
+     * (none: the issuer). */
+    const char *sa_key_file, *sa_pub_file, *sa_issuer;
+    const char *const *api_audiences;
+    size_t napi_audiences;
 } apiserver_config;
 
 typedef struct apiserver apiserver;
@@ -115,6 +122,8 @@ struct apiserver {
     int listen_fds[16];
     httpd_tls *tls;              /* NULL: plain HTTP (owned) */
     struct authenticator *authn; /* who requests are from (owned) */
+    struct sa_tokens *sa;        /* ServiceAccount tokens, NULL: not served (owned) */
+    json_t *api_audiences;       /* the audiences the API accepts (owned) */
     /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain_begin): */
     atomic_bool shutting_down; /* /readyz fails; everything is still served */
     atomic_bool draining;      /* listeners closed, replies close connections */

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "apiserver/registry/authorization/reviews.h"
+#include "apiserver/authentication/authenticator.h"
 #include "apiserver/authentication/user.h"
 #include "apiserver/registry/rest/registry.h"
 #include <stdatomic.h>
@@ -102,6 +103,52 @@ static void self_subject_review(const resource_type *t, json_t *obj, const char 
     json_object_set_new(obj, "status", json_pack("{s:o}", "userInfo", auth_user_info_json(user)));
 }
 
+/* TokenReview: who a bearer token is, asked of the authenticator the
+ * server hands over (review_arg), for spec.audiences or the API's.
+ * Upstream answers a missing token with a 400, and a token that does not
+ * authenticate with authenticated false and the reason in status.error. */
+static void token_review(const resource_type *t, json_t *obj, const char *ns,
+                         const auth_user *asker, ckube_status *st)
+{
+    (void)ns;
+    (void)asker;
+    json_t *spec = json_object_get(obj, "spec");
+    const char *token = json_string_value(json_object_get(spec, "token"));
+    if (!token || !*token) {
+        st->code = 400;
+        free(st->reason);
+        st->reason = xstrdup(CKUBE_REASON_BAD_REQUEST);
+        free(st->message);
+        st->message = xstrdup("token is required for TokenReview in authentication");
+        return;
+    }
+    const authenticator *a = t->review_arg;
+    json_t *aud = json_object_get(spec, "audiences");
+    if (!json_array_size(aud))
+        aud = NULL;
+    char *header = xasprintf("Bearer %s", token);
+    auth_request r = {.authorization = header, .audiences = aud};
+    auth_user *u = NULL;
+    char *why = NULL;
+    int ok = a && authenticator_authenticate(a, &r, &u, &why) == 1 &&
+             strcmp(u->name, AUTH_USER_ANONYMOUS) && strcmp(u->name, AUTH_USER_UNSECURED);
+    free(header);
+    json_t *status = json_object();
+    if (ok) {
+        json_object_set_new(status, "authenticated", json_true());
+        json_object_set_new(status, "user", auth_user_info_json(u));
+        json_object_set_new(status, "audiences",
+                            aud ? json_deep_copy(aud)
+                                : json_deep_copy(authenticator_api_audiences(a)));
+    } else {
+        json_object_set_new(status, "user", json_object());
+        json_object_set_new(status, "error", json_string(why ? why : "invalid bearer token"));
+    }
+    auth_user_unref(u);
+    free(why);
+    json_object_set_new(obj, "status", status);
+}
+
 static const struct review_def {
     const char *group, *version, *resource, *kind, *singular;
     bool namespaced;
@@ -118,6 +165,8 @@ static const struct review_def {
      "selfsubjectrulesreview", false, rules_review},
     {"authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", "selfsubjectreview",
      false, self_subject_review},
+    {"authentication.k8s.io", "v1", "tokenreviews", "TokenReview", "tokenreview", false,
+     token_review},
     /* kubectl up to 1.27 asks v1beta1 (GA in 1.28) */
     {"authentication.k8s.io", "v1beta1", "selfsubjectreviews", "SelfSubjectReview",
      "selfsubjectreview", false, self_subject_review},

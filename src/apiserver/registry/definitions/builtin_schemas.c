@@ -868,6 +868,16 @@ static const schema_text fragments[] = {
     {AUTHN "SelfSubjectReviewStatus",
      OBJ("Who the server thinks made the request.",
          P_REF("userInfo", AUTHN "UserInfo", "The authenticated user."))},
+    {AUTHN "TokenReviewSpec",
+     OBJ("The token to authenticate.",
+         P_STR("token", "The opaque bearer token.")
+         P_STRLIST("audiences", "Audiences the token must be for; empty: the API server's."))},
+    {AUTHN "TokenReviewStatus",
+     OBJ("Whether the token was authenticated, and as whom.",
+         P_BOOL("authenticated", "True if the token is a known user's.")
+         P_REF("user", AUTHN "UserInfo", "The user the token belongs to.")
+         P_STRLIST("audiences", "The audiences the token is valid for that were asked for.")
+         P_STR("error", "Why the token could not be checked."))},
 };
 
 /* ---------------------------------------------------------- kinds */
@@ -1017,6 +1027,12 @@ static const root_text roots[] = {
       OBJ("Asks who the server takes the requester to be. Answered, never stored.",
           TYPEMETA OBJMETA
           P_REF("status", AUTHN "SelfSubjectReviewStatus", "The answer, set by the server."))}},
+    {"authentication.k8s.io", "v1", "TokenReview",
+     {AUTHN "TokenReview",
+      OBJ("Asks who a bearer token belongs to. Answered, never stored.",
+          TYPEMETA OBJMETA
+          P_REF("spec", AUTHN "TokenReviewSpec", "The token.")
+          P_REF("status", AUTHN "TokenReviewStatus", "The answer, set by the server."))}},
     {"authentication.k8s.io", "v1beta1", "SelfSubjectReview",
      {"io.k8s.api.authentication.v1beta1.SelfSubjectReview",
       OBJ("Asks who the server takes the requester to be. Answered, never stored.",

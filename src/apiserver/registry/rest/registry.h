@@ -135,9 +135,11 @@ struct resource_type {
     /* A create-only question (reviews.c: SelfSubjectAccessReview, ...):
      * answered and never stored. Fills obj's status, or adds causes to st
      * (an Invalid status) for a malformed question; ns is the request's
-     * namespace, user who asks. Other verbs get 405. */
+     * namespace, user who asks. Other verbs get 405. review_arg is what
+     * the server hands the review (TokenReview: the authenticator). */
     void (*review)(const resource_type *t, json_t *obj, const char *ns, const auth_user *user,
                    ckube_status *st);
+    void *review_arg;
 
     bool is_custom;              /* defined by a CRD */
     char *crd_name;              /* owning CRD, for custom types */

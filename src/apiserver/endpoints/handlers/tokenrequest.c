@@ -1,0 +1,178 @@
+/* TokenRequest: POST /api/v1/namespaces/NS/serviceaccounts/NAME/token, as
+ * kube-apiserver's serviceaccounts/token subresource (what `kubectl
+ * create token` and the kubelet ask): a signed, bound, expiring
+ * ServiceAccount token (authentication/serviceaccount/token.h), answered
+ * 201 and never stored.
+ *
+ * Upstream's checks and words: the ServiceAccount must exist (404);
+ * spec.expirationSeconds defaults to 3600 and must be at least 600 and at
+ * most 2^32 (422); spec.audiences defaults to the API's; a
+ * spec.boundObjectRef names a Pod or a Secret in the namespace that
+ * exists (404) with that UID if one is given (409), and the token is
+ * valid only while it does. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "apiserver/authentication/serviceaccount/token.h"
+#include "apiserver/endpoints/handlers/handlers.h"
+#include "apiserver/registry/generic/store.h"
+#include "ckube/json.h"
+#include "ckube/log.h"
+#include "common/xalloc.h"
+
+/* The object `resource` ns/name from the watch cache, decoded, or NULL. */
+static json_t *cached(req_ctx *rc, const char *resource, const char *ns, const char *name)
+{
+    resource_type *t = registry_lookup(rc->srv->registry, "", "v1", resource);
+    if (!t)
+        return NULL;
+    char key[STORE_KEY_MAX];
+    store_object_key(t, ns, name, key, sizeof key);
+    resource_type_unref(t);
+    cobj *o = cacher_get(rc->srv->cache, key);
+    json_t *j = o ? cobj_decode(o) : NULL;
+    cobj_unref(o);
+    return j;
+}
+
+static const char *uid_of(const json_t *o)
+{
+    const char *u = json_string_value(json_object_get(json_object_get(o, "metadata"), "uid"));
+    return u ? u : "";
+}
+
+/* Checks spec.boundObjectRef and fills in its UID; NULL, or the Status. */
+static ckube_status *check_bound(req_ctx *rc, json_t *ref, sa_token_ref *out)
+{
+    const char *kind = json_string_value(json_object_get(ref, "kind"));
+    const char *name = json_string_value(json_object_get(ref, "name"));
+    const char *uid = json_string_value(json_object_get(ref, "uid"));
+    const char *resource = !kind                     ? NULL
+                           : !strcmp(kind, "Pod")    ? "pods"
+                           : !strcmp(kind, "Secret") ? "secrets"
+                                                     : NULL;
+    if (!resource) {
+        ckube_status *st =
+            ckube_status_invalid_begin("authentication.k8s.io", "TokenRequest", rc->ri.name);
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_NOT_SUPPORTED, "spec.boundObjectRef.kind",
+                               "Unsupported value: \"%s\": supported values: \"Pod\", \"Secret\"",
+                               kind ? kind : "");
+        ckube_status_invalid_finish(st);
+        return st;
+    }
+    json_t *obj = cached(rc, resource, rc->ri.ns, name ? name : "");
+    if (!obj)
+        return ckube_status_not_found("", resource, name ? name : "");
+    const char *have = uid_of(obj);
+    if (uid && *uid && strcmp(uid, have)) {
+        json_decref(obj);
+        return ckube_status_new(409, CKUBE_REASON_CONFLICT,
+                                "the UID in the bound object reference (%s) does not match the UID "
+                                "in record. The object might have been deleted and then recreated",
+                                uid);
+    }
+    json_object_set_new(ref, "uid", json_string(have));
+    out->kind = kind;
+    out->name = json_string_value(json_object_get(ref, "name"));
+    out->uid = json_string_value(json_object_get(ref, "uid"));
+    json_decref(obj);
+    return NULL;
+}
+
+/* RFC 3339 of a Unix time. */
+static void rfc3339(int64_t t, char *buf, size_t n)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void handle_token_request(req_ctx *rc)
+{
+    ckube_status *st = NULL;
+    json_t *obj = handlers_read_object(rc, "TokenRequest", &st);
+    if (!obj) {
+        if (st)
+            reply_status(rc, st);
+        return;
+    }
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    const char *av = json_string_value(json_object_get(obj, "apiVersion"));
+    if ((kind && *kind && strcmp(kind, "TokenRequest")) ||
+        (av && *av && strcmp(av, "authentication.k8s.io/v1"))) {
+        reply_status(rc, ckube_status_bad_request(
+                             "the API version in the data (%s) does not match the expected API "
+                             "version (authentication.k8s.io/v1) or kind (%s) is not TokenRequest",
+                             av ? av : "", kind ? kind : ""));
+        json_decref(obj);
+        return;
+    }
+    json_t *sa = cached(rc, "serviceaccounts", rc->ri.ns, rc->ri.name);
+    if (!sa) {
+        reply_status(rc, ckube_status_not_found("", "serviceaccounts", rc->ri.name));
+        json_decref(obj);
+        return;
+    }
+    json_t *spec = json_object_get(obj, "spec");
+    if (!json_is_object(spec)) {
+        spec = json_object();
+        json_object_set_new(obj, "spec", spec);
+    }
+    json_t *exp = json_object_get(spec, "expirationSeconds");
+    int64_t seconds =
+        json_is_integer(exp) ? (int64_t)json_integer_value(exp) : SA_TOKEN_DEFAULT_SECONDS;
+    if (seconds < SA_TOKEN_MIN_SECONDS || seconds > SA_TOKEN_MAX_SECONDS) {
+        ckube_status *inv =
+            ckube_status_invalid_begin("authentication.k8s.io", "TokenRequest", rc->ri.name);
+        ckube_status_add_cause(inv, CKUBE_CAUSE_FIELD_INVALID, "spec.expirationSeconds",
+                               "Invalid value: %" PRId64 ": may not specify a duration %s", seconds,
+                               seconds < SA_TOKEN_MIN_SECONDS ? "less than 10 minutes"
+                                                              : "larger than 2^32 seconds");
+        ckube_status_invalid_finish(inv);
+        reply_status(rc, inv);
+        json_decref(sa);
+        json_decref(obj);
+        return;
+    }
+    json_object_set_new(spec, "expirationSeconds", json_integer((json_int_t)seconds));
+    if (!json_array_size(json_object_get(spec, "audiences")))
+        json_object_set_new(spec, "audiences", sa_tokens_api_audiences(rc->srv->sa));
+    sa_token_ref bound = {0};
+    json_t *ref = json_object_get(spec, "boundObjectRef");
+    if (json_is_object(ref) && (st = check_bound(rc, ref, &bound))) {
+        reply_status(rc, st);
+        json_decref(sa);
+        json_decref(obj);
+        return;
+    }
+    if (!json_is_object(ref))
+        json_object_set_new(spec, "boundObjectRef", json_null());
+    int64_t now = (int64_t)time(NULL);
+    char *err = NULL;
+    char *token = sa_tokens_issue(rc->srv->sa, rc->ri.ns, rc->ri.name, uid_of(sa),
+                                  json_object_get(spec, "audiences"), now, seconds, &bound, &err);
+    json_decref(sa);
+    if (!token) {
+        reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "failed to sign token: %s",
+                                          err ? err : "unknown error"));
+        free(err);
+        json_decref(obj);
+        return;
+    }
+    char created[32], expires[32];
+    rfc3339(now, created, sizeof created);
+    rfc3339(now + seconds, expires, sizeof expires);
+    json_object_set_new(obj, "kind", json_string("TokenRequest"));
+    json_object_set_new(obj, "apiVersion", json_string("authentication.k8s.io/v1"));
+    json_object_set_new(obj, "metadata",
+                        json_pack("{s:s,s:s,s:s}", "name", rc->ri.name, "namespace", rc->ri.ns,
+                                  "creationTimestamp", created));
+    json_object_set_new(obj, "status",
+                        json_pack("{s:s,s:s}", "token", token, "expirationTimestamp", expires));
+    free(token);
+    reply_json(rc, 201, obj);
+}
