@@ -147,6 +147,7 @@ int authenticator_authenticate(const authenticator *a, const auth_request *r, au
         *out = auth_user_ref(a->anonymous);
         return 1;
     }
-    *why = xstrdup("no credentials, and anonymous requests are not allowed (--anonymous-auth)");
+    /* No credentials and no anonymous: unauthorized without an error, as
+     * upstream (which logs nothing then). */
     return 0;
 }

@@ -63,7 +63,9 @@ typedef struct auth_request {
 authenticator *authenticator_new(const auth_config *c, char **err);
 
 /* Who `r` is from: 1 with *out (a new reference); 0 when the request is
- * unauthorized, with *why (malloc'd) for the log. Thread-safe. */
+ * unauthorized, with *why (malloc'd) for the log when credentials were
+ * wrong (left NULL when there were none, anonymous being off).
+ * Thread-safe. */
 int authenticator_authenticate(const authenticator *a, const auth_request *r, auth_user **out,
                                char **why);
 

@@ -37,7 +37,8 @@ int auth_x509(X509 *cert, long verify, auth_user **out, char **err)
             : verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
                     verify == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT ||
                     verify == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN ||
-                    verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT
+                    verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT ||
+                    verify == X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE
                 ? "x509: certificate signed by unknown authority"
             : verify == X509_V_ERR_INVALID_PURPOSE
                 ? "x509: certificate specifies an incompatible key usage"

@@ -324,8 +324,9 @@ static bool authenticate(req_ctx *rc)
     if (rc->user)
         return true;
     /* As kube-apiserver: the reason goes to the log, the client gets a
-     * bare 401. */
-    CKUBE_ERROR("\"Unable to authenticate the request\" err=\"%s\"", why ? why : "unknown");
+     * bare 401 (no reason, no line: no credentials, anonymous off). */
+    if (why)
+        CKUBE_ERROR("\"Unable to authenticate the request\" err=\"%s\"", why);
     free(why);
     reply_status(rc, ckube_status_new(401, CKUBE_REASON_UNAUTHORIZED, "Unauthorized"));
     return false;
