@@ -168,12 +168,15 @@ static bool is_core_namespaces(const resource_type *t)
     return !*t->group && !strcmp(t->resource, "namespaces");
 }
 
+/* A subresource's verbs. */
+enum sub_verbs { SUB_GET_PATCH_UPDATE, SUB_UPDATE, SUB_CREATE };
+
 /* A subresource of a type, as both discovery forms describe it: the kind
- * it answers with, and its verbs (update only, or get, patch, update). */
+ * it answers with, and its verbs. */
 typedef struct subresource {
     const char *name;
     const char *group, *version, *kind;
-    bool update_only;
+    enum sub_verbs verbs;
 } subresource;
 
 /* t's subresources, by name; returns how many (at most 3). */
@@ -181,18 +184,23 @@ static size_t subresources_of(const resource_type *t, subresource out[3])
 {
     size_t n = 0;
     if (is_core_namespaces(t))
-        out[n++] = (subresource){"finalize", "", t->version, "Namespace", true};
+        out[n++] = (subresource){"finalize", "", t->version, "Namespace", SUB_UPDATE};
     if (t->scale_subresource)
-        out[n++] = (subresource){"scale", "autoscaling", "v1", "Scale", false};
+        out[n++] = (subresource){"scale", "autoscaling", "v1", "Scale", SUB_GET_PATCH_UPDATE};
     if (t->status_subresource)
-        out[n++] = (subresource){"status", t->group, t->version, t->kind, false};
+        out[n++] = (subresource){"status", t->group, t->version, t->kind, SUB_GET_PATCH_UPDATE};
+    /* TokenRequest (endpoints/handlers/tokenrequest.c) */
+    if (!*t->group && !strcmp(t->resource, "serviceaccounts"))
+        out[n++] =
+            (subresource){"token", "authentication.k8s.io", "v1", "TokenRequest", SUB_CREATE};
     return n;
 }
 
 static json_t *subresource_verbs(const subresource *sr)
 {
-    return sr->update_only ? json_pack("[s]", "update")
-                           : json_pack("[s,s,s]", "get", "patch", "update");
+    return sr->verbs == SUB_UPDATE   ? json_pack("[s]", "update")
+           : sr->verbs == SUB_CREATE ? json_pack("[s]", "create")
+                                     : json_pack("[s,s,s]", "get", "patch", "update");
 }
 
 static json_t *resource_list(registry *reg, const char *group, const char *version)
