@@ -51,7 +51,46 @@ static void record_add(record *r, ckube__strbuf *b)
 typedef struct csv {
     const char *p, *end;
     int line, col; /* of p, 1-based, for errors as Go's csv.ParseError */
+    const char *start;
 } csv;
+
+/* A parse error in Go's csv.ParseError words (the record's first line
+ * said only when the error is on another). */
+static void parse_error(char **err, const char *path, int rec_line, int line, int col,
+                        const char *what)
+{
+    if (rec_line != line)
+        ckube__set_err(err,
+                       "token file '%s': record on line %d; parse error on line %d, column %d: %s",
+                       path, rec_line, line, col, what);
+    else
+        ckube__set_err(err, "token file '%s': parse error on line %d, column %d: %s", path, line,
+                       col, what);
+}
+
+/* Where Go's reader reports a quoted field the input ends in: the input's
+ * last line, just past its end counted as Go reads lines (CR LF as one
+ * byte, a CR at the very end dropped, and with it a last line that is
+ * only that CR). c is at the end of input. */
+static void eof_position(const csv *c, int *line, int *col)
+{
+    const char *e = c->end;
+    if (e > c->start && e[-1] == '\r' && (e - 1 == c->start || e[-2] == '\n'))
+        e--;
+    *line = c->line;
+    bool nl = e > c->start && e[-1] == '\n';
+    if (nl) {
+        e--; /* the last line's "\n", a column of its own */
+        (*line)--;
+    }
+    const char *b = e;
+    while (b > c->start && b[-1] != '\n')
+        b--;
+    size_t n = (size_t)(e - b);
+    if (n && e[-1] == '\r')
+        n--;
+    *col = (int)n + 1 + (nl ? 1 : 0);
+}
 
 static int next(csv *c)
 {
@@ -101,10 +140,10 @@ static int read_record(csv *c, record *r, const char *path, char **err)
                 int ch = next(c);
                 if (ch < 0) {
                     free(b.s);
-                    ckube__set_err(err,
-                                   "token file '%s': record on line %d; parse error on line %d, "
-                                   "column %d: extraneous or missing \" in quoted-field",
-                                   path, rec_line, c->line, c->col);
+                    int line, col;
+                    eof_position(c, &line, &col);
+                    parse_error(err, path, rec_line, line, col,
+                                "extraneous or missing \" in quoted-field");
                     return -1;
                 }
                 if (ch == '"') {
@@ -121,20 +160,17 @@ static int read_record(csv *c, record *r, const char *path, char **err)
             }
             if (!(at_eol(c) || *c->p == ',')) {
                 free(b.s);
-                ckube__set_err(err,
-                               "token file '%s': record on line %d; parse error on line %d, "
-                               "column %d: extraneous or missing \" in quoted-field",
-                               path, rec_line, c->line, c->col);
+                /* Go names the column of the closing quote. */
+                parse_error(err, path, rec_line, c->line, c->col - 1,
+                            "extraneous or missing \" in quoted-field");
                 return -1;
             }
         } else {
             while (!at_eol(c) && *c->p != ',') {
                 if (*c->p == '"') {
                     free(b.s);
-                    ckube__set_err(err,
-                                   "token file '%s': record on line %d; parse error on line %d, "
-                                   "column %d: bare \" in non-quoted-field",
-                                   path, rec_line, c->line, c->col);
+                    parse_error(err, path, rec_line, c->line, c->col,
+                                "bare \" in non-quoted-field");
                     return -1;
                 }
                 ckube__sb_addc(&b, (char)next(c));
@@ -211,7 +247,7 @@ static void dedup_sort(tokenfile *t, const char *path)
 tokenfile *tokenfile_parse(const char *path, const char *data, size_t len, char **err)
 {
     tokenfile *t = xcalloc(1, sizeof *t);
-    csv c = {data, data + len, 1, 1};
+    csv c = {data, data + len, 1, 1, data};
     record r = {0};
     size_t cap = 0, recno = 0;
     int rc;
@@ -282,8 +318,8 @@ tokenfile *tokenfile_load(const char *path, char **err)
 
 auth_user *tokenfile_lookup(const tokenfile *t, const char *token)
 {
-    if (!t || !token)
-        return NULL;
+    if (!t || !token || !t->n)
+        return NULL; /* (bsearch must not be given the NULL of an empty table) */
     entry key = {(char *)token, NULL, 0};
     entry *e = bsearch(&key, t->e, t->n, sizeof *t->e, by_token);
     return e ? auth_user_ref(e->user) : NULL;
