@@ -101,6 +101,23 @@ static bool api_audience_ok(const authenticator *a, const json_t *want)
     return false;
 }
 
+/* The API's audiences among `want` (all of them when want is NULL): what
+ * an audience-agnostic token is good for. A new reference. */
+static json_t *api_audiences_among(const authenticator *a, const json_t *want)
+{
+    json_t *out = json_array();
+    size_t i, j;
+    json_t *api, *w;
+    json_array_foreach(a->cfg.api_audiences, i, api)
+    {
+        bool keep = !want;
+        json_array_foreach(want, j, w) if (json_equal(w, api)) keep = true;
+        if (keep)
+            json_array_append(out, api);
+    }
+    return out;
+}
+
 int authenticator_authenticate(const authenticator *a, const auth_request *r, auth_user **out,
                                char **why)
 {
@@ -121,8 +138,15 @@ int authenticator_authenticate(const authenticator *a, const auth_request *r, au
         auth_user *u = api_audience_ok(a, r->audiences) ? tokenfile_lookup(a->tokens, token) : NULL;
         int rc = u ? 1 : 0;
         char *err = NULL;
-        if (!u && a->cfg.token_fn)
-            rc = a->cfg.token_fn(a->cfg.token_arg, token, r->audiences, &u, &err);
+        json_t *matched = NULL;
+        if (u)
+            matched = api_audiences_among(a, r->audiences);
+        else if (a->cfg.token_fn)
+            rc = a->cfg.token_fn(a->cfg.token_arg, token, r->audiences, &u, &matched, &err);
+        if (r->audiences_out && rc == 1)
+            *r->audiences_out = matched;
+        else
+            json_decref(matched);
         free(token);
         if (rc == 1) {
             *out = add_authenticated(u);

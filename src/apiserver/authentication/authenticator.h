@@ -36,7 +36,9 @@ typedef struct authenticator authenticator;
  * 0 when the token is not of this kind, -1 with *err (malloc'd) when it
  * is but does not hold. */
 typedef int (*auth_token_fn)(void *arg, const char *token, const json_t *audiences, auth_user **out,
-                             char **err);
+                             json_t **matched, char **err);
+/* (matched: on 1, the token's audiences among `audiences` or the API's, a
+ * new reference, as upstream's authenticator.Response.Audiences.) */
 
 typedef struct auth_config {
     bool anonymous;         /* --anonymous-auth */
@@ -57,6 +59,10 @@ typedef struct auth_request {
     long verify;               /* OpenSSL's verdict on it */
     const char *authorization; /* the Authorization header, or NULL */
     const json_t *audiences;   /* what a token must be for (TokenReview); NULL: the API's */
+    /* Out (may be NULL): when a bearer token authenticated, the audiences
+     * it is good for among those asked (a new reference; TokenReview's
+     * status.audiences). */
+    json_t **audiences_out;
 } auth_request;
 
 /* NULL with *err (malloc'd) when the token file does not load. */

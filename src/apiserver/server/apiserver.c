@@ -253,7 +253,7 @@ static int still_there(apiserver *s, const char *resource, const char *what, con
  * and the object the token is bound to still exist with the UIDs it
  * names, as upstream's validator. */
 static int sa_authenticate(void *arg, const char *token, const json_t *audiences, auth_user **out,
-                           char **err)
+                           json_t **matched, char **err)
 {
     apiserver *s = arg;
     sa_token_info ti;
@@ -287,6 +287,8 @@ static int sa_authenticate(void *arg, const char *token, const json_t *audiences
     json_decref(extra);
     free(name);
     free(nsgroup);
+    if (matched)
+        *matched = json_incref(ti.audiences);
     sa_token_info_clear(&ti);
     return 1;
 }
@@ -411,7 +413,7 @@ static void handle_request(httpd_req *req, void *arg)
             jwks ? sa_tokens_jwks(rc->srv->sa) : sa_tokens_openid_configuration(rc->srv->sa);
         char *text = json_dumps(doc, JSON_COMPACT);
         json_decref(doc);
-        httpd_add_header(rc->req, "Cache-Control", "public, max-age=3600");
+        rc->cache_control = "public, max-age=3600"; /* as upstream: public documents */
         reply_raw(rc, 200, jwks ? "application/jwk-set+json" : "application/json", text,
                   strlen(text));
         free(text);

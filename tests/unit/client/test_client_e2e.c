@@ -8,7 +8,11 @@
  * the client's TLS against the server's own certificates (HTTPS is the
  * server's default): CA and client certificate as files and as data,
  * server names, refusals without the cluster CA, and the in-cluster
- * config (a service account directory's token and ca.crt). */
+ * config (a service account directory's token and ca.crt): with a token
+ * the server made for a ServiceAccount (TokenRequest), a client built from
+ * that directory alone is the ServiceAccount, an informer on it lists and
+ * watches ConfigMaps, and deleting the ServiceAccount makes its requests
+ * 401 with the server's Status. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -24,7 +28,9 @@
 #include <sys/wait.h>
 
 #include "ckube/client.h"
+#include "ckube/config.h"
 #include "ckube/discovery.h"
+#include "ckube/informer.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "util/client_test_util.h"
@@ -819,9 +825,9 @@ static void test_tls(void **state)
 
     /* In-cluster: the service account directory's token and ca.crt, the
      * host from KUBERNETES_SERVICE_HOST/PORT. The token is not one the
-     * server made: the request must get through TLS to the API; while
-     * the server authenticates no tokens it is served, once it does the
-     * answer is a 401 (kube-apiserver's for an unknown token). */
+     * server made: the request gets through TLS to the API, which answers
+     * kube-apiserver's 401 for an unknown token (a real one is
+     * test_in_cluster_service_account's). */
     char *sa = ctu_fmt("%s/serviceaccount", g_dir);
     mkdir(sa, 0700);
     char *cmd = ctu_fmt("cp '%s' '%s/ca.crt'", ca, sa);
@@ -841,8 +847,9 @@ static void test_tls(void **state)
     ic->qps = -1;
     int code;
     char *msg;
-    if (tls_version(ic, &code, &msg) != 0 && code != 401)
-        fail_msg("in-cluster: want /version or a 401, got %d \"%s\"", code, msg ? msg : "");
+    if (tls_version(ic, &code, &msg) == 0 || code != 401 || !msg || strcmp(msg, "Unauthorized"))
+        fail_msg("in-cluster with a made-up token: want the server's 401, got %d \"%s\"", code,
+                 msg ? msg : "");
     free(msg);
     ckube_config_free(ic);
     /* ... and its ca.crt is what verifies the server: another CA's is refused */
@@ -872,6 +879,280 @@ static void test_tls(void **state)
     free(name_url);
 }
 
+/* ------------------------------------------------------------------ */
+/* In-cluster as a ServiceAccount                                      */
+/* ------------------------------------------------------------------ */
+
+static const ckube_gvr SERVICEACCOUNTS = {"", "v1", "serviceaccounts"};
+static const ckube_gvr NAMESPACES = {"", "v1", "namespaces"};
+static const ckube_gvr SSR = {"authentication.k8s.io", "v1", "selfsubjectreviews"};
+
+/* A token for ServiceAccount ns/name, asked of the TokenRequest API as
+ * `kubectl create token` and the kubelet ask (malloc'd). */
+static char *request_token(const char *ns, const char *name)
+{
+    char *path = ckube_resource_path(&SERVICEACCOUNTS, ns, name, "token");
+    const char *body = "{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"TokenRequest\","
+                       "\"spec\":{\"expirationSeconds\":3600}}";
+    ckube_request rq = {.method = "POST", .path = path, .body = body, .body_len = strlen(body)};
+    ckube_response resp;
+    ckube_status *err = NULL;
+    expect_ok(ckube_client_do(g_c, &rq, &resp, &err), err, "TokenRequest");
+    assert_int_equal(resp.code, 201);
+    json_t *tr = json_loads(resp.body, 0, NULL);
+    const char *tok = json_string_value(ckube_json_get_path(tr, "status.token"));
+    assert_non_null(tok);
+    char *out = strdup(tok);
+    json_decref(tr);
+    ckube_response_free(&resp);
+    free(path);
+    return out;
+}
+
+/* Who `c` is, by a SelfSubjectReview: 0 with *info (status.userInfo, a
+ * new reference), or -1 with *err. */
+static int whoami(ckube_client *c, json_t **info, ckube_status **err)
+{
+    json_t *ssr = json_pack("{s:s,s:s}", "apiVersion", "authentication.k8s.io/v1", "kind",
+                            "SelfSubjectReview");
+    json_t *out = NULL;
+    int rc = ckube_create(c, &SSR, NULL, ssr, NULL, &out, err);
+    json_decref(ssr);
+    if (rc == 0) {
+        *info = json_incref(ckube_json_get_path(out, "status.userInfo"));
+        json_decref(out);
+    }
+    return rc;
+}
+
+/* Where RBAC is served, the ServiceAccount may read ConfigMaps in its
+ * namespace (a Role and a RoleBinding, as one would deploy with a
+ * controller); where it is not, every request is allowed already. */
+static void grant_configmaps(const char *ns, const char *sa)
+{
+    static const ckube_gvr roles = {"rbac.authorization.k8s.io", "v1", "roles"};
+    static const ckube_gvr bindings = {"rbac.authorization.k8s.io", "v1", "rolebindings"};
+    json_t *role = json_pack("{s:s,s:s,s:{s:s},s:[{s:[s],s:[s],s:[s,s,s]}]}", "apiVersion",
+                             "rbac.authorization.k8s.io/v1", "kind", "Role", "metadata", "name",
+                             "configmap-reader", "rules", "apiGroups", "", "resources",
+                             "configmaps", "verbs", "get", "list", "watch");
+    json_t *rb = json_pack("{s:s,s:s,s:{s:s},s:[{s:s,s:s,s:s}],s:{s:s,s:s,s:s}}", "apiVersion",
+                           "rbac.authorization.k8s.io/v1", "kind", "RoleBinding", "metadata",
+                           "name", "configmap-reader", "subjects", "kind", "ServiceAccount", "name",
+                           sa, "namespace", ns, "roleRef", "apiGroup", "rbac.authorization.k8s.io",
+                           "kind", "Role", "name", "configmap-reader");
+    ckube_status *err = NULL;
+    if (ckube_create(g_c, &roles, ns, role, NULL, NULL, &err) == 0)
+        expect_ok(ckube_create(g_c, &bindings, ns, rb, NULL, NULL, &err), err, "RoleBinding");
+    else if (!ckube_is_not_found(err))
+        expect_ok(-1, err, "Role");
+    ckube_status_free(err);
+    json_decref(role);
+    json_decref(rb);
+}
+
+/* ConfigMap names an informer's handler saw, with how. */
+struct seen {
+    pthread_mutex_t mu;
+    json_t *added; /* name -> true: in the initial list, false: watched */
+    json_t *updated;
+};
+
+static void seen_add(void *ud, const json_t *obj, bool initial)
+{
+    struct seen *s = ud;
+    pthread_mutex_lock(&s->mu);
+    json_object_set_new(s->added, ckube_obj_name(obj), json_boolean(initial));
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void seen_update(void *ud, const json_t *old_obj, const json_t *new_obj)
+{
+    (void)old_obj;
+    struct seen *s = ud;
+    pthread_mutex_lock(&s->mu);
+    json_object_set_new(s->updated, ckube_obj_name(new_obj),
+                        json_incref(ckube_json_get_path(new_obj, "data.k")));
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* What `s` has for name in `which` (a new reference, or NULL), waiting up
+ * to 10 s for it. */
+static json_t *wait_seen(struct seen *s, json_t *const *which, const char *name)
+{
+    json_t *v = NULL;
+    for (int i = 0; i < 400 && !v; i++) {
+        pthread_mutex_lock(&s->mu);
+        v = json_incref(json_object_get(*which, name));
+        pthread_mutex_unlock(&s->mu);
+        if (!v)
+            ctu_sleep_ms(25);
+    }
+    return v;
+}
+
+static char *saved_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? strdup(v) : NULL;
+}
+
+static void restore_env(const char *name, char *value)
+{
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+    free(value);
+}
+
+static void test_in_cluster_service_account(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    const char *ns = "incluster";
+    ckube_status *err = NULL;
+    json_t *out = NULL;
+    json_t *nso = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace",
+                            "metadata", "name", ns);
+    expect_ok(ckube_create(g_c, &NAMESPACES, NULL, nso, NULL, NULL, &err), err, "namespace");
+    json_decref(nso);
+    json_t *sa = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "ServiceAccount",
+                           "metadata", "name", "ic-bot");
+    expect_ok(ckube_create(g_c, &SERVICEACCOUNTS, ns, sa, NULL, &out, &err), err, "ServiceAccount");
+    json_decref(sa);
+    char *sa_uid = strdup(ckube_obj_uid(out));
+    json_decref(out);
+    grant_configmaps(ns, "ic-bot");
+    char *token = request_token(ns, "ic-bot");
+
+    /* The pod's view: /var/run/secrets/kubernetes.io/serviceaccount as
+     * the kubelet lays it out, and the service's host and port. */
+    const char *host = ckube_client_host(g_c);
+    int port = atoi(host + strlen("https://127.0.0.1:"));
+    char *dir = ctu_fmt("%s/sa-incluster", g_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    char *cmd = ctu_fmt("cp '%s/pki/ca.crt' '%s/ca.crt'", g_dir, dir);
+    assert_int_equal(system(cmd), 0);
+    free(cmd);
+    free(ctu_write(dir, "token", token));
+    free(ctu_write(dir, "namespace", ns));
+    char *home = ctu_fmt("%s/empty-home", g_dir);
+    assert_int_equal(mkdir(home, 0700), 0);
+    char *port_s = ctu_fmt("%d", port);
+    char *old_kc = saved_env("KUBECONFIG"), *old_home = saved_env("HOME");
+    setenv("CKUBE_SERVICEACCOUNT_DIR", dir, 1);
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", port_s, 1);
+    unsetenv("KUBECONFIG");
+    setenv("HOME", home, 1);
+
+    /* Nothing configured but the pod's files: ckube_config_load (what a
+     * controller's main calls) falls back to them, as client-go's
+     * deferred loader does. */
+    ckube_config_overrides none = {0};
+    ckube_config *cfg = NULL;
+    expect_ok(ckube_config_load(&none, &cfg, &err), err, "in-cluster config");
+    char *want_host = ctu_fmt("https://127.0.0.1:%d", port);
+    assert_string_equal(cfg->host, want_host);
+    assert_string_equal(cfg->bearer_token, token);
+    assert_null(cfg->cert_file);
+    assert_null(cfg->cert_data);
+    assert_string_equal(cfg->namespace_, ns);
+    cfg->qps = -1;
+    ckube_client *ic = ckube_client_new(cfg, &err);
+    ckube_config_free(cfg);
+    assert_non_null(ic);
+    assert_string_equal(ckube_client_namespace(ic), ns);
+
+    /* The server says who the client is: the ServiceAccount. */
+    json_t *info = NULL;
+    expect_ok(whoami(ic, &info, &err), err, "SelfSubjectReview as the ServiceAccount");
+    assert_string_equal(json_string_value(json_object_get(info, "username")),
+                        "system:serviceaccount:incluster:ic-bot");
+    assert_string_equal(json_string_value(json_object_get(info, "uid")), sa_uid);
+    json_t *groups = json_pack("[s,s,s]", "system:serviceaccounts",
+                               "system:serviceaccounts:incluster", "system:authenticated");
+    assert_true(json_equal(json_object_get(info, "groups"), groups));
+    json_decref(groups);
+    json_t *cid = ckube_json_get_path(info, "extra");
+    cid = json_array_get(json_object_get(cid, "authentication.kubernetes.io/credential-id"), 0);
+    assert_non_null(json_string_value(cid));
+    assert_int_equal(strncmp(json_string_value(cid), "JTI=", 4), 0);
+    json_decref(info);
+
+    /* An informer on the in-cluster client, in its namespace: a ConfigMap
+     * made before it starts comes in its first list, one made after by
+     * its watch, a change as an update. */
+    json_t *listed = configmap("listed", "ic"), *watched = configmap("watched", "ic");
+    expect_ok(ckube_create(g_c, &CM, ns, listed, NULL, NULL, &err), err, "ConfigMap listed");
+    struct seen seen = {.added = json_object(), .updated = json_object()};
+    pthread_mutex_init(&seen.mu, NULL);
+    ckube_informer_factory_opts fo = {.namespace_ = ckube_client_namespace(ic)};
+    ckube_informer_factory *factory = ckube_informer_factory_new(ic, &fo);
+    ckube_shared_informer *inf = ckube_informer_factory_for(factory, &CM);
+    assert_non_null(inf);
+    ckube_event_handler h = {.on_add = seen_add, .on_update = seen_update, .ud = &seen};
+    assert_non_null(ckube_shared_informer_add_handler(inf, &h));
+    assert_int_equal(ckube_informer_factory_start(factory), 0);
+    assert_true(ckube_informer_factory_wait_for_cache_sync(factory, CKUBE_SEC(10)));
+    json_t *v = wait_seen(&seen, &seen.added, "listed");
+    assert_true(json_is_true(v)); /* in the initial list */
+    json_decref(v);
+    expect_ok(ckube_create(g_c, &CM, ns, watched, NULL, NULL, &err), err, "ConfigMap watched");
+    v = wait_seen(&seen, &seen.added, "watched");
+    assert_true(json_is_false(v)); /* from the watch */
+    json_decref(v);
+    const char *mp = "{\"data\":{\"k\":\"changed\"}}";
+    expect_ok(
+        ckube_patch(g_c, &CM, ns, "watched", CKUBE_PATCH_MERGE, mp, strlen(mp), NULL, NULL, &err),
+        err, "patch");
+    v = wait_seen(&seen, &seen.updated, "watched");
+    assert_string_equal(json_string_value(v), "changed");
+    json_decref(v);
+    ckube_lister lister = ckube_shared_informer_lister(inf);
+    json_t *got = ckube_lister_get(&lister, ns, "watched");
+    assert_non_null(got);
+    ckube_obj_unref(got);
+    ckube_informer_factory_free(factory);
+    pthread_mutex_destroy(&seen.mu);
+    json_decref(seen.added);
+    json_decref(seen.updated);
+    json_decref(listed);
+    json_decref(watched);
+
+    /* The ServiceAccount deleted: its token is refused with the server's
+     * own Status, on every request. */
+    expect_ok(ckube_delete(g_c, &SERVICEACCOUNTS, ns, "ic-bot", NULL, NULL, &err), err,
+              "delete the ServiceAccount");
+    info = NULL;
+    assert_int_equal(whoami(ic, &info, &err), -1);
+    assert_null(info);
+    assert_int_equal(err->code, 401);
+    assert_string_equal(err->reason, "Unauthorized");
+    assert_string_equal(err->message, "Unauthorized");
+    ckube_status_free(err);
+    err = NULL;
+    assert_int_equal(ckube_get(ic, &CM, ns, "watched", &out, &err), -1);
+    assert_int_equal(err->code, 401);
+    assert_string_equal(err->reason, "Unauthorized");
+    ckube_status_free(err);
+    err = NULL;
+    ckube_client_free(ic);
+
+    restore_env("KUBECONFIG", old_kc);
+    restore_env("HOME", old_home);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("CKUBE_SERVICEACCOUNT_DIR");
+    free(want_host);
+    free(port_s);
+    free(home);
+    free(dir);
+    free(token);
+    free(sa_uid);
+}
+
 int main(void)
 {
     if (getenv("CKUBE_TEST_V"))
@@ -884,6 +1165,7 @@ int main(void)
         cmocka_unit_test(test_crd_and_mapper),
         cmocka_unit_test(test_custom_resources),
         cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_in_cluster_service_account),
     };
     return cmocka_run_group_tests(tests, start_server, stop_all);
 }

@@ -224,6 +224,7 @@ int sa_tokens_validate(const sa_tokens *t, const char *token, const json_t *audi
     const json_t *want = audiences ? audiences : t->audiences;
     json_t *aud = json_object_get(c, "aud");
     json_t *exp = json_object_get(c, "exp"), *nbf = json_object_get(c, "nbf");
+    json_t *iat = json_object_get(c, "iat");
     int rc = -1;
     if (!audience_ok(aud, want)) {
         char *have = quoted_list(aud), *target = quoted_list(want);
@@ -237,6 +238,9 @@ int sa_tokens_validate(const sa_tokens *t, const char *token, const json_t *audi
         ckube__set_err(err, "service account token has expired");
     } else if (json_is_number(nbf) && (int64_t)json_number_value(nbf) - LEEWAY > now) {
         ckube__set_err(err, "service account token is not valid yet");
+    } else if (json_is_number(iat) && (int64_t)json_number_value(iat) - LEEWAY > now) {
+        /* go-jose's ErrIssuedInTheFuture, in upstream's words */
+        ckube__set_err(err, "service account token is issued in the future");
     } else {
         out->ns = str_at(c, "kubernetes.io", "namespace");
         const json_t *k = json_object_get(c, "kubernetes.io");
@@ -251,6 +255,16 @@ int sa_tokens_validate(const sa_tokens *t, const char *token, const json_t *audi
             ckube__set_err(err, "service account token does not name its service account");
         } else {
             out->claims = c;
+            out->audiences = json_array();
+            size_t i;
+            json_t *w;
+            json_array_foreach(want, i, w)
+            {
+                json_t *one = json_pack("[O]", w);
+                if (audience_ok(aud, one))
+                    json_array_append(out->audiences, w);
+                json_decref(one);
+            }
             return 1;
         }
     }
@@ -262,6 +276,7 @@ int sa_tokens_validate(const sa_tokens *t, const char *token, const json_t *audi
 void sa_token_info_clear(sa_token_info *i)
 {
     json_decref(i->claims);
+    json_decref(i->audiences);
     memset(i, 0, sizeof *i);
 }
 

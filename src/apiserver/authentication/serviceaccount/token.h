@@ -13,9 +13,10 @@
  *                   pod {name, uid} or secret {name, uid}: the bound object}
  *
  * What this layer checks: the RS256 signature (jwt.h), the issuer, that
- * an audience is one the API accepts, expiry and not-before (60 s of
- * leeway, go-jose's). That the ServiceAccount and the bound object still
- * exist with those UIDs is the caller's (it has the watch cache).
+ * an audience is one the API accepts, expiry, not-before and an
+ * issued-at not in the future (60 s of leeway, go-jose's). That the
+ * ServiceAccount and the bound object still exist with those UIDs is the
+ * caller's (it has the watch cache).
  *
  * Thread-safe: keys and settings are only read after sa_tokens_new.
  */
@@ -67,6 +68,7 @@ typedef struct sa_token_info {
     const char *pod_name, *pod_uid;       /* NULL when not bound to a pod */
     const char *secret_name, *secret_uid; /* NULL when not bound to a secret */
     const char *jti;                      /* NULL when absent */
+    json_t *audiences; /* the token's audiences among those asked for (a reference) */
 } sa_token_info;
 
 /* Checks `token` against `audiences` (a JSON array of strings; NULL: the

@@ -7,9 +7,10 @@
  * Upstream's checks and words: the ServiceAccount must exist (404);
  * spec.expirationSeconds defaults to 3600 and must be at least 600 and at
  * most 2^32 (422); spec.audiences defaults to the API's; a
- * spec.boundObjectRef names a Pod or a Secret in the namespace that
- * exists (404) with that UID if one is given (409), and the token is
- * valid only while it does. */
+ * spec.boundObjectRef names a core Pod or Secret (else 400) in the
+ * namespace that exists (404), a pod running as this ServiceAccount
+ * (400), with that UID if one is given (409), and the token is valid only
+ * while it does. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "apiserver/registry/generic/store.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
+#include "ckube/validation.h"
 #include "common/xalloc.h"
 
 /* The object `resource` ns/name from the watch cache, decoded, or NULL. */
@@ -44,35 +46,57 @@ static const char *uid_of(const json_t *o)
     return u ? u : "";
 }
 
-/* Checks spec.boundObjectRef and fills in its UID; NULL, or the Status. */
+/* Checks spec.boundObjectRef and fills in its UID; NULL, or the Status.
+ * Upstream's order and words: a kind other than a core Pod or Secret is a
+ * 400 naming its group, version and kind; the object must exist (404); a
+ * pod must run as this ServiceAccount (400; a pod without
+ * serviceAccountName runs as "default", as the ServiceAccount admission
+ * plugin sets it); a UID given must be the object's (409). */
 static ckube_status *check_bound(req_ctx *rc, json_t *ref, sa_token_ref *out)
 {
     const char *kind = json_string_value(json_object_get(ref, "kind"));
     const char *name = json_string_value(json_object_get(ref, "name"));
     const char *uid = json_string_value(json_object_get(ref, "uid"));
-    const char *resource = !kind                     ? NULL
+    const char *av = json_string_value(json_object_get(ref, "apiVersion"));
+    /* schema.FromAPIVersionAndKind: "GROUP/VERSION", or a core "VERSION" */
+    const char *slash = av ? strchr(av, '/') : NULL;
+    const char *resource = !kind || slash            ? NULL
                            : !strcmp(kind, "Pod")    ? "pods"
                            : !strcmp(kind, "Secret") ? "secrets"
                                                      : NULL;
     if (!resource) {
-        ckube_status *st =
-            ckube_status_invalid_begin("authentication.k8s.io", "TokenRequest", rc->ri.name);
-        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_NOT_SUPPORTED, "spec.boundObjectRef.kind",
-                               "Unsupported value: \"%s\": supported values: \"Pod\", \"Secret\"",
-                               kind ? kind : "");
-        ckube_status_invalid_finish(st);
-        return st;
+        int glen = slash ? (int)(slash - av) : 0;
+        const char *version = slash ? slash + 1 : av ? av : "";
+        return ckube_status_bad_request("cannot bind token to object of type %.*s/%s, Kind=%s",
+                                        glen, av ? av : "", version, kind ? kind : "");
     }
     json_t *obj = cached(rc, resource, rc->ri.ns, name ? name : "");
     if (!obj)
         return ckube_status_not_found("", resource, name ? name : "");
+    if (!strcmp(kind, "Pod")) {
+        const char *sa =
+            json_string_value(json_object_get(json_object_get(obj, "spec"), "serviceAccountName"));
+        if (strcmp(sa && *sa ? sa : "default", rc->ri.name)) {
+            json_decref(obj);
+            char *q = ckube_go_quote(rc->ri.name);
+            ckube_status *st = ckube_status_bad_request(
+                "cannot bind token for serviceaccount %s to pod running with different "
+                "serviceaccount name.",
+                q);
+            free(q);
+            return st;
+        }
+    }
     const char *have = uid_of(obj);
     if (uid && *uid && strcmp(uid, have)) {
         json_decref(obj);
-        return ckube_status_new(409, CKUBE_REASON_CONFLICT,
-                                "the UID in the bound object reference (%s) does not match the UID "
-                                "in record. The object might have been deleted and then recreated",
-                                uid);
+        char *why = xasprintf("the UID in the bound object reference (%s) does not match the UID "
+                              "in record. The object might have been deleted and then recreated",
+                              uid);
+        /* errors.NewConflict(GroupResource{Resource: the kind}, name, ...) */
+        ckube_status *st = ckube_status_conflict("", kind, name ? name : "", why);
+        free(why);
+        return st;
     }
     json_object_set_new(ref, "uid", json_string(have));
     out->kind = kind;
@@ -126,8 +150,9 @@ void handle_token_request(req_ctx *rc)
     int64_t seconds =
         json_is_integer(exp) ? (int64_t)json_integer_value(exp) : SA_TOKEN_DEFAULT_SECONDS;
     if (seconds < SA_TOKEN_MIN_SECONDS || seconds > SA_TOKEN_MAX_SECONDS) {
+        /* upstream: errors.NewInvalid(gvk.GroupKind(), "", errs) */
         ckube_status *inv =
-            ckube_status_invalid_begin("authentication.k8s.io", "TokenRequest", rc->ri.name);
+            ckube_status_invalid_begin("authentication.k8s.io", "TokenRequest", NULL);
         ckube_status_add_cause(inv, CKUBE_CAUSE_FIELD_INVALID, "spec.expirationSeconds",
                                "Invalid value: %" PRId64 ": may not specify a duration %s", seconds,
                                seconds < SA_TOKEN_MIN_SECONDS ? "less than 10 minutes"

@@ -153,7 +153,8 @@ static char *warning_header(const req_ctx *rc)
 void req_add_common_headers(req_ctx *rc, const char *content_type)
 {
     httpd_add_header(rc->req, "Content-Type", content_type);
-    httpd_add_header(rc->req, "Cache-Control", "no-cache, private");
+    httpd_add_header(rc->req, "Cache-Control",
+                     rc->cache_control ? rc->cache_control : "no-cache, private");
     char *warning = warning_header(rc);
     if (warning)
         httpd_add_header(rc->req, "Warning", warning);

@@ -164,8 +164,9 @@ struct req_ctx {
     httpd_req *req;
     request_info ri;
     struct evkeyvalq query;
-    auth_user *user;     /* who the request is from (a reference; authentication/user.h) */
-    resource_type *type; /* reference; NULL for non-resource paths */
+    auth_user *user;           /* who the request is from (a reference; authentication/user.h) */
+    const char *cache_control; /* the reply's Cache-Control (static); NULL: no-cache, private */
+    resource_type *type;       /* reference; NULL for non-resource paths */
     bool want_table;
     int include_object;              /* 0 none, 1 metadata (default), 2 object */
     int want_partial;                /* PARTIAL_NONE, _OBJECT or _LIST */

@@ -127,7 +127,8 @@ static void token_review(const resource_type *t, json_t *obj, const char *ns,
     if (!json_array_size(aud))
         aud = NULL;
     char *header = xasprintf("Bearer %s", token);
-    auth_request r = {.authorization = header, .audiences = aud};
+    json_t *matched = NULL;
+    auth_request r = {.authorization = header, .audiences = aud, .audiences_out = &matched};
     auth_user *u = NULL;
     char *why = NULL;
     int ok = a && authenticator_authenticate(a, &r, &u, &why) == 1 &&
@@ -137,13 +138,15 @@ static void token_review(const resource_type *t, json_t *obj, const char *ns,
     if (ok) {
         json_object_set_new(status, "authenticated", json_true());
         json_object_set_new(status, "user", auth_user_info_json(u));
-        json_object_set_new(status, "audiences",
-                            aud ? json_deep_copy(aud)
-                                : json_deep_copy(authenticator_api_audiences(a)));
+        /* the token's audiences among those asked (upstream's
+         * authenticator.Response.Audiences) */
+        json_object_set_new(status, "audiences", matched ? matched : json_array());
+        matched = NULL;
     } else {
         json_object_set_new(status, "user", json_object());
         json_object_set_new(status, "error", json_string(why ? why : "invalid bearer token"));
     }
+    json_decref(matched);
     auth_user_unref(u);
     free(why);
     json_object_set_new(obj, "status", status);
