@@ -274,9 +274,10 @@ class ServiceAccountTokensTest(unittest.TestCase):
         self.assertEqual(claims["aud"], ["aud-1", "aud-2"])
         # not for this API: its audience is the issuer
         self.assertUnauthorized(S, token, "a token for other audiences")
+        # klog quotes the value as Go's %q: inner quotes are escaped
         wait_log(S, re.escape('"Unable to authenticate the request" err="token audiences '
-                              '["aud-1" "aud-2"] is invalid for the target audiences ["%s"]'
-                              % ISSUER))
+                              '[\\"aud-1\\" \\"aud-2\\"] is invalid for the target audiences '
+                              '[\\"%s\\"]"' % ISSUER))
         token = create_token(S, "bot", "--duration", "20m", "--audience", "aud-1",
                              "--audience", ISSUER)
         self.assertAuthorized(S, token, "one audience is the API's")
@@ -621,8 +622,8 @@ class ServiceAccountTokensTest(unittest.TestCase):
         # one of the API's audiences is enough; none of them is not
         self.assertAuthorized(I, create_token(I, "iss", "--audience", "api-b"))
         self.assertUnauthorized(I, create_token(I, "iss", "--audience", ISSUER))
-        wait_log(I, re.escape('token audiences ["%s"] is invalid for the target audiences '
-                              '["api-a" "api-b"]' % ISSUER))
+        wait_log(I, re.escape('token audiences [\\"%s\\"] is invalid for the target audiences '
+                              '[\\"api-a\\" \\"api-b\\"]' % ISSUER))
         # each server knows only its own issuer's tokens
         new_sa(S, "iss")
         self.assertUnauthorized(I, create_token(S, "iss"), "S's token on I")

@@ -40,6 +40,7 @@
 #include "apiserver/apiextensions/crd.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
+#include "ckube/validation.h"
 #include "common/xalloc.h"
 #include "storage/sqlite/sqlite.h"
 #include "storage/memory/memory.h"
@@ -327,8 +328,11 @@ static bool authenticate(req_ctx *rc)
         return true;
     /* As kube-apiserver: the reason goes to the log, the client gets a
      * bare 401 (no reason, no line: no credentials, anonymous off). */
-    if (why)
-        CKUBE_ERROR("\"Unable to authenticate the request\" err=\"%s\"", why);
+    if (why) { /* klog's structured value: quoted as Go's %q */
+        char *q = ckube_go_quote(why);
+        CKUBE_ERROR("\"Unable to authenticate the request\" err=%s", q);
+        free(q);
+    }
     free(why);
     reply_status(rc, ckube_status_new(401, CKUBE_REASON_UNAUTHORIZED, "Unauthorized"));
     return false;
