@@ -1,12 +1,17 @@
 /* ckube-controller-manager (run as `ckube controller-manager`, and by
  * `ckube server` as its child): the built-in controllers (namespace
- * lifecycle, garbage collector, pod counter) against any API server, with
- * kube-controller-manager's flags where they apply. */
+ * lifecycle, garbage collector, pod counter, service accounts, the root
+ * CA publisher) against any API server, with kube-controller-manager's
+ * flags where they apply. */
 #include <ckube/clock.h>
 #include <ckube/config.h>
 #include <ckube/log.h>
 
+#include <errno.h>
 #include <getopt.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,9 @@ static void cm_usage(FILE *f)
         "                                         then in-cluster)\n"
         "  --master URL                           API server address (overrides the kubeconfig)\n"
         "  --controllers LIST                     '*' (default), names, '-name' to disable\n"
+        "  --root-ca-file PATH                    the CA bundle (PEM) root-ca-cert-publisher puts\n"
+        "                                         in every namespace's kube-root-ca.crt (default:\n"
+        "                                         the kubeconfig's certificate authority)\n"
         "  --leader-elect[=BOOL]                  elect a leader through a Lease (default true)\n"
         "  --leader-elect-lease-duration D        default 15s\n"
         "  --leader-elect-renew-deadline D        default 10s\n"
@@ -52,11 +60,69 @@ static bool parse_bool(const char *s, bool *out)
     return false;
 }
 
+/* The --root-ca-file: its bytes (malloc'd, *len) when it holds at least
+ * one certificate and every CERTIFICATE block parses (upstream's
+ * certutil.ParseCertsPEM), else NULL with the reason printed. */
+static char *read_root_ca(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "ckube controller-manager: --root-ca-file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    bool ok = true;
+    for (;;) {
+        if (n == cap) {
+            char *nb = cap < (16u << 20) ? realloc(buf, cap = cap ? cap * 2 : 8192) : NULL;
+            if (!nb) {
+                ok = false;
+                break;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int rerr = ferror(f) ? (errno ? errno : EIO) : 0;
+    fclose(f);
+    if (!ok || rerr) {
+        fprintf(stderr, "ckube controller-manager: --root-ca-file %s: %s\n", path,
+                rerr ? strerror(rerr) : "too large");
+        free(buf);
+        return NULL;
+    }
+    int certs = 0;
+    bool bad = false;
+    BIO *bio = n < (size_t)INT32_MAX ? BIO_new_mem_buf(buf, (int)n) : NULL;
+    ERR_clear_error();
+    for (X509 *x; bio && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL; certs++)
+        X509_free(x);
+    unsigned long e = ERR_peek_last_error();
+    /* the end of the data is "no start line"; anything else is a block
+     * that does not parse */
+    if (!bio || (e && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)))
+        bad = true;
+    ERR_clear_error();
+    BIO_free(bio);
+    if (bad || certs == 0) {
+        fprintf(stderr, "ckube controller-manager: --root-ca-file %s: %s\n", path,
+                bad ? "a certificate in it does not parse" : "no PEM certificate in it");
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
 int main(int argc, char **argv)
 {
     ckube_config_overrides ov = {0};
     cm_opts o = {.leader_elect = true, .handle_signals = true};
-    const char *bind = "127.0.0.1", *port = "10257", *hport = "10258";
+    const char *bind = "127.0.0.1", *port = "10257", *hport = "10258", *root_ca_file = NULL;
     /* kube-controller-manager's client defaults (client-go's 5/10 would
      * make a starting garbage collector's lists queue for seconds). */
     double qps = 20;
@@ -65,6 +131,7 @@ int main(int argc, char **argv)
         {"kubeconfig", required_argument, NULL, 'k'},
         {"master", required_argument, NULL, 'm'},
         {"controllers", required_argument, NULL, 'c'},
+        {"root-ca-file", required_argument, NULL, 'r'},
         {"leader-elect", optional_argument, NULL, 'L'},
         {"leader-elect-lease-duration", required_argument, NULL, 'D'},
         {"leader-elect-renew-deadline", required_argument, NULL, 'R'},
@@ -102,6 +169,9 @@ int main(int argc, char **argv)
             break;
         case 'c':
             o.controllers = optarg;
+            break;
+        case 'r':
+            root_ca_file = optarg;
             break;
         case 'L':
             if (!parse_bool(optarg, &o.leader_elect)) {
@@ -161,11 +231,19 @@ int main(int argc, char **argv)
     o.metrics_bind_address = strcmp(port, "0") ? maddr : "0";
     o.health_bind_address = strcmp(hport, "0") ? haddr : "0";
 
+    char *root_ca = NULL;
+    if (root_ca_file) {
+        if (!(root_ca = read_root_ca(root_ca_file, &o.root_ca_len)))
+            return 2;
+        o.root_ca = root_ca;
+    }
+
     ckube_config *cfg = NULL;
     ckube_status *st = NULL;
     if (ckube_config_load(&ov, &cfg, &st) != 0) {
         CKUBE_ERROR("error building kubeconfig: %s", st && st->message ? st->message : "?");
         ckube_status_free(st);
+        free(root_ca);
         return 1;
     }
     cfg->qps = qps;
@@ -174,6 +252,7 @@ int main(int argc, char **argv)
     char *err = NULL;
     cm *c = cm_new(&o, &err);
     ckube_config_free(cfg);
+    free(root_ca); /* copied by the controller */
     if (!c) {
         fprintf(stderr, "ckube controller-manager: %s\n", err ? err : "cannot start");
         free(err);

@@ -298,7 +298,8 @@ static char *chain_top(const char *cert_file, const char *dir)
  * talking to this server over loopback like any client, without metrics
  * or health listeners of its own. NULL when it cannot run (logged); the
  * API is served either way. */
-static cm_child *start_controller_manager(const char *url, const char *kubeconfig)
+static cm_child *start_controller_manager(const char *url, const char *kubeconfig,
+                                          const char *root_ca)
 {
     char *bin = cm_child_find_binary();
     if (!bin) {
@@ -309,7 +310,7 @@ static cm_child *start_controller_manager(const char *url, const char *kubeconfi
     /* No client rate limit: it shares the machine with its server, as the
      * controllers did when they ran in-process. Logging as the server's
      * flags say (-v, --vmodule, --log-file, ...). */
-    const char *args[24] = {"--master",       url, "--port",         "0",
+    const char *args[26] = {"--master",       url, "--port",         "0",
                             "--healthz-port", "0", "--kube-api-qps", "-1"};
     size_t n = 8;
     for (const char *const *f = ckube_log_flag_args(); *f && n < 20; f++)
@@ -317,6 +318,10 @@ static cm_child *start_controller_manager(const char *url, const char *kubeconfi
     if (kubeconfig) { /* NULL when the kubeconfig could not be written */
         args[n++] = "--kubeconfig";
         args[n++] = kubeconfig;
+    }
+    if (root_ca) { /* the cluster CA, for kube-root-ca.crt; NULL with --plain-http */
+        args[n++] = "--root-ca-file";
+        args[n++] = root_ca;
     }
     args[n] = NULL;
     cm_child *c = cm_child_new(bin, args);
@@ -700,7 +705,9 @@ int cmd_server(int argc, char **argv)
     CKUBE_INFO("ckube server ready: serving %s, %s storage in %s, kubeconfig %s", url, backend,
                data_dir, kubeconfig);
 
-    cm_child *ctl = run_cm ? start_controller_manager(url, kc_written ? kubeconfig : NULL) : NULL;
+    cm_child *ctl = run_cm ? start_controller_manager(url, kc_written ? kubeconfig : NULL,
+                                                      plain_http ? NULL : pki.ca_crt)
+                           : NULL;
     /* Start-up builds large transient trees (schemas, the first list of
      * every resource); give their freed pages back so an idle server's
      * RSS is its real working set. */

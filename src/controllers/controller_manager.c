@@ -7,6 +7,7 @@
 #include "controllers/gc.h"
 #include "controllers/namespace.h"
 #include "controllers/podcounter.h"
+#include "controllers/rootca.h"
 #include "controllers/serviceaccount.h"
 
 #include <ckube/events.h>
@@ -24,6 +25,7 @@ struct cm {
     gc *gc;
     podcounter *pc;
     sactl *sa;
+    rootca *rootca;
 };
 
 bool cm_controller_enabled(const char *spec, const char *name)
@@ -79,6 +81,78 @@ static int sa_start(void *ctx)
 static void sa_stop(void *ctx)
 {
     sactl_stop(ctx);
+}
+
+static int rootca_run(void *ctx)
+{
+    return rootca_start(ctx);
+}
+static void rootca_halt(void *ctx)
+{
+    rootca_stop(ctx);
+}
+
+/* The whole of a file (malloc'd, *len bytes), or NULL. */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == cap) {
+            char *nb = cap < (64u << 20) ? realloc(buf, cap = cap ? cap * 2 : 8192) : NULL;
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+/* root-ca-cert-publisher with the CA of the options, else of the config
+ * (as kube-controller-manager takes its client config's CA when
+ * --root-ca-file is not given). Without CA bytes it does not run: *absent
+ * is set (logged) and NULL returned; NULL otherwise means it cannot be
+ * set up. */
+static rootca *new_rootca(const cm_opts *o, ckube_client *client, ckube_informer_factory *f,
+                          bool *absent)
+{
+    const char *ca = o->root_ca;
+    size_t len = o->root_ca_len;
+    char *file = NULL;
+    if (!ca && o->config->ca_data) { /* data overrides the file, as in the client */
+        ca = o->config->ca_data;
+        len = o->config->ca_data_len;
+    } else if (!ca && o->config->ca_file) {
+        ca = file = read_file(o->config->ca_file, &len);
+        if (!file)
+            CKUBE_WARN("root-ca-cert-publisher: cannot read %s", o->config->ca_file);
+    }
+    *absent = !ca || !len;
+    rootca *r = NULL;
+    if (*absent)
+        CKUBE_V(1, "root-ca-cert-publisher: no root CA (--root-ca-file, or the kubeconfig's "
+                   "certificate authority); not publishing kube-root-ca.crt");
+    else
+        r = rootca_new(client, f, &(rootca_opts){.ca = ca, .ca_len = len});
+    free(file);
+    return r;
 }
 
 static bool valid_spec(const char *spec, char **err)
@@ -174,6 +248,13 @@ cm *cm_new(const cm_opts *o, char **err)
         c->sa = sactl_new(client, f, NULL);
         rc |= add_controller(c, "serviceaccount-controller", sa_start, sa_stop, c->sa);
     }
+    if (cm_controller_enabled(spec, "root-ca-cert-publisher")) {
+        bool absent = false;
+        c->rootca = new_rootca(o, client, f, &absent);
+        if (!absent) /* without a CA it does not run (logged): not a failure */
+            rc |= add_controller(c, "root-ca-certificate-publisher-controller", rootca_run,
+                                 rootca_halt, c->rootca);
+    }
     if (rc) {
         if (err && !*err)
             *err = strdup("cannot set up the controllers");
@@ -219,6 +300,7 @@ void cm_free(cm *c)
     ckube_manager_free(c->mgr);
     podcounter_free(c->pc);
     sactl_free(c->sa);
+    rootca_free(c->rootca);
     nsctl_free(c->ns);
     gc_free(c->gc);
     free(c);

@@ -9,10 +9,11 @@
 #include <ckube/manager.h>
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The controllers, by their --controllers names. */
-#define CM_CONTROLLERS "namespace,garbagecollector,podcounter,serviceaccount"
+#define CM_CONTROLLERS "namespace,garbagecollector,podcounter,serviceaccount,root-ca-cert-publisher"
 
 typedef struct cm_opts {
     const ckube_config *config; /* required; copied by the manager */
@@ -27,6 +28,12 @@ typedef struct cm_opts {
     const char *health_bind_address;  /* NULL = "127.0.0.1:10258"; "0" = off */
     bool handle_signals;
     uint64_t podcounter_period_ns; /* 0 = 10 s */
+    /* The CA bundle (PEM) root-ca-cert-publisher puts in every namespace
+     * (kube-controller-manager's --root-ca-file); borrowed for cm_new.
+     * NULL = the config's CA (ca_data, else ca_file's contents); with
+     * neither, that controller does not run. */
+    const char *root_ca;
+    size_t root_ca_len;
 } cm_opts;
 
 typedef struct cm cm;

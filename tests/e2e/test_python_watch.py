@@ -49,7 +49,9 @@ def status_body(exc):
 
 def setUpModule():
     global SERVER, API
-    SERVER = Server().start()
+    # API behaviour only: no controllers (kube-root-ca.crt in every
+    # namespace would show in the ConfigMap lists below)
+    SERVER = Server("--controller-manager=false").start()
     API = client.CoreV1Api(SERVER.client())
 
 

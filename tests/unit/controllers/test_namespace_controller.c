@@ -40,6 +40,9 @@ static struct env E;
 static int setup(void **state)
 {
     memset(&E, 0, sizeof(E));
+    /* this test's namespace controller only (the child's would run one
+     * too, and root-ca-cert-publisher add a ConfigMap to each namespace) */
+    E.srv.no_controller_manager = true;
     if (tsu_start(&E.srv, "memory") != 0)
         return -1;
     ckube_config *cfg = NULL;

@@ -335,6 +335,8 @@ static bool meta_has_label(ckube_shared_informer *inf, const char *key, const ch
 /* A memory-backed server, a client of it, and namespace `ns` there. */
 static ckube_client *server_with_namespace(struct test_server *srv, const char *ns)
 {
+    /* no controllers: kube-root-ca.crt would be one ConfigMap more */
+    srv->no_controller_manager = true;
     assert_int_equal(tsu_start(srv, "memory"), 0);
     ckube_config_overrides ov = {.kubeconfig = srv->kubeconfig};
     ckube_config *cfg = NULL;
