@@ -41,6 +41,7 @@
 #include "proto/k8s_core.pb-c.h"
 #include "proto/k8s_events.pb-c.h"
 #include "proto/k8s_meta.pb-c.h"
+#include "proto/k8s_rbac.pb-c.h"
 #include "common/json_cost.h"
 #include "common/json_parse.h"
 #include "common/text.h"
@@ -73,6 +74,11 @@ static const struct pb_type pb_types[] = {
     {"coordination.k8s.io/v1", "Lease", &ckube__k8s__coordination__lease__descriptor},
     {"events.k8s.io/v1", "Event", &ckube__k8s__events__event__descriptor},
     {"autoscaling/v1", "Scale", &ckube__k8s__autoscaling__scale__descriptor},
+    {"rbac.authorization.k8s.io/v1", "Role", &ckube__k8s__rbac__role__descriptor},
+    {"rbac.authorization.k8s.io/v1", "ClusterRole", &ckube__k8s__rbac__cluster_role__descriptor},
+    {"rbac.authorization.k8s.io/v1", "RoleBinding", &ckube__k8s__rbac__role_binding__descriptor},
+    {"rbac.authorization.k8s.io/v1", "ClusterRoleBinding",
+     &ckube__k8s__rbac__cluster_role_binding__descriptor},
     {"authorization.k8s.io/v1", "SelfSubjectAccessReview",
      &ckube__k8s__authorization__self_subject_access_review__descriptor},
     {"authorization.k8s.io/v1", "SubjectAccessReview",

@@ -187,12 +187,17 @@ static json_t *maybe_ref(builder *b, json_t *v, int depth)
     return ref_site(b, name, desc);
 }
 
-/* Replaces inlined definitions by references and drops x-ckube-* keys. */
+/* Replaces inlined definitions by references and drops x-ckube-* keys;
+ * x-ckube-required (fields upstream publishes as required but checks in
+ * validation, see builtin_schemas.h) becomes `required`. */
 static void process_refs(builder *b, json_t *node, int depth)
 {
     if (depth > MAX_DEPTH)
         return;
     if (json_is_object(node)) {
+        json_t *xreq = json_object_get(node, "x-ckube-required");
+        if (json_is_array(xreq) && !json_object_get(node, "required"))
+            json_object_set(node, "required", xreq);
         const char *k;
         json_t *v;
         void *tmp;

@@ -1,5 +1,5 @@
 /* builtin.h - what the built-in API groups (core/, apps/, coordination/,
- * events/) share: a type is a row of a static table (struct builtin),
+ * events/, rbac/) share: a type is a row of a static table (struct builtin),
  * builtin_install registers a group's table, and a few printer cells and
  * defaults serve more than one group (builtin.c). */
 #ifndef CKUBE_APISERVER_REGISTRY_BUILTIN_BUILTIN_H

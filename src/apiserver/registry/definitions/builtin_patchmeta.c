@@ -117,6 +117,10 @@ const ckube_patch_meta_entry *builtin_patchmeta_for(const char *group, const cha
         {"", "Event", patchmeta_event},
         {"events.k8s.io", "Event", patchmeta_events_v1_event},
         {"coordination.k8s.io", "Lease", patchmeta_lease},
+        {"rbac.authorization.k8s.io", "Role", patchmeta_role},
+        {"rbac.authorization.k8s.io", "ClusterRole", patchmeta_clusterrole},
+        {"rbac.authorization.k8s.io", "RoleBinding", patchmeta_rolebinding},
+        {"rbac.authorization.k8s.io", "ClusterRoleBinding", patchmeta_clusterrolebinding},
     };
     if (!group || !kind)
         return NULL;

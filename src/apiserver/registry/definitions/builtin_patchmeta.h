@@ -32,6 +32,12 @@ extern const ckube_patch_meta_entry patchmeta_serviceaccount[]; /* core/v1 Servi
 #define patchmeta_event patchmeta_metadata_only           /* core/v1 Event */
 #define patchmeta_events_v1_event patchmeta_metadata_only /* events.k8s.io/v1 Event */
 #define patchmeta_lease patchmeta_metadata_only           /* coordination.k8s.io/v1 Lease */
+/* rbac.authorization.k8s.io/v1: rules, subjects and clusterRoleSelectors
+ * carry no patch strategy upstream (a patch replaces them whole). */
+#define patchmeta_role patchmeta_metadata_only               /* Role */
+#define patchmeta_clusterrole patchmeta_metadata_only        /* ClusterRole */
+#define patchmeta_rolebinding patchmeta_metadata_only        /* RoleBinding */
+#define patchmeta_clusterrolebinding patchmeta_metadata_only /* ClusterRoleBinding */
 
 /* The table for a built-in kind by API group ("" for core) and kind, or
  * NULL for kinds not listed above. Static storage; never free. */

@@ -28,6 +28,7 @@
 #define QTY "io.k8s.apimachinery.pkg.api.resource.Quantity"
 #define AUTHZ "io.k8s.api.authorization.v1."
 #define AUTHN "io.k8s.api.authentication.v1."
+#define RBAC "io.k8s.api.rbac.v1."
 
 /* The macros and tables are laid out by hand: one property per line reads
  * better than what a formatter makes of long string concatenations. */
@@ -67,6 +68,17 @@
 #define OBJ(d, props) "{`type`:`object`,`description`:`" d "`,`properties`:{" props "}}"
 #define OBJ_REQ(d, req, props)                                                                     \
     "{`type`:`object`,`description`:`" d "`,`required`:[" req "],`properties`:{" props "}}"
+/* Fields upstream's OpenAPI marks required but its validation, not
+ * decoding, checks (with its own messages): published as `required`
+ * (kubectl explain shows them so), not enforced by the schema engine,
+ * which ignores x-ckube-* keys. */
+#define OBJ_XREQ(d, req, props)                                                                    \
+    "{`type`:`object`,`description`:`" d "`,`x-ckube-required`:[" req "],`properties`:{" props "}}"
+/* The same for a +structType=atomic struct (server-side apply owns it
+ * whole). */
+#define OBJ_XREQ_ATOMIC(d, req, props)                                                             \
+    "{`type`:`object`,`description`:`" d "`,`x-kubernetes-map-type`:`atomic`,"                  \
+    "`x-ckube-required`:[" req "],`properties`:{" props "}}"
 /* Known fields described, others kept (fields newer than ckube). */
 #define OBJ_OPEN(d, props)                                                                         \
     "{`type`:`object`,`description`:`" d "`,`x-kubernetes-preserve-unknown-fields`:true,"         \
@@ -788,6 +800,45 @@ static const schema_text fragments[] = {
              P_I32("count", "Occurrences in the series so far.")
              P_TIME("lastObservedTime", "When the last occurrence was observed."))},
 
+    /* --- rbac.authorization.k8s.io/v1. The lists are atomic (no patch
+     * strategy upstream); what a rule or a binding must hold is the
+     * types' validation's (registry/rbac). --- */
+    {RBAC "PolicyRule",
+     OBJ_XREQ("What a rule allows: verbs on resources of API groups, or verbs on non-resource "
+              "URLs. It says nothing of who it applies to or where.",
+              "`verbs`",
+              P_STRLIST("verbs", "Verbs the rule allows on everything it names; '*' for all.")
+              P_STRLIST("apiGroups", "API groups of the resources ('' for the core group, '*' "
+                                     "for all). Any of them matches.")
+              P_STRLIST("resources", "Resources the rule applies to, with subresources as "
+                                     "resource/subresource; '*' for all.")
+              P_STRLIST("resourceNames", "Names of the objects the rule is limited to; empty "
+                                         "for all of them.")
+              P_STRLIST("nonResourceURLs", "URL paths that are not resources (such as /healthz); a "
+                                           "trailing '*' matches any suffix. Only for ClusterRoles "
+                                           "bound by ClusterRoleBindings, and never in the same "
+                                           "rule as resources."))},
+    {RBAC "AggregationRule",
+     OBJ("Which ClusterRoles a ClusterRole gathers its rules from.",
+         P_REFLIST("clusterRoleSelectors", META "LabelSelector",
+                   "Label selectors over ClusterRoles; the rules of every ClusterRole any of "
+                   "them matches are added."))},
+    {RBAC "Subject",
+     OBJ_XREQ_ATOMIC("Who a binding grants its role to: a user, a group or a ServiceAccount.",
+                     "`kind`,`name`",
+                     P_STR("kind", "User, Group or ServiceAccount.")
+                     P_STR("apiGroup", "API group of the subject: '' for ServiceAccount (the "
+                                       "default), rbac.authorization.k8s.io for User and Group "
+                                       "(their default).")
+                     P_STR("name", "Name of the user, group or ServiceAccount.")
+                     P_STR("namespace", "Namespace of a ServiceAccount; must be empty for users "
+                                        "and groups."))},
+    {RBAC "RoleRef",
+     OBJ_XREQ_ATOMIC("The role a binding grants.", "`apiGroup`,`kind`,`name`",
+                     P_STR("apiGroup", "API group of the role: rbac.authorization.k8s.io.")
+                     P_STR("kind", "Role or ClusterRole.")
+                     P_STR("name", "Name of the role."))},
+
     /* --- authorization.k8s.io/v1, authentication.k8s.io/v1: the review
      * types. Nothing is marked required: as upstream, their own
      * validation (reviews.c) decides what a question must hold. --- */
@@ -996,6 +1047,40 @@ static const root_text roots[] = {
               P_TIME("deprecatedFirstTimestamp", "core/v1 firstTimestamp.")
               P_TIME("deprecatedLastTimestamp", "core/v1 lastTimestamp.")
               P_I32("deprecatedCount", "core/v1 count."))}},
+    {"rbac.authorization.k8s.io", "v1", "Role",
+     {RBAC "Role",
+      OBJ("A set of rules in one namespace, granted as a unit by RoleBindings there.",
+          TYPEMETA OBJMETA
+          P_REFLIST("rules", RBAC "PolicyRule", "The rules of this Role."))}},
+    {"rbac.authorization.k8s.io", "v1", "ClusterRole",
+     {RBAC "ClusterRole",
+      OBJ("A set of rules for the whole cluster, granted as a unit by RoleBindings (in their "
+          "namespace) or ClusterRoleBindings (everywhere).",
+          TYPEMETA OBJMETA
+          P_REFLIST("rules", RBAC "PolicyRule", "The rules of this ClusterRole.")
+          P_REF("aggregationRule", RBAC "AggregationRule",
+                "When set, the rules are gathered from other ClusterRoles by a controller, and "
+                "rules written here directly are overwritten."))}},
+    {"rbac.authorization.k8s.io", "v1", "RoleBinding",
+     {RBAC "RoleBinding",
+      OBJ_XREQ("Grants a Role of its namespace, or a ClusterRole, to subjects, in its own "
+               "namespace only.",
+               "`roleRef`",
+               TYPEMETA OBJMETA
+               P_REFLIST("subjects", RBAC "Subject", "Who the role is granted to.")
+               P_REF("roleRef", RBAC "RoleRef",
+                     "The Role (of this namespace) or ClusterRole granted. It cannot change; "
+                     "bind another role with another binding."))}},
+    {"rbac.authorization.k8s.io", "v1", "ClusterRoleBinding",
+     {RBAC "ClusterRoleBinding",
+      OBJ_XREQ("Grants a ClusterRole to subjects in every namespace and for cluster-scoped "
+               "resources and non-resource URLs.",
+               "`roleRef`",
+               TYPEMETA OBJMETA
+               P_REFLIST("subjects", RBAC "Subject", "Who the role is granted to.")
+               P_REF("roleRef", RBAC "RoleRef",
+                     "The ClusterRole granted. It cannot change; bind another role with another "
+                     "binding."))}},
     {"authorization.k8s.io", "v1", "SelfSubjectAccessReview",
      {AUTHZ "SelfSubjectAccessReview",
       OBJ("Asks whether the requester may do something. Answered, never stored.",

@@ -3,7 +3,9 @@
  * The schemas are ckube's own description of the Kubernetes API objects it
  * serves (core/v1 Namespace, ConfigMap, Secret, ServiceAccount, Service,
  * Endpoints, Pod, Node, Event; apps/v1 Deployment, ReplicaSet;
- * coordination.k8s.io/v1 Lease; events.k8s.io/v1 Event). They are
+ * coordination.k8s.io/v1 Lease; events.k8s.io/v1 Event;
+ * rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding,
+ * ClusterRoleBinding; the review types). They are
  * self-contained (no $ref): shared definitions are inlined, each inlined
  * copy marked with "x-ckube-ref": "<definition name>" (e.g.
  * "io.k8s.api.core.v1.Container") so the OpenAPI publisher can turn it back
@@ -15,6 +17,11 @@
  * schemas carry no defaults: defaulting of built-ins is the types'
  * prepare_create hooks' job. They rely on SCHEMA_DEFAULT's removal of
  * non-nullable nulls (e.g. `creationTimestamp: null`).
+ *
+ * "x-ckube-required" lists fields upstream's OpenAPI marks required but
+ * its decoding does not enforce (its validation reports them, in its own
+ * words): the schema engine ignores the key, the OpenAPI publisher turns
+ * it into `required`.
  *
  * All functions are thread-safe; parsing happens once.
  */

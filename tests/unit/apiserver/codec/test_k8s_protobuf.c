@@ -761,6 +761,87 @@ static void test_events_v1(void **state)
         "'note':'synced','type':'Normal'}");
 }
 
+/* rbac.authorization.k8s.io/v1 as kubectl 1.33 sends it (create
+ * rolebinding, create clusterrole --aggregation-rule): Go writes every
+ * string of Subject and RoleRef, empty or not; the empty ones that JSON
+ * would leave out (omitempty) go, and an empty repeated field is simply
+ * absent. */
+static void test_rbac(void **state)
+{
+    (void)state;
+    struct pb raw = {.len = 0}, m = {.len = 0}, sel = {.len = 0};
+    pb_str(&m, 1, "rb");
+    pb_str(&m, 3, "team");
+    pb_msg(&raw, 1, &m);
+    pb_str(&m, 1, "ServiceAccount");
+    pb_str(&m, 2, "");
+    pb_str(&m, 3, "builder");
+    pb_str(&m, 4, "ci");
+    pb_msg(&raw, 2, &m);
+    pb_str(&m, 1, "User");
+    pb_str(&m, 2, "rbac.authorization.k8s.io");
+    pb_str(&m, 3, "alice");
+    pb_str(&m, 4, "");
+    pb_msg(&raw, 2, &m);
+    pb_str(&m, 1, "rbac.authorization.k8s.io");
+    pb_str(&m, 2, "ClusterRole");
+    pb_str(&m, 3, "edit");
+    pb_msg(&raw, 3, &m);
+    assert_wrapped_decodes_to(
+        "rbac.authorization.k8s.io/v1", "RoleBinding", &raw,
+        "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
+        "'metadata':{'name':'rb','namespace':'team'},"
+        "'subjects':[{'kind':'ServiceAccount','name':'builder','namespace':'ci'},"
+        "{'kind':'User','apiGroup':'rbac.authorization.k8s.io','name':'alice'}],"
+        "'roleRef':{'apiGroup':'rbac.authorization.k8s.io','kind':'ClusterRole','name':'edit'}}");
+    raw.len = 0;
+    pb_str(&m, 1, "crb");
+    pb_msg(&raw, 1, &m);
+    pb_str(&m, 1, "rbac.authorization.k8s.io");
+    pb_str(&m, 2, "ClusterRole");
+    pb_str(&m, 3, "view");
+    pb_msg(&raw, 3, &m);
+    assert_wrapped_decodes_to("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &raw,
+                              "{'apiVersion':'rbac.authorization.k8s.io/v1',"
+                              "'kind':'ClusterRoleBinding','metadata':{'name':'crb'},"
+                              "'roleRef':{'apiGroup':'rbac.authorization.k8s.io',"
+                              "'kind':'ClusterRole','name':'view'}}");
+
+    raw.len = 0;
+    pb_str(&m, 1, "pod-reader");
+    pb_str(&m, 3, "team");
+    pb_msg(&raw, 1, &m);
+    pb_str(&m, 1, "get");
+    pb_str(&m, 1, "list");
+    pb_str(&m, 2, "");
+    pb_str(&m, 3, "pods");
+    pb_str(&m, 4, "web");
+    pb_msg(&raw, 2, &m);
+    assert_wrapped_decodes_to("rbac.authorization.k8s.io/v1", "Role", &raw,
+                              "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
+                              "'metadata':{'name':'pod-reader','namespace':'team'},"
+                              "'rules':[{'verbs':['get','list'],'apiGroups':[''],"
+                              "'resources':['pods'],'resourceNames':['web']}]}");
+
+    raw.len = 0;
+    pb_str(&m, 1, "monitoring");
+    pb_msg(&raw, 1, &m);
+    pb_str(&m, 1, "get");
+    pb_str(&m, 5, "/healthz");
+    pb_msg(&raw, 2, &m);
+    pb_kv(&sel, 1, "rbac.example.com/aggregate-to-monitoring", "true");
+    pb_msg(&m, 1, &sel);
+    pb_msg(&raw, 3, &m);
+    assert_wrapped_decodes_to("rbac.authorization.k8s.io/v1", "ClusterRole", &raw,
+                              "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRole',"
+                              "'metadata':{'name':'monitoring'},"
+                              "'rules':[{'verbs':['get'],'nonResourceURLs':['/healthz']}],"
+                              "'aggregationRule':{'clusterRoleSelectors':[{'matchLabels':"
+                              "{'rbac.example.com/aggregate-to-monitoring':'true'}}]}}");
+    assert_true(k8s_protobuf_supports("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"));
+    assert_false(k8s_protobuf_supports("rbac.authorization.k8s.io/v1beta1", "Role"));
+}
+
 /* DeleteOptions in any group version; grace period 0 is meaningful. */
 static void test_delete_options(void **state)
 {
@@ -1195,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_pod),
         cmocka_unit_test(test_node),
         cmocka_unit_test(test_lease),
+        cmocka_unit_test(test_rbac),
         cmocka_unit_test(test_events_v1),
         cmocka_unit_test(test_delete_options),
         cmocka_unit_test(test_scale),
