@@ -294,6 +294,21 @@ static void test_configmap_crud(void **state)
     json_decref(cm);
 }
 
+/* The ConfigMaps of a list but kube-root-ca.crt, which the server's
+ * controller-manager child publishes in every namespace (as in a real
+ * cluster) whenever it gets to it. */
+static size_t own_items(const json_t *list)
+{
+    size_t n = 0, i;
+    json_t *it;
+    json_array_foreach(json_object_get(list, "items"), i, it)
+    {
+        const char *name = json_string_value(ckube_json_get_path(it, "metadata.name"));
+        n += !name || strcmp(name, "kube-root-ca.crt");
+    }
+    return n;
+}
+
 static void test_list_paging_selectors(void **state)
 {
     (void)state;
@@ -325,7 +340,7 @@ static void test_list_paging_selectors(void **state)
     /* every page */
     lo.limit = 2;
     expect_ok(ckube_list_all(g_c, &CM, "paging", &lo, &out, &err), err, "list_all");
-    assert_int_equal(json_array_size(json_object_get(out, "items")), 7);
+    assert_int_equal(own_items(out), 7);
     assert_null(ckube_json_get_path(out, "metadata.continue"));
     assert_non_null(json_string_value(ckube_json_get_path(out, "metadata.resourceVersion")));
     json_decref(out);
@@ -353,7 +368,7 @@ static void test_list_paging_selectors(void **state)
     expect_ok(ckube_delete_collection(g_c, &CM, "paging", &del, NULL, &err), err,
               "deletecollection");
     expect_ok(ckube_list_all(g_c, &CM, "paging", NULL, &out, &err), err, "list after");
-    assert_int_equal(json_array_size(json_object_get(out, "items")), 4);
+    assert_int_equal(own_items(out), 4);
     json_decref(out);
 }
 
