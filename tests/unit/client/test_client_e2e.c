@@ -754,6 +754,7 @@ static int tls_version(const ckube_config *cfg, int *code, char **msg)
     } else {
         *code = err ? err->code : -1;
         *msg = strdup(err && err->message ? err->message : "?");
+        ckube_response_free(&resp); /* filled too when the server answered non-2xx */
     }
     ckube_status_free(err);
     ckube_client_free(c);
