@@ -5,7 +5,6 @@
 
 #include "apiserver/authentication/authenticator.h"
 #include "apiserver/authentication/serviceaccount/token.h"
-#include "apiserver/registry/generic/store.h"
 #include "apiserver/httpd/tls.h"
 #include <openssl/ssl.h>
 #include "apiserver/endpoints/discovery/discovery.h"
@@ -214,28 +213,12 @@ static void conn_identity_free(void *p)
     free(ci);
 }
 
-/* The object `resource` ns/name (core/v1) from the watch cache, decoded,
- * or NULL. */
-static json_t *cached_core(apiserver *s, const char *resource, const char *ns, const char *name)
-{
-    resource_type *t = registry_lookup(s->registry, "", "v1", resource);
-    if (!t)
-        return NULL;
-    char key[STORE_KEY_MAX];
-    store_object_key(t, ns, name, key, sizeof key);
-    resource_type_unref(t);
-    cobj *o = cacher_get(s->cache, key);
-    json_t *j = o ? cobj_decode(o) : NULL;
-    cobj_unref(o);
-    return j;
-}
-
 /* Whether `resource` ns/name exists with `uid`; 0, or -1 with *err in
  * upstream's words. */
 static int still_there(apiserver *s, const char *resource, const char *what, const char *ns,
                        const char *name, const char *uid, char **err)
 {
-    json_t *o = cached_core(s, resource, ns, name);
+    json_t *o = handlers_cached_core(s, resource, ns, name);
     if (!o) {
         ckube__set_err(err, "%s \"%s\" not found", resource, name);
         return -1;

@@ -148,6 +148,16 @@ static json_t *json_part(const char *p, size_t n)
     return v;
 }
 
+json_t *jwt_peek_claims(const char *token, size_t len)
+{
+    const char *end = token + len;
+    const char *dot = memchr(token, '.', len);
+    const char *dot2 = dot ? memchr(dot + 1, '.', (size_t)(end - dot - 1)) : NULL;
+    if (!dot || !dot2 || memchr(dot2 + 1, '.', (size_t)(end - dot2 - 1)))
+        return NULL;
+    return json_part(dot + 1, (size_t)(dot2 - dot - 1));
+}
+
 json_t *jwt_verify(const char *token, size_t len, EVP_PKEY *key, char **err)
 {
     if (len > JWT_MAX_LEN) {

@@ -34,6 +34,12 @@ int jwt_key_id(EVP_PKEY *key, char out[44]);
  * caller frees), or NULL with *err (malloc'd) set. */
 char *jwt_sign(const json_t *claims, EVP_PKEY *key, char **err);
 
+/* The claims of a three-part token (len bytes) WITHOUT checking anything
+ * else: for seeing whose a token is before verifying it (upstream peeks
+ * at the issuer). A new reference, or NULL when the token is not three
+ * parts or its payload is not a JSON object. */
+json_t *jwt_peek_claims(const char *token, size_t len);
+
 /* Checks `token` (len bytes) against the RSA public `key`: three
  * base64url parts, a header naming alg RS256 (anything else, "none"
  * included, is refused), a valid signature, a JSON object as the

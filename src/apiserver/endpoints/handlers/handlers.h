@@ -32,6 +32,11 @@ void list_stream_close_all(loop *lp);
  * /api/v1/namespaces/NS/serviceaccounts/NAME/token. */
 void handle_token_request(req_ctx *rc);
 
+/* The core/v1 object `resource` ns/name as the watch cache has it,
+ * decoded (a new reference), or NULL. (tokenrequest.c; the server's
+ * ServiceAccount token checks read it too.) */
+json_t *handlers_cached_core(apiserver *s, const char *resource, const char *ns, const char *name);
+
 /* For this room's files: the request body decoded as a create's is (per
  * Content-Type, fieldValidation honoured for duplicate keys), which must
  * be a JSON object. NULL with *st set (the caller answers it), or NULL

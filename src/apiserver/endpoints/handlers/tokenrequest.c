@@ -25,21 +25,6 @@
 #include "ckube/validation.h"
 #include "common/xalloc.h"
 
-/* The object `resource` ns/name from the watch cache, decoded, or NULL. */
-static json_t *cached(req_ctx *rc, const char *resource, const char *ns, const char *name)
-{
-    resource_type *t = registry_lookup(rc->srv->registry, "", "v1", resource);
-    if (!t)
-        return NULL;
-    char key[STORE_KEY_MAX];
-    store_object_key(t, ns, name, key, sizeof key);
-    resource_type_unref(t);
-    cobj *o = cacher_get(rc->srv->cache, key);
-    json_t *j = o ? cobj_decode(o) : NULL;
-    cobj_unref(o);
-    return j;
-}
-
 static const char *uid_of(const json_t *o)
 {
     const char *u = json_string_value(json_object_get(json_object_get(o, "metadata"), "uid"));
@@ -70,7 +55,7 @@ static ckube_status *check_bound(req_ctx *rc, json_t *ref, sa_token_ref *out)
         return ckube_status_bad_request("cannot bind token to object of type %.*s/%s, Kind=%s",
                                         glen, av ? av : "", version, kind ? kind : "");
     }
-    json_t *obj = cached(rc, resource, rc->ri.ns, name ? name : "");
+    json_t *obj = handlers_cached_core(rc->srv, resource, rc->ri.ns, name ? name : "");
     if (!obj)
         return ckube_status_not_found("", resource, name ? name : "");
     if (!strcmp(kind, "Pod")) {
@@ -135,7 +120,7 @@ void handle_token_request(req_ctx *rc)
         json_decref(obj);
         return;
     }
-    json_t *sa = cached(rc, "serviceaccounts", rc->ri.ns, rc->ri.name);
+    json_t *sa = handlers_cached_core(rc->srv, "serviceaccounts", rc->ri.ns, rc->ri.name);
     if (!sa) {
         reply_status(rc, ckube_status_not_found("", "serviceaccounts", rc->ri.name));
         json_decref(obj);
@@ -200,4 +185,18 @@ void handle_token_request(req_ctx *rc)
                         json_pack("{s:s,s:s}", "token", token, "expirationTimestamp", expires));
     free(token);
     reply_json(rc, 201, obj);
+}
+
+json_t *handlers_cached_core(apiserver *s, const char *resource, const char *ns, const char *name)
+{
+    resource_type *t = registry_lookup(s->registry, "", "v1", resource);
+    if (!t)
+        return NULL;
+    char key[STORE_KEY_MAX];
+    store_object_key(t, ns, name, key, sizeof key);
+    resource_type_unref(t);
+    cobj *o = cacher_get(s->cache, key);
+    json_t *j = o ? cobj_decode(o) : NULL;
+    cobj_unref(o);
+    return j;
 }
