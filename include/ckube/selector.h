@@ -14,6 +14,7 @@
 #ifndef CKUBE_SELECTOR_H
 #define CKUBE_SELECTOR_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -58,6 +59,21 @@ typedef const char *(*ckube_sel_lookup_fn)(void *ctx, const char *key);
  * Keys are validated as label keys (optional DNS prefix + '/' + name of at
  * most 63 chars) and values as label values. */
 int ckube_label_selector_parse(const char *s, ckube_selector **out, char **err);
+
+/* metav1.LabelSelectorAsSelector: the selector a LabelSelector object
+ * stands for, {"matchLabels": {k: v}, "matchExpressions": [{"key": k,
+ * "operator": "In"|"NotIn"|"Exists"|"DoesNotExist", "values": [...]}]},
+ * every requirement ANDed. One with neither (or both empty) matches
+ * everything. `ls` is borrowed. Same contract as
+ * ckube_label_selector_parse; the errors are upstream's NewRequirement
+ * ones (`values: Invalid value: []string(nil): for 'in', 'notin'
+ * operators, values set can't be empty`, `"Foo" is not a valid label
+ * selector operator`), or name the member that is not of its JSON type.
+ * Upstream turns a nil LabelSelector into a selector that matches
+ * nothing, which no ckube_selector expresses: NULL and anything but an
+ * object (JSON null included) are refused here, so a caller for which
+ * an absent selector selects nothing checks for it first. */
+int ckube_label_selector_from_json(const json_t *ls, ckube_selector **out, char **err);
 
 /* Parses a field selector (only =, ==, != are allowed). Same contract. */
 int ckube_field_selector_parse(const char *s, ckube_selector **out, char **err);

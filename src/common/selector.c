@@ -666,6 +666,193 @@ int ckube_label_selector_parse(const char *s, ckube_selector **out, char **err)
 }
 
 /* ------------------------------------------------------------------------ */
+/* LabelSelector objects (metav1.LabelSelectorAsSelector).                  */
+
+/* Go's %#v of the []string a requirement was given: []string(nil) when
+ * empty (LabelSelectorAsSelector appends the values to a nil slice),
+ * else []string{"a", "b"}. */
+static char *go_string_slice(const char *const *v, size_t n)
+{
+    if (n == 0)
+        return strdup("[]string(nil)");
+    ckube__strbuf b = {0};
+    ckube__sb_add(&b, "[]string{");
+    for (size_t i = 0; i < n; i++) {
+        char *q = ckube_go_quote(v[i]);
+        ckube__sb_printf(&b, "%s%s", i ? ", " : "", q ? q : "\"\"");
+        free(q);
+    }
+    ckube__sb_add(&b, "}");
+    return ckube__sb_take(&b);
+}
+
+/* labels.NewRequirement(key, op, vals) with the LabelSelector operators
+ * (=, in, notin, exists, !): every problem found, aggregated as upstream's
+ * ErrorList does, or NULL with *r filled (owning copies of key and the
+ * values, which are borrowed here). */
+static char *new_requirement(const char *key, ckube_sel_op op, const char *const *vals, size_t n,
+                             ckube_sel_requirement *r)
+{
+    errlist e = {0};
+    char *why = ckube_is_qualified_name(key);
+    if (why) {
+        char *m = invalid_error("key", key, why);
+        errlist_add(&e, m ? m : strdup("out of memory"));
+        free(why);
+    }
+    const char *detail = NULL;
+    if ((op == CKUBE_SEL_IN || op == CKUBE_SEL_NOT_IN) && n == 0)
+        detail = "for 'in', 'notin' operators, values set can't be empty";
+    else if (op == CKUBE_SEL_EQUALS && n != 1)
+        detail = "exact-match compatibility requires one single value";
+    else if ((op == CKUBE_SEL_EXISTS || op == CKUBE_SEL_DOES_NOT_EXIST) && n != 0)
+        detail = "values set must be empty for exists and does not exist";
+    if (detail) {
+        char *slice = go_string_slice(vals, n);
+        char *m = slice ? xasprintf("values: Invalid value: %s: %s", slice, detail) : NULL;
+        errlist_add(&e, m ? m : strdup("out of memory"));
+        free(slice);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *bad = ckube_is_label_value(vals[i]);
+        if (!bad)
+            continue;
+        char *path = xasprintf("values[%zu][%s]", i, key);
+        char *m = path ? invalid_error(path, vals[i], bad) : NULL;
+        errlist_add(&e, m ? m : strdup("out of memory"));
+        free(path);
+        free(bad);
+    }
+    char *msg = errlist_aggregate(&e);
+    if (msg)
+        return msg;
+    strset set = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (strset_insert(&set, vals[i]) < 0) {
+            strset_free(&set);
+            return strdup("out of memory");
+        }
+    }
+    strset_finish(&set);
+    r->key = strdup(key);
+    if (!r->key) {
+        strset_free(&set);
+        return strdup("out of memory");
+    }
+    r->op = op;
+    r->values = set.v;
+    r->nvalues = set.n;
+    return NULL;
+}
+
+/* Appends the requirement new_requirement makes, or returns its error. */
+static char *add_requirement(ckube_selector *sel, const char *key, ckube_sel_op op,
+                             const char *const *vals, size_t n)
+{
+    ckube_sel_requirement r = {0};
+    char *msg = new_requirement(key, op, vals, n, &r);
+    if (!msg && sel_append(sel, &r) < 0) {
+        req_clear(&r);
+        msg = strdup("out of memory");
+    }
+    return msg;
+}
+
+/* One matchExpressions entry (its index i names it in type errors). */
+static char *add_expression(ckube_selector *sel, const json_t *expr, size_t i)
+{
+    if (!json_is_object(expr))
+        return xasprintf("matchExpressions[%zu]: must be an object", i);
+    const json_t *k = json_object_get(expr, "key"), *o = json_object_get(expr, "operator");
+    const json_t *vs = json_object_get(expr, "values");
+    if ((k && !json_is_null(k) && !json_is_string(k)) ||
+        (o && !json_is_null(o) && !json_is_string(o)))
+        return xasprintf("matchExpressions[%zu]: key and operator must be strings", i);
+    if (vs && !json_is_null(vs) && !json_is_array(vs))
+        return xasprintf("matchExpressions[%zu].values: must be an array of strings", i);
+    const char *key = json_is_string(k) ? json_string_value(k) : "";
+    const char *opname = json_is_string(o) ? json_string_value(o) : "";
+    ckube_sel_op op;
+    if (!strcmp(opname, "In"))
+        op = CKUBE_SEL_IN;
+    else if (!strcmp(opname, "NotIn"))
+        op = CKUBE_SEL_NOT_IN;
+    else if (!strcmp(opname, "Exists"))
+        op = CKUBE_SEL_EXISTS;
+    else if (!strcmp(opname, "DoesNotExist"))
+        op = CKUBE_SEL_DOES_NOT_EXIST;
+    else {
+        char *q = ckube_go_quote(opname);
+        char *m = q ? xasprintf("%s is not a valid label selector operator", q) : NULL;
+        free(q);
+        return m ? m : strdup("out of memory");
+    }
+    size_t n = json_array_size(vs);
+    const char **vals = n ? calloc(n, sizeof *vals) : NULL;
+    if (n && !vals)
+        return strdup("out of memory");
+    for (size_t j = 0; j < n; j++) {
+        vals[j] = json_string_value(json_array_get(vs, j));
+        if (!vals[j]) {
+            free(vals);
+            return xasprintf("matchExpressions[%zu].values[%zu]: must be a string", i, j);
+        }
+    }
+    char *msg = add_requirement(sel, key, op, vals, n);
+    free(vals);
+    return msg;
+}
+
+static char *label_selector_from_json(const json_t *ls, ckube_selector *sel)
+{
+    if (!json_is_object(ls))
+        return strdup("a LabelSelector must be an object");
+    const json_t *ml = json_object_get(ls, "matchLabels");
+    const json_t *me = json_object_get(ls, "matchExpressions");
+    if (ml && !json_is_null(ml) && !json_is_object(ml))
+        return strdup("matchLabels: must be an object of strings");
+    if (me && !json_is_null(me) && !json_is_array(me))
+        return strdup("matchExpressions: must be an array");
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)ml, k, v)
+    {
+        const char *val = json_string_value(v);
+        if (!val)
+            return xasprintf("matchLabels[%s]: must be a string", k);
+        char *msg = add_requirement(sel, k, CKUBE_SEL_EQUALS, &val, 1);
+        if (msg)
+            return msg;
+    }
+    size_t i;
+    json_array_foreach(me, i, v)
+    {
+        char *msg = add_expression(sel, v, i);
+        if (msg)
+            return msg;
+    }
+    return NULL;
+}
+
+int ckube_label_selector_from_json(const json_t *ls, ckube_selector **out, char **err)
+{
+    if (err)
+        *err = NULL;
+    *out = NULL;
+    ckube_selector *sel = calloc(1, sizeof *sel);
+    char *msg = sel ? label_selector_from_json(ls, sel) : strdup("out of memory");
+    if (!msg && sort_by_key(sel) < 0)
+        msg = strdup("out of memory");
+    if (msg) {
+        ckube_selector_free(sel);
+        set_err(err, msg);
+        return -1;
+    }
+    *out = sel;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Field selectors.                                                         */
 
 /* Length of the UTF-8 sequence at s (1 for an invalid byte). */

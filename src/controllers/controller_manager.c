@@ -4,6 +4,7 @@
  * the Lease acts. */
 #include "controllers/controller_manager.h"
 
+#include "controllers/clusterrole_aggregation.h"
 #include "controllers/gc.h"
 #include "controllers/namespace.h"
 #include "controllers/podcounter.h"
@@ -26,6 +27,7 @@ struct cm {
     podcounter *pc;
     sactl *sa;
     rootca *rootca;
+    cragg *cragg;
 };
 
 bool cm_controller_enabled(const char *spec, const char *name)
@@ -90,6 +92,15 @@ static int rootca_run(void *ctx)
 static void rootca_halt(void *ctx)
 {
     rootca_stop(ctx);
+}
+
+static int cragg_run(void *ctx)
+{
+    return cragg_start(ctx);
+}
+static void cragg_halt(void *ctx)
+{
+    cragg_stop(ctx);
 }
 
 /* The whole of a file (malloc'd, *len bytes), or NULL. */
@@ -255,6 +266,11 @@ cm *cm_new(const cm_opts *o, char **err)
             rc |= add_controller(c, "root-ca-certificate-publisher-controller", rootca_run,
                                  rootca_halt, c->rootca);
     }
+    if (cm_controller_enabled(spec, "clusterrole-aggregation")) {
+        c->cragg = cragg_new(client, f, NULL);
+        rc |= add_controller(c, "clusterrole-aggregation-controller", cragg_run, cragg_halt,
+                             c->cragg);
+    }
     if (rc) {
         if (err && !*err)
             *err = strdup("cannot set up the controllers");
@@ -301,6 +317,7 @@ void cm_free(cm *c)
     podcounter_free(c->pc);
     sactl_free(c->sa);
     rootca_free(c->rootca);
+    cragg_free(c->cragg);
     nsctl_free(c->ns);
     gc_free(c->gc);
     free(c);

@@ -13,7 +13,9 @@
 #include <stdint.h>
 
 /* The controllers, by their --controllers names. */
-#define CM_CONTROLLERS "namespace,garbagecollector,podcounter,serviceaccount,root-ca-cert-publisher"
+#define CM_CONTROLLERS                                                                             \
+    "namespace,garbagecollector,podcounter,serviceaccount,root-ca-cert-publisher,"                 \
+    "clusterrole-aggregation"
 
 typedef struct cm_opts {
     const ckube_config *config; /* required; copied by the manager */

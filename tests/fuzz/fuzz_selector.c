@@ -1,12 +1,17 @@
-/* Fuzzes the label and field selector parsers.
+/* Fuzzes the label and field selector parsers, and the conversion of a
+ * LabelSelector object (an input that is JSON).
  *
  * Invariants checked: parsing never crashes or leaks; an accepted selector's
  * canonical string parses again to the same number of requirements, and is
- * a fixed point from then on; matching against a tiny object is safe. */
+ * a fixed point from then on; matching against a tiny object is safe. A
+ * LabelSelector accepted by ckube_label_selector_from_json is valid as a
+ * string too: its canonical form parses (with as many requirements). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "ckube/selector.h"
 
@@ -59,8 +64,36 @@ static void check(parse_fn parse, const char *in)
     ckube_selector_free(third);
 }
 
+static void check_json(const uint8_t *data, size_t size)
+{
+    json_t *ls = json_loadb((const char *)data, size, JSON_DECODE_ANY, NULL);
+    if (!ls)
+        return;
+    ckube_selector *sel = NULL;
+    char *err = NULL;
+    if (ckube_label_selector_from_json(ls, &sel, &err) != 0) {
+        if (!err || sel)
+            abort();
+        free(err);
+        json_decref(ls);
+        return;
+    }
+    (void)ckube_selector_matches(sel, lookup, NULL);
+    char *s = ckube_selector_string(sel);
+    ckube_selector *again = NULL;
+    if (!s || ckube_label_selector_parse(s, &again, NULL) != 0 || again->nreqs != sel->nreqs) {
+        fprintf(stderr, "LabelSelector's string does not parse: [%s]\n", s ? s : "(null)");
+        abort();
+    }
+    free(s);
+    ckube_selector_free(sel);
+    ckube_selector_free(again);
+    json_decref(ls);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    check_json(data, size);
     char *in = malloc(size + 1);
     if (!in)
         return 0;

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include <jansson.h>
+
 #include "ckube/selector.h"
 
 /* An object's labels (or fields): NULL-terminated key/value pairs. */
@@ -412,6 +414,117 @@ static void test_null_input(void **state)
     ckube_selector_free(NULL);
 }
 
+/* ---- LabelSelector objects (metav1.LabelSelectorAsSelector) ---- */
+
+static ckube_selector *from_json(const char *text)
+{
+    json_error_t je;
+    json_t *ls = json_loads(text, 0, &je);
+    assert_non_null(ls);
+    ckube_selector *sel = NULL;
+    char *err = NULL;
+    if (ckube_label_selector_from_json(ls, &sel, &err) != 0)
+        fail_msg("%s: %s", text, err ? err : "(null)");
+    json_decref(ls);
+    assert_null(err);
+    assert_non_null(sel);
+    return sel;
+}
+
+static void expect_json_error(const char *text, const char *want)
+{
+    json_t *ls = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+    assert_true(ls || !text);
+    ckube_selector *sel = (ckube_selector *)1;
+    char *err = NULL;
+    assert_int_equal(ckube_label_selector_from_json(ls, &sel, &err), -1);
+    assert_null(sel);
+    assert_non_null(err);
+    if (strcmp(err, want) != 0)
+        fail_msg("selector %s\n got: %s\nwant: %s", text ? text : "NULL", err, want);
+    free(err);
+    assert_int_equal(ckube_label_selector_from_json(ls, &sel, NULL), -1);
+    json_decref(ls);
+}
+
+static void test_from_json(void **state)
+{
+    (void)state;
+    /* empty: everything */
+    const char *everything[] = {"{}", "{\"matchLabels\":{},\"matchExpressions\":[]}",
+                                "{\"matchLabels\":null,\"matchExpressions\":null}"};
+    for (size_t i = 0; i < sizeof everything / sizeof *everything; i++) {
+        ckube_selector *sel = from_json(everything[i]);
+        assert_true(ckube_selector_empty(sel));
+        assert_true(matches(sel, NONE));
+        ckube_selector_free(sel);
+    }
+    /* matchLabels and matchExpressions ANDed, sorted by key as upstream's
+     * Add, values sorted */
+    ckube_selector *sel =
+        from_json("{\"matchLabels\":{\"env\":\"prod\"},\"matchExpressions\":["
+                  "{\"key\":\"tier\",\"operator\":\"In\",\"values\":[\"fe\",\"be\"]},"
+                  "{\"key\":\"canary\",\"operator\":\"DoesNotExist\"},"
+                  "{\"key\":\"env\",\"operator\":\"Exists\",\"values\":null}]}");
+    expect_str(sel, "!canary,env=prod,env,tier in (be,fe)");
+    assert_true(matches(sel, PROD));
+    assert_false(matches(sel, DEV));
+    const kv canary[] = {{"env", "prod"}, {"tier", "fe"}, {"canary", "1"}, {NULL, NULL}};
+    assert_false(matches(sel, canary));
+    ckube_selector_free(sel);
+    sel = from_json("{\"matchExpressions\":[{\"key\":\"env\",\"operator\":\"NotIn\","
+                    "\"values\":[\"prod\",\"qa\"]}]}");
+    assert_true(matches(sel, NONE)); /* NotIn matches a missing key */
+    assert_true(matches(sel, DEV));
+    assert_false(matches(sel, QA));
+    ckube_selector_free(sel);
+    sel = from_json("{\"matchLabels\":{\"env\":\"\"}}");
+    assert_true(matches(sel, EMPTY_ENV));
+    assert_false(matches(sel, NONE));
+    ckube_selector_free(sel);
+
+    /* NewRequirement's errors */
+    expect_json_error("{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\"}]}",
+                      "values: Invalid value: []string(nil): for 'in', 'notin' operators, "
+                      "values set can't be empty");
+    expect_json_error("{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"NotIn\","
+                      "\"values\":[]}]}",
+                      "values: Invalid value: []string(nil): for 'in', 'notin' operators, "
+                      "values set can't be empty");
+    expect_json_error("{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"Exists\","
+                      "\"values\":[\"x\",\"y\"]}]}",
+                      "values: Invalid value: []string{\"x\", \"y\"}: values set must be empty "
+                      "for exists and does not exist");
+    expect_json_error("{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"Gt\","
+                      "\"values\":[\"1\"]}]}",
+                      "\"Gt\" is not a valid label selector operator");
+    expect_json_error("{\"matchExpressions\":[{\"key\":\"a\"}]}",
+                      "\"\" is not a valid label selector operator");
+    expect_json_error("{\"matchLabels\":{\"-a\":\"b\"}}",
+                      "key: Invalid value: \"-a\": " NAME_PART_REGEX);
+    expect_json_error("{\"matchLabels\":{\"a\":\"-b\"}}",
+                      "values[0][a]: Invalid value: \"-b\": " LABEL_VALUE_REGEX);
+    expect_json_error("{\"matchLabels\":{\"-a\":\"-b\"}}",
+                      "[key: Invalid value: \"-a\": " NAME_PART_REGEX
+                      ", values[0][-a]: Invalid value: \"-b\": " LABEL_VALUE_REGEX "]");
+    /* not the API's types */
+    expect_json_error(NULL, "a LabelSelector must be an object");
+    expect_json_error("null", "a LabelSelector must be an object");
+    expect_json_error("[]", "a LabelSelector must be an object");
+    expect_json_error("{\"matchLabels\":[]}", "matchLabels: must be an object of strings");
+    expect_json_error("{\"matchLabels\":{\"a\":1}}", "matchLabels[a]: must be a string");
+    expect_json_error("{\"matchExpressions\":{}}", "matchExpressions: must be an array");
+    expect_json_error("{\"matchExpressions\":[1]}", "matchExpressions[0]: must be an object");
+    expect_json_error("{\"matchExpressions\":[{\"key\":1,\"operator\":\"In\"}]}",
+                      "matchExpressions[0]: key and operator must be strings");
+    expect_json_error("{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\","
+                      "\"values\":\"x\"}]}",
+                      "matchExpressions[0].values: must be an array of strings");
+    expect_json_error("{\"matchExpressions\":[{\"key\":\"a\",\"operator\":\"In\","
+                      "\"values\":[\"x\",2]}]}",
+                      "matchExpressions[0].values[1]: must be a string");
+}
+
 /* ---- field selectors ---- */
 
 static void test_field_basic(void **state)
@@ -564,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_invalid_keys_values),
         cmocka_unit_test(test_null_input),
+        cmocka_unit_test(test_from_json),
         cmocka_unit_test(test_field_basic),
         cmocka_unit_test(test_field_missing_is_empty),
         cmocka_unit_test(test_field_escapes),
