@@ -5,7 +5,10 @@
  * compiled and matched. Invariants: nothing crashes or leaks; a rule
  * with "*" verbs, groups and resources allows every resource request; a
  * request allowed by one compiled rule is allowed by the same rule
- * compiled again (matching has no state). */
+ * compiled again (matching has no state); every right is covered by
+ * full authority ("*" on everything and every URL), and rules cover
+ * themselves (rbac_uncovered_rights) unless one names both resources and
+ * URLs (upstream's coverage asks a URL right's owner for no names). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +59,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rbac_rules_free(rules, n);
     }
     json_decref(all);
+    const json_t *wanted = json_object_get(doc, "rules");
+    if (json_is_array(wanted)) {
+        json_t *full = json_loads("[{\"verbs\":[\"*\"],\"apiGroups\":[\"*\"],\"resources\":[\"*\"]},"
+                                  "{\"verbs\":[\"*\"],\"nonResourceURLs\":[\"*\"]}]",
+                                  0, NULL);
+        rbac_rules_compile(full, &rules, &n);
+        char *miss = rbac_uncovered_rights(rules, n, wanted);
+        if (miss)
+            abort();
+        rbac_rules_free(rules, n);
+        json_decref(full);
+        bool mixed = false;
+        size_t k;
+        const json_t *r;
+        json_array_foreach(wanted, k, r) mixed |=
+            json_array_size(json_object_get(r, "resourceNames")) &&
+            json_array_size(json_object_get(r, "nonResourceURLs"));
+        rbac_rules_compile(wanted, &rules, &n);
+        miss = rbac_uncovered_rights(rules, n, wanted);
+        if (miss && !mixed)
+            abort();
+        free(miss);
+        rbac_rules_free(rules, n);
+    }
     const char *groups[8];
     size_t ng = 0, i;
     const json_t *g;

@@ -23,6 +23,7 @@
 #include <sys/tree.h>
 
 #include "ckube/json.h"
+#include "ckube/validation.h"
 #include "common/text.h"
 #include "common/xalloc.h"
 
@@ -31,15 +32,18 @@ typedef struct role {
     char *key;
     rbac_rule *rules;
     size_t nrules;
+    json_t *rules_json; /* the rules as stored, for rbac_rules_for */
 } role;
 
 typedef struct binding {
     RB_ENTRY(binding) node;
     char *key;
+    char *name;      /* metadata.name */
     char *ns;        /* "" for a ClusterRoleBinding */
     bool to_cluster; /* roleRef is a ClusterRole */
     char *role_name;
     char **subject_keys; /* the subjects' index keys */
+    char **subject_desc; /* and how upstream names them: `User "x"`, ... */
     size_t nsubjects;
 } binding;
 
@@ -90,16 +94,21 @@ rbac_index *rbac_index_new(void)
 static void role_free(role *r)
 {
     rbac_rules_free(r->rules, r->nrules);
+    json_decref(r->rules_json);
     free(r->key);
     free(r);
 }
 
 static void binding_free(binding *b)
 {
-    for (size_t i = 0; i < b->nsubjects; i++)
+    for (size_t i = 0; i < b->nsubjects; i++) {
         free(b->subject_keys[i]);
+        free(b->subject_desc[i]);
+    }
     free(b->subject_keys);
+    free(b->subject_desc);
     free(b->key);
+    free(b->name);
     free(b->ns);
     free(b->role_name);
     free(b);
@@ -160,7 +169,9 @@ static void apply_role(rbac_index *ix, const json_t *obj, bool cluster, bool del
     r->key = probe.key;
     /* A ClusterRole with an aggregationRule carries the aggregated rules
      * in `rules` (its controller keeps them): they count as any rules. */
-    rbac_rules_compile(json_object_get(obj, "rules"), &r->rules, &r->nrules);
+    const json_t *rules = json_object_get(obj, "rules");
+    rbac_rules_compile(rules, &r->rules, &r->nrules);
+    r->rules_json = json_is_array(rules) ? json_deep_copy(rules) : json_array();
     RB_INSERT(role_tree, &ix->roles, r);
 }
 
@@ -196,6 +207,27 @@ static char *subject_key(const json_t *subj, const char *binding_ns)
         return *ns ? xasprintf("u:system:serviceaccount:%s:%s", ns, name) : NULL;
     }
     return NULL;
+}
+
+/* How upstream's describeSubject names a subject in an allow reason:
+ * `User "x"`, `Group "x"`, `ServiceAccount "name/ns"` (the namespace
+ * defaulting to the binding's, "" in a ClusterRoleBinding's reason). */
+static char *subject_describe(const json_t *subj, const char *binding_ns)
+{
+    const char *kind = json_string_value(json_object_get(subj, "kind"));
+    const char *name = json_string_value(json_object_get(subj, "name"));
+    char *out, *q;
+    if (!strcmp(kind, "ServiceAccount")) {
+        const char *ns = json_string_value(json_object_get(subj, "namespace"));
+        char *nn = xasprintf("%s/%s", name, ns && *ns ? ns : binding_ns);
+        q = ckube_go_quote(nn);
+        free(nn);
+    } else {
+        q = ckube_go_quote(name);
+    }
+    out = xasprintf("%s %s", kind, q);
+    free(q);
+    return out;
 }
 
 static void unlink_binding(rbac_index *ix, binding *b)
@@ -238,11 +270,14 @@ static void apply_binding(rbac_index *ix, const json_t *obj, bool cluster, bool 
     b->key = probe.key;
     const char *ns =
         cluster ? "" : json_string_value(ckube_json_get_path(obj, "metadata.namespace"));
+    const char *name = json_string_value(ckube_json_get_path(obj, "metadata.name"));
     b->ns = xstrdup(ns ? ns : "");
+    b->name = xstrdup(name ? name : "");
     b->to_cluster = !strcmp(ref_kind, "ClusterRole");
     b->role_name = xstrdup(ref_name);
     const json_t *subjects = json_object_get(obj, "subjects");
     b->subject_keys = xcalloc(json_array_size(subjects) + 1, sizeof *b->subject_keys);
+    b->subject_desc = xcalloc(json_array_size(subjects) + 1, sizeof *b->subject_desc);
     RB_INSERT(binding_tree, &ix->bindings, b);
     size_t i;
     const json_t *subj;
@@ -264,6 +299,7 @@ static void apply_binding(rbac_index *ix, const json_t *obj, bool cluster, bool 
             s->bindings = xrealloc(s->bindings, s->cap * sizeof *s->bindings);
         }
         s->bindings[s->n++] = b;
+        b->subject_desc[b->nsubjects] = subject_describe(subj, cluster ? "" : b->ns);
         b->subject_keys[b->nsubjects++] = key;
     }
 }
@@ -327,39 +363,74 @@ static void note_missing(missing *m, const binding *b)
         free(msg);
 }
 
-/* Whether binding b (one that names the user) allows req. */
-static bool binding_allows(rbac_index *ix, const binding *b, const rbac_request *req, missing *m)
+/* The role binding b refers to, or NULL (noted in m when given). */
+static const role *binding_role(rbac_index *ix, const binding *b, missing *m)
 {
-    const char *ns = req->namespace_ ? req->namespace_ : "";
-    if (*b->ns && strcmp(b->ns, ns))
-        return false; /* a RoleBinding of another namespace */
     char buf[512];
     char *key = key_join(buf, sizeof buf, b->to_cluster ? "" : b->ns, "/", b->role_name);
     role probe = {.key = key};
     const role *r = RB_FIND(role_tree, &ix->roles, &probe);
     key_free(key, buf);
-    if (!r) {
+    if (!r && m)
         note_missing(m, b);
+    return r;
+}
+
+/* Whether binding b applies to a request in namespace ns: every
+ * ClusterRoleBinding, the RoleBindings of ns. */
+static bool binding_in_scope(const binding *b, const char *ns)
+{
+    return !*b->ns || !strcmp(b->ns, ns ? ns : "");
+}
+
+/* Whether binding b (one that names the user) allows req. */
+static bool binding_allows(rbac_index *ix, const binding *b, const rbac_request *req, missing *m)
+{
+    if (!binding_in_scope(b, req->namespace_))
+        return false; /* a RoleBinding of another namespace */
+    const role *r = binding_role(ix, b, m);
+    if (!r)
         return false;
-    }
     for (size_t i = 0; i < r->nrules; i++)
         if (rbac_rule_allows(&r->rules[i], req))
             return true;
     return false;
 }
 
+/* Upstream's allow reason: `RBAC: allowed by ClusterRoleBinding "b" of
+ * ClusterRole "r" to Group "g"` (a RoleBinding as "name/ns"). */
+static char *allow_reason(const binding *b, const char *subject_key)
+{
+    const char *desc = "";
+    for (size_t i = 0; i < b->nsubjects; i++)
+        if (!strcmp(b->subject_keys[i], subject_key))
+            desc = b->subject_desc[i];
+    char *bn = *b->ns ? xasprintf("%s/%s", b->name, b->ns) : xstrdup(b->name);
+    char *qb = ckube_go_quote(bn), *qr = ckube_go_quote(b->role_name);
+    char *out = xasprintf("RBAC: allowed by %s %s of %s %s to %s",
+                          *b->ns ? "RoleBinding" : "ClusterRoleBinding", qb,
+                          b->to_cluster ? "ClusterRole" : "Role", qr, desc);
+    free(bn);
+    free(qb);
+    free(qr);
+    return out;
+}
+
 /* Whether any binding of subject `key` allows req; ClusterRoleBindings
  * are tried in the first pass, RoleBindings in the second (upstream
- * visits cluster-wide bindings first). */
+ * visits cluster-wide bindings first). The allowing binding goes to
+ * *by. */
 static bool subject_allows(rbac_index *ix, const char *key, const rbac_request *req, bool cluster,
-                           missing *m)
+                           missing *m, const binding **by)
 {
     subject probe = {.key = (char *)key};
     const subject *s = RB_FIND(subject_tree, &ix->subjects, &probe);
     for (size_t i = 0; s && i < s->n; i++) {
         const binding *b = s->bindings[i];
-        if ((*b->ns == '\0') == cluster && binding_allows(ix, b, req, m))
+        if ((*b->ns == '\0') == cluster && binding_allows(ix, b, req, m)) {
+            *by = b;
             return true;
+        }
     }
     return false;
 }
@@ -391,32 +462,105 @@ bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *r
     if (!user->name)
         return false;
     missing m = {.n = 0};
-    bool allowed = false;
+    const binding *by = NULL;
+    char *by_key = NULL;
     char buf[512];
     pthread_rwlock_rdlock(&ix->lock);
-    for (int pass = 0; pass < 2 && !allowed; pass++) {
+    for (int pass = 0; pass < 2 && !by; pass++) {
         bool cluster = pass == 0;
         if (!cluster && !(req->namespace_ && *req->namespace_))
             break; /* no RoleBinding applies outside a namespace */
-        char *key = key_join(buf, sizeof buf, "u:", user->name, "");
-        allowed = subject_allows(ix, key, req, cluster, &m);
-        key_free(key, buf);
-        for (size_t g = 0; g < user->ngroups && !allowed; g++) {
-            if (!user->groups[g])
+        for (size_t g = 0; g <= user->ngroups && !by; g++) {
+            const char *who = g ? user->groups[g - 1] : user->name;
+            if (!who)
                 continue;
-            key = key_join(buf, sizeof buf, "g:", user->groups[g], "");
-            allowed = subject_allows(ix, key, req, cluster, &m);
+            char *key = key_join(buf, sizeof buf, g ? "g:" : "u:", who, "");
+            if (subject_allows(ix, key, req, cluster, &m, &by) && reason)
+                by_key = xstrdup(key);
             key_free(key, buf);
         }
     }
+    /* Read under the lock: the binding may go once it is released. */
+    char *allowed_by = by && reason ? allow_reason(by, by_key) : NULL;
     pthread_rwlock_unlock(&ix->lock);
-    char *r = allowed ? NULL : reason_of(&m);
-    if (allowed)
+    free(by_key);
+    char *r = by ? allowed_by : reason_of(&m);
+    if (by)
         for (size_t i = 0; i < m.n; i++)
             free(m.msgs[i]);
     if (reason)
         *reason = r;
     else
         free(r);
-    return allowed;
+    return by != NULL;
+}
+
+/* ---- the rules that apply ------------------------------------------------------ */
+
+/* Adds the rules of the bindings of subject `key` in scope of ns to
+ * out, each binding once (seen). */
+static void collect_subject(rbac_index *ix, const char *key, const char *ns, json_t *out,
+                            missing *m, const binding ***seen, size_t *nseen, size_t *cap)
+{
+    subject probe = {.key = (char *)key};
+    const subject *s = RB_FIND(subject_tree, &ix->subjects, &probe);
+    for (size_t i = 0; s && i < s->n; i++) {
+        const binding *b = s->bindings[i];
+        if (!binding_in_scope(b, ns))
+            continue;
+        bool dup = false;
+        for (size_t j = 0; j < *nseen && !dup; j++)
+            dup = (*seen)[j] == b;
+        if (dup)
+            continue;
+        if (*nseen == *cap) {
+            *cap = *cap ? 2 * *cap : 8;
+            *seen = xrealloc(*seen, *cap * sizeof **seen);
+        }
+        (*seen)[(*nseen)++] = b;
+        const role *r = binding_role(ix, b, m);
+        size_t k;
+        json_t *rule;
+        if (r)
+            json_array_foreach(r->rules_json, k, rule) json_array_append_new(out, json_deep_copy(rule));
+    }
+}
+
+json_t *rbac_rules_for(rbac_index *ix, const rbac_user *user, const char *ns, char **errors)
+{
+    json_t *out = json_array();
+    missing m = {.n = 0};
+    const binding **seen = NULL;
+    size_t nseen = 0, cap = 0;
+    char buf[512];
+    if (!ns)
+        ns = "";
+    pthread_rwlock_rdlock(&ix->lock);
+    for (size_t g = 0; user->name && g <= user->ngroups; g++) {
+        const char *who = g ? user->groups[g - 1] : user->name;
+        if (!who)
+            continue;
+        char *key = key_join(buf, sizeof buf, g ? "g:" : "u:", who, "");
+        collect_subject(ix, key, ns, out, &m, &seen, &nseen, &cap);
+        key_free(key, buf);
+    }
+    pthread_rwlock_unlock(&ix->lock);
+    free(seen);
+    char *r = reason_of(&m); /* "RBAC: ..." */
+    if (errors)
+        *errors = r ? xstrdup(r + strlen("RBAC: ")) : NULL;
+    free(r);
+    return out;
+}
+
+json_t *rbac_role_rules(rbac_index *ix, bool cluster, const char *ns, const char *name)
+{
+    char *key = xasprintf("%s/%s", cluster ? "" : ns ? ns : "", name);
+    role probe = {.key = key};
+    pthread_rwlock_rdlock(&ix->lock);
+    const role *r = RB_FIND(role_tree, &ix->roles, &probe);
+    json_t *out = r ? json_deep_copy(r->rules_json) : NULL;
+    pthread_rwlock_unlock(&ix->lock);
+    free(key);
+    return out;
 }

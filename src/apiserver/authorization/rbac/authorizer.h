@@ -38,9 +38,24 @@ void rbac_index_free(rbac_index *ix);
  * the rest is read into the index. */
 void rbac_index_apply(rbac_index *ix, rbac_kind kind, const json_t *obj, bool deleted);
 
-/* Whether RBAC allows `req` for `user`. On a denial *reason (when reason
- * is given) is NULL or upstream's reason text (malloc'd; the caller
- * frees), which the 403 message ends with. */
+/* Whether RBAC allows `req` for `user`. When reason is given, *reason is
+ * upstream's reason text (malloc'd; the caller frees) or NULL: on an
+ * allow `RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to
+ * User "u"`, on a denial the roles that bindings name but that do not
+ * exist (`RBAC: clusterrole.rbac.authorization.k8s.io "x" not found`),
+ * which the 403 message ends with. */
 bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *req, char **reason);
+
+/* Every rule that applies to `user` in namespace `ns` ("" or NULL:
+ * ClusterRoleBindings only), as upstream's RulesFor: a new JSON array of
+ * PolicyRule objects (copies; each binding counted once). *errors (when
+ * given) is NULL, or the roles bindings name that do not exist, as
+ * upstream's aggregate error (`clusterrole.rbac.authorization.k8s.io "x"
+ * not found`, several as "[a, b]"; malloc'd). */
+json_t *rbac_rules_for(rbac_index *ix, const rbac_user *user, const char *ns, char **errors);
+
+/* The rules of ClusterRole `name` (cluster) or Role ns/name: a new JSON
+ * array, or NULL when it does not exist. */
+json_t *rbac_role_rules(rbac_index *ix, bool cluster, const char *ns, const char *name);
 
 #endif

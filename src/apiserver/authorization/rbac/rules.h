@@ -62,4 +62,17 @@ bool rbac_rule_allows(const rbac_rule *rule, const rbac_request *req);
  * namespace defaulting to the binding's). */
 bool rbac_subject_applies(const json_t *subject, const rbac_user *user, const char *ns);
 
+/* The rights `wanted` (a PolicyRule array, borrowed JSON) grants that
+ * the `owner` rules do not cover (upstream's validation.Covers): a new
+ * array of them broken down as BreakdownRule (one verb and one group,
+ * resource and name, or one URL, per rule), in the order asked. */
+json_t *rbac_uncovered_rules(const rbac_rule *owner, size_t n, const json_t *wanted);
+
+/* The same rights as upstream's ConfirmNoEscalation lists
+ * them (validation.Covers over BreakdownRule's atomic rights, compacted
+ * as CompactRules, each as rbacv1helpers.CompactString, e.g.
+ * `{APIGroups:[""], Resources:["pods"], Verbs:["get" "list"]}`, sorted,
+ * one per line): malloc'd, or NULL when owner covers everything. */
+char *rbac_uncovered_rights(const rbac_rule *owner, size_t n, const json_t *wanted);
+
 #endif

@@ -194,12 +194,104 @@ static void test_subjects(void **state)
     assert_false(applies("{\"kind\":\"User\"}", "jane", NULL, 0, ""));
 }
 
+/* What `owner` (rules JSON) lacks of `wanted` (rules JSON), or NULL. */
+static char *uncovered(const char *owner_json, const char *wanted_json)
+{
+    json_error_t e;
+    json_t *owner = json_loads(owner_json, 0, &e), *wanted = json_loads(wanted_json, 0, &e);
+    assert_non_null(owner);
+    assert_non_null(wanted);
+    rbac_rule *r = NULL;
+    size_t n = 0;
+    rbac_rules_compile(owner, &r, &n);
+    char *out = rbac_uncovered_rights(r, n, wanted);
+    rbac_rules_free(r, n);
+    json_decref(owner);
+    json_decref(wanted);
+    return out;
+}
+
+static void expect_uncovered(const char *owner, const char *wanted, const char *want)
+{
+    char *got = uncovered(owner, wanted);
+    if (!want)
+        assert_null(got);
+    else
+        assert_string_equal(got, want);
+    free(got);
+}
+
+/* validation.Covers over BreakdownRule, CompactRules and CompactString,
+ * as ConfirmNoEscalation prints what is missing. */
+static void test_coverage(void **state)
+{
+    (void)state;
+    const char *admin = "[{\"verbs\":[\"*\"],\"apiGroups\":[\"*\"],\"resources\":[\"*\"]},"
+                        "{\"verbs\":[\"*\"],\"nonResourceURLs\":[\"*\"]}]";
+    const char *cm_get = "[{\"verbs\":[\"get\"],\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"]}]";
+    /* everything covers everything; a right held exactly covers itself */
+    expect_uncovered(admin, admin, NULL);
+    expect_uncovered(cm_get, cm_get, NULL);
+    expect_uncovered("[]", "[]", NULL);
+    /* missing verbs of one resource are compacted into one line, in the
+     * order asked; lines are sorted */
+    expect_uncovered(cm_get,
+                     "[{\"verbs\":[\"get\",\"delete\",\"list\"],\"apiGroups\":[\"\",\"apps\"],"
+                     "\"resources\":[\"configmaps\"]}]",
+                     "{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"delete\" \"list\"]}\n"
+                     "{APIGroups:[\"apps\"], Resources:[\"configmaps\"], Verbs:[\"get\" \"delete\" "
+                     "\"list\"]}");
+    /* a "*" asked for is covered only by a "*" */
+    expect_uncovered(cm_get, "[{\"verbs\":[\"*\"],\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"]}]",
+                     "{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"*\"]}");
+    /* subresources: "<star>/scale" covers any resource's scale, "pods"
+     * does not cover pods/log */
+    expect_uncovered("[{\"verbs\":[\"get\"],\"apiGroups\":[\"*\"],\"resources\":[\"*/scale\","
+                     "\"pods\"]}]",
+                     "[{\"verbs\":[\"get\"],\"apiGroups\":[\"apps\"],\"resources\":["
+                     "\"deployments/scale\",\"pods\",\"pods/log\"]}]",
+                     "{APIGroups:[\"apps\"], Resources:[\"pods/log\"], Verbs:[\"get\"]}");
+    /* resource names: an owner without names covers any; with names only
+     * those; a wanted rule without names needs an owner without names */
+    expect_uncovered(cm_get,
+                     "[{\"verbs\":[\"get\"],\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],"
+                     "\"resourceNames\":[\"a\"]}]",
+                     NULL);
+    expect_uncovered("[{\"verbs\":[\"get\"],\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],"
+                     "\"resourceNames\":[\"a\"]}]",
+                     "[{\"verbs\":[\"get\"],\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],"
+                     "\"resourceNames\":[\"a\",\"b\"]},"
+                     "{\"verbs\":[\"get\"],\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"]}]",
+                     "{APIGroups:[\"\"], Resources:[\"configmaps\"], ResourceNames:[\"b\"], "
+                     "Verbs:[\"get\"]}\n"
+                     "{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"get\"]}");
+    /* URLs: a prefix ending in "*" covers longer paths; each missing URL
+     * right is its own line */
+    expect_uncovered("[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/healthz/*\",\"/version\"]}]",
+                     "[{\"verbs\":[\"get\",\"post\"],\"nonResourceURLs\":[\"/healthz/etcd\","
+                     "\"/version\"]}]",
+                     "{NonResourceURLs:[\"/healthz/etcd\"], Verbs:[\"post\"]}\n"
+                     "{NonResourceURLs:[\"/version\"], Verbs:[\"post\"]}");
+    /* resource rights do not cover URL rights, nor the reverse */
+    expect_uncovered("[{\"verbs\":[\"*\"],\"apiGroups\":[\"*\"],\"resources\":[\"*\"]}]",
+                     "[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/metrics\"]}]",
+                     "{NonResourceURLs:[\"/metrics\"], Verbs:[\"get\"]}");
+    expect_uncovered("[{\"verbs\":[\"*\"],\"nonResourceURLs\":[\"*\"]}]", cm_get,
+                     "{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"get\"]}");
+    /* the same right asked twice is one line */
+    expect_uncovered("[]",
+                     "[{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/x\"]},"
+                     "{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/x\"]}]",
+                     "{NonResourceURLs:[\"/x\"], Verbs:[\"get\"]}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verbs_and_groups), cmocka_unit_test(test_subresources),
         cmocka_unit_test(test_resource_names),   cmocka_unit_test(test_non_resource_urls),
         cmocka_unit_test(test_compile),          cmocka_unit_test(test_subjects),
+        cmocka_unit_test(test_coverage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
