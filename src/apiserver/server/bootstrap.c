@@ -1,16 +1,25 @@
-/* Objects every cluster has from its first start: the namespaces default,
- * kube-system, kube-public and kube-node-lease. Created through the
- * generic store, as a create request makes them (the namespace type's
- * prepare_create gives them their label, finalizer and phase), before
- * the loops start: bootstrap waits for each write. */
+/* Objects every cluster has from its first start, made before the loops
+ * start, through the generic store as a create request makes them:
+ *   - the namespaces default, kube-system, kube-public and
+ *     kube-node-lease (the namespace type's prepare_create gives them
+ *     their label, finalizer and phase);
+ *   - the RBAC bootstrap policy (registry/rbac/bootstrap.h), reconciled
+ *     on every start as kube-apiserver's rbac/bootstrap-roles post-start
+ *     hook does: missing objects created, missing rules, subjects,
+ *     labels and annotations added, a binding whose roleRef changed made
+ *     again, objects annotated autoupdate "false" left alone.
+ * Bootstrap waits for its writes: the server serves nothing before they
+ * are done. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "apiserver/registry/rbac/bootstrap.h"
 #include "apiserver/server/apiserver.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
+#include "common/xalloc.h"
 
 /* One create, waited for. */
 typedef struct sync_create {
@@ -55,11 +64,9 @@ static int create_namespace(apiserver *srv, const resource_type *t, const char *
         cobj_unref(have);
         return 0;
     }
-    sync_create c = {.sw = {.store = srv->store,
-                            .type = t,
-                            .verb = STORE_CREATE,
-                            .hooks = &namespace_hooks},
-                     .name = name};
+    sync_create c = {
+        .sw = {.store = srv->store, .type = t, .verb = STORE_CREATE, .hooks = &namespace_hooks},
+        .name = name};
     pthread_mutex_init(&c.mu, NULL);
     pthread_cond_init(&c.cv, NULL);
     store_write_start(&c.sw);
@@ -78,6 +85,258 @@ static int create_namespace(apiserver *srv, const resource_type *t, const char *
     return rc;
 }
 
+/* ---- the RBAC bootstrap policy ------------------------------------------- */
+
+/* Rounds of writes per policy object before giving up: a write that lost
+ * a race (the object created, changed or deleted meanwhile) is decided
+ * again from what is stored in the next round; a recreated binding takes
+ * two (delete, then create). Upstream's reconcile allows 3 attempts. */
+#define POLICY_MAX_ROUNDS 5
+
+typedef struct policy_run {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t pending; /* writes started and not done */
+} policy_run;
+
+typedef enum { ITEM_TODO, ITEM_WRITING, ITEM_DONE } item_state;
+
+/* One policy object. All of a round's writes are in flight together, so
+ * the committer puts them in few transactions (a first start writes 123
+ * objects). */
+typedef struct policy_item {
+    store_write sw; /* first: the store's hooks get &it->sw */
+    policy_run *run;
+    resource_type *type;   /* a reference */
+    const json_t *wanted;  /* borrowed from the policy */
+    const char *ns, *name; /* wanted's, borrowed */
+    bool binding;
+    item_state state;
+    rbac_reconcile rec;
+    bool recreating;  /* the stored binding was deleted to be made again */
+    bool failed;      /* and logged */
+    char uid[128];    /* the uid of the binding being deleted */
+    ckube_status *st; /* set by done (storage thread), read after the round */
+} policy_item;
+
+/* The store's transform: the object decided on (create, update). A copy
+ * each time: the store fills it in, and may call again on a retry. */
+static json_t *policy_object(store_write *sw, const json_t *old, ckube_status **st)
+{
+    (void)old;
+    (void)st;
+    policy_item *it = (policy_item *)sw;
+    return json_deep_copy(it->rec.object);
+}
+
+/* Storage thread (or this one, for a write that ends at once). */
+static void policy_done(store_write *sw, store_result *r)
+{
+    policy_item *it = (policy_item *)sw;
+    json_decref(r->obj);
+    free(r->value);
+    policy_run *run = it->run;
+    pthread_mutex_lock(&run->mu);
+    it->st = r->st;
+    if (--run->pending == 0)
+        pthread_cond_signal(&run->cv);
+    pthread_mutex_unlock(&run->mu);
+}
+
+static const store_hooks policy_hooks = {.transform = policy_object, .done = policy_done};
+
+/* The object as upstream's lines name it:
+ * "clusterrole.rbac.authorization.k8s.io/admin",
+ * "role.rbac.authorization.k8s.io/x in kube-system". */
+static void item_label(const policy_item *it, char *buf, size_t n)
+{
+    if (it->ns)
+        snprintf(buf, n, "%s.%s/%s in %s", it->type->singular, it->type->group, it->name, it->ns);
+    else
+        snprintf(buf, n, "%s.%s/%s", it->type->singular, it->type->group, it->name);
+}
+
+/* The stored object (new reference), or NULL. */
+static json_t *stored(apiserver *s, const policy_item *it)
+{
+    char key[STORE_KEY_MAX];
+    store_object_key(it->type, it->ns, it->name, key, sizeof key);
+    cobj *o = cacher_get(s->cache, key);
+    if (!o)
+        return NULL;
+    json_t *obj = cobj_decode(o);
+    cobj_unref(o);
+    return obj;
+}
+
+/* Decides what the item needs from what is stored now, and starts the
+ * write (returns true) or finishes the item (false). */
+static bool item_start(apiserver *s, policy_item *it)
+{
+    char what[512];
+    item_label(it, what, sizeof what);
+    rbac_reconcile_release(&it->rec);
+    json_t *have = stored(s, it);
+    if (it->binding)
+        rbac_reconcile_binding(have, it->wanted, &it->rec);
+    else
+        rbac_reconcile_role(have, it->wanted, &it->rec);
+    const char *uid = have ? ckube_obj_uid(have) : NULL;
+    snprintf(it->uid, sizeof it->uid, "%s", uid ? uid : "");
+    json_decref(have);
+    it->st = NULL;
+    if (it->rec.op == RBAC_RECONCILE_NONE) {
+        it->state = ITEM_DONE;
+        return false;
+    }
+    if (it->rec.protected_) {
+        char *missing = rbac_reconcile_describe(&it->rec);
+        CKUBE_WARN("skipped reconcile-protected %s with missing %s: %s", what,
+                   it->binding ? "subjects" : "permissions", missing);
+        free(missing);
+        it->state = ITEM_DONE;
+        return false;
+    }
+    store_verb verb = it->rec.op == RBAC_RECONCILE_CREATE   ? STORE_CREATE
+                      : it->rec.op == RBAC_RECONCILE_UPDATE ? STORE_UPDATE
+                                                            : STORE_DELETE;
+    /* An update names the resourceVersion it was decided from (the
+     * object's own): a change meanwhile is a conflict, decided again. */
+    it->sw = (store_write){.store = s->store,
+                           .type = it->type,
+                           .verb = verb,
+                           .hooks = &policy_hooks,
+                           .ns = it->ns,
+                           .name = it->name,
+                           .pre_uid = verb == STORE_DELETE && *it->uid ? it->uid : NULL};
+    it->state = ITEM_WRITING;
+    pthread_mutex_lock(&it->run->mu);
+    it->run->pending++;
+    pthread_mutex_unlock(&it->run->mu);
+    store_write_start(&it->sw);
+    return true;
+}
+
+/* A round's write ended: logs it, or leaves the item for the next round
+ * when it lost a race (409: created, changed or deleted meanwhile; 404:
+ * gone before its update or delete). Counts what was done in n[]. */
+static void item_finish(policy_item *it, size_t n[3])
+{
+    char what[512];
+    item_label(it, what, sizeof what);
+    ckube_status *st = it->st;
+    it->st = NULL;
+    it->state = ITEM_DONE;
+    if (st) {
+        if (st->code == 409 || st->code == 404) {
+            if (it->rec.op == RBAC_RECONCILE_RECREATE && st->code == 404)
+                it->recreating = true; /* gone already: made in the next round */
+            it->state = ITEM_TODO;
+        } else {
+            CKUBE_ERROR("unable to reconcile %s: %s", what, st->message ? st->message : "");
+            it->failed = true;
+        }
+        ckube_status_free(st);
+        return;
+    }
+    switch (it->rec.op) {
+    case RBAC_RECONCILE_CREATE:
+        if (it->recreating) {
+            CKUBE_V(2, "recreated %s", what);
+            n[2]++;
+        } else {
+            CKUBE_V(2, "created %s", what);
+            n[0]++;
+        }
+        break;
+    case RBAC_RECONCILE_UPDATE: {
+        char *missing = rbac_reconcile_describe(&it->rec);
+        CKUBE_V(2, "updated %s with additional %s: %s", what,
+                it->binding ? "subjects" : "permissions", missing);
+        free(missing);
+        n[1]++;
+        break;
+    }
+    case RBAC_RECONCILE_RECREATE:
+        /* Deleted: the next round creates the policy's binding. */
+        it->recreating = true;
+        it->state = ITEM_TODO;
+        break;
+    case RBAC_RECONCILE_NONE:
+        break;
+    }
+}
+
+/* Reconciles every object of the policy. A failure is logged and the
+ * others still go on, as upstream ("try to create as many as you can");
+ * the server starts either way. */
+static void reconcile_policy(apiserver *s)
+{
+    json_t *policy = rbac_bootstrap_policy();
+    size_t count = json_array_size(policy);
+    policy_item *items = xcalloc(count, sizeof *items);
+    policy_run run = {.pending = 0};
+    pthread_mutex_init(&run.mu, NULL);
+    pthread_cond_init(&run.cv, NULL);
+    for (size_t i = 0; i < count; i++) {
+        policy_item *it = &items[i];
+        const json_t *o = json_array_get(policy, i);
+        const char *kind = ckube_obj_kind(o);
+        it->run = &run;
+        it->wanted = o;
+        it->name = ckube_obj_name(o);
+        it->ns = ckube_obj_namespace(o);
+        it->binding = kind && strstr(kind, "Binding");
+        it->state = ITEM_DONE;
+        it->type =
+            registry_lookup_kind(s->registry, "rbac.authorization.k8s.io", "v1", kind ? kind : "");
+        if (!it->type) {
+            CKUBE_ERROR("unable to reconcile %s %s: the type is not served", kind ? kind : "?",
+                        it->name ? it->name : "?");
+            it->failed = true;
+            continue;
+        }
+        it->state = ITEM_TODO;
+    }
+    size_t done[3] = {0, 0, 0}; /* created, updated, recreated */
+    for (int round = 0; round < POLICY_MAX_ROUNDS; round++) {
+        bool started = false;
+        for (size_t i = 0; i < count; i++)
+            if (items[i].state == ITEM_TODO && item_start(s, &items[i]))
+                started = true;
+        if (!started)
+            break;
+        pthread_mutex_lock(&run.mu);
+        while (run.pending)
+            pthread_cond_wait(&run.cv, &run.mu);
+        pthread_mutex_unlock(&run.mu);
+        for (size_t i = 0; i < count; i++)
+            if (items[i].state == ITEM_WRITING)
+                item_finish(&items[i], done);
+    }
+    size_t failed = 0;
+    for (size_t i = 0; i < count; i++) {
+        policy_item *it = &items[i];
+        if (it->state == ITEM_TODO) {
+            char what[512];
+            item_label(it, what, sizeof what);
+            CKUBE_ERROR("unable to reconcile %s: exceeded maximum attempts", what);
+        }
+        if (it->state != ITEM_DONE || it->failed)
+            failed++;
+        rbac_reconcile_release(&it->rec);
+        if (it->type)
+            resource_type_unref(it->type);
+    }
+    pthread_mutex_destroy(&run.mu);
+    pthread_cond_destroy(&run.cv);
+    free(items);
+    json_decref(policy);
+    if (done[0] || done[1] || done[2] || failed)
+        CKUBE_INFO("RBAC bootstrap policy: %zu objects, %zu created, %zu updated, %zu recreated%s",
+                   count, done[0], done[1], done[2], failed ? ", some failed (see above)" : "");
+}
+
 int apiserver_bootstrap(apiserver *s)
 {
     static const char *const names[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
@@ -90,5 +349,7 @@ int apiserver_bootstrap(apiserver *s)
     for (size_t i = 0; i < sizeof names / sizeof *names && rc == 0; i++)
         rc = create_namespace(s, t, names[i]);
     resource_type_unref(t);
+    if (rc == 0)
+        reconcile_policy(s);
     return rc;
 }
