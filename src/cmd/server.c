@@ -34,7 +34,7 @@ static void server_usage(FILE *f)
                "Flags:\n"
                "  --data-dir DIR            where state lives (default ./.ckube)\n"
                "  --listen HOST:PORT        address to serve on (default 127.0.0.1:6443;\n"
-               "                            loopback only until authentication lands)\n"
+               "                            0.0.0.0 or [::] for every interface)\n"
                "  --write-kubeconfig PATH   kubeconfig pointing at this server, with its CA and\n"
                "                            an admin client certificate (system:masters)\n"
                "                            (default DATA_DIR/kubeconfig)\n"
@@ -582,11 +582,12 @@ int cmd_server(int argc, char **argv)
         fprintf(stderr, "ckube server: --listen wants HOST:PORT, got \"%s\"\n", listen);
         return 2;
     }
-    if (!is_loopback(host)) {
+    /* TLS, authentication and RBAC guard every request, so any address
+     * may be served; plain HTTP only where nobody else can reach it. */
+    if (plain_http && !is_loopback(host)) {
         fprintf(stderr,
-                "ckube server: refusing to listen on %s: this version does not authenticate "
-                "or authorize requests yet, so it serves loopback addresses only (127.0.0.0/8, "
-                "::1)\n",
+                "ckube server: refusing to serve plain HTTP on %s: --plain-http is for loopback "
+                "addresses only (127.0.0.0/8, ::1); serve TLS (the default) elsewhere\n",
                 host);
         return 2;
     }

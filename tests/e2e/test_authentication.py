@@ -150,6 +150,41 @@ def setUpModule():
     make_cert("jane-expired", "/CN=jane/O=dev/O=qa", ca_crt, ca_key, expired=True)
     make_cert("serveronly", "/CN=svc/O=dev", ca_crt, ca_key, ext="serveronly")
     make_cert("nocn", "/O=dev", ca_crt, ca_key)
+    # RBAC: who a request is from is what these tests read back, so
+    # anonymous requests may ask (upstream allows SelfSubjectReview to
+    # authenticated users only), and alice may do anything
+    # (test_rbac_authorization.py tests the denials)
+    grant(A, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+              "metadata": {"name": "alice-admin"},
+              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                          "name": "cluster-admin"},
+              "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                            "name": "alice"}]}, "clusterrolebindings")
+    for s in (A, C):
+        grant(s, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                  "metadata": {"name": "whoami-anyone"},
+                  "rules": [{"apiGroups": ["authentication.k8s.io"],
+                             "resources": ["selfsubjectreviews"], "verbs": ["create"]}]},
+              "clusterroles")
+        grant(s, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                  "metadata": {"name": "whoami-anyone"},
+                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                              "name": "whoami-anyone"},
+                  "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                "name": "system:unauthenticated"}]}, "clusterrolebindings")
+    # the authorizer sees them through the watch cache, in order of writing
+    for s in (A, C):
+        for _ in range(100):
+            if whoami(s)[0] == 201:
+                break
+            time.sleep(0.05)
+
+
+def grant(server, obj, resource):
+    st, _, body = call(server, "POST", "/apis/rbac.authorization.k8s.io/v1/" + resource, obj,
+                       cert="admin")
+    if st != 201:
+        raise RuntimeError("creating %s: %d %s" % (resource, st, body))
 
 
 def tearDownModule():

@@ -467,7 +467,7 @@ s_survived() {
 # bad command-line flags: a clear message, exit 2, no server
 s_flags() {
     local out rc
-    for args in "--watch-cache-size 3" "--watch-cache-size x" "--listen 0.0.0.0:1" \
+    for args in "--watch-cache-size 3" "--watch-cache-size x" "--plain-http --listen 0.0.0.0:1" \
         "--shutdown-delay-duration soon" "--shutdown-delay-duration 2h" \
         "--storage etcd" "--controller-manager=maybe" "--no-such-flag"; do
         rc=0

@@ -97,17 +97,20 @@ class ReviewsTest(unittest.TestCase):
         r = api.create_subject_access_review(
             {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
              "spec": {"user": "alice", "nonResourceAttributes": {"path": "/x", "verb": "get"}}})
-        self.assertTrue(r.status.allowed)
+        self.assertFalse(r.status.allowed)  # nothing grants alice anything
         r = api.create_namespaced_local_subject_access_review(
             "team", {"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
-                     "spec": {"groups": ["devs"], "resourceAttributes": {"verb": "get"}}})
+                     "spec": {"groups": ["devs", "system:masters"],
+                              "resourceAttributes": {"verb": "get"}}})
         self.assertTrue(r.status.allowed)
         self.assertEqual(r.spec.resource_attributes.namespace, "team")  # defaulted
         r = api.create_self_subject_rules_review(
             {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
              "spec": {"namespace": "default"}})
         self.assertFalse(r.status.incomplete)
+        # the admin's: cluster-admin, through system:masters' binding
         self.assertEqual(r.status.resource_rules[0].verbs, ["*"])
+        self.assertEqual(r.status.resource_rules[0].resources, ["*"])
 
     def test_validation_and_nothing_stored(self):
         ssar = AUTHZ + "/selfsubjectaccessreviews"

@@ -72,6 +72,18 @@ def setUpModule():
         rc, out, err = kubectl(s, None, "create", "namespace", NS)
         if rc != 0:
             raise RuntimeError("create namespace: " + err)
+        # RBAC: the namespace's ServiceAccounts may read what the tests
+        # read with their tokens (authentication is what is tested here;
+        # test_rbac_authorization.py tests the denials)
+        admin(s, "create", "role", "sa-reader", "-n", NS, "--verb=get,list",
+              "--resource=serviceaccounts,pods")
+        admin(s, "create", "rolebinding", "sa-reader", "-n", NS, "--role=sa-reader",
+              "--group=system:serviceaccounts:" + NS)
+        for _ in range(100):  # the authorizer sees it through the watch cache
+            if kubectl(s, None, "auth", "can-i", "list", "pods", "-n", NS,
+                       "--as=system:serviceaccount:%s:x" % NS)[0] == 0:
+                break
+            time.sleep(0.05)
 
 
 def tearDownModule():

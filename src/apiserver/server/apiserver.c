@@ -5,6 +5,7 @@
 
 #include "apiserver/authentication/authenticator.h"
 #include "apiserver/authentication/serviceaccount/token.h"
+#include "apiserver/authorization/authorizer.h"
 #include "apiserver/httpd/tls.h"
 #include <openssl/ssl.h>
 #include "apiserver/endpoints/discovery/discovery.h"
@@ -20,6 +21,7 @@
 #include "common/text.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/thread.h>
@@ -322,6 +324,109 @@ static bool authenticate(req_ctx *rc)
     return false;
 }
 
+/* ---- authorization ------------------------------------------------------- */
+
+/* RBAC's objects reach its index as the watch cache applies them
+ * (storage thread; the initial objects as ADDED at start). */
+static void on_rbac_event(void *arg, cevent_type type, const cobj *o)
+{
+    static const struct {
+        const char *prefix;
+        rbac_kind kind;
+    } kinds[] = {
+        {"/registry/rbac.authorization.k8s.io/roles/", RBAC_ROLE},
+        {"/registry/rbac.authorization.k8s.io/clusterroles/", RBAC_CLUSTER_ROLE},
+        {"/registry/rbac.authorization.k8s.io/rolebindings/", RBAC_ROLE_BINDING},
+        {"/registry/rbac.authorization.k8s.io/clusterrolebindings/", RBAC_CLUSTER_ROLE_BINDING},
+    };
+    apiserver *s = arg;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        if (strncmp(o->key, kinds[i].prefix, strlen(kinds[i].prefix)))
+            continue;
+        json_t *obj = cobj_decode(o);
+        if (obj)
+            rbac_index_apply(s->rbac, kinds[i].kind, obj, type == CEV_DELETED);
+        json_decref(obj);
+        return;
+    }
+}
+
+/* What the request asks, as upstream's RequestInfo gives the authorizer:
+ * a resource request's verb and object, or the lowercased method and the
+ * path. ri is NULL for a path that is not an API path. */
+/* The name a field selector requires exactly (metadata.name=X or ==X
+ * among its terms; RequiresExactMatch), copied into buf, or "". */
+static const char *field_selector_name(const char *fs, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (const char *p = fs; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        static const char key[] = "metadata.name";
+        size_t kl = sizeof key - 1;
+        if (len > kl && !strncmp(p, key, kl) && p[kl] == '=') {
+            size_t skip = kl + (p[kl + 1] == '=' ? 2 : 1);
+            if (len - skip < n && !memchr(p + skip, '/', len - skip)) /* a path segment name */
+                snprintf(buf, n, "%.*s", (int)(len - skip), p + skip);
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return buf;
+}
+
+static void request_attributes(req_ctx *rc, const request_info *ri, const char *path,
+                               char *verb, size_t verb_len, char *name_buf, size_t name_len,
+                               authz_attributes *at)
+{
+    *at = (authz_attributes){.user = rc->user, .path = path};
+    if (ri && ri->is_resource && !ri->is_discovery) {
+        at->resource_request = true;
+        at->verb = ri->verb;
+        at->api_group = ri->group;
+        at->api_version = ri->version;
+        at->resource = ri->resource;
+        at->subresource = ri->subresource;
+        at->name = ri->name;
+        at->namespace_ = ri->ns;
+        /* A list or watch of one object by its name (kubectl get x -w)
+         * is asked about that name, as upstream, so a rule with
+         * resourceNames can allow it. */
+        const char *fs = !*ri->name && (!strcmp(ri->verb, "list") || !strcmp(ri->verb, "watch"))
+                             ? req_query(rc, "fieldSelector")
+                             : NULL;
+        if (fs)
+            at->name = field_selector_name(fs, name_buf, name_len);
+        return;
+    }
+    size_t i = 0;
+    for (; rc->method[i] && i + 1 < verb_len; i++)
+        verb[i] = (char)tolower((unsigned char)rc->method[i]);
+    verb[i] = '\0';
+    at->verb = verb;
+}
+
+/* Whether the request may go on (the authorizer allows it); false:
+ * answered 403. */
+static bool authorize(req_ctx *rc, const request_info *ri, const char *path)
+{
+    if (auth_user_in_group(rc->user, AUTH_GROUP_MASTERS))
+        return true; /* the common case, without building anything */
+    char verb[16], name[256];
+    authz_attributes at;
+    request_attributes(rc, ri, path, verb, sizeof verb, name, sizeof name, &at);
+    char *reason = NULL;
+    bool ok = authz_allowed(rc->srv->rbac, &at, &reason);
+    if (ok) {
+        CKUBE_V(5, "\"Authorized\" user=\"%s\" verb=\"%s\" reason=\"%s\"", rc->user->name,
+                at.verb, reason ? reason : "");
+    } else {
+        CKUBE_V(4, "\"Forbidden\" URI=\"%s\" reason=\"%s\"", path, reason ? reason : "");
+        reply_status(rc, authz_forbidden(&at, reason));
+    }
+    free(reason);
+    return ok;
+}
+
 static void handle_request(httpd_req *req, void *arg)
 {
     loop *lp = arg;
@@ -381,6 +486,14 @@ static void handle_request(httpd_req *req, void *arg)
         return;
     }
 
+    /* The authorizer sees every request (health, metrics and discovery
+     * too), as upstream's filter ahead of the handlers. */
+    bool watch_param = req_query_bool(rc, "watch");
+    bool api_path = request_info_parse(path, method, watch_param, &rc->ri) == 0;
+    if (!authorize(rc, api_path ? &rc->ri : NULL, path)) {
+        free(path);
+        return;
+    }
     if (handle_health(rc, path)) {
         free(path);
         return;
@@ -417,7 +530,6 @@ static void handle_request(httpd_req *req, void *arg)
         reply_json(rc, 200, v);
         return;
     }
-    bool watch_param = req_query_bool(rc, "watch");
     if (!strncmp(path, "/openapi/", 9)) {
         bool ok = handle_openapi(rc, path);
         free(path);
@@ -426,7 +538,7 @@ static void handle_request(httpd_req *req, void *arg)
                                               "the server could not find the requested resource"));
         return;
     }
-    if (request_info_parse(path, method, watch_param, &rc->ri) != 0) {
+    if (!api_path) {
         free(path);
         reply_status(rc, ckube_status_new(404, CKUBE_REASON_NOT_FOUND,
                                           "the server could not find the requested resource"));
@@ -553,6 +665,9 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
     }
     registry_list_free(types, n);
     cacher_set_notify(s->cache, wake_loops, s);
+    s->rbac = rbac_index_new();
+    authorization_set_authorizer(s->registry, s->rbac);
+    cacher_add_listener(s->cache, "/registry/rbac.authorization.k8s.io/", on_rbac_event, s);
     s->crds = crd_attach(s->registry, s->store);
     if (!(s->metrics = apimetrics_new(s)))
         CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
@@ -732,6 +847,7 @@ void apiserver_free(apiserver *s)
     store_free(s->store);
     cacher_free(s->cache); /* before the CRD state its listeners use */
     crd_detach(s->crds);
+    rbac_index_free(s->rbac); /* the same */
     registry_free(s->registry);
     json_decref(s->openapi_v3_index);
     json_decref(s->openapi_v3_docs);

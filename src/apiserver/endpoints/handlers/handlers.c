@@ -20,6 +20,7 @@
 #include "apiserver/endpoints/handlers/handlers.h"
 #include "apiserver/endpoints/request/partial.h"
 #include "apiserver/endpoints/request/table.h"
+#include "apiserver/authorization/escalation.h"
 #include "apiserver/registry/definitions/builtin_schemas.h"
 #include "apiserver/codec/continue_token.h"
 #include "apiserver/fieldmanager/fieldmanager.h"
@@ -780,7 +781,13 @@ static void record_managed_fields(store_write *sw, const json_t *old, json_t *ob
 static ckube_status *write_validate(store_write *sw, json_t *obj, const json_t *old)
 {
     write_req *w = (write_req *)sw;
-    return validate_object(w->rc, obj, old, w->validation);
+    ckube_status *st = validate_object(w->rc, obj, old, w->validation);
+    /* RBAC's own objects: no one grants rights they do not hold. */
+    const resource_type *t = w->rc->type;
+    if (!st && w->rc->srv->rbac && !strcmp(t->group, "rbac.authorization.k8s.io"))
+        st = authz_check_rbac_write(w->rc->srv->rbac, w->rc->user, t->resource, w->rc->ri.ns, obj,
+                                    old);
+    return st;
 }
 
 /* The object a create writes. A create starts again from the body only

@@ -124,6 +124,8 @@ struct apiserver {
     struct authenticator *authn; /* who requests are from (owned) */
     struct sa_tokens *sa;        /* ServiceAccount tokens, NULL: not served (owned) */
     json_t *api_audiences;       /* the audiences the API accepts (owned) */
+    struct rbac_index *rbac;     /* RBAC's view of the cluster's roles and bindings, fed
+                                  * by the watch cache (owned; authorization/rbac) */
     /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain_begin): */
     atomic_bool shutting_down; /* /readyz fails; everything is still served */
     atomic_bool draining;      /* listeners closed, replies close connections */

@@ -7,17 +7,19 @@
  *   authorization.k8s.io/v1 selfsubjectrulesreviews  (kubectl auth can-i --list)
  *   authentication.k8s.io/v1 (and v1beta1) selfsubjectreviews  (kubectl auth whoami)
  *
- * ckube authenticates requests but does not authorize them yet, so the
- * access answers are those of a kube-apiserver with the AlwaysAllow
- * authorizer: every access is allowed, the rules are "*". The
- * SelfSubjectReview tells the requester who authentication found. The requests are decoded against
- * the types' schemas (builtin_schemas.c) and validated as upstream validates them. */
+ * The access reviews ask the server's authorizer (authorization/
+ * authorizer.h, handed over by the server as the types' review_arg);
+ * the rules review lists the asker's RBAC rules. The SelfSubjectReview
+ * tells the requester who authentication found. The requests are decoded
+ * against the types' schemas (builtin_schemas.c) and validated as
+ * upstream validates them. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "apiserver/registry/authorization/reviews.h"
 #include "apiserver/authentication/authenticator.h"
 #include "apiserver/authentication/user.h"
+#include "apiserver/authorization/authorizer.h"
 #include "apiserver/registry/rest/registry.h"
 #include <stdatomic.h>
 #include "apiserver/registry/definitions/builtin_schemas.h"
@@ -36,18 +38,61 @@ static void check_attributes(const json_t *spec, ckube_status *st)
                                "resourceAttributes must be specified");
 }
 
-static void allow(json_t *obj)
+static const char *str_or_empty(const json_t *v)
 {
-    json_object_set_new(obj, "status", json_pack("{s:b}", "allowed", 1));
+    const char *s = json_string_value(v);
+    return s ? s : "";
+}
+
+/* The question a review's spec asks (authorizationutil's
+ * ResourceAttributesFrom / NonResourceAttributesFrom), strings borrowed
+ * from spec. */
+static void review_attributes(const json_t *spec, const auth_user *user, authz_attributes *at)
+{
+    *at = (authz_attributes){.user = user};
+    const json_t *ra = json_object_get(spec, "resourceAttributes");
+#define S(o, k) str_or_empty(json_object_get((o), (k)))
+    if (json_is_object(ra)) {
+        at->resource_request = true;
+        at->verb = S(ra, "verb");
+        at->api_group = S(ra, "group");
+        at->api_version = S(ra, "version");
+        at->resource = S(ra, "resource");
+        at->subresource = S(ra, "subresource");
+        at->name = S(ra, "name");
+        at->namespace_ = S(ra, "namespace");
+    } else {
+        const json_t *nra = json_object_get(spec, "nonResourceAttributes");
+        at->verb = S(nra, "verb");
+        at->path = S(nra, "path");
+    }
+#undef S
+}
+
+/* Asks the authorizer (the index the server hands over as review_arg)
+ * and answers as upstream's SubjectAccessReview REST: allowed, and the
+ * reason when there is one. RBAC has no opinion rather than a denial, so
+ * "denied" is never set. */
+static void answer_access(const resource_type *t, json_t *obj, const auth_user *user)
+{
+    authz_attributes at;
+    review_attributes(json_object_get(obj, "spec"), user, &at);
+    char *reason = NULL;
+    bool ok = authz_allowed(t->review_arg, &at, &reason);
+    json_t *status = json_pack("{s:b}", "allowed", ok);
+    if (reason && *reason)
+        json_object_set_new(status, "reason", json_string(reason));
+    free(reason);
+    json_object_set_new(obj, "status", status);
 }
 
 static void self_access_review(const resource_type *t, json_t *obj, const char *ns,
                                const auth_user *user, ckube_status *st)
 {
-    (void)t;
     (void)ns;
     check_attributes(json_object_get(obj, "spec"), st);
-    allow(obj);
+    if (!st->ncauses)
+        answer_access(t, obj, user);
 }
 
 /* SubjectAccessReview and LocalSubjectAccessReview ask about someone:
@@ -77,20 +122,71 @@ static void access_review(const resource_type *t, json_t *obj, const char *ns,
             ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID, "spec.nonResourceAttributes",
                                    "Invalid value: \"\": disallowed on this kind of request");
     }
-    allow(obj);
+    if (st->ncauses)
+        return;
+    /* The user the spec describes, exactly (no groups added). */
+    const json_t *groups = json_object_get(spec, "groups");
+    size_t ng = json_array_size(groups);
+    const char **gv = xcalloc(ng + 1, sizeof *gv);
+    size_t k = 0;
+    for (size_t i = 0; i < ng; i++)
+        if (json_string_value(json_array_get(groups, i)))
+            gv[k++] = json_string_value(json_array_get(groups, i));
+    const char *uid = json_string_value(json_object_get(spec, "uid"));
+    json_t *extra = json_object_get(spec, "extra");
+    auth_user *u = auth_user_new(user ? user : "", uid ? uid : "", gv, k,
+                                 json_is_object(extra) ? extra : NULL);
+    free(gv);
+    answer_access(t, obj, u);
+    auth_user_unref(u);
 }
 
+/* A PolicyRule's lists as SelfSubjectRulesReview's ResourceRule or
+ * NonResourceRule carries them: the keys given, empty lists left out
+ * (omitempty), verbs always. */
+static json_t *rule_info(const json_t *rule, const char *const *keys)
+{
+    json_t *out = json_object();
+    json_t *verbs = json_object_get(rule, "verbs");
+    json_object_set_new(out, "verbs", verbs ? json_incref(verbs) : json_array());
+    for (; *keys; keys++) {
+        json_t *v = json_object_get(rule, *keys);
+        if (json_array_size(v))
+            json_object_set(out, *keys, v);
+    }
+    return out;
+}
+
+/* SelfSubjectRulesReview: the asker's rules in spec.namespace, as
+ * upstream's RBAC RulesFor splits them. */
 static void rules_review(const resource_type *t, json_t *obj, const char *ns, const auth_user *user,
                          ckube_status *st)
 {
-    (void)t;
     (void)ns;
     (void)st;
-    json_object_set_new(obj, "status",
-                        json_pack("{s:[{s:[s],s:[s],s:[s]}],s:[{s:[s],s:[s]}],s:b}",
-                                  "resourceRules", "verbs", "*", "apiGroups", "*", "resources", "*",
-                                  "nonResourceRules", "verbs", "*", "nonResourceURLs", "*",
-                                  "incomplete", 0));
+    static const char *const res_keys[] = {"apiGroups", "resources", "resourceNames", NULL};
+    static const char *const url_keys[] = {"nonResourceURLs", NULL};
+    const char *rns = json_string_value(ckube_json_get_path(obj, "spec.namespace"));
+    rbac_user ru = {user->name, (const char *const *)user->groups, user->ngroups};
+    char *errors = NULL;
+    json_t *rules = t->review_arg ? rbac_rules_for(t->review_arg, &ru, rns, &errors) : json_array();
+    json_t *res = json_array(), *urls = json_array();
+    size_t i;
+    json_t *rule;
+    json_array_foreach(rules, i, rule)
+    {
+        if (json_array_size(json_object_get(rule, "resources")))
+            json_array_append_new(res, rule_info(rule, res_keys));
+        if (json_array_size(json_object_get(rule, "nonResourceURLs")))
+            json_array_append_new(urls, rule_info(rule, url_keys));
+    }
+    json_decref(rules);
+    json_t *status = json_pack("{s:o,s:o,s:b}", "resourceRules", res, "nonResourceRules", urls,
+                               "incomplete", 0);
+    if (errors)
+        json_object_set_new(status, "evaluationError", json_string(errors));
+    free(errors);
+    json_object_set_new(obj, "status", status);
 }
 
 static void self_subject_review(const resource_type *t, json_t *obj, const char *ns,
@@ -198,4 +294,18 @@ int authorization_install(registry *reg)
         }
     }
     return 0;
+}
+
+void authorization_set_authorizer(registry *reg, rbac_index *ix)
+{
+    for (size_t i = 0; i < sizeof reviews / sizeof *reviews; i++) {
+        if (strcmp(reviews[i].group, "authorization.k8s.io"))
+            continue;
+        resource_type *t = registry_lookup(reg, reviews[i].group, reviews[i].version,
+                                           reviews[i].resource);
+        if (t) {
+            t->review_arg = ix;
+            resource_type_unref(t);
+        }
+    }
 }
