@@ -27,6 +27,7 @@ LAYERS = [
     ("apiserver/endpoints/discovery", "server", 80),
     ("apiserver/endpoints/openapi", "server", 80),
     ("apiserver/endpoints/metrics", "server", 80),
+    ("apiserver/endpoints/filters", "server", 72),
     ("apiserver/endpoints/request", "server", 70),
     ("apiserver/fieldmanager", "server", 60),
     ("apiserver/apiextensions", "server", 55),

@@ -514,6 +514,109 @@ class AuthorizationTest(unittest.TestCase):
                    == 200, "the ServiceAccount may list")
 
 
+class ImpersonationTest(unittest.TestCase):
+    """Impersonate-* headers (kubectl --as, --as-group, --as-uid), checked
+    with the "impersonate" verb."""
+
+    def whoami(self, headers, token=None):
+        st, b = call("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                     {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+                     token=token, headers=headers)
+        self.assertEqual(st, 201, b)
+        return b["status"]["userInfo"]
+
+    def test_who_the_request_becomes(self):
+        # the admin may impersonate anyone
+        self.assertEqual(self.whoami({"Impersonate-User": "bob"}),
+                         {"username": "bob", "groups": ["system:authenticated"]})
+        got = self.whoami([("Impersonate-User", "bob"), ("Impersonate-Group", "g1"),
+                           ("Impersonate-Group", "g2"), ("Impersonate-Uid", "u-1"),
+                           ("Impersonate-Extra-Scopes", "a"), ("Impersonate-Extra-Scopes", "b"),
+                           ("Impersonate-Extra-Example.com%2fteam", "x")])
+        self.assertEqual(got, {"username": "bob", "uid": "u-1",
+                               "groups": ["g1", "g2", "system:authenticated"],
+                               "extra": {"scopes": ["a", "b"], "example.com/team": ["x"]}})
+        self.assertEqual(self.whoami({"Impersonate-User": "system:serviceaccount:apps:ctl"}),
+                         {"username": "system:serviceaccount:apps:ctl",
+                          "groups": ["system:serviceaccounts", "system:serviceaccounts:apps",
+                                     "system:authenticated"]})
+        # the groups given are the groups; which of authenticated and
+        # unauthenticated is not added twice
+        # (system:masters, so that the review itself is allowed)
+        self.assertEqual(self.whoami([("Impersonate-User", "bob"),
+                                      ("Impersonate-Group", "system:masters"),
+                                      ("Impersonate-Group", "system:unauthenticated")])["groups"],
+                         ["system:masters", "system:unauthenticated"])
+        self.assertEqual(self.whoami([("Impersonate-User", "system:anonymous"),
+                                      ("Impersonate-Group", "system:masters")])["groups"],
+                         ["system:masters", "system:unauthenticated"])
+        # the impersonated user is then authorized as themselves
+        st, b = call("GET", "/api/v1/namespaces/default/secrets",
+                     headers={"Impersonate-User": "bob"})
+        self.assertEqual(b["message"], 'secrets is forbidden: User "bob" cannot list resource '
+                         '"secrets" in API group "" in the namespace "default"')
+        rc, out, err = kubectl("auth", "whoami", "--as", "carol", "--as-group", "team",
+                               "-o", "jsonpath={.status.userInfo.groups}")
+        self.assertEqual((rc, out), (0, '["team","system:authenticated"]'), err)
+        rc, out, _ = kubectl("auth", "can-i", "list", "secrets", "--as", "carol")
+        self.assertEqual(out.strip(), "no")
+
+    def test_impersonate_verb(self):
+        hdr = {"Impersonate-User": "alice"}
+        st, b = call("GET", "/api/v1/namespaces", token="tok-bob", headers=hdr)
+        self.assertEqual((st, b), (403, forbidden(
+            'users "alice" is forbidden: User "bob" cannot impersonate resource "users" in API '
+            'group "" at the cluster scope', "", "users", "alice")))
+        admin("POST", RBAC + "/clusterroles",
+              {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "impersonate-carol"},
+               "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"],
+                          "resourceNames": ["carol"]}]})
+        admin("POST", RBAC + "/clusterrolebindings",
+              binding("bob-as-carol", None, "ClusterRole", "impersonate-carol", [user("bob")]))
+        eventually(lambda: call("GET", "/api/v1/namespaces", token="tok-bob",
+                                headers={"Impersonate-User": "carol"})[0] == 403 and
+                   "User \"carol\"" in call("GET", "/api/v1/namespaces", token="tok-bob",
+                                             headers={"Impersonate-User": "carol"})[1]["message"],
+                   "bob acting as carol")
+        self.assertEqual(call("GET", "/api/v1/namespaces", token="tok-bob", headers=hdr)[0], 403)
+        rc, out, err = kubectl("auth", "whoami", "--as", "carol", "-o",
+                               "jsonpath={.status.userInfo.username}", token="tok-bob")
+        self.assertEqual((rc, out), (0, "carol"), err)
+        # groups, service accounts, uids and extras each need their own right
+        st, b = call("GET", "/version", token="tok-bob",
+                     headers=[("Impersonate-User", "carol"), ("Impersonate-Group", "dev")])
+        self.assertEqual(b["message"], 'groups "dev" is forbidden: User "bob" cannot impersonate '
+                         'resource "groups" in API group "" at the cluster scope')
+        st, b = call("GET", "/version", token="tok-bob",
+                     headers={"Impersonate-User": "system:serviceaccount:apps:ctl"})
+        self.assertEqual(b["message"], 'serviceaccounts "ctl" is forbidden: User "bob" cannot '
+                         'impersonate resource "serviceaccounts" in API group "" in the '
+                         'namespace "apps"')
+        st, b = call("GET", "/version", token="tok-bob",
+                     headers={"Impersonate-User": "carol", "Impersonate-Extra-Scopes": "x"})
+        self.assertEqual(b["message"], 'userextras.authentication.k8s.io "x" is forbidden: User '
+                         '"bob" cannot impersonate resource "userextras/scopes" in API group '
+                         '"authentication.k8s.io" at the cluster scope')
+        st, b = call("GET", "/version", token="tok-bob",
+                     headers={"Impersonate-User": "carol", "Impersonate-Uid": "u9"})
+        self.assertEqual(b["message"], 'uids.authentication.k8s.io "u9" is forbidden: User '
+                         '"bob" cannot impersonate resource "uids" in API group '
+                         '"authentication.k8s.io" at the cluster scope')
+
+    def test_groups_without_a_user(self):
+        st, body = call("GET", "/api?x=1", headers=[("Impersonate-Group", "system:masters"),
+                                                    ("Impersonate-Extra-Scopes", "a")])
+        self.assertEqual(st, 500)
+        self.assertEqual(body, b'Internal Server Error: &#34;/api?x=1&#34;: requested '
+                         b'[{Group  system:masters    } {UserExtra  a  '
+                         b'authentication.k8s.io/v1  scopes}] without impersonating a user\n')
+        rc, _, err = kubectl("get", "ns", "--as-group", "system:masters")
+        # (kubectl refuses it itself)
+        self.assertEqual(rc, 1)
+        self.assertIn("without impersonating a user", err)
+
+
 class ListenEverywhereTest(unittest.TestCase):
     def test_any_address_once_tls_and_rbac_guard_it(self):
         """--listen 0.0.0.0 is served (TLS, authentication and RBAC on);

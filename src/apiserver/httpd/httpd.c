@@ -184,6 +184,18 @@ const char *httpd_req_header(const httpd_req *r, const char *name)
     return NULL;
 }
 
+size_t httpd_req_header_count(const httpd_req *r)
+{
+    return r->nh;
+}
+
+void httpd_req_header_at(const httpd_req *r, size_t i, const char **name, const char **value)
+{
+    const char *n = r->hbuf.s + r->hnames[i];
+    *name = n;
+    *value = n + strlen(n) + 1;
+}
+
 struct evbuffer *httpd_req_body(httpd_req *r)
 {
     return r->body;

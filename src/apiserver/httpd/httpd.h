@@ -104,6 +104,11 @@ const char *httpd_req_target(const httpd_req *r);      /* as received: path?quer
 /* The first value of header `name` (case-insensitive), or NULL. Borrowed:
  * valid while the request lives. */
 const char *httpd_req_header(const httpd_req *r, const char *name);
+/* Every header line in order of arrival: the count, and line i's name
+ * and value (borrowed, as above). A header sent on several lines is
+ * several entries, as Go's http.Header keeps its values. */
+size_t httpd_req_header_count(const httpd_req *r);
+void httpd_req_header_at(const httpd_req *r, size_t i, const char **name, const char **value);
 /* The body (de-chunked). Borrowed; the owner may drain it. */
 struct evbuffer *httpd_req_body(httpd_req *r);
 /* The body was over max_body: it is not kept (the handler answers 413,

@@ -6,6 +6,7 @@
 #include "apiserver/authentication/authenticator.h"
 #include "apiserver/authentication/serviceaccount/token.h"
 #include "apiserver/authorization/authorizer.h"
+#include "apiserver/endpoints/filters/impersonation.h"
 #include "apiserver/httpd/tls.h"
 #include <openssl/ssl.h>
 #include "apiserver/endpoints/discovery/discovery.h"
@@ -427,6 +428,36 @@ static bool authorize(req_ctx *rc, const request_info *ri, const char *path)
     return ok;
 }
 
+/* Impersonate-* headers (endpoints/filters/impersonation.h): the
+ * request goes on as the user asked for, once the requester may act as
+ * them. false: answered (403, or upstream's plain 500 for a malformed
+ * ask). */
+static bool impersonation(req_ctx *rc, const char *target)
+{
+    auth_user *as = NULL;
+    ckube_status *denied = NULL;
+    char *text = NULL;
+    switch (impersonate(rc->srv->rbac, rc->user, rc->req, target, &as, &denied, &text)) {
+    case IMPERSONATE_NONE:
+        return true;
+    case IMPERSONATE_AS:
+        CKUBE_V(4, "\"Impersonating\" user=\"%s\" as=\"%s\"", rc->user->name, as->name);
+        auth_user_unref(rc->user);
+        rc->user = as;
+        return true;
+    case IMPERSONATE_DENIED:
+        CKUBE_V(4, "\"Forbidden\" URI=\"%s\" reason=\"%s\"", target, denied->message);
+        reply_status(rc, denied);
+        return false;
+    case IMPERSONATE_INVALID:
+        httpd_add_header(rc->req, "X-Content-Type-Options", "nosniff"); /* http.Error's */
+        reply_raw(rc, 500, "text/plain; charset=utf-8", text, strlen(text));
+        free(text);
+        return false;
+    }
+    return false;
+}
+
 static void handle_request(httpd_req *req, void *arg)
 {
     loop *lp = arg;
@@ -458,7 +489,7 @@ static void handle_request(httpd_req *req, void *arg)
     rc->method = method;
     const char *target = httpd_req_target(req);
     CKUBE_V(5, "%s %s", method, target);
-    if (!authenticate(rc))
+    if (!authenticate(rc) || !impersonation(rc, target))
         return;
     if (httpd_req_body_too_large(req)) {
         reply_status(rc,
