@@ -783,6 +783,19 @@ def phase_workqueue():
     print("  workqueue: %s" % (d if d else why))
 
 
+def phase_rbac():
+    """The RBAC authorizer's cost per decision with 1,000 RoleBindings and
+    50 ClusterRoleBindings (bench_rbac), one thread."""
+    exe = os.path.join(ARGS.build, "bench_rbac")
+    if not os.access(exe, os.X_OK):
+        STATE["rbac_skip"] = "%s not built" % exe
+        return
+    d, why = run_json_tool([exe, "--json", "1000"], 120)
+    STATE["rbac"] = d
+    STATE["rbac_skip"] = why
+    print("  rbac: %s" % (d if d else why))
+
+
 # ------------------------------------------------------- metrics + table
 
 
@@ -1006,6 +1019,13 @@ def build_results():
     else:
         skip("workqueue_ops_per_s", "1/s", S.get("wq_skip") or "workqueue phase did not run")
 
+    rb = S.get("rbac")
+    if rb and rb.get("rbac_allow_ns") is not None:
+        put("rbac_authorize_ns", rb["rbac_allow_ns"], "ns",
+            **{k2: v for k2, v in rb.items() if k2 != "rbac_allow_ns"})
+    else:
+        skip("rbac_authorize_ns", "ns", S.get("rbac_skip") or "rbac phase did not run")
+
 
 def at_100k(fn):
     return lambda e: fn(e) if N == 100000 else None
@@ -1033,6 +1053,7 @@ TARGETS = {
         (e["json_ratio"] < 1.3 if e.get("json_ratio") else True)
         if e["ratio"] or e.get("json_ratio") else None),
     "workqueue_ops_per_s": ("> 5000000", lambda e: e["value"] > 5e6),
+    "rbac_authorize_ns": ("< 1000 at 1,000 bindings", lambda e: e["value"] < 1000),
 }
 # quick-mode names of the scale-dependent metrics: the target is stated at
 # 100k and is not judged at another scale
@@ -1172,7 +1193,7 @@ def main():
     ap.add_argument("--build", default="build", help="build dir with ckube and bench_load")
     ap.add_argument("--full", action="store_true", help="100k objects, longer runs")
     ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,"
-                    "populated,restart,tls,workqueue (default: all); get,list,watch,informers "
+                    "populated,restart,tls,workqueue,rbac (default: all); get,list,watch,informers "
                     "run only that part of the populated phase")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     ARGS = ap.parse_args()
@@ -1240,6 +1261,9 @@ def main():
         if want("workqueue"):
             with Phase("workqueue"):
                 phase_workqueue()
+        if want("rbac"):
+            with Phase("RBAC authorizer"):
+                phase_rbac()
     except KeyboardInterrupt as e:
         print("run.py: interrupted (%s); stopping servers" % e, file=sys.stderr)
         stop_all()

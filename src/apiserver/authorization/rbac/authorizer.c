@@ -27,12 +27,18 @@
 #include "common/text.h"
 #include "common/xalloc.h"
 
+/* A role's node stays where it is while bindings refer to it, stored or
+ * not (present false: a binding names a role that does not exist), so a
+ * binding holds a pointer to it and a decision never looks roles up. */
 typedef struct role {
     RB_ENTRY(role) node;
     char *key;
+    bool present;
+    size_t refs; /* bindings referring to it */
     rbac_rule *rules;
     size_t nrules;
-    json_t *rules_json; /* the rules as stored, for rbac_rules_for */
+    bool any_resource, any_url; /* whether some rule names resources / URLs */
+    json_t *rules_json;         /* the rules as stored, for rbac_rules_for */
 } role;
 
 typedef struct binding {
@@ -42,6 +48,7 @@ typedef struct binding {
     char *ns;        /* "" for a ClusterRoleBinding */
     bool to_cluster; /* roleRef is a ClusterRole */
     char *role_name;
+    role *role;          /* the role it refers to (a reference: role.refs) */
     char **subject_keys; /* the subjects' index keys */
     char **subject_desc; /* and how upstream names them: `User "x"`, ... */
     size_t nsubjects;
@@ -91,10 +98,19 @@ rbac_index *rbac_index_new(void)
     return ix;
 }
 
-static void role_free(role *r)
+static void role_clear(role *r)
 {
     rbac_rules_free(r->rules, r->nrules);
     json_decref(r->rules_json);
+    r->rules = NULL;
+    r->nrules = 0;
+    r->rules_json = NULL;
+    r->present = r->any_resource = r->any_url = false;
+}
+
+static void role_free(role *r)
+{
+    role_clear(r);
     free(r->key);
     free(r);
 }
@@ -153,26 +169,48 @@ static char *object_key(const json_t *obj, bool cluster)
 
 /* ---- roles ------------------------------------------------------------------- */
 
+/* The node of role `key` (taken), made absent when there is none. */
+static role *role_node(rbac_index *ix, char *key)
+{
+    role probe = {.key = key};
+    role *r = RB_FIND(role_tree, &ix->roles, &probe);
+    if (r) {
+        free(key);
+        return r;
+    }
+    r = xcalloc(1, sizeof *r);
+    r->key = key;
+    RB_INSERT(role_tree, &ix->roles, r);
+    return r;
+}
+
+/* Drops an absent role nothing refers to. */
+static void role_gc(rbac_index *ix, role *r)
+{
+    if (!r->present && !r->refs) {
+        RB_REMOVE(role_tree, &ix->roles, r);
+        role_free(r);
+    }
+}
+
 static void apply_role(rbac_index *ix, const json_t *obj, bool cluster, bool deleted)
 {
-    role probe = {.key = object_key(obj, cluster)};
-    role *old = RB_FIND(role_tree, &ix->roles, &probe);
-    if (old) {
-        RB_REMOVE(role_tree, &ix->roles, old);
-        role_free(old);
-    }
+    role *r = role_node(ix, object_key(obj, cluster));
+    role_clear(r);
     if (deleted) {
-        free(probe.key);
+        role_gc(ix, r);
         return;
     }
-    role *r = xcalloc(1, sizeof *r);
-    r->key = probe.key;
+    r->present = true;
     /* A ClusterRole with an aggregationRule carries the aggregated rules
      * in `rules` (its controller keeps them): they count as any rules. */
     const json_t *rules = json_object_get(obj, "rules");
     rbac_rules_compile(rules, &r->rules, &r->nrules);
+    for (size_t i = 0; i < r->nrules; i++) {
+        r->any_resource |= r->rules[i].resources && r->rules[i].resources[0];
+        r->any_url |= r->rules[i].non_resource_urls && r->rules[i].non_resource_urls[0];
+    }
     r->rules_json = json_is_array(rules) ? json_deep_copy(rules) : json_array();
-    RB_INSERT(role_tree, &ix->roles, r);
 }
 
 /* ---- bindings ---------------------------------------------------------------- */
@@ -250,7 +288,12 @@ static void unlink_binding(rbac_index *ix, binding *b)
         }
     }
     RB_REMOVE(binding_tree, &ix->bindings, b);
+    role *r = b->role;
     binding_free(b);
+    if (r) {
+        r->refs--;
+        role_gc(ix, r);
+    }
 }
 
 static void apply_binding(rbac_index *ix, const json_t *obj, bool cluster, bool deleted)
@@ -275,6 +318,8 @@ static void apply_binding(rbac_index *ix, const json_t *obj, bool cluster, bool 
     b->name = xstrdup(name ? name : "");
     b->to_cluster = !strcmp(ref_kind, "ClusterRole");
     b->role_name = xstrdup(ref_name);
+    b->role = role_node(ix, xasprintf("%s/%s", b->to_cluster ? "" : b->ns, ref_name));
+    b->role->refs++;
     const json_t *subjects = json_object_get(obj, "subjects");
     b->subject_keys = xcalloc(json_array_size(subjects) + 1, sizeof *b->subject_keys);
     b->subject_desc = xcalloc(json_array_size(subjects) + 1, sizeof *b->subject_desc);
@@ -327,12 +372,12 @@ void rbac_index_apply(rbac_index *ix, rbac_kind kind, const json_t *obj, bool de
  * the result with key_free(result, buf). */
 static char *key_join(char *buf, size_t n, const char *a, const char *b, const char *c)
 {
-    size_t len = strlen(a) + strlen(b) + strlen(c);
-    if (len < n) {
-        snprintf(buf, n, "%s%s%s", a, b, c);
-        return buf;
-    }
-    return xasprintf("%s%s%s", a, b, c);
+    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+    char *out = la + lb + lc < n ? buf : xmalloc(la + lb + lc + 1);
+    memcpy(out, a, la); /* not snprintf: this is on every decision's path */
+    memcpy(out + la, b, lb);
+    memcpy(out + la + lb, c, lc + 1);
+    return out;
 }
 
 static void key_free(char *key, char *buf)
@@ -364,16 +409,13 @@ static void note_missing(missing *m, const binding *b)
 }
 
 /* The role binding b refers to, or NULL (noted in m when given). */
-static const role *binding_role(rbac_index *ix, const binding *b, missing *m)
+static const role *binding_role(const binding *b, missing *m)
 {
-    char buf[512];
-    char *key = key_join(buf, sizeof buf, b->to_cluster ? "" : b->ns, "/", b->role_name);
-    role probe = {.key = key};
-    const role *r = RB_FIND(role_tree, &ix->roles, &probe);
-    key_free(key, buf);
-    if (!r && m)
+    if (b->role->present)
+        return b->role;
+    if (m)
         note_missing(m, b);
-    return r;
+    return NULL;
 }
 
 /* Whether binding b applies to a request in namespace ns: every
@@ -388,8 +430,8 @@ static bool binding_allows(rbac_index *ix, const binding *b, const rbac_request 
 {
     if (!binding_in_scope(b, req->namespace_))
         return false; /* a RoleBinding of another namespace */
-    const role *r = binding_role(ix, b, m);
-    if (!r)
+    const role *r = binding_role(b, m);
+    if (!r || !(req->resource_request ? r->any_resource : r->any_url))
         return false;
     for (size_t i = 0; i < r->nrules; i++)
         if (rbac_rule_allows(&r->rules[i], req))
@@ -518,11 +560,12 @@ static void collect_subject(rbac_index *ix, const char *key, const char *ns, jso
             *seen = xrealloc(*seen, *cap * sizeof **seen);
         }
         (*seen)[(*nseen)++] = b;
-        const role *r = binding_role(ix, b, m);
+        const role *r = binding_role(b, m);
         size_t k;
         json_t *rule;
         if (r)
-            json_array_foreach(r->rules_json, k, rule) json_array_append_new(out, json_deep_copy(rule));
+            json_array_foreach(r->rules_json, k, rule)
+                json_array_append_new(out, json_deep_copy(rule));
     }
 }
 
@@ -559,7 +602,7 @@ json_t *rbac_role_rules(rbac_index *ix, bool cluster, const char *ns, const char
     role probe = {.key = key};
     pthread_rwlock_rdlock(&ix->lock);
     const role *r = RB_FIND(role_tree, &ix->roles, &probe);
-    json_t *out = r ? json_deep_copy(r->rules_json) : NULL;
+    json_t *out = r && r->present ? json_deep_copy(r->rules_json) : NULL;
     pthread_rwlock_unlock(&ix->lock);
     free(key);
     return out;
