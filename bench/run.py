@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -187,11 +188,11 @@ def children_rss(pid):
     return sum(rs) if rs else None
 
 
-def http_json(method, url, body=None, timeout=30):
+def http_json(method, url, body=None, timeout=30, context=None):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
+    with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
         return r.status, r.read()
 
 
@@ -759,6 +760,7 @@ def phase_tls(tmp):
                     r, "tls" if tls else "plain", d["per_s"], d["p50_ms"], d["p99_ms"]),
                     flush=True)
         s = servers[True]
+        rbac_user_rounds(s, path, conns)
         for r in range(REPEAT["get"]):
             d = with_server_cpu(s.proc, lambda: loadgen(
                 ["--mode", "get", "--url", s.url] + s.tls_args() +
@@ -770,6 +772,75 @@ def phase_tls(tmp):
     finally:
         for s in servers.values():
             s.stop()
+
+
+RBAC_BINDINGS = 1000
+
+
+def rbac_user_rounds(s, path, conns):
+    """GETs over TLS as a user RBAC decides for (not system:masters, whom
+    the authorizer lets through first), with RBAC_BINDINGS RoleBindings
+    in the cluster: the user's certificate is made with the openssl CLI
+    from the cluster CA, and a Role and RoleBinding let it read
+    ConfigMaps in default; the other bindings name other users across
+    100 namespaces."""
+    ctx = s.ssl_context()
+    rbac = s.url + "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/"
+
+    def post(ns, kind, body):
+        http_json("POST", rbac % ns + kind, body, context=ctx)
+
+    post("default", "roles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                              "metadata": {"name": "cm-reader"},
+                              "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                                         "verbs": ["get", "list", "watch"]}]})
+
+    def binding(i, ns, user):
+        return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "rb-%d" % i},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "cm-reader"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                              "name": user},
+                             {"kind": "ServiceAccount", "name": "sa-%d" % i}]}
+    # other users' bindings in default and elsewhere (namespaces need not
+    # exist for the authorizer; they are created so the objects are valid)
+    for n in range(100):
+        try:
+            http_json("POST", s.url + "/api/v1/namespaces",
+                      {"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": "rbac-%d" % n}}, context=ctx)
+        except urllib.error.HTTPError:
+            pass
+    with_threads = [threading.Thread(target=lambda k=k: [
+        post("rbac-%d" % (i % 100), "rolebindings", binding(i, "rbac-%d" % (i % 100),
+                                                             "user-%d" % i))
+        for i in range(k, RBAC_BINDINGS - 1, 8)]) for k in range(8)]
+    for t in with_threads:
+        t.start()
+    for t in with_threads:
+        t.join()
+    post("default", "rolebindings", binding(RBAC_BINDINGS, "default", "bench-reader"))
+    key, csr, crt = (s.pki("bench-reader" + e) for e in (".key", ".csr", ".crt"))
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", csr,
+                    "-subj", "/CN=bench-reader/O=bench"], check=True, capture_output=True,
+                   timeout=30)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", s.pki("ca.crt"), "-CAkey",
+                    s.pki("ca.key"), "-set_serial", "4242", "-days", "1", "-sha256", "-out",
+                    crt], check=True, capture_output=True, timeout=30)
+    user = ["--cacert", s.pki("ca.crt"), "--cert", crt, "--key", key]
+    for r in range(REPEAT["get"]):
+        for who, args in (("admin", s.tls_args()), ("rbac", user)):
+            d = with_server_cpu(s.proc, lambda: loadgen(
+                ["--mode", "get", "--url", s.url] + args +
+                ["--path", path, "--conns", conns, "--warmup", 1,
+                 "--duration", DUR["get"]], DUR["get"] + 60))
+            if d.get("errors"):
+                raise RuntimeError("GETs as %s failed: %s" % (who, d))
+            STATE.setdefault("tls_get_" + who, []).append(d)
+            print("  round %d get tls as %-5s %6.0f/s p50 %.3f p99 %.3f ms" % (
+                r, who, d["per_s"], d["p50_ms"], d["p99_ms"]), flush=True)
 
 
 def phase_workqueue():
@@ -857,6 +928,19 @@ def build_results():
                 "rounds; median round" % label)
         else:
             skip("tls_%s_per_s" % what, "1/s", "tls phase did not run")
+    t, a, p = (median_round(S.get(k)) for k in ("tls_get_rbac", "tls_get_admin", "plain_get"))
+    if t and p:
+        put("tls_rbac_get_per_s", t["per_s"], "1/s", p["per_s"], "ckube over plain HTTP",
+            rounds=[round(x["per_s"]) for x in S["tls_get_rbac"]],
+            admin_per_s=a["per_s"] if a else None,
+            server_cpu_us=t.get("server_cpu_us_per_op"),
+            admin_server_cpu_us=a.get("server_cpu_us_per_op") if a else None,
+            p99_ms=t["p99_ms"],
+            note="GETs over HTTPS as a user RBAC decides for (a client certificate, one of "
+            "%d RoleBindings), against the plain figure; admin_per_s: the same server as "
+            "system:masters, in alternating rounds; median round" % RBAC_BINDINGS)
+    else:
+        skip("tls_rbac_get_per_s", "1/s", "tls phase did not run")
     h = median_round(S.get("tls_handshake"))
     if h:
         put("tls_handshakes_per_s", h["per_s"], "1/s",
@@ -1041,6 +1125,8 @@ TARGETS = {
     "watch_fanout_p99_ms": ("< 20", lambda e: e["value"] < 20),
     "rss_idle_mb": ("< 8", lambda e: e["value"] < 8),
     "tls_get_per_s": (">= 0.85x plain", lambda e: e["ratio"] >= 0.85 if e["ratio"] else None),
+    "tls_rbac_get_per_s": (">= 0.85x plain",
+                           lambda e: e["ratio"] >= 0.85 if e["ratio"] else None),
     "tls_create_per_s": (">= 0.85x plain",
                          lambda e: e["ratio"] >= 0.85 if e["ratio"] else None),
     "rss_idle_mb_no_cm": ("< 8", lambda e: e["value"] < 8),
