@@ -123,13 +123,13 @@ typedef struct ctx {
 static bool decide_rbac(void *arg)
 {
     ctx *c = arg;
-    return rbac_authorize(c->ix, &c->user, &c->req, NULL);
+    return rbac_authorize(c->ix, &c->user, &c->req, NULL, NULL);
 }
 
 static bool decide_chain(void *arg)
 {
     ctx *c = arg;
-    return authz_allowed(c->ix, &c->at, NULL);
+    return authz_allowed(c->ix, &c->at, NULL, NULL);
 }
 
 int main(int argc, char **argv)

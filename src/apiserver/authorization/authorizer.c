@@ -8,10 +8,12 @@
 #include "common/text.h"
 #include "common/xalloc.h"
 
-bool authz_allowed(rbac_index *ix, const authz_attributes *at, char **reason)
+bool authz_allowed(rbac_index *ix, const authz_attributes *at, char **reason, char **allowed_by)
 {
     if (reason)
         *reason = NULL;
+    if (allowed_by)
+        *allowed_by = NULL;
     const auth_user *u = at->user;
     if (!u)
         return false;
@@ -30,7 +32,7 @@ bool authz_allowed(rbac_index *ix, const authz_attributes *at, char **reason)
         .namespace_ = at->namespace_ ? at->namespace_ : "",
         .path = at->path ? at->path : "",
     };
-    return rbac_authorize(ix, &ru, &rq, reason);
+    return rbac_authorize(ix, &ru, &rq, reason, allowed_by);
 }
 
 ckube_status *authz_forbidden(const authz_attributes *at, const char *reason)

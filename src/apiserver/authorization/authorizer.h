@@ -29,9 +29,11 @@ typedef struct authz_attributes {
 } authz_attributes;
 
 /* Whether `at` is allowed by the chain over `ix` (NULL: RBAC allows
- * nothing). On a denial *reason (when given) is NULL or RBAC's reason
- * (malloc'd), which the 403 message ends with. Thread-safe. */
-bool authz_allowed(rbac_index *ix, const authz_attributes *at, char **reason);
+ * nothing). The reasons as rbac_authorize's (each optional; NULL or
+ * malloc'd): *reason on a denial, which the 403 message ends with;
+ * *allowed_by on an allow by RBAC (system:masters has none, as
+ * upstream's privileged-group authorizer). Thread-safe. */
+bool authz_allowed(rbac_index *ix, const authz_attributes *at, char **reason, char **allowed_by);
 
 /* Upstream's 403 for a denied request: "<resource>[.<group>] \"<name>\" is
  * forbidden: User \"<user>\" cannot <verb> resource \"<resource>[/<sub>]\"

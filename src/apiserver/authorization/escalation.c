@@ -53,7 +53,7 @@ static bool may(rbac_index *ix, const auth_user *user, const char *verb, const c
                            .subresource = "",
                            .name = name ? name : "",
                            .namespace_ = ns ? ns : ""};
-    return authz_allowed(ix, &at, NULL);
+    return authz_allowed(ix, &at, NULL, NULL);
 }
 
 /* ConfirmNoEscalation: NULL when the user's own rules in ns cover

@@ -375,8 +375,8 @@ static const char *field_selector_name(const char *fs, char *buf, size_t n)
     return buf;
 }
 
-static void request_attributes(req_ctx *rc, const request_info *ri, const char *path,
-                               char *verb, size_t verb_len, char *name_buf, size_t name_len,
+static void request_attributes(req_ctx *rc, const request_info *ri, const char *path, char *verb,
+                               size_t verb_len, char *name_buf, size_t name_len,
                                authz_attributes *at)
 {
     *at = (authz_attributes){.user = rc->user, .path = path};
@@ -415,11 +415,13 @@ static bool authorize(req_ctx *rc, const request_info *ri, const char *path)
     char verb[16], name[256];
     authz_attributes at;
     request_attributes(rc, ri, path, verb, sizeof verb, name, sizeof name, &at);
+    /* An allow's reason is built only for whom reads it (-v=5): it
+     * costs more than the decision. A denial's always is. */
     char *reason = NULL;
-    bool ok = authz_allowed(rc->srv->rbac, &at, &reason);
+    bool ok = authz_allowed(rc->srv->rbac, &at, &reason, ckube_log_v(5, __FILE__) ? &reason : NULL);
     if (ok) {
-        CKUBE_V(5, "\"Authorized\" user=\"%s\" verb=\"%s\" reason=\"%s\"", rc->user->name,
-                at.verb, reason ? reason : "");
+        CKUBE_V(5, "\"Authorized\" user=\"%s\" verb=\"%s\" reason=\"%s\"", rc->user->name, at.verb,
+                reason ? reason : "");
     } else {
         CKUBE_V(4, "\"Forbidden\" URI=\"%s\" reason=\"%s\"", path, reason ? reason : "");
         reply_status(rc, authz_forbidden(&at, reason));

@@ -497,10 +497,13 @@ static char *reason_of(missing *m)
     return reason;
 }
 
-bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *req, char **reason)
+bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *req, char **reason,
+                    char **allowed_by)
 {
     if (reason)
         *reason = NULL;
+    if (allowed_by)
+        *allowed_by = NULL;
     if (!user->name)
         return false;
     missing m = {.n = 0};
@@ -517,24 +520,27 @@ bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *r
             if (!who)
                 continue;
             char *key = key_join(buf, sizeof buf, g ? "g:" : "u:", who, "");
-            if (subject_allows(ix, key, req, cluster, &m, &by) && reason)
+            if (subject_allows(ix, key, req, cluster, &m, &by) && allowed_by)
                 by_key = xstrdup(key);
             key_free(key, buf);
         }
     }
     /* Read under the lock: the binding may go once it is released. */
-    char *allowed_by = by && reason ? allow_reason(by, by_key) : NULL;
+    if (by && allowed_by)
+        *allowed_by = allow_reason(by, by_key);
     pthread_rwlock_unlock(&ix->lock);
     free(by_key);
-    char *r = by ? allowed_by : reason_of(&m);
-    if (by)
+    if (by) {
         for (size_t i = 0; i < m.n; i++)
             free(m.msgs[i]);
+        return true;
+    }
+    char *r = reason_of(&m);
     if (reason)
         *reason = r;
     else
         free(r);
-    return by != NULL;
+    return false;
 }
 
 /* ---- the rules that apply ------------------------------------------------------ */

@@ -38,13 +38,15 @@ void rbac_index_free(rbac_index *ix);
  * the rest is read into the index. */
 void rbac_index_apply(rbac_index *ix, rbac_kind kind, const json_t *obj, bool deleted);
 
-/* Whether RBAC allows `req` for `user`. When reason is given, *reason is
- * upstream's reason text (malloc'd; the caller frees) or NULL: on an
- * allow `RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to
- * User "u"`, on a denial the roles that bindings name but that do not
- * exist (`RBAC: clusterrole.rbac.authorization.k8s.io "x" not found`),
- * which the 403 message ends with. */
-bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *req, char **reason);
+/* Whether RBAC allows `req` for `user`, with upstream's reasons (each
+ * out parameter optional; set to a malloc'd text the caller frees, or
+ * NULL): on a denial *reason names the roles that bindings name but that
+ * do not exist (`RBAC: clusterrole.rbac.authorization.k8s.io "x" not
+ * found`), which the 403 message ends with; on an allow *allowed_by is
+ * `RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to User
+ * "u"` (built only when asked for: it costs more than the decision). */
+bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *req, char **reason,
+                    char **allowed_by);
 
 /* Every rule that applies to `user` in namespace `ns` ("" or NULL:
  * ClusterRoleBindings only), as upstream's RulesFor: a new JSON array of

@@ -283,7 +283,7 @@ impersonate_result impersonate(rbac_index *ix, const auth_user *requester, const
         authz_attributes at;
         attributes(requester, &a.v[i], &at);
         char *reason = NULL;
-        if (!authz_allowed(ix, &at, &reason)) {
+        if (!authz_allowed(ix, &at, &reason, NULL)) {
             *denied = authz_forbidden(&at, reason);
             r = IMPERSONATE_DENIED;
         }

@@ -78,7 +78,7 @@ static void answer_access(const resource_type *t, json_t *obj, const auth_user *
     authz_attributes at;
     review_attributes(json_object_get(obj, "spec"), user, &at);
     char *reason = NULL;
-    bool ok = authz_allowed(t->review_arg, &at, &reason);
+    bool ok = authz_allowed(t->review_arg, &at, &reason, &reason);
     json_t *status = json_pack("{s:b}", "allowed", ok);
     if (reason && *reason)
         json_object_set_new(status, "reason", json_string(reason));

@@ -112,16 +112,16 @@ static void test_chain(void **state)
                            .namespace_ = "default"};
     /* system:masters: always, even with no RBAC at all */
     at.user = admin;
-    assert_true(authz_allowed(NULL, &at, NULL));
+    assert_true(authz_allowed(NULL, &at, NULL, NULL));
     at.user = bob;
-    assert_false(authz_allowed(NULL, &at, NULL));
+    assert_false(authz_allowed(NULL, &at, NULL, NULL));
     at.user = NULL;
-    assert_false(authz_allowed(NULL, &at, NULL));
+    assert_false(authz_allowed(NULL, &at, NULL, NULL));
 
     rbac_index *ix = rbac_index_new();
     at.user = bob;
     char *reason = (char *)"unset";
-    assert_false(authz_allowed(ix, &at, &reason));
+    assert_false(authz_allowed(ix, &at, &reason, NULL));
     free(reason);
     apply(ix, RBAC_ROLE,
           "{\"metadata\":{\"namespace\":\"default\",\"name\":\"cm-reader\"},\"rules\":[{"
@@ -131,19 +131,19 @@ static void test_chain(void **state)
           "\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":\"cm-reader\"},"
           "\"subjects\":[{\"kind\":\"User\",\"apiGroup\":\"rbac.authorization.k8s.io\","
           "\"name\":\"bob\"}]}");
-    assert_true(authz_allowed(ix, &at, NULL));
+    assert_true(authz_allowed(ix, &at, NULL, NULL));
     at.verb = "delete";
-    assert_false(authz_allowed(ix, &at, NULL));
+    assert_false(authz_allowed(ix, &at, NULL, NULL));
     at.verb = "list";
     at.namespace_ = "other";
-    assert_false(authz_allowed(ix, &at, NULL));
+    assert_false(authz_allowed(ix, &at, NULL, NULL));
     /* a binding to a missing ClusterRole: denied, with RBAC's reason */
     apply(ix, RBAC_CLUSTER_ROLE_BINDING,
           "{\"metadata\":{\"name\":\"cb\"},\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
           "\"kind\":\"ClusterRole\",\"name\":\"missing\"},\"subjects\":[{\"kind\":\"Group\","
           "\"apiGroup\":\"rbac.authorization.k8s.io\",\"name\":\"system:authenticated\"}]}");
     reason = NULL;
-    assert_false(authz_allowed(ix, &at, &reason));
+    assert_false(authz_allowed(ix, &at, &reason, NULL));
     assert_non_null(reason);
     assert_non_null(strstr(reason, "\"missing\" not found"));
     free(reason);

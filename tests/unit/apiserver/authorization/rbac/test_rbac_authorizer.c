@@ -40,7 +40,7 @@ static bool can(rbac_index *ix, const char *user, const char *const *groups, siz
                 rbac_request r, char **reason)
 {
     rbac_user u = {.name = user, .groups = groups, .ngroups = ng};
-    return rbac_authorize(ix, &u, &r, reason);
+    return rbac_authorize(ix, &u, &r, reason, reason); /* whichever applies */
 }
 
 #define READER                                                                                     \
@@ -199,7 +199,7 @@ static void test_changes_and_deletions(void **state)
     /* A user with no name is nobody. */
     rbac_user nobody = {.name = NULL};
     rbac_request r = req("get", "", "secrets", "team");
-    assert_false(rbac_authorize(ix, &nobody, &r, NULL));
+    assert_false(rbac_authorize(ix, &nobody, &r, NULL, NULL));
     rbac_index_free(ix);
 }
 
