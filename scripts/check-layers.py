@@ -49,6 +49,7 @@ LAYERS = [
     ("apiserver/authentication", "server", 36),
     ("apiserver/authentication/serviceaccount", "server", 34),
     ("apiserver/pki", "server", 33),
+    ("apiserver/audit", "server", 32),
     ("apiserver/codec", "server", 30),
     ("storage/sqlite", "server", 21),
     ("storage/memory", "server", 21),

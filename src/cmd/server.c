@@ -23,6 +23,8 @@
 #include "ckube/log.h"
 #include "ckube/clock.h"
 #include "ckube/json.h"
+#include "apiserver/audit/log.h"
+#include "apiserver/audit/policy.h"
 #include "cmd/cm_child.h"
 #include "cmd/cmd.h"
 #include "common/xalloc.h"
@@ -55,6 +57,14 @@ static void server_usage(FILE *f)
                "                            requests are system:unsecured in system:masters\n"
                "  --anonymous-auth=BOOL     requests without credentials are system:anonymous\n"
                "                            (default true, as kube-apiserver); false: 401\n"
+               "  --audit-policy-file PATH  audit.k8s.io/v1 Policy: which requests are audited, at\n"
+               "                            which level (none: no auditing)\n"
+               "  --audit-log-path PATH     the audit log (JSON lines; \"-\" is stdout), rotated\n"
+               "                            by --audit-log-maxsize MB (100), keeping\n"
+               "                            --audit-log-maxbackup files (100) of at most\n"
+               "                            --audit-log-maxage days (366); --audit-log-compress,\n"
+               "                            --audit-log-format json|legacy, --audit-log-mode\n"
+               "                            blocking|blocking-strict|batch\n"
                "  --token-auth-file PATH    static bearer tokens: CSV token,user,uid[,\"groups\"]\n"
                "  --service-account-issuer URL\n"
                "                            the iss of ServiceAccount tokens (default\n"
@@ -391,6 +401,88 @@ static int64_t parse_delay(const char *s)
     return (int64_t)ns;
 }
 
+/* The --audit-* flags' getopt codes (long options only). */
+enum {
+    OPT_AUDIT_POLICY_ = 256,
+    OPT_AUDIT_PATH_,
+    OPT_AUDIT_MAXSIZE_,
+    OPT_AUDIT_MAXBACKUP_,
+    OPT_AUDIT_MAXAGE_,
+    OPT_AUDIT_FORMAT_,
+    OPT_AUDIT_COMPRESS_,
+    OPT_AUDIT_MODE_,
+    OPT_AUDIT_BATCH_BUFFER_,
+    OPT_AUDIT_BATCH_MAX_,
+    OPT_AUDIT_VERSION_,
+};
+
+/* A non-negative int flag value, or -1 (said on stderr). */
+static int int_flag(const char *name, const char *v)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 0 || n > 1000000000L) {
+        fprintf(stderr, "ckube server: --%s wants a non-negative number, got \"%s\"\n", name, v);
+        return -1;
+    }
+    return (int)n;
+}
+
+/* The --audit-* flags (kube-apiserver's names; audit/log.h): 1 taken, 0
+ * not an audit flag, -1 a bad value (said on stderr). */
+static int audit_flag(int c, const char *v, const char **policy, audit_log_opts *o)
+{
+    char *err = NULL;
+    int n = 0;
+    switch (c) {
+    case OPT_AUDIT_POLICY_:
+        *policy = v;
+        return 1;
+    case OPT_AUDIT_PATH_:
+        o->path = v;
+        return 1;
+    case OPT_AUDIT_MAXSIZE_:
+        return (n = int_flag("audit-log-maxsize", v)) < 0 ? -1 : (o->max_size_mb = n, 1);
+    case OPT_AUDIT_MAXBACKUP_:
+        return (n = int_flag("audit-log-maxbackup", v)) < 0 ? -1 : (o->max_backups = n, 1);
+    case OPT_AUDIT_MAXAGE_:
+        return (n = int_flag("audit-log-maxage", v)) < 0 ? -1 : (o->max_age_days = n, 1);
+    case OPT_AUDIT_BATCH_BUFFER_:
+        return (n = int_flag("audit-log-batch-buffer-size", v)) < 0
+                   ? -1
+                   : (o->batch_buffer_size = n, 1);
+    case OPT_AUDIT_BATCH_MAX_:
+        return (n = int_flag("audit-log-batch-max-size", v)) < 0 ? -1
+                                                                  : (o->batch_max_size = n, 1);
+    case OPT_AUDIT_VERSION_:
+        o->group_version = v;
+        return 1;
+    case OPT_AUDIT_COMPRESS_:
+        if (!v || !strcmp(v, "true")) {
+            o->compress = true;
+        } else if (!strcmp(v, "false")) {
+            o->compress = false;
+        } else {
+            fprintf(stderr, "ckube server: --audit-log-compress wants true or false\n");
+            return -1;
+        }
+        return 1;
+    case OPT_AUDIT_FORMAT_:
+        if (audit_log_parse_format(v, &o->format, &err) == 0)
+            return 1;
+        break;
+    case OPT_AUDIT_MODE_:
+        if (audit_log_parse_mode(v, &o->mode, &err) == 0)
+            return 1;
+        break;
+    default:
+        return 0;
+    }
+    fprintf(stderr, "ckube server: %s\n", err ? err : "bad audit flag");
+    free(err);
+    return -1;
+}
+
 int cmd_server(int argc, char **argv)
 {
     /* The server's out-of-memory policy (common/xalloc.h): allocation
@@ -414,7 +506,22 @@ int cmd_server(int argc, char **argv)
     mode_t kc_mode = 0600;
     char *sans[32];
     size_t nsans = 0;
+    const char *audit_policy_file = NULL;
+    audit_log_opts audit_opts;
+    audit_log_opts_init(&audit_opts);
     static const struct option opts[] = {
+        {"audit-policy-file", required_argument, NULL, OPT_AUDIT_POLICY_},
+        {"audit-log-path", required_argument, NULL, OPT_AUDIT_PATH_},
+        {"audit-log-maxsize", required_argument, NULL, OPT_AUDIT_MAXSIZE_},
+        {"audit-log-maxbackup", required_argument, NULL, OPT_AUDIT_MAXBACKUP_},
+        {"audit-log-maxage", required_argument, NULL, OPT_AUDIT_MAXAGE_},
+        {"audit-log-format", required_argument, NULL, OPT_AUDIT_FORMAT_},
+        {"audit-log-compress", optional_argument, NULL, OPT_AUDIT_COMPRESS_},
+        {"audit-log-mode", required_argument, NULL, OPT_AUDIT_MODE_},
+        {"audit-log-batch-buffer-size", required_argument, NULL, OPT_AUDIT_BATCH_BUFFER_},
+        {"audit-log-batch-max-size", required_argument, NULL, OPT_AUDIT_BATCH_MAX_},
+        {"audit-log-version", required_argument, NULL, OPT_AUDIT_VERSION_},
+
         {"tls-cert-file", required_argument, NULL, 'T'},
         {"tls-private-key-file", required_argument, NULL, 'K'},
         {"client-ca-file", required_argument, NULL, 'A'},
@@ -448,6 +555,11 @@ int cmd_server(int argc, char **argv)
             return 2;
         }
         if (logflag > 0)
+            continue;
+        int audit_rc = audit_flag(c, optarg, &audit_policy_file, &audit_opts);
+        if (audit_rc < 0)
+            return 2;
+        if (audit_rc > 0)
             continue;
         switch (c) {
         case 'd':
@@ -651,7 +763,24 @@ int cmd_server(int argc, char **argv)
     sigaddset(&set, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
+    /* Auditing: no policy file, no auditing (upstream builds no backend
+     * then); a bad file or bad log flags fail the start. */
+    audit_policy *apolicy = NULL;
+    audit_log *alog = NULL;
+    char *aerr = NULL;
+    if (audit_policy_from_flag(audit_policy_file, &apolicy, &aerr) != 0 ||
+        (audit_opts.path && *audit_opts.path && apolicy &&
+         !(alog = audit_log_open(&audit_opts, &aerr)))) {
+        fprintf(stderr, "ckube server: %s\n", aerr ? aerr : "audit: out of memory");
+        free(aerr);
+        audit_policy_free(apolicy);
+        return 1;
+    }
+    if (!apolicy)
+        CKUBE_V(2, "No audit policy file provided, no events will be recorded for log backend");
     apiserver_config cfg = {
+        .audit_policy = apolicy,
+        .audit_log = alog,
         .data_dir = strcmp(backend, "memory") ? data_dir : NULL,
         .listen_host = host,
         .port = port,
@@ -676,16 +805,15 @@ int cmd_server(int argc, char **argv)
     };
     char *err = NULL;
     apiserver *s = apiserver_new(&cfg, &err);
-    if (!s) {
+    if (!s || apiserver_start(s, &err) != 0) {
         fprintf(stderr, "ckube server: %s\n", err ? err : "cannot start");
         free(err);
-        return 1;
-    }
-    if (apiserver_start(s, &err) != 0) {
-        fprintf(stderr, "ckube server: %s\n", err ? err : "cannot start");
-        free(err);
-        apiserver_stop(s);
-        apiserver_free(s);
+        if (s) {
+            apiserver_stop(s);
+            apiserver_free(s);
+        }
+        audit_log_close(alog);
+        audit_policy_free(apolicy);
         return 1;
     }
     /* A wildcard address is reached on loopback. */
@@ -742,6 +870,8 @@ int cmd_server(int argc, char **argv)
         CKUBE_WARN("stopping with %ld requests in flight", apiserver_inflight(s));
     apiserver_stop(s);
     apiserver_free(s);
+    audit_log_close(alog); /* after the loops: every event written */
+    audit_policy_free(apolicy);
     for (size_t i = 0; i < naudiences; i++)
         free(audiences[i]);
     CKUBE_INFO("stopped");

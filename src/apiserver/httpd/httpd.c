@@ -184,6 +184,25 @@ const char *httpd_req_header(const httpd_req *r, const char *name)
     return NULL;
 }
 
+void httpd_req_peer(const httpd_req *r, char *buf, size_t n)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char ip[INET6_ADDRSTRLEN];
+    buf[0] = '\0';
+    if (!r->conn || getpeername(r->conn->fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        if (inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip))
+            snprintf(buf, n, "%s:%u", ip, ntohs(a->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        if (inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip))
+            snprintf(buf, n, "[%s]:%u", ip, ntohs(a->sin6_port));
+    }
+}
+
 size_t httpd_req_header_count(const httpd_req *r)
 {
     return r->nh;

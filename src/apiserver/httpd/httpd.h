@@ -109,6 +109,9 @@ const char *httpd_req_header(const httpd_req *r, const char *name);
  * several entries, as Go's http.Header keeps its values. */
 size_t httpd_req_header_count(const httpd_req *r);
 void httpd_req_header_at(const httpd_req *r, size_t i, const char **name, const char **value);
+/* The connection's peer address as "ip:port" ("[ipv6]:port") into buf;
+ * "" when the connection is gone or the address cannot be read. */
+void httpd_req_peer(const httpd_req *r, char *buf, size_t n);
 /* The body (de-chunked). Borrowed; the owner may drain it. */
 struct evbuffer *httpd_req_body(httpd_req *r);
 /* The body was over max_body: it is not kept (the handler answers 413,

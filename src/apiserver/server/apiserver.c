@@ -6,6 +6,7 @@
 #include "apiserver/authentication/authenticator.h"
 #include "apiserver/authentication/serviceaccount/token.h"
 #include "apiserver/authorization/authorizer.h"
+#include "apiserver/endpoints/filters/audit.h"
 #include "apiserver/endpoints/filters/impersonation.h"
 #include "apiserver/httpd/tls.h"
 #include <openssl/ssl.h>
@@ -282,7 +283,8 @@ static int sa_authenticate(void *arg, const char *token, const json_t *audiences
 }
 
 /* Who the request is from (authentication/authenticator.h), the
- * connection's certificate judged once. false: answered 401. */
+ * connection's certificate judged once. false: the caller answers 401
+ * (after the audit has seen the request). */
 static bool authenticate(req_ctx *rc)
 {
     httpd_req *req = rc->req;
@@ -321,7 +323,6 @@ static bool authenticate(req_ctx *rc)
         free(q);
     }
     free(why);
-    reply_status(rc, ckube_status_new(401, CKUBE_REASON_UNAUTHORIZED, "Unauthorized"));
     return false;
 }
 
@@ -410,15 +411,21 @@ static void request_attributes(req_ctx *rc, const request_info *ri, const char *
  * answered 403. */
 static bool authorize(req_ctx *rc, const request_info *ri, const char *path)
 {
-    if (auth_user_in_group(rc->user, AUTH_GROUP_MASTERS))
+    if (auth_user_in_group(rc->user, AUTH_GROUP_MASTERS)) {
+        if (rc->audit) /* upstream's privileged-group authorizer gives no reason */
+            audit_req_authorized(rc->audit, true, NULL);
         return true; /* the common case, without building anything */
+    }
     char verb[16], name[256];
     authz_attributes at;
     request_attributes(rc, ri, path, verb, sizeof verb, name, sizeof name, &at);
     /* An allow's reason is built only for whom reads it (-v=5): it
      * costs more than the decision. A denial's always is. */
     char *reason = NULL;
-    bool ok = authz_allowed(rc->srv->rbac, &at, &reason, ckube_log_v(5, __FILE__) ? &reason : NULL);
+    bool ok = authz_allowed(rc->srv->rbac, &at, &reason,
+                            rc->audit || ckube_log_v(5, __FILE__) ? &reason : NULL);
+    if (rc->audit)
+        audit_req_authorized(rc->audit, ok, reason);
     if (ok) {
         CKUBE_V(5, "\"Authorized\" user=\"%s\" verb=\"%s\" reason=\"%s\"", rc->user->name, at.verb,
                 reason ? reason : "");
@@ -446,6 +453,8 @@ static bool impersonation(req_ctx *rc, const char *target)
         CKUBE_V(4, "\"Impersonating\" user=\"%s\" as=\"%s\"", rc->user->name, as->name);
         auth_user_unref(rc->user);
         rc->user = as;
+        if (rc->audit)
+            audit_req_impersonated(rc->audit, as);
         return true;
     case IMPERSONATE_DENIED:
         CKUBE_V(4, "\"Forbidden\" URI=\"%s\" reason=\"%s\"", target, denied->message);
@@ -458,6 +467,106 @@ static bool impersonation(req_ctx *rc, const char *target)
         return false;
     }
     return false;
+}
+
+/* ---- audit -------------------------------------------------------------- */
+
+/* What the audit filter records of the request (endpoints/filters/
+ * audit.h); strings borrowed from rc and path. */
+static void audit_info(req_ctx *rc, bool api_path, const char *path,
+                       const struct timespec *received, char *verb, size_t verb_len, char *peer,
+                       size_t peer_len, audit_req_info *in)
+{
+    authz_attributes at;
+    char name[256];
+    request_attributes(rc, api_path ? &rc->ri : NULL, path, verb, verb_len, name, sizeof name, &at);
+    httpd_req_peer(rc->req, peer, peer_len);
+    *in = (audit_req_info){.audit_id = NULL,
+                           .uri = httpd_req_target(rc->req),
+                           .verb = at.verb,
+                           .user = rc->user,
+                           .user_agent = httpd_req_header(rc->req, "User-Agent"),
+                           .x_forwarded_for = httpd_req_header(rc->req, "X-Forwarded-For"),
+                           .x_real_ip = httpd_req_header(rc->req, "X-Real-Ip"),
+                           .peer = peer,
+                           .resource_request = at.resource_request,
+                           .api_group = at.api_group,
+                           .api_version = at.api_version,
+                           .resource = at.resource,
+                           .subresource = at.subresource,
+                           .namespace_ = at.namespace_,
+                           .name = at.resource_request ? rc->ri.name : NULL,
+                           .path = path,
+                           .received = *received};
+}
+
+/* The request's Audit-ID (the client's, else a new one), echoed in the
+ * reply's header. */
+static const char *audit_id(req_ctx *rc, char *buf, size_t n)
+{
+    const char *id = audit_id_for_request(httpd_req_header(rc->req, AUDIT_HEADER_AUDIT_ID), buf, n);
+    httpd_add_header(rc->req, AUDIT_HEADER_AUDIT_ID, id);
+    return id;
+}
+
+static void audit_failed_authentication(req_ctx *rc, bool api_path, const char *path,
+                                        const struct timespec *received)
+{
+    apiserver *s = rc->srv;
+    if (!s->cfg.audit_policy || !s->cfg.audit_log)
+        return;
+    char verb[16], peer[64], id[AUDIT_ID_SIZE];
+    audit_req_info in;
+    audit_info(rc, api_path, path, received, verb, sizeof verb, peer, sizeof peer, &in);
+    in.audit_id =
+        audit_id_for_request(httpd_req_header(rc->req, AUDIT_HEADER_AUDIT_ID), id, sizeof id);
+    audit_unauthenticated(s->cfg.audit_policy, s->cfg.audit_log, &in);
+}
+
+/* Decides the request's audit (RequestReceived) with the authenticated
+ * user; at the Request levels the body is its requestObject. */
+static void audit_begin(req_ctx *rc, bool api_path, const char *path,
+                        const struct timespec *received)
+{
+    apiserver *s = rc->srv;
+    if (!s->cfg.audit_policy || !s->cfg.audit_log)
+        return;
+    char verb[16], peer[64], id[AUDIT_ID_SIZE];
+    audit_req_info in;
+    audit_info(rc, api_path, path, received, verb, sizeof verb, peer, sizeof peer, &in);
+    in.audit_id = audit_id(rc, id, sizeof id);
+    rc->audit = audit_req_begin(s->cfg.audit_policy, s->cfg.audit_log, &in);
+    if (!rc->audit)
+        return;
+    rc->audit_keep_reply = audit_req_level(rc->audit) >= AUDIT_LEVEL_REQUEST_RESPONSE;
+    struct evbuffer *body = httpd_req_body(rc->req);
+    const char *ct = httpd_req_header(rc->req, "Content-Type");
+    size_t len = body ? evbuffer_get_length(body) : 0;
+    if (audit_req_level(rc->audit) >= AUDIT_LEVEL_REQUEST && len && ct && strstr(ct, "json")) {
+        json_t *obj = json_loadb((const char *)evbuffer_pullup(body, -1), len, 0, NULL);
+        if (obj)
+            audit_req_set_request_object(rc->audit, obj);
+        json_decref(obj);
+    }
+}
+
+/* The request-done hook: ResponseComplete, then the metrics. */
+static void request_done(req_ctx *rc)
+{
+    if (rc->audit) {
+        audit_req_complete(rc->audit, rc->code ? rc->code : 200, rc->audit_reply);
+        audit_req_free(rc->audit);
+        rc->audit = NULL;
+    }
+    apimetrics_request_done(rc);
+}
+
+/* A watch's stream began: ResponseStarted, then the metrics. */
+static void watch_started(req_ctx *rc)
+{
+    if (rc->audit)
+        audit_req_started(rc->audit, 200);
+    apimetrics_watch_started(rc);
 }
 
 static void handle_request(httpd_req *req, void *arg)
@@ -491,38 +600,53 @@ static void handle_request(httpd_req *req, void *arg)
     rc->method = method;
     const char *target = httpd_req_target(req);
     CKUBE_V(5, "%s %s", method, target);
-    if (!authenticate(rc) || !impersonation(rc, target))
-        return;
-    if (httpd_req_body_too_large(req)) {
-        reply_status(rc,
-                     ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
-                                      "Request entity too large: limit is %u", APISERVER_MAX_BODY));
-        return;
+    struct timespec received; /* the audit's requestReceivedTimestamp */
+    clock_gettime(CLOCK_REALTIME, &received);
+    /* What the request asks (upstream's RequestInfo, outermost of its
+     * filters): origin-form "/path?query"; an absolute-form target (a
+     * proxy's "http://host/path") is reduced to its path. */
+    const char *origin = target;
+    if (!strncasecmp(origin, "http://", 7) || !strncasecmp(origin, "https://", 8)) {
+        const char *p = strchr(strstr(origin, "//") + 2, '/');
+        origin = p ? p : "/";
     }
-    /* origin-form "/path?query"; an absolute-form target (a proxy's
-     * "http://host/path") is reduced to its path. */
-    if (!strncasecmp(target, "http://", 7) || !strncasecmp(target, "https://", 8)) {
-        const char *p = strchr(strstr(target, "//") + 2, '/');
-        target = p ? p : "/";
-    }
-    const char *qmark = strchr(target, '?');
-    size_t plen = qmark ? (size_t)(qmark - target) : strcspn(target, "#");
+    const char *qmark = strchr(origin, '?');
+    size_t plen = qmark ? (size_t)(qmark - origin) : strcspn(origin, "#");
     if (qmark && parse_query(qmark + 1, strcspn(qmark + 1, "#"), &rc->query) != 0) {
         reply_status(rc, ckube_status_bad_request("invalid query string"));
         return;
     }
-    char *rawpath = xstrndup(target, plen);
+    char *rawpath = xstrndup(origin, plen);
     char *path = rawpath ? evhttp_uridecode(*rawpath ? rawpath : "/", 0, NULL) : NULL;
     free(rawpath);
     if (!path) {
         reply_status(rc, ckube_status_new(500, CKUBE_REASON_INTERNAL, "out of memory"));
         return;
     }
-
-    /* The authorizer sees every request (health, metrics and discovery
-     * too), as upstream's filter ahead of the handlers. */
     bool watch_param = req_query_bool(rc, "watch");
     bool api_path = request_info_parse(path, method, watch_param, &rc->ri) == 0;
+
+    /* Then, in kube-apiserver's filter order: authentication, audit,
+     * impersonation, authorization. The authorizer sees every request
+     * (health, metrics and discovery too). */
+    if (!authenticate(rc)) {
+        audit_failed_authentication(rc, api_path, path, &received);
+        free(path);
+        reply_status(rc, ckube_status_new(401, CKUBE_REASON_UNAUTHORIZED, "Unauthorized"));
+        return;
+    }
+    audit_begin(rc, api_path, path, &received);
+    if (!impersonation(rc, target)) {
+        free(path);
+        return;
+    }
+    if (httpd_req_body_too_large(req)) {
+        free(path);
+        reply_status(rc,
+                     ckube_status_new(413, CKUBE_REASON_TOO_LARGE,
+                                      "Request entity too large: limit is %u", APISERVER_MAX_BODY));
+        return;
+    }
     if (!authorize(rc, api_path ? &rc->ri : NULL, path)) {
         free(path);
         return;
@@ -704,8 +828,8 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
     s->crds = crd_attach(s->registry, s->store);
     if (!(s->metrics = apimetrics_new(s)))
         CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
-    s->on_request_done = apimetrics_request_done;
-    s->on_watch_started = apimetrics_watch_started;
+    s->on_request_done = request_done;
+    s->on_watch_started = watch_started;
     return s;
 }
 

@@ -70,6 +70,7 @@ void req_ctx_free(req_ctx *rc)
     evhttp_clear_headers(&rc->query);
     auth_user_unref(rc->user);
     resource_type_unref(rc->type);
+    json_decref(rc->audit_reply);
     for (size_t i = 0; i < rc->warnings.n; i++)
         free(rc->warnings.texts[i]);
     free(rc->warnings.texts);
@@ -181,6 +182,11 @@ void req_long_running(req_ctx *rc)
 void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf)
 {
     rc->code = code;
+    if (rc->audit && (code >= 300 || rc->audit_keep_reply) && !rc->audit_reply) {
+        /* (decoded again only for the audit log, which asked for it) */
+        size_t len = evbuffer_get_length(buf);
+        rc->audit_reply = json_loadb((const char *)evbuffer_pullup(buf, -1), len, 0, NULL);
+    }
     req_add_common_headers(rc, "application/json");
     CKUBE_V(4, "%s %s -> %d", rc->ri.verb[0] ? rc->ri.verb : "request", httpd_req_target(rc->req),
             code);

@@ -75,6 +75,10 @@ typedef struct apiserver_config {
     const char *sa_key_file, *sa_pub_file, *sa_issuer;
     const char *const *api_audiences;
     size_t napi_audiences;
+    /* Auditing (audit/, endpoints/filters/audit.h): the policy and the
+     * log, both borrowed (they outlive the server); either NULL: off. */
+    const struct audit_policy *audit_policy;
+    struct audit_log *audit_log;
 } apiserver_config;
 
 typedef struct apiserver apiserver;
@@ -185,6 +189,13 @@ struct req_ctx {
     bool is_apply;
     struct ckube_metric *longrunning_gauge;
     bool long_running; /* a watch (req_long_running): not counted in inflight */
+    /* Auditing: the request's state when it is audited (owned; the
+     * server's request-done hook ends it), and the JSON reply the reply
+     * writer keeps for it: every Status (code >= 300), every reply at
+     * RequestResponse (audit_keep_reply). */
+    struct audit_req *audit;
+    bool audit_keep_reply;
+    json_t *audit_reply;
     bool reported;     /* on_request_done has run (req_report) */
 };
 
