@@ -514,6 +514,26 @@ class AuthorizationTest(unittest.TestCase):
                    == 200, "the ServiceAccount may list")
 
 
+class RestartTest(unittest.TestCase):
+    def test_bindings_survive_a_restart(self):
+        """The index is rebuilt from what is stored: right after a restart
+        the bindings grant what they granted (a regression: the index
+        once started empty, and nothing rewrote unchanged objects)."""
+        ensure_namespace("restart")
+        admin("POST", RBAC + "/namespaces/restart/roles",
+              role("cm-list", "restart", [{"apiGroups": [""], "resources": ["configmaps"],
+                                           "verbs": ["list"]}]))
+        admin("POST", RBAC + "/namespaces/restart/rolebindings",
+              binding("carol-list", "restart", "Role", "cm-list", [user("carol")]))
+        path = "/api/v1/namespaces/restart/configmaps"
+        eventually(lambda: call("GET", path, token="tok-carol")[0] == 200, "before")
+        SERVER.stop()
+        SERVER.start()
+        self.assertEqual(call("GET", path, token="tok-carol")[0], 200)
+        # and the bootstrap policy's bindings: discovery for everyone
+        self.assertEqual(call("GET", "/api", token="tok-carol")[0], 200)
+
+
 class ImpersonationTest(unittest.TestCase):
     """Impersonate-* headers (kubectl --as, --as-group, --as-uid), checked
     with the "impersonate" verb."""

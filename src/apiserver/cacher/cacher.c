@@ -881,15 +881,34 @@ int cacher_start(cacher *c)
     pthread_rwlock_unlock(&c->lock);
     if (rc)
         return rc;
-    /* Initial objects reach listeners as ADDED, as if they were new. */
+    /* Initial objects reach listeners as ADDED, as if they were new: those
+     * of every key the listener's prefix covers, as live events reach it
+     * (apply_batch matches keys). A list reads one bucket, and a prefix
+     * may span several (RBAC's listener takes its whole group: roles,
+     * bindings and their cluster kinds), so each bucket it covers is
+     * listed, with the narrower of the two prefixes. */
     for (listener *l = c->listeners; l; l = l->next) {
-        size_t n;
-        int64_t r;
-        size_t more;
-        cobj **objs = cacher_list(c, l->prefix, NULL, NULL, 0, &n, &r, &more);
-        for (size_t i = 0; i < n; i++)
-            l->fn(l->arg, CEV_ADDED, objs[i]);
-        cacher_objs_free(objs, n);
+        size_t lp = strlen(l->prefix), np = 0;
+        pthread_rwlock_rdlock(&c->lock);
+        char **prefixes = xcalloc(c->nbuckets + 1, sizeof *prefixes);
+        for (bucket *b = c->buckets; b; b = b->next) {
+            if (b->prefix_len >= lp && !memcmp(b->prefix, l->prefix, lp))
+                prefixes[np++] = xstrdup(b->prefix); /* a bucket under the prefix */
+            else if (b->prefix_len < lp && !memcmp(l->prefix, b->prefix, b->prefix_len))
+                prefixes[np++] = xstrdup(l->prefix); /* part of a bucket */
+        }
+        pthread_rwlock_unlock(&c->lock);
+        for (size_t k = 0; k < np; k++) {
+            size_t n;
+            int64_t r;
+            size_t more;
+            cobj **objs = cacher_list(c, prefixes[k], NULL, NULL, 0, &n, &r, &more);
+            for (size_t i = 0; i < n; i++)
+                l->fn(l->arg, CEV_ADDED, objs[i]);
+            cacher_objs_free(objs, n);
+            free(prefixes[k]);
+        }
+        free(prefixes);
     }
     return storage_watch(c->st, rev, apply_batch, c);
 }

@@ -606,6 +606,72 @@ static void test_load_serves_what_decoding_did(void **state)
     free(revs);
 }
 
+/* What a listener saw: the keys of its ADDED events, in order. */
+typedef struct {
+    char keys[16][128];
+    size_t n;
+} seen_keys;
+
+static void on_listened(void *arg, cevent_type type, const cobj *o)
+{
+    seen_keys *s = arg;
+    assert_int_equal(type, CEV_ADDED);
+    assert_true(s->n < 16);
+    snprintf(s->keys[s->n++], sizeof s->keys[0], "%s", o->key);
+}
+
+static bool saw(const seen_keys *s, const char *key)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->keys[i], key))
+            return true;
+    return false;
+}
+
+/* At start a listener gets every stored object its prefix covers as
+ * ADDED, as it gets live events by key: a prefix spanning several
+ * buckets (a whole API group, as the RBAC index listens) gets them all,
+ * a prefix inside a bucket only its part. (A group-wide listener once got
+ * nothing at start, so a restarted server's RBAC index was empty.) */
+static void test_listeners_get_initial_objects(void **state)
+{
+    (void)state;
+    storage *st = storage_memory_open();
+    static const char *const keys[] = {
+        "/registry/rbac.authorization.k8s.io/clusterrolebindings/b1",
+        "/registry/rbac.authorization.k8s.io/clusterroles/r1",
+        "/registry/rbac.authorization.k8s.io/roles/ns1/r2",
+        "/registry/rbac.authorization.k8s.io/roles/ns2/r3",
+        "/registry/core/configmaps/ns1/c1",
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const char *name = strrchr(keys[i], '/') + 1;
+        char *v = NULL;
+        assert_true(
+            asprintf(&v, "{\"kind\":\"X\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"%s\"}}",
+                     name) > 0);
+        assert_int_equal(write_sync(st, STORAGE_OP_CREATE, keys[i], v, NULL), STORAGE_OK);
+        free(v);
+    }
+    cacher *c = cacher_new(st, 64);
+    seen_keys group = {0}, part = {0}, bucket = {0}, none = {0};
+    cacher_add_listener(c, "/registry/rbac.authorization.k8s.io/", on_listened, &group);
+    cacher_add_listener(c, "/registry/rbac.authorization.k8s.io/roles/ns1/", on_listened, &part);
+    cacher_add_listener(c, "/registry/core/configmaps/", on_listened, &bucket);
+    cacher_add_listener(c, "/registry/apps/", on_listened, &none);
+    assert_int_equal(cacher_start(c), 0);
+    assert_int_equal(group.n, 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_true(saw(&group, keys[i]));
+    assert_int_equal(part.n, 1);
+    assert_true(saw(&part, keys[2]));
+    assert_int_equal(bucket.n, 1);
+    assert_true(saw(&bucket, keys[4]));
+    assert_int_equal(none.n, 0);
+    cacher_free(c);
+    storage_close(st);
+}
+
 /* Enough objects for the start-up loader to cycle its batches (and wait
  * for free ones), values larger than a batch buffer, and every object
  * arrives exactly once. */
@@ -789,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_human_duration),
         cmocka_unit_test(test_load_serves_what_decoding_did),
         cmocka_unit_test(test_load_many),
+        cmocka_unit_test(test_listeners_get_initial_objects),
         cmocka_unit_test(test_jscan_canonical_forms),
         cmocka_unit_test(test_jscan_set_rv),
     };
