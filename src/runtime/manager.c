@@ -759,15 +759,19 @@ void ckube_manager_stop(ckube_manager *m)
 
 /* ---- signals: one manager at a time handles them ---- */
 
-static int volatile signal_fd = -1;
-static volatile sig_atomic_t signals_seen;
+/* Atomics (lock-free, so async-signal-safe), not just volatile: the
+ * handler runs on whichever thread the signal lands on, while the thread
+ * in ckube_manager_run sets and clears them (a plain volatile is a data
+ * race ThreadSanitizer reports when a SIGTERM comes early). */
+static _Atomic int signal_fd = -1;
+static _Atomic int signals_seen;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    if (signals_seen++ > 0)
+    if (atomic_fetch_add(&signals_seen, 1) > 0)
         _exit(1); /* second signal: exit directly, as controller-runtime */
-    int fd = signal_fd;
+    int fd = atomic_load(&signal_fd);
     if (fd >= 0) {
         char s = 'S';
         ssize_t w = write(fd, &s, 1);
@@ -779,8 +783,8 @@ int ckube_manager_run(ckube_manager *m)
 {
     struct sigaction old_term, old_int;
     if (m->handle_signals) {
-        signals_seen = 0;
-        signal_fd = m->pipe[1];
+        atomic_store(&signals_seen, 0);
+        atomic_store(&signal_fd, m->pipe[1]);
         struct sigaction sa = {0};
         sa.sa_handler = on_signal;
         sigemptyset(&sa.sa_mask);
@@ -792,7 +796,7 @@ int ckube_manager_run(ckube_manager *m)
     if (m->handle_signals) {
         sigaction(SIGTERM, &old_term, NULL);
         sigaction(SIGINT, &old_int, NULL);
-        signal_fd = -1;
+        atomic_store(&signal_fd, -1);
     }
     return code;
 }

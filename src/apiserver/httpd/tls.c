@@ -12,6 +12,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "ckube/log.h"
 #include "common/text.h"
@@ -104,6 +105,32 @@ static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_OK;
 }
 
+/* OpenSSL works out a certificate's extensions (key identifiers, key
+ * usage, purposes) when first asked and caches them in the X509 under
+ * its lock, after which readers test a flag (an atomic in the
+ * uninstrumented library) and read the cache without it. The CAs and the
+ * serving chain are shared by every loop's handshakes, so the first two
+ * client-certificate handshakes at once (a controller-manager opening
+ * its clients) look like a race on the CA's cached key identifier to
+ * ThreadSanitizer. Computing them here, while the context is built and
+ * before any loop can use it, leaves the handshakes only reads. */
+static void warm_certificates(SSL_CTX *ctx)
+{
+    STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+    for (int i = 0; i < sk_X509_OBJECT_num(objs); i++) {
+        X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+        if (x)
+            X509_check_purpose(x, -1, 0);
+    }
+    X509 *leaf = SSL_CTX_get0_certificate(ctx);
+    if (leaf)
+        X509_check_purpose(leaf, -1, 0);
+    STACK_OF(X509) *chain = NULL;
+    if (SSL_CTX_get0_chain_certs(ctx, &chain) == 1)
+        for (int i = 0; i < sk_X509_num(chain); i++)
+            X509_check_purpose(sk_X509_value(chain, i), -1, 0);
+}
+
 /* A context from the files as they are now. NULL with *err. */
 static SSL_CTX *load_ctx(char *const path[NFILES], char **err)
 {
@@ -166,6 +193,7 @@ static SSL_CTX *load_ctx(char *const path[NFILES], char **err)
     /* Resumption within this process (tickets for TLS 1.3, a cache for
      * 1.2): a client that reconnects skips the key exchange. */
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"ckube", 5);
+    warm_certificates(ctx);
     ERR_clear_error();
     return ctx;
 fail:

@@ -97,7 +97,14 @@ const char *sa_tokens_issuer(const sa_tokens *t)
 
 json_t *sa_tokens_api_audiences(const sa_tokens *t)
 {
-    return json_incref(t->audiences);
+    /* A copy, not a reference: the loops call this at once, and jansson
+     * reads a shared value's count without an atomic before changing it
+     * atomically, a race ThreadSanitizer reports (and the C memory model
+     * agrees with). Values shared between threads are only read here. */
+    json_t *a = json_deep_copy(t->audiences);
+    if (!a)
+        xalloc_die();
+    return a;
 }
 
 static json_t *name_uid(const char *name, const char *uid)
@@ -117,8 +124,7 @@ char *sa_tokens_issue(const sa_tokens *t, const char *ns, const char *name, cons
     else if (bound && bound->kind && !strcmp(bound->kind, "Secret"))
         json_object_set_new(k8s, "secret", name_uid(bound->name, bound->uid));
     char *sub = xasprintf("system:serviceaccount:%s:%s", ns, name);
-    json_t *aud =
-        json_array_size(audiences) ? json_deep_copy(audiences) : json_incref(t->audiences);
+    json_t *aud = json_deep_copy(json_array_size(audiences) ? audiences : t->audiences);
     json_t *claims =
         json_pack("{s:o,s:I,s:I,s:s,s:s,s:o,s:I,s:s}", "aud", aud, "exp",
                   (json_int_t)(now + seconds), "iat", (json_int_t)now, "iss", t->issuer, "jti", jti,
@@ -237,11 +243,14 @@ int sa_tokens_validate(const sa_tokens *t, const char *token, const json_t *audi
             out->audiences = json_array();
             size_t i;
             json_t *w;
+            /* `want` may be shared between the loops (the API's
+             * audiences): its strings are copied, never referenced, so
+             * no thread touches their counts (sa_tokens_api_audiences). */
             json_array_foreach(want, i, w)
             {
-                json_t *one = json_pack("[O]", w);
-                if (audience_ok(aud, one))
-                    json_array_append(out->audiences, w);
+                json_t *one = json_pack("[s]", json_string_value(w));
+                if (one && audience_ok(aud, one))
+                    json_array_append_new(out->audiences, json_string(json_string_value(w)));
                 json_decref(one);
             }
             return 1;

@@ -44,7 +44,8 @@ sa_tokens *sa_tokens_new(const char *key_file, const char *pub_file, const char 
 void sa_tokens_free(sa_tokens *t);
 
 const char *sa_tokens_issuer(const sa_tokens *t);
-/* The API's audiences as a JSON array (a new reference). */
+/* The API's audiences as a new JSON array the caller owns (a copy: no
+ * two threads share it). */
 json_t *sa_tokens_api_audiences(const sa_tokens *t);
 
 /* What a token is bound to. */
