@@ -29,7 +29,7 @@
  * (and 5xx) answers that carry Retry-After (up to max_retries times,
  * sleeping the given seconds), GETs after a dropped connection, and any
  * request once after a 401 when refreshed credentials (exec plugin, token
- * file) differ from the ones used. Each request is logged at -v 6
+ * file, token source) differ from the ones used. Each request is logged at -v 6
  * ("GET https://... 200 OK in 3 milliseconds"), bodies at -v 8.
  */
 #ifndef CKUBE_CLIENT_H

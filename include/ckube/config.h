@@ -38,6 +38,20 @@ typedef struct ckube_exec_config {
     bool provide_cluster_info; /* pass spec.cluster in KUBERNETES_EXEC_INFO */
 } ckube_exec_config;
 
+/* A source of bearer tokens the program keeps in memory (client-go's
+ * oauth2.TokenSource, which kube-controller-manager wraps around each
+ * controller's transport for its ServiceAccount token; see
+ * ckube_config.token_source). Called before every request, watches
+ * included, on the thread making it, with no lock of the client held, so
+ * it may block (to fetch a token) and must be thread-safe. Returns a
+ * malloc'd token the client frees, or NULL with *err set to a new
+ * ckube_status (or left NULL), and the request fails with that error.
+ * After the server answered 401 it is called once more with `rejected`,
+ * the token it refused (borrowed for the call; NULL otherwise), so that
+ * it can drop that token and get another: when what it returns differs,
+ * the request is tried once more. */
+typedef char *(*ckube_token_source_fn)(void *ctx, const char *rejected, ckube_status **err);
+
 /* Everything a client needs; the analogue of client-go's rest.Config.
  * Every pointer is owned by the struct (ckube_config_free frees them) and
  * may be NULL. *_data fields hold PEM bytes (already base64-decoded). */
@@ -67,6 +81,14 @@ typedef struct ckube_config {
     int burst;       /* 0 = 10 */
     int timeout_ms;  /* per request (not watches); 0 = none */
     int max_retries; /* 429/Retry-After retries; 0 = 10; < 0 = none */
+    /* Bearer tokens from the program (see ckube_token_source_fn); NULL =
+     * none. Not with bearer_token, bearer_token_file, an exec plugin or a
+     * username (ckube_client_new refuses the mix). The context is
+     * borrowed, never freed: it must outlive every client made from this
+     * config, and copies (ckube_config_dup) share it. (Last in the struct
+     * so that the fields above keep their offsets.) */
+    ckube_token_source_fn token_source;
+    void *token_source_ctx;
 } ckube_config;
 
 /* Explicit overrides, each NULL when not given (like kubectl's flags). */

@@ -12,7 +12,10 @@
  *
  * Precedence when several are configured: exec credentials, then the
  * token file's last good content, then the static token. Basic auth is
- * applied by http.c from the config directly. */
+ * applied by http.c from the config directly. A token source (the
+ * program's callback) is never configured with any of these
+ * (ckube_client_new refuses it) and is asked for every request, outside
+ * the mutex: it keeps and refreshes its token itself. */
 #include "client/client_internal.h"
 
 #include <errno.h>
@@ -47,6 +50,9 @@ struct ckube__auth {
     size_t ex_cert_len, ex_key_len;
     int64_t ex_expiry_us; /* wall clock; 0 = never expires */
     uint64_t generation;  /* bumped whenever the credentials change */
+    /* the program's token source (config.h); its context is borrowed */
+    ckube_token_source_fn source;
+    void *source_ctx;
 };
 
 /* KUBERNETES_EXEC_INFO: what the plugin learns about the request. */
@@ -95,6 +101,8 @@ ckube__auth *ckube__auth_new(const ckube_config *cfg, ckube_status **err)
     if (!a)
         return NULL;
     pthread_mutex_init(&a->mu, NULL);
+    a->source = cfg->token_source;
+    a->source_ctx = cfg->token_source_ctx;
     a->static_token =
         ckube__strdup0(cfg->bearer_token && *cfg->bearer_token ? cfg->bearer_token : NULL);
     if (cfg->bearer_token_file && *cfg->bearer_token_file) {
@@ -398,8 +406,28 @@ static int fill(const ckube__auth *a, ckube__creds *out)
     return 0;
 }
 
+/* The token source's token for the next request (or, with `rejected`,
+ * after a 401). -1 with *err when it has none. */
+static int source_get(ckube__auth *a, const char *rejected, ckube__creds *out, ckube_status **err)
+{
+    memset(out, 0, sizeof *out);
+    ckube_status *e = NULL;
+    out->token = a->source(a->source_ctx, rejected, &e);
+    if (out->token)
+        return 0;
+    if (!e)
+        e = ckube__local_error("getting credentials: the token source has no token");
+    if (err)
+        *err = e;
+    else
+        ckube_status_free(e);
+    return -1;
+}
+
 int ckube__auth_get(ckube__auth *a, ckube__creds *out, ckube_status **err)
 {
+    if (a->source)
+        return source_get(a, NULL, out, err);
     pthread_mutex_lock(&a->mu);
     int rc = 0;
     if (a->exec && (!a->have_exec_creds || (a->ex_expiry_us && now_us() > a->ex_expiry_us)))
@@ -423,6 +451,18 @@ static bool same_str(const char *x, const char *y)
 
 bool ckube__auth_unauthorized(ckube__auth *a, const ckube__creds *used)
 {
+    if (a->source) {
+        ckube__creds now;
+        ckube_status *err = NULL;
+        bool differ =
+            source_get(a, used->token, &now, &err) == 0 && !same_str(now.token, used->token);
+        if (err)
+            CKUBE_ERROR("refreshing credentials after 401 Unauthorized: %s",
+                        err->message ? err->message : "error");
+        ckube_status_free(err);
+        ckube__creds_clear(&now);
+        return differ;
+    }
     if (!a->exec && !a->token_file)
         return false;
     pthread_mutex_lock(&a->mu);

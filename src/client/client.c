@@ -172,6 +172,16 @@ static int validate(const ckube_config *cfg, ckube_status **err)
         *err = ckube__local_error("username/password or bearer token may be set, but not both");
         return -1;
     }
+    /* A token source replaces every other way to get a token; mixing
+     * them would leave which one a request carries to precedence rules
+     * nobody asked for. */
+    if (cfg->token_source && (token || cfg->exec || (cfg->username && *cfg->username) ||
+                              (cfg->password && *cfg->password))) {
+        *err = ckube__local_error(
+            "a token source may not be set with a bearer token, token file, exec plugin or "
+            "username/password");
+        return -1;
+    }
     return 0;
 }
 

@@ -93,15 +93,17 @@ typedef struct ckube__auth ckube__auth;
  * set (as client-go does). */
 ckube__auth *ckube__auth_new(const ckube_config *cfg, ckube_status **err);
 void ckube__auth_free(ckube__auth *a);
-/* Fills *out with the credentials to use now: the cached exec result
- * (re-running the plugin when it expired), else the token file's
- * content (re-read when older than the refresh period), else the static
- * token. Thread-safe. -1 with *err when an exec plugin fails. */
+/* Fills *out with the credentials to use now: the token source's token
+ * when the config has one; else the cached exec result (re-running the
+ * plugin when it expired), else the token file's content (re-read when
+ * older than the refresh period), else the static token. Thread-safe. -1
+ * with *err when an exec plugin or the token source fails. */
 int ckube__auth_get(ckube__auth *a, ckube__creds *out, ckube_status **err);
 /* After a 401 answered a request made with `used`: refreshes the source
- * (re-runs the exec plugin / re-reads the token file) unless another
- * thread already did. Returns true when the credentials now differ from
- * `used`, i.e. one retry is worthwhile. */
+ * (re-runs the exec plugin / re-reads the token file / tells the token
+ * source which token was refused) unless another thread already did.
+ * Returns true when the credentials now differ from `used`, i.e. one
+ * retry is worthwhile. */
 bool ckube__auth_unauthorized(ckube__auth *a, const ckube__creds *used);
 void ckube__creds_clear(ckube__creds *c);
 /* Test hook: how often a token file is re-read (default 60 s). */

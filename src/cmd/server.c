@@ -78,7 +78,10 @@ static void server_usage(FILE *f)
                "                            continues and an Exact list reads\n"
                "  --controller-manager=BOOL run the built-in controllers (default true): the\n"
                "                            ckube-controller-manager beside this binary, as a\n"
-               "                            supervised child process on the same Lease\n"
+               "                            supervised child process on the same Lease, as\n"
+               "                            system:kube-controller-manager (DATA_DIR/\n"
+               "                            controller-manager.kubeconfig) with each controller\n"
+               "                            on its own ServiceAccount's token\n"
                "  --shutdown-delay-duration D\n"
                "                            on SIGTERM, keep serving for D (\"10s\", \"1m\";\n"
                "                            default 0) with /readyz failing, so load balancers\n"
@@ -172,13 +175,15 @@ static char *file_base64(const char *path)
     return out;
 }
 
-/* What the written kubeconfig says: where the server is and, over TLS,
- * the CA to trust and the admin's client certificate and key. */
+/* What a written kubeconfig says: where the server is and, over TLS,
+ * the CA to trust and a client certificate and key (the admin's, or the
+ * controller-manager's). */
 typedef struct kubeconfig_spec {
     const char *path;
     mode_t mode;
     const char *url;
     const char *ca_file, *cert_file, *key_file; /* NULL: plain HTTP */
+    const char *user;                           /* the users entry's name */
 } kubeconfig_spec;
 
 /* Writes the kubeconfig through a temporary file renamed into place,
@@ -220,15 +225,17 @@ static int write_kubeconfig(const kubeconfig_spec *k)
     else /* plain HTTP has no TLS to verify; @kubernetes/client-node
           * refuses an http:// server unless this is set */
         fprintf(f, "    insecure-skip-tls-verify: true\n");
-    fprintf(f, "contexts:\n"
-               "- name: ckube\n"
-               "  context:\n"
-               "    cluster: ckube\n"
-               "    user: ckube-admin\n"
-               "    namespace: default\n"
-               "current-context: ckube\n"
-               "users:\n"
-               "- name: ckube-admin\n");
+    fprintf(f,
+            "contexts:\n"
+            "- name: ckube\n"
+            "  context:\n"
+            "    cluster: ckube\n"
+            "    user: %s\n"
+            "    namespace: default\n"
+            "current-context: ckube\n"
+            "users:\n"
+            "- name: %s\n",
+            k->user, k->user);
     if (cert)
         fprintf(f,
                 "  user:\n"
@@ -309,7 +316,7 @@ static char *chain_top(const char *cert_file, const char *dir)
  * or health listeners of its own. NULL when it cannot run (logged); the
  * API is served either way. */
 static cm_child *start_controller_manager(const char *url, const char *kubeconfig,
-                                          const char *root_ca)
+                                          const char *root_ca, bool sa_credentials)
 {
     char *bin = cm_child_find_binary();
     if (!bin) {
@@ -320,11 +327,16 @@ static cm_child *start_controller_manager(const char *url, const char *kubeconfi
     /* No client rate limit: it shares the machine with its server, as the
      * controllers did when they ran in-process. Logging as the server's
      * flags say (-v, --vmodule, --log-file, ...). */
-    const char *args[26] = {"--master",       url, "--port",         "0",
+    const char *args[28] = {"--master",       url, "--port",         "0",
                             "--healthz-port", "0", "--kube-api-qps", "-1"};
     size_t n = 8;
     for (const char *const *f = ckube_log_flag_args(); *f && n < 20; f++)
         args[n++] = *f;
+    /* kubeadm's setting: each controller as its own ServiceAccount, the
+     * controller-manager itself as system:kube-controller-manager (its
+     * kubeconfig), none of them in system:masters. */
+    if (sa_credentials)
+        args[n++] = "--use-service-account-credentials=true";
     if (kubeconfig) { /* NULL when the kubeconfig could not be written */
         args[n++] = "--kubeconfig";
         args[n++] = kubeconfig;
@@ -821,7 +833,7 @@ int cmd_server(int argc, char **argv)
     char url[300];
     snprintf(url, sizeof url, "%s://%s%s%s:%d", plain_http ? "http" : "https",
              strchr(reach, ':') ? "[" : "", reach, strchr(reach, ':') ? "]" : "", s->port);
-    kubeconfig_spec ks = {.path = kubeconfig, .mode = kc_mode, .url = url};
+    kubeconfig_spec ks = {.path = kubeconfig, .mode = kc_mode, .url = url, .user = "ckube-admin"};
     if (!plain_http) {
         ks.ca_file = serving_ca ? serving_ca : pki.ca_crt;
         ks.cert_file = pki.admin_crt;
@@ -830,12 +842,39 @@ int cmd_server(int argc, char **argv)
     bool kc_written = write_kubeconfig(&ks) == 0;
     if (!kc_written)
         CKUBE_WARN("could not write kubeconfig %s: %s", kubeconfig, strerror(errno));
+    /* The controller-manager's own kubeconfig, beside the admin's as
+     * kubeadm writes controller-manager.conf beside admin.conf: always
+     * 0600 (whatever --write-kubeconfig-mode says: it is no user's), the
+     * server's URL, the CA, its certificate. With --plain-http there is no
+     * identity to give it: the child keeps the admin kubeconfig, as
+     * before. */
+    const char *cm_kubeconfig = kc_written ? kubeconfig : NULL;
+    char cmkc[4096 + 32];
+    if (!plain_http) {
+        snprintf(cmkc, sizeof cmkc, "%s/controller-manager.kubeconfig", data_dir);
+        kubeconfig_spec cs = {.path = cmkc,
+                              .mode = 0600,
+                              .url = url,
+                              .ca_file = ks.ca_file,
+                              .cert_file = pki.cm_crt,
+                              .key_file = pki.cm_key,
+                              .user = "system:kube-controller-manager"};
+        cm_kubeconfig = write_kubeconfig(&cs) == 0 ? cmkc : NULL;
+        if (!cm_kubeconfig && run_cm) {
+            /* Not without it: the child would look for a kubeconfig of
+             * its own ($KUBECONFIG, ~/.kube/config) and act as whoever
+             * that names. */
+            CKUBE_ERROR("could not write %s: %s; serving without the built-in controllers", cmkc,
+                        strerror(errno));
+            run_cm = false;
+        }
+    }
     free(serving_ca);
     CKUBE_INFO("ckube server ready: serving %s, %s storage in %s, kubeconfig %s", url, backend,
                data_dir, kubeconfig);
 
-    cm_child *ctl = run_cm ? start_controller_manager(url, kc_written ? kubeconfig : NULL,
-                                                      plain_http ? NULL : pki.ca_crt)
+    cm_child *ctl = run_cm ? start_controller_manager(url, cm_kubeconfig,
+                                                      plain_http ? NULL : pki.ca_crt, !plain_http)
                            : NULL;
     /* Start-up builds large transient trees (schemas, the first list of
      * every resource); give their freed pages back so an idle server's

@@ -4,6 +4,7 @@
  * the Lease acts. */
 #include "controllers/controller_manager.h"
 
+#include "controllers/clientbuilder.h"
 #include "controllers/clusterrole_aggregation.h"
 #include "controllers/gc.h"
 #include "controllers/namespace.h"
@@ -19,9 +20,21 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A controller as the manager runs it (a runnable's context). */
+typedef struct cm_slot {
+    struct cm *c;
+    const char *sa; /* its ServiceAccount (upstream's name for it) */
+    int (*start)(void *);
+    void (*stop)(void *);
+    void *ctx;
+} cm_slot;
+
 struct cm {
     ckube_manager *mgr;
     ckube_event_recorder *rec;
+    clientbuilder *cb; /* NULL without --use-service-account-credentials */
+    cm_slot slots[8];
+    size_t nslots;
     nsctl *ns;
     gc *gc;
     podcounter *pc;
@@ -190,15 +203,61 @@ static bool valid_spec(const char *spec, char **err)
     return ok;
 }
 
-/* Adds a built-in controller as a leader-elected runnable, as
- * kube-controller-manager runs them. ctx NULL (its constructor failed)
- * or a refusal: 1, else 0. */
-static int add_controller(cm *c, const char *name, int (*start)(void *), void (*stop)(void *),
-                          void *ctx)
+/* The client controller `sa` (upstream's ServiceAccount name for it)
+ * writes with: its own with --use-service-account-credentials, else the
+ * manager's. NULL when its client cannot be made (logged). */
+static ckube_client *client_for(cm *c, const char *sa)
 {
-    ckube_runnable r = {
-        .name = name, .start = start, .stop = stop, .ctx = ctx, .needs_leader_election = true};
-    return !ctx || ckube_manager_add(c->mgr, &r) != 0;
+    if (!c->cb)
+        return ckube_manager_client(c->mgr);
+    ckube_status *st = NULL;
+    ckube_client *client = clientbuilder_client(c->cb, sa, &st);
+    if (!client)
+        CKUBE_ERROR("cannot make the client of ServiceAccount %s: %s", sa,
+                    st && st->message ? st->message : "out of memory");
+    ckube_status_free(st);
+    return client;
+}
+
+/* Starts a controller once elected. With its own credentials, its
+ * ServiceAccount is made and its first token fetched first, as upstream
+ * builds a controller's client in its start function: the ServiceAccount
+ * exists from then on, whether the controller has written anything yet or
+ * not. A failure is no reason not to start: its requests try again. */
+static int slot_start(void *p)
+{
+    cm_slot *s = p;
+    ckube_status *st = NULL;
+    if (s->c->cb && clientbuilder_prepare(s->c->cb, s->sa, &st) != 0)
+        CKUBE_WARN("ServiceAccount %s: cannot fetch its token yet: %s; its requests will try "
+                   "again",
+                   s->sa, st && st->message ? st->message : "unknown error");
+    ckube_status_free(st);
+    return s->start(s->ctx);
+}
+
+static void slot_stop(void *p)
+{
+    cm_slot *s = p;
+    s->stop(s->ctx);
+}
+
+/* Adds a built-in controller as a leader-elected runnable, as
+ * kube-controller-manager runs them; `sa` is its ServiceAccount. ctx NULL
+ * (its constructor failed) or a refusal: 1, else 0. */
+static int add_controller(cm *c, const char *name, const char *sa, int (*start)(void *),
+                          void (*stop)(void *), void *ctx)
+{
+    if (!ctx || c->nslots == sizeof c->slots / sizeof *c->slots)
+        return 1;
+    cm_slot *s = &c->slots[c->nslots++];
+    *s = (cm_slot){.c = c, .sa = sa, .start = start, .stop = stop, .ctx = ctx};
+    ckube_runnable r = {.name = name,
+                        .start = slot_start,
+                        .stop = slot_stop,
+                        .ctx = s,
+                        .needs_leader_election = true};
+    return ckube_manager_add(c->mgr, &r) != 0;
 }
 
 cm *cm_new(const cm_opts *o, char **err)
@@ -214,7 +273,7 @@ cm *cm_new(const cm_opts *o, char **err)
         .config = o->config,
         .leader_election = o->leader_elect,
         .leader_election_namespace = o->lease_namespace ? o->lease_namespace : "kube-system",
-        .leader_election_id = o->lease_name ? o->lease_name : "ckube-controller-manager",
+        .leader_election_id = o->lease_name ? o->lease_name : "kube-controller-manager",
         .lease_duration_ns = o->lease_duration_ns,
         .renew_deadline_ns = o->renew_deadline_ns,
         .retry_period_ns = o->retry_period_ns,
@@ -230,8 +289,22 @@ cm *cm_new(const cm_opts *o, char **err)
         free(c);
         return NULL;
     }
+    /* The manager's client is the controller-manager's own identity: the
+     * shared informers (f), the Lease, the events, and, with
+     * --use-service-account-credentials, the ServiceAccounts and
+     * TokenRequests of the controllers' clients (upstream's
+     * rootClientBuilder and "shared-informers" client). */
     ckube_client *client = ckube_manager_client(c->mgr);
     ckube_informer_factory *f = ckube_manager_cache(c->mgr);
+    if (o->use_service_account_credentials) {
+        clientbuilder_opts bo = {.lifetime_seconds = o->sa_token_lifetime_seconds};
+        if (!(c->cb = clientbuilder_new(client, o->config, &bo))) {
+            if (err && !*err)
+                *err = strdup("cannot set up the controllers' clients: out of memory");
+            cm_free(c);
+            return NULL;
+        }
+    }
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
     ckube_status *st = NULL;
@@ -243,32 +316,46 @@ cm *cm_new(const cm_opts *o, char **err)
     const char *spec = o->controllers;
     int rc = 0;
     if (cm_controller_enabled(spec, "namespace")) {
-        c->ns = nsctl_new(client, f, NULL);
-        rc |= add_controller(c, "namespace-controller", ns_start, ns_stop, c->ns);
+        const char *sa = "namespace-controller";
+        ckube_client *cc = client_for(c, sa);
+        c->ns = cc ? nsctl_new(cc, f, NULL) : NULL;
+        rc |= add_controller(c, "namespace-controller", sa, ns_start, ns_stop, c->ns);
     }
     if (cm_controller_enabled(spec, "garbagecollector")) {
-        c->gc = gc_new(client, NULL);
-        rc |= add_controller(c, "garbage-collector-controller", gc_run, gc_halt, c->gc);
+        const char *sa = "generic-garbage-collector";
+        ckube_client *cc = client_for(c, sa);
+        c->gc = cc ? gc_new(cc, NULL) : NULL;
+        rc |= add_controller(c, "garbage-collector-controller", sa, gc_run, gc_halt, c->gc);
     }
     if (cm_controller_enabled(spec, "podcounter")) {
         podcounter_opts po = {.period_ns = o->podcounter_period_ns};
-        c->pc = podcounter_new(client, f, c->rec, &po);
-        rc |= add_controller(c, "pod-counter", pc_start, pc_stop, c->pc);
+        /* ckube's own controller; its ServiceAccount and least-privilege
+         * role are ckube's bootstrap policy (registry/rbac/ckube_policy.yaml) */
+        const char *sa = "pod-counter";
+        ckube_client *cc = client_for(c, sa);
+        c->pc = cc ? podcounter_new(cc, f, c->rec, &po) : NULL;
+        rc |= add_controller(c, "pod-counter", sa, pc_start, pc_stop, c->pc);
     }
     if (cm_controller_enabled(spec, "serviceaccount")) {
-        c->sa = sactl_new(client, f, NULL);
-        rc |= add_controller(c, "serviceaccount-controller", sa_start, sa_stop, c->sa);
+        const char *sa = "service-account-controller";
+        ckube_client *cc = client_for(c, sa);
+        c->sa = cc ? sactl_new(cc, f, NULL) : NULL;
+        rc |= add_controller(c, "serviceaccount-controller", sa, sa_start, sa_stop, c->sa);
     }
     if (cm_controller_enabled(spec, "root-ca-cert-publisher")) {
         bool absent = false;
-        c->rootca = new_rootca(o, client, f, &absent);
+        const char *sa = "root-ca-cert-publisher";
+        ckube_client *cc = client_for(c, sa);
+        c->rootca = cc ? new_rootca(o, cc, f, &absent) : NULL;
         if (!absent) /* without a CA it does not run (logged): not a failure */
-            rc |= add_controller(c, "root-ca-certificate-publisher-controller", rootca_run,
+            rc |= add_controller(c, "root-ca-certificate-publisher-controller", sa, rootca_run,
                                  rootca_halt, c->rootca);
     }
     if (cm_controller_enabled(spec, "clusterrole-aggregation")) {
-        c->cragg = cragg_new(client, f, NULL);
-        rc |= add_controller(c, "clusterrole-aggregation-controller", cragg_run, cragg_halt,
+        const char *sa = "clusterrole-aggregation-controller";
+        ckube_client *cc = client_for(c, sa);
+        c->cragg = cc ? cragg_new(cc, f, NULL) : NULL;
+        rc |= add_controller(c, "clusterrole-aggregation-controller", sa, cragg_run, cragg_halt,
                              c->cragg);
     }
     if (rc) {
@@ -320,5 +407,7 @@ void cm_free(cm *c)
     cragg_free(c->cragg);
     nsctl_free(c->ns);
     gc_free(c->gc);
+    /* Last: the controllers above made their requests with its clients. */
+    clientbuilder_free(c->cb);
     free(c);
 }

@@ -24,7 +24,7 @@ typedef struct cm_opts {
     const char *controllers;
     bool leader_elect;
     const char *lease_namespace; /* NULL = "kube-system" */
-    const char *lease_name;      /* NULL = "ckube-controller-manager" */
+    const char *lease_name;      /* NULL = "kube-controller-manager" (upstream's) */
     uint64_t lease_duration_ns, renew_deadline_ns, retry_period_ns; /* 0 = 15/10/2 s */
     const char *metrics_bind_address; /* NULL = "127.0.0.1:10257"; "0" = off */
     const char *health_bind_address;  /* NULL = "127.0.0.1:10258"; "0" = off */
@@ -36,6 +36,17 @@ typedef struct cm_opts {
      * neither, that controller does not run. */
     const char *root_ca;
     size_t root_ca_len;
+    /* kube-controller-manager's --use-service-account-credentials: each
+     * controller's requests carry a token of its own ServiceAccount in
+     * kube-system (upstream's name for that controller: namespace-controller,
+     * generic-garbage-collector, ...; see controllers/clientbuilder.h),
+     * while the shared informers, the Lease and the events keep the
+     * config's identity, as upstream's. false: every request is the
+     * config's. */
+    bool use_service_account_credentials;
+    /* With it: how long a controller uses a token (clientbuilder_opts'
+     * lifetime_seconds; 0 = 3600). */
+    int64_t sa_token_lifetime_seconds;
 } cm_opts;
 
 typedef struct cm cm;

@@ -21,7 +21,7 @@ ALLOW_CM_RESTARTS=1
 children_of() { pgrep -P "$1" -f ckube-controller-manager || true; }
 has_child() { [ -n "$(children_of "$SERVER_PID")" ]; }
 has_holder() { [ -n "$(holder)" ]; }
-holder() { kubectl get lease -n kube-system ckube-controller-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+holder() { kubectl get lease -n kube-system kube-controller-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 
 start_server
 wait_for has_child

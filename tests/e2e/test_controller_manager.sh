@@ -42,7 +42,7 @@ start_cm() {
     PID[$n]=$!
     CM_PIDS+=($!)
 }
-holder() { kubectl get lease -n kube-system ckube-controller-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+holder() { kubectl get lease -n kube-system kube-controller-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 leader_of() { # which of 1 2 logged acquiring the lease most recently
     local n
     for n in "$@"; do

@@ -25,12 +25,14 @@ for r in cluster-admin admin edit view system:basic-user system:discovery \
     system:auth-delegator system:node system:node-proxier system:kube-controller-manager \
     system:kube-scheduler system:aggregate-to-admin system:aggregate-to-edit \
     system:aggregate-to-view system:controller:namespace-controller \
-    system:controller:clusterrole-aggregation-controller; do
+    system:controller:clusterrole-aggregation-controller system:controller:pod-counter; do
     expect_contains "$roles"$'\n' "clusterrole.$G/$r"$'\n' "kubectl get clusterroles"
 done
-expect_eq "$(k get clusterroles -l $LABEL=rbac-defaults -o name | wc -l)" 64 \
+# upstream's 64 and 45, and ckube's own (ckube_policy.yaml: the pod
+# counter's role and binding)
+expect_eq "$(k get clusterroles -l $LABEL=rbac-defaults -o name | wc -l)" 65 \
     "ClusterRoles labelled rbac-defaults"
-expect_eq "$(k get clusterrolebindings -l $LABEL=rbac-defaults -o name | wc -l)" 45 \
+expect_eq "$(k get clusterrolebindings -l $LABEL=rbac-defaults -o name | wc -l)" 46 \
     "ClusterRoleBindings labelled rbac-defaults"
 expect_eq "$(k get roles -A -l $LABEL=rbac-defaults -o name | wc -l)" 7 "Roles"
 expect_eq "$(k get rolebindings -A -l $LABEL=rbac-defaults -o name | wc -l)" 7 "RoleBindings"
@@ -65,7 +67,7 @@ expect_eq "$(k get clusterrole admin -o jsonpath='{.aggregationRule.clusterRoleS
     '{"rbac.authorization.k8s.io/aggregate-to-admin":"true"}' "admin's aggregation rule"
 grep -q "bootstrap.c:[0-9]*\] created clusterrole.$G/cluster-admin$" "$TMP/server.log" ||
     fail "no 'created clusterrole.$G/cluster-admin' line"
-grep -q "RBAC bootstrap policy: 123 objects, 123 created" "$TMP/server.log" ||
+grep -q "RBAC bootstrap policy: 125 objects, 125 created" "$TMP/server.log" ||
     fail "no summary line"
 
 # ---- changes a restart must repair, or keep -----------------------------

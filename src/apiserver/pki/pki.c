@@ -344,6 +344,8 @@ static void set_paths(pki_files *f, const char *dir)
     snprintf(f->serving_key, sizeof f->serving_key, "%s/serving.key", dir);
     snprintf(f->admin_crt, sizeof f->admin_crt, "%s/admin.crt", dir);
     snprintf(f->admin_key, sizeof f->admin_key, "%s/admin.key", dir);
+    snprintf(f->cm_crt, sizeof f->cm_crt, "%s/controller-manager.crt", dir);
+    snprintf(f->cm_key, sizeof f->cm_key, "%s/controller-manager.key", dir);
     snprintf(f->sa_key, sizeof f->sa_key, "%s/sa.key", dir);
     snprintf(f->sa_pub, sizeof f->sa_pub, "%s/sa.pub", dir);
 }
@@ -369,6 +371,11 @@ int pki_ensure(const pki_options *o, pki_files *out, char **err)
     if (rc == 0)
         rc = ensure_leaf(out->admin_crt, out->admin_key, ca, ca_key, o, 'u', "system:admin",
                          "system:masters", &out->made_admin, err);
+    /* No organization: system:kube-controller-manager holds what the
+     * bootstrap policy binds to that user, and no group's rights. */
+    if (rc == 0)
+        rc = ensure_leaf(out->cm_crt, out->cm_key, ca, ca_key, o, 'u',
+                         "system:kube-controller-manager", NULL, &out->made_cm, err);
     if (rc == 0)
         rc = ensure_sa(out, err);
     X509_free(ca);

@@ -12,14 +12,22 @@
  *   admin.crt, admin.key      a client certificate for CN=system:admin,
  *                             O=system:masters (1 year): the written
  *                             kubeconfig's identity
+ *   controller-manager.crt, controller-manager.key
+ *                             a client certificate for
+ *                             CN=system:kube-controller-manager, no
+ *                             organization (1 year): the identity of the
+ *                             controller-manager child, which the
+ *                             bootstrap policy's system:kube-controller-manager
+ *                             ClusterRole binds, as kubeadm's
+ *                             controller-manager.conf
  *   sa.key, sa.pub            the ServiceAccount token signing key (RSA
  *                             2048, RS256 as kube-apiserver signs by
  *                             default) and its public half
  *
  * Keys are written 0600 and certificates 0644, each through a temporary
  * file renamed into place, so a crash never leaves half a file. Nothing
- * that exists is replaced except a serving or admin certificate that no
- * longer fits (below): a CA or key the user put there is theirs.
+ * that exists is replaced except a serving or client certificate that
+ * no longer fits (below): a CA or key the user put there is theirs.
  *
  * OpenSSL 3. Not thread-safe per directory: one server owns its data
  * directory (the storage's lock says so).
@@ -37,7 +45,7 @@ typedef struct pki_options {
      * address (v4 or v6, as inet_pton reads it) or a DNS name. Borrowed. */
     const char *const *sans;
     size_t nsans;
-    /* Renewal: a serving or admin certificate that expires within this
+    /* Renewal: a serving or client certificate that expires within this
      * many days is made again. 0: 90. */
     int renew_days;
 } pki_options;
@@ -47,15 +55,16 @@ typedef struct pki_files {
     char ca_crt[4096], ca_key[4096];
     char serving_crt[4096], serving_key[4096];
     char admin_crt[4096], admin_key[4096];
+    char cm_crt[4096], cm_key[4096]; /* the controller-manager's */
     char sa_key[4096], sa_pub[4096];
     /* Which were made by this call (the rest were there and kept). */
-    bool made_ca, made_serving, made_admin, made_sa;
+    bool made_ca, made_serving, made_admin, made_cm, made_sa;
 } pki_files;
 
 /* Makes whatever is missing: the CA and the ServiceAccount key when
  * absent; the serving certificate when absent, not signed by the CA,
  * missing one of the SANs asked for, or expiring within renew_days; the
- * admin certificate likewise (without SANs). Returns 0 with *out filled,
+ * admin and controller-manager certificates likewise (without SANs). Returns 0 with *out filled,
  * or -1 with *err (malloc'd, the caller frees) saying which file and why
  * (an unreadable CA or key is an error, never overwritten). */
 int pki_ensure(const pki_options *o, pki_files *out, char **err);

@@ -1098,6 +1098,107 @@ static void test_token_file_rotation(void **state)
     free(dir);
 }
 
+/* A token source: hands out "src-N", moves to the next N when told its
+ * token was refused, or fails while `fail` is set. */
+static struct {
+    pthread_mutex_t mu;
+    int n, calls, rejections, fail;
+} g_src = {.mu = PTHREAD_MUTEX_INITIALIZER, .n = 1};
+
+static char *src_token(void *ctx, const char *rejected, ckube_status **err)
+{
+    assert_ptr_equal(ctx, &g_src);
+    pthread_mutex_lock(&g_src.mu);
+    g_src.calls++;
+    char cur[32];
+    snprintf(cur, sizeof cur, "src-%d", g_src.n);
+    if (rejected) {
+        g_src.rejections++;
+        if (!strcmp(rejected, cur))
+            snprintf(cur, sizeof cur, "src-%d", ++g_src.n);
+    }
+    bool fail = g_src.fail;
+    pthread_mutex_unlock(&g_src.mu);
+    if (fail) {
+        *err = ckube_status_new(0, NULL, "getting credentials: no token for you");
+        return NULL;
+    }
+    return strdup(cur);
+}
+
+static void token_source(ckube_config *cfg)
+{
+    cfg->token_source = src_token;
+    cfg->token_source_ctx = &g_src;
+}
+
+static void test_token_source(void **state)
+{
+    (void)state;
+    ckube_client *c = new_client(token_source);
+    ckube_response resp;
+    ckube_status *err = NULL;
+    /* asked for every request, its token sent */
+    expect_auth("Bearer src-1");
+    assert_int_equal(do_get(c, "/auth", &resp, &err), 0);
+    ckube_response_free(&resp);
+    assert_int_equal(do_get(c, "/auth", &resp, &err), 0);
+    ckube_response_free(&resp);
+    assert_int_equal(hits(), 2);
+    assert_int_equal(g_src.calls, 2);
+    assert_int_equal(g_src.rejections, 0);
+
+    /* the server no longer takes it: 401, the source is told which token
+     * was refused and gives another, the request is retried once */
+    expect_auth("Bearer src-2");
+    assert_int_equal(do_get(c, "/auth", &resp, &err), 0);
+    ckube_response_free(&resp);
+    assert_int_equal(hits(), 4);
+    assert_int_equal(g_src.rejections, 1);
+    char *a = last_auth();
+    assert_string_equal(a, "Bearer src-2");
+    free(a);
+
+    /* a 401 the new token does not fix either is returned, no loop */
+    expect_auth("Bearer never");
+    assert_int_equal(do_get(c, "/auth", &resp, &err), -1);
+    ckube_response_free(&resp);
+    assert_int_equal(err->code, 401);
+    ckube_status_free(err);
+    err = NULL;
+    assert_int_equal(hits(), 6);
+    assert_int_equal(g_src.rejections, 2);
+
+    /* a source without a token fails the request with its error, and
+     * nothing is sent */
+    g_src.fail = 1;
+    assert_int_equal(do_get(c, "/auth", &resp, &err), -1);
+    ckube_response_free(&resp);
+    assert_non_null(err);
+    assert_int_equal(err->code, 0);
+    assert_string_equal(err->message, "getting credentials: no token for you");
+    ckube_status_free(err);
+    err = NULL;
+    assert_int_equal(hits(), 6);
+    g_src.fail = 0;
+    ckube_client_free(c);
+
+    /* not with another way to a token */
+    ckube_config cfg = {.host = "http://127.0.0.1:1",
+                        .bearer_token = "static",
+                        .token_source = src_token,
+                        .token_source_ctx = &g_src};
+    assert_null(ckube_client_new(&cfg, &err));
+    assert_non_null(strstr(err->message, "a token source may not be set with a bearer token"));
+    ckube_status_free(err);
+    /* copies share the source */
+    cfg.bearer_token = NULL;
+    ckube_config *dup = ckube_config_dup(&cfg);
+    assert_ptr_equal(dup->token_source, src_token);
+    assert_ptr_equal(dup->token_source_ctx, &g_src);
+    ckube_config_free(dup);
+}
+
 static const char *PLUGIN =
     "#!/bin/sh\n"
     "d=$(dirname \"$0\")\n"
@@ -1927,6 +2028,7 @@ int main(void)
         cmocka_unit_test_setup(test_connection_reuse, reset),
         cmocka_unit_test_setup(test_static_and_basic_auth, reset),
         cmocka_unit_test_setup(test_token_file_rotation, reset),
+        cmocka_unit_test_setup(test_token_source, reset),
         cmocka_unit_test_setup(test_exec_plugin, reset),
         cmocka_unit_test_setup(test_warning_headers, reset),
         cmocka_unit_test_setup(test_dynamic_requests, reset),

@@ -13,27 +13,30 @@
 #include "common/text.h"
 #include "common/xalloc.h"
 
-/* cmake/embed.cmake's output for bootstrap_policy.yaml (the bytes, then a
- * NUL). */
+/* cmake/embed.cmake's output for bootstrap_policy.yaml (upstream's) and
+ * ckube_policy.yaml (ckube's own controllers'): the bytes, then a NUL. */
 extern const char rbac_bootstrap_policy_yaml[];
 extern const size_t rbac_bootstrap_policy_yaml_len;
+extern const char rbac_ckube_policy_yaml[];
+extern const size_t rbac_ckube_policy_yaml_len;
 
 /* ---- the policy ---------------------------------------------------------- */
 
-_Noreturn static void policy_die(const char *why, size_t doc)
+_Noreturn static void policy_die(const char *file, const char *why, size_t doc)
 {
     ckube_log_write(CKUBE_LOG_FATAL, __FILE__, __LINE__,
-                    "the embedded RBAC bootstrap policy is malformed (document %zu): %s", doc, why);
+                    "the embedded RBAC bootstrap policy %s is malformed (document %zu): %s", file,
+                    doc, why);
     abort();
 }
 
-json_t *rbac_bootstrap_policy(void)
+/* One embedded file's objects, appended to `all`. */
+static void load_policy(json_t *all, const char *file, const char *data, size_t len)
 {
     json_t *docs = NULL;
     char *err = NULL;
-    if (ckube_yaml_load_all(rbac_bootstrap_policy_yaml, rbac_bootstrap_policy_yaml_len, &docs,
-                            &err) != 0)
-        policy_die(err ? err : "out of memory", 0);
+    if (ckube_yaml_load_all(data, len, &docs, &err) != 0)
+        policy_die(file, err ? err : "out of memory", 0);
     size_t i;
     json_t *o;
     json_array_foreach(docs, i, o)
@@ -42,9 +45,22 @@ json_t *rbac_bootstrap_policy(void)
         if (!json_is_string(json_object_get(o, "apiVersion")) ||
             !json_is_string(json_object_get(o, "kind")) ||
             !json_is_string(json_object_get(meta, "name")))
-            policy_die("an object without apiVersion, kind or metadata.name", i + 1);
+            policy_die(file, "an object without apiVersion, kind or metadata.name", i + 1);
     }
-    return docs;
+    if (json_array_extend(all, docs) != 0)
+        xalloc_die();
+    json_decref(docs);
+}
+
+json_t *rbac_bootstrap_policy(void)
+{
+    json_t *all = json_array();
+    if (!all)
+        xalloc_die();
+    load_policy(all, "bootstrap_policy.yaml", rbac_bootstrap_policy_yaml,
+                rbac_bootstrap_policy_yaml_len);
+    load_policy(all, "ckube_policy.yaml", rbac_ckube_policy_yaml, rbac_ckube_policy_yaml_len);
+    return all;
 }
 
 /* ---- small helpers --------------------------------------------------------- */

@@ -30,9 +30,12 @@
 #define RBAC_AUTOUPDATE_ANNOTATION "rbac.authorization.kubernetes.io/autoupdate"
 #define RBAC_BOOTSTRAPPING_LABEL "kubernetes.io/bootstrapping"
 
-/* The policy: a new array of objects (ClusterRoles, then
- * ClusterRoleBindings, Roles, RoleBindings), each with apiVersion, kind
- * and metadata.name (and metadata.namespace for Roles and RoleBindings).
+/* The policy: a new array of objects, each with apiVersion, kind and
+ * metadata.name (and metadata.namespace for Roles and RoleBindings):
+ * upstream's (ClusterRoles, then ClusterRoleBindings, Roles,
+ * RoleBindings), then ckube's own (ckube_policy.yaml beside this file:
+ * the roles and bindings of ckube's controllers that upstream does not
+ * have, kept apart so that bootstrap_policy.yaml stays upstream's data).
  * Parsed anew on every call. The embedded data is checked by a unit test;
  * if it still does not parse, this logs why and aborts, as upstream's
  * RuleOrDie panics on a policy it cannot build. */

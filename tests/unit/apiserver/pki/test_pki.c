@@ -117,11 +117,13 @@ static void test_first_start_makes_everything(void **state)
     (void)state;
     pki_files f;
     ensure(sans, 5, &f);
-    assert_true(f.made_ca && f.made_serving && f.made_admin && f.made_sa);
+    assert_true(f.made_ca && f.made_serving && f.made_admin && f.made_cm && f.made_sa);
     /* Keys 0600, certificates 0644, the directory 0700. */
     assert_int_equal(mode_of(f.ca_key), 0600);
     assert_int_equal(mode_of(f.serving_key), 0600);
     assert_int_equal(mode_of(f.admin_key), 0600);
+    assert_int_equal(mode_of(f.cm_key), 0600);
+    assert_int_equal(mode_of(f.cm_crt), 0644);
     assert_int_equal(mode_of(f.sa_key), 0600);
     assert_int_equal(mode_of(f.ca_crt), 0644);
     assert_int_equal(mode_of(f.serving_crt), 0644);
@@ -153,6 +155,18 @@ static void test_first_start_makes_everything(void **state)
     assert_false(chain_ok(ca, adm, X509_PURPOSE_SSL_SERVER));
     assert_string_equal(subject_field(adm, NID_commonName), "system:admin");
     assert_string_equal(subject_field(adm, NID_organizationName), "system:masters");
+    /* The controller-manager's: a client, system:kube-controller-manager
+     * and in no group (no O), so not system:masters. */
+    X509 *cm = load_cert(f.cm_crt);
+    assert_true(chain_ok(ca, cm, X509_PURPOSE_SSL_CLIENT));
+    assert_false(chain_ok(ca, cm, X509_PURPOSE_SSL_SERVER));
+    assert_string_equal(subject_field(cm, NID_commonName), "system:kube-controller-manager");
+    assert_int_equal(
+        X509_NAME_get_index_by_NID(X509_get_subject_name(cm), NID_organizationName, -1), -1);
+    EVP_PKEY *cmk = load_key(f.cm_key);
+    assert_int_equal(X509_check_private_key(cm, cmk), 1);
+    EVP_PKEY_free(cmk);
+    X509_free(cm);
     /* Valid now (backdated an hour), for about a year. */
     time_t now = time(NULL), year = now + 364 * 86400, later = now + 366 * 86400;
     assert_true(X509_cmp_time(X509_get0_notBefore(srv), &now) < 0);
@@ -195,7 +209,7 @@ static void test_second_start_keeps_everything(void **state)
     ensure(sans, 5, &f);
     char *ca = slurp(f.ca_crt), *srv = slurp(f.serving_crt), *sa = slurp(f.sa_key);
     ensure(sans, 5, &f);
-    assert_false(f.made_ca || f.made_serving || f.made_admin || f.made_sa);
+    assert_false(f.made_ca || f.made_serving || f.made_admin || f.made_cm || f.made_sa);
     char *ca2 = slurp(f.ca_crt), *srv2 = slurp(f.serving_crt), *sa2 = slurp(f.sa_key);
     assert_string_equal(ca, ca2);
     assert_string_equal(srv, srv2);
@@ -232,6 +246,32 @@ static void test_new_san_makes_serving_again(void **state)
     free(ca2);
 }
 
+/* A leaf that expires within renew_days is made again, the client
+ * certificates as the serving one; the CA and the keys of others stay. */
+static void test_expiring_leaves_are_renewed(void **state)
+{
+    (void)state;
+    pki_files f;
+    ensure(sans, 1, &f);
+    char *ca = slurp(f.ca_crt), *cm = slurp(f.cm_crt);
+    char path[600];
+    snprintf(path, sizeof path, "%s/pki", dir);
+    /* Every leaf lives a year: all expire within 400 days. */
+    pki_options o = {.dir = path, .sans = sans, .nsans = 1, .renew_days = 400};
+    char *err = NULL;
+    assert_int_equal(pki_ensure(&o, &f, &err), 0);
+    assert_true(f.made_serving && f.made_admin && f.made_cm);
+    assert_false(f.made_ca || f.made_sa);
+    char *ca2 = slurp(f.ca_crt), *cm2 = slurp(f.cm_crt);
+    assert_string_equal(ca, ca2);
+    assert_string_not_equal(cm, cm2);
+    assert_int_equal(mode_of(f.cm_key), 0600);
+    free(ca);
+    free(cm);
+    free(ca2);
+    free(cm2);
+}
+
 static void test_leaf_from_another_ca_is_made_again(void **state)
 {
     (void)state;
@@ -241,7 +281,7 @@ static void test_leaf_from_another_ca_is_made_again(void **state)
     unlink(f.ca_crt);
     unlink(f.ca_key);
     ensure(sans, 1, &f);
-    assert_true(f.made_ca && f.made_serving && f.made_admin);
+    assert_true(f.made_ca && f.made_serving && f.made_admin && f.made_cm);
     assert_false(f.made_sa);
     X509 *ca = load_cert(f.ca_crt), *srv = load_cert(f.serving_crt);
     assert_true(chain_ok(ca, srv, X509_PURPOSE_SSL_SERVER));
@@ -289,6 +329,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_first_start_makes_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_start_keeps_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_san_makes_serving_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expiring_leaves_are_renewed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leaf_from_another_ca_is_made_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_files_are_refused_not_replaced, setup, teardown),
     };

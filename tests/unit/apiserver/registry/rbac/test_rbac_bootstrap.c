@@ -106,12 +106,17 @@ static void test_policy_parses(void **state)
     assert_true(json_is_array(policy));
     /* v1.31 with its default feature gates: policy.go's 31 ClusterRoles
      * and 12 ClusterRoleBindings, controller_policy.go's 33 of each,
-     * namespace_policy.go's 7 Roles and 7 RoleBindings. */
-    assert_int_equal(json_array_size(policy), 123);
-    assert_int_equal(count_kind(policy, "ClusterRole"), 64);
-    assert_int_equal(count_kind(policy, "ClusterRoleBinding"), 45);
+     * namespace_policy.go's 7 Roles and 7 RoleBindings; then ckube's own
+     * (ckube_policy.yaml): the pod counter's ClusterRole and binding. */
+    assert_int_equal(json_array_size(policy), 123 + 2);
+    assert_int_equal(count_kind(policy, "ClusterRole"), 64 + 1);
+    assert_int_equal(count_kind(policy, "ClusterRoleBinding"), 45 + 1);
     assert_int_equal(count_kind(policy, "Role"), 7);
     assert_int_equal(count_kind(policy, "RoleBinding"), 7);
+    /* Upstream's come first, in their file's order; ckube's last. */
+    assert_string_equal(ckube_obj_name(json_array_get(policy, 0)), "cluster-admin");
+    assert_string_equal(ckube_obj_name(json_array_get(policy, 123)),
+                        "system:controller:pod-counter");
     size_t i, j;
     json_t *o, *p;
     json_array_foreach(policy, i, o)
@@ -279,6 +284,24 @@ static void test_well_known_roles(void **state)
         assert_string_not_equal(n, "system:controller:storage-version-garbage-collector");
         assert_string_not_equal(n, "system:controller:storage-version-migrator-controller");
     }
+    json_decref(policy);
+}
+
+/* ckube's own controllers: a role of least privilege each, bound to the
+ * ServiceAccount the controller-manager makes for it. */
+static void test_ckube_policy(void **state)
+{
+    (void)state;
+    json_t *policy = rbac_bootstrap_policy();
+    assert_json(json_object_get(find(policy, "ClusterRole", NULL, "system:controller:pod-counter"),
+                                "rules"),
+                "[{'apiGroups':[''],'resources':['nodes'],'verbs':['patch']}]");
+    const json_t *b = find(policy, "ClusterRoleBinding", NULL, "system:controller:pod-counter");
+    assert_json(json_object_get(b, "subjects"),
+                "[{'kind':'ServiceAccount','name':'pod-counter','namespace':'kube-system'}]");
+    assert_json(json_object_get(b, "roleRef"),
+                "{'apiGroup':'" GROUP
+                "','kind':'ClusterRole','name':'system:controller:pod-counter'}");
     json_decref(policy);
 }
 
@@ -791,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_policy_validates),
         cmocka_unit_test(test_well_known_roles),
         cmocka_unit_test(test_bindings),
+        cmocka_unit_test(test_ckube_policy),
         cmocka_unit_test(test_covers),
         cmocka_unit_test(test_reconcile_role_create),
         cmocka_unit_test(test_reconcile_role_unchanged),
