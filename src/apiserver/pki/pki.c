@@ -27,11 +27,11 @@
 #include <openssl/x509v3.h>
 
 #include "common/text.h"
+#include "common/x509.h"
 #include "common/xalloc.h"
 
 #define CA_DAYS 3650
 #define LEAF_DAYS 365
-#define BACKDATE_SECONDS 3600
 
 /* OpenSSL's most recent error, for a message. */
 static const char *ssl_error(void)
@@ -144,80 +144,6 @@ static EVP_PKEY *read_key(const char *path, char **err)
 
 /* ---- certificates ------------------------------------------------------------ */
 
-/* Adds extension `nid` = `value` (OpenSSL's config syntax) to x. */
-static bool add_ext(X509 *x, X509 *issuer, int nid, const char *value)
-{
-    X509V3_CTX ctx;
-    X509V3_set_ctx_nodb(&ctx);
-    X509V3_set_ctx(&ctx, issuer, x, NULL, NULL, 0);
-    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
-    bool ok = ext && X509_add_ext(x, ext, -1) == 1;
-    X509_EXTENSION_free(ext);
-    return ok;
-}
-
-/* The subjectAltName value for `sans`: "DNS:a,IP:1.2.3.4". */
-static char *san_value(const char *const *sans, size_t n)
-{
-    ckube__strbuf b = {0};
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ip[16];
-        bool is_ip = inet_pton(AF_INET, sans[i], ip) == 1 || inet_pton(AF_INET6, sans[i], ip) == 1;
-        ckube__sb_printf(&b, "%s%s:%s", i ? "," : "", is_ip ? "IP" : "DNS", sans[i]);
-    }
-    if (b.oom)
-        xalloc_die();
-    char *v = ckube__sb_take(&b);
-    return v ? v : xstrdup("");
-}
-
-/* A certificate for `key` named by cn (and org, may be NULL), signed by
- * ca_key as ca (both NULL: self-signed, a CA). kind: 'c' CA, 's' server,
- * 'u' client (user). */
-static X509 *make_cert(EVP_PKEY *key, const char *cn, const char *org, X509 *ca, EVP_PKEY *ca_key,
-                       char kind, int days, const char *const *sans, size_t nsans)
-{
-    X509 *x = X509_new();
-    bool ok = x && X509_set_version(x, 2) == 1;
-    BIGNUM *serial = BN_new();
-    ok = ok && serial && BN_rand(serial, 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) == 1 &&
-         BN_to_ASN1_INTEGER(serial, X509_get_serialNumber(x)) != NULL;
-    BN_free(serial);
-    ok = ok && X509_gmtime_adj(X509_getm_notBefore(x), -BACKDATE_SECONDS) &&
-         X509_gmtime_adj(X509_getm_notAfter(x), (long)days * 86400) && X509_set_pubkey(x, key) == 1;
-    X509_NAME *name = ok ? X509_get_subject_name(x) : NULL;
-    ok = ok &&
-         (!org || X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, (const unsigned char *)org,
-                                             -1, -1, 0) == 1) &&
-         X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
-                                    0) == 1;
-    ok = ok && X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : name) == 1;
-    X509 *issuer = ca ? ca : x;
-    if (kind == 'c') {
-        ok = ok && add_ext(x, issuer, NID_basic_constraints, "critical,CA:TRUE") &&
-             add_ext(x, issuer, NID_key_usage,
-                     "critical,digitalSignature,keyEncipherment,keyCertSign");
-    } else {
-        ok = ok && add_ext(x, issuer, NID_basic_constraints, "critical,CA:FALSE") &&
-             add_ext(x, issuer, NID_key_usage, "critical,digitalSignature,keyEncipherment") &&
-             add_ext(x, issuer, NID_ext_key_usage, kind == 's' ? "serverAuth" : "clientAuth");
-    }
-    ok = ok && add_ext(x, issuer, NID_subject_key_identifier, "hash");
-    if (ca)
-        ok = ok && add_ext(x, issuer, NID_authority_key_identifier, "keyid:always");
-    if (ok && nsans) {
-        char *v = san_value(sans, nsans);
-        ok = add_ext(x, issuer, NID_subject_alt_name, v);
-        free(v);
-    }
-    ok = ok && X509_sign(x, ca_key ? ca_key : key, EVP_sha256()) > 0;
-    if (!ok) {
-        X509_free(x);
-        return NULL;
-    }
-    return x;
-}
-
 /* Whether x's subjectAltName holds `name` (an IP or a DNS name). */
 static bool has_san(X509 *x, const char *name)
 {
@@ -275,7 +201,7 @@ static int ensure_ca(pki_files *f, X509 **ca, EVP_PKEY **ca_key, char **err)
     char cn[64];
     snprintf(cn, sizeof cn, "ckube-ca@%lld", (long long)time(NULL));
     *ca_key = EVP_EC_gen("P-256");
-    *ca = *ca_key ? make_cert(*ca_key, cn, NULL, NULL, NULL, 'c', CA_DAYS, NULL, 0) : NULL;
+    *ca = *ca_key ? ckube__x509_make(*ca_key, cn, NULL, NULL, NULL, 'c', CA_DAYS, NULL, 0) : NULL;
     if (!*ca) {
         ckube__set_err(err, "cannot make the cluster CA: %s", ssl_error());
         return -1;
@@ -302,8 +228,8 @@ static int ensure_leaf(const char *crt, const char *key, X509 *ca, EVP_PKEY *ca_
             return 0;
     }
     EVP_PKEY *k = EVP_EC_gen("P-256");
-    X509 *x = k ? make_cert(k, cn, org, ca, ca_key, kind, LEAF_DAYS, serving ? o->sans : NULL,
-                            serving ? o->nsans : 0)
+    X509 *x = k ? ckube__x509_make(k, cn, org, ca, ca_key, kind, LEAF_DAYS,
+                                   serving ? o->sans : NULL, serving ? o->nsans : 0)
                 : NULL;
     int rc = -1;
     if (!x)
