@@ -7,7 +7,14 @@
  *     on every start as kube-apiserver's rbac/bootstrap-roles post-start
  *     hook does: missing objects created, missing rules, subjects,
  *     labels and annotations added, a binding whose roleRef changed made
- *     again, objects annotated autoupdate "false" left alone.
+ *     again, objects annotated autoupdate "false" left alone;
+ *   - the ConfigMap kube-system/extension-apiserver-authentication, whose
+ *     client-ca-file holds the CAs whose client certificates this server
+ *     takes, as kube-apiserver's cluster authentication trust controller
+ *     publishes it: components that delegate authentication to the API
+ *     server (ckube controller-manager's secure port, extension API
+ *     servers) verify client certificates against it. Written at start
+ *     (created, or its client-ca-file brought up to date).
  * Bootstrap waits for its writes: the server serves nothing before they
  * are done. */
 #include <pthread.h>
@@ -19,12 +26,14 @@
 #include "apiserver/server/apiserver.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
+#include "common/text.h"
 #include "common/xalloc.h"
 
-/* One create, waited for. */
+/* One write, waited for. */
 typedef struct sync_create {
     store_write sw; /* first: the store's hooks get &c->sw */
     const char *name;
+    const json_t *want; /* a ConfigMap's wanted object (borrowed) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool done;
@@ -55,6 +64,21 @@ static void create_done(store_write *sw, store_result *r)
 
 static const store_hooks namespace_hooks = {.transform = namespace_object, .done = create_done};
 
+/* Starts c's write and waits for it. Its Status, if it failed, is
+ * c->st. */
+static void run_sync(sync_create *c)
+{
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    store_write_start(&c->sw);
+    pthread_mutex_lock(&c->mu);
+    while (!c->done)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+}
+
 static int create_namespace(apiserver *srv, const resource_type *t, const char *name)
 {
     char key[STORE_KEY_MAX];
@@ -67,15 +91,7 @@ static int create_namespace(apiserver *srv, const resource_type *t, const char *
     sync_create c = {
         .sw = {.store = srv->store, .type = t, .verb = STORE_CREATE, .hooks = &namespace_hooks},
         .name = name};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    store_write_start(&c.sw);
-    pthread_mutex_lock(&c.mu);
-    while (!c.done)
-        pthread_cond_wait(&c.cv, &c.mu);
-    pthread_mutex_unlock(&c.mu);
-    pthread_mutex_destroy(&c.mu);
-    pthread_cond_destroy(&c.cv);
+    run_sync(&c);
     int rc = 0;
     if (c.st && c.st->code != 409) { /* made meanwhile by another server: fine */
         CKUBE_ERROR("creating namespace %s: %s", name, c.st->message);
@@ -337,6 +353,94 @@ static void reconcile_policy(apiserver *s)
                    count, done[0], done[1], done[2], failed ? ", some failed (see above)" : "");
 }
 
+/* ---- extension-apiserver-authentication ------------------------------------ */
+
+#define AUTH_CM_NAMESPACE "kube-system"
+#define AUTH_CM_NAME "extension-apiserver-authentication"
+#define AUTH_CM_KEY "client-ca-file"
+
+/* The store's transform: the stored ConfigMap with its client-ca-file
+ * replaced (its other keys are kept: an extension's requestheader
+ * settings, say), or the wanted one when there is none. */
+static json_t *auth_cm_object(store_write *sw, const json_t *old, ckube_status **st)
+{
+    (void)st;
+    sync_create *c = (sync_create *)sw;
+    if (!old)
+        return json_deep_copy(c->want);
+    json_t *obj = json_deep_copy(old);
+    json_t *data = json_object_get(obj, "data");
+    if (!json_is_object(data))
+        json_object_set_new(obj, "data", data = json_object());
+    json_object_set(data, AUTH_CM_KEY,
+                    json_object_get(json_object_get(c->want, "data"), AUTH_CM_KEY));
+    return obj;
+}
+
+static const store_hooks auth_cm_hooks = {.transform = auth_cm_object, .done = create_done};
+
+/* Appends a PEM file's bytes to b (a newline between files). */
+static int append_file(ckube__strbuf *b, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    if (b->len && b->s[b->len - 1] != '\n')
+        ckube__sb_addc(b, '\n');
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        ckube__sb_addn(b, buf, n);
+    fclose(f);
+    return 0;
+}
+
+static void publish_client_ca(apiserver *s)
+{
+    ckube__strbuf b = {0};
+    const char *files[] = {s->cfg.cluster_ca_file, s->cfg.client_ca_file};
+    for (size_t i = 0; i < 2; i++)
+        if (files[i] && append_file(&b, files[i]) != 0)
+            CKUBE_WARN("%s: cannot read %s for configmap/%s", AUTH_CM_NAME, files[i], AUTH_CM_NAME);
+    char *pem = ckube__sb_take(&b);
+    resource_type *t = registry_lookup(s->registry, "", "v1", "configmaps");
+    if (!pem || !*pem || !t) { /* plain HTTP: no client certificates */
+        free(pem);
+        resource_type_unref(t);
+        return;
+    }
+    char key[STORE_KEY_MAX];
+    store_object_key(t, AUTH_CM_NAMESPACE, AUTH_CM_NAME, key, sizeof key);
+    cobj *have = cacher_get(s->cache, key);
+    json_t *old = have ? cobj_decode(have) : NULL;
+    cobj_unref(have);
+    const char *now = json_string_value(json_object_get(json_object_get(old, "data"), AUTH_CM_KEY));
+    if (!now || strcmp(now, pem)) {
+        json_t *want = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s}}", "apiVersion", "v1", "kind",
+                                 "ConfigMap", "metadata", "name", AUTH_CM_NAME, "namespace",
+                                 AUTH_CM_NAMESPACE, "data", AUTH_CM_KEY, pem);
+        sync_create c = {.sw = {.store = s->store,
+                                .type = t,
+                                .verb = old ? STORE_UPDATE : STORE_CREATE,
+                                .hooks = &auth_cm_hooks,
+                                .ns = AUTH_CM_NAMESPACE,
+                                .name = AUTH_CM_NAME},
+                         .want = want};
+        run_sync(&c);
+        if (c.st)
+            CKUBE_ERROR("writing configmap %s/%s: %s", AUTH_CM_NAMESPACE, AUTH_CM_NAME,
+                        c.st->message);
+        else
+            CKUBE_INFO("%s configmap/%s in %s with the client CA", old ? "updated" : "created",
+                       AUTH_CM_NAME, AUTH_CM_NAMESPACE);
+        ckube_status_free(c.st);
+        json_decref(want);
+    }
+    json_decref(old);
+    free(pem);
+    resource_type_unref(t);
+}
+
 int apiserver_bootstrap(apiserver *s)
 {
     static const char *const names[] = {"default", "kube-system", "kube-public", "kube-node-lease"};
@@ -349,7 +453,9 @@ int apiserver_bootstrap(apiserver *s)
     for (size_t i = 0; i < sizeof names / sizeof *names && rc == 0; i++)
         rc = create_namespace(s, t, names[i]);
     resource_type_unref(t);
-    if (rc == 0)
+    if (rc == 0) {
         reconcile_policy(s);
+        publish_client_ca(s);
+    }
     return rc;
 }
