@@ -88,6 +88,58 @@ typedef struct ckube_runnable {
  * manager). Runs on the HTTP thread; must be thread-safe and quick. */
 typedef int (*ckube_health_check_fn)(void *ctx, char **reason);
 
+/* Secure serving of the manager's endpoints, as kube-controller-manager
+ * serves its --secure-port and controller-runtime its metrics with
+ * SecureServing and filters.WithAuthenticationAndAuthorization: /metrics,
+ * /healthz and /readyz over HTTPS (TLS 1.2+), each request authenticated
+ * and authorized by the API server the manager's client talks to
+ * (k8s.io/apiserver's delegating authentication and authorization):
+ *
+ *  - authentication, in upstream's order: a client certificate verified
+ *    against the client CA (user CN, groups O); else a bearer token, asked
+ *    about with a TokenReview; else system:anonymous in
+ *    system:unauthenticated. A certificate or token that fails is 401
+ *    with upstream's Status ("Unauthorized"), whatever the path;
+ *  - authorization: members of an always-allowed group (system:masters)
+ *    and always-allowed paths (/healthz, /readyz, /livez) pass; anything
+ *    else is a SubjectAccessReview for the path and the method's verb
+ *    ("get" for GET): a denial is 403 with upstream's Status (`forbidden:
+ *    User "system:anonymous" cannot get path "/metrics"`), a review that
+ *    fails is 500.
+ *
+ * TokenReview and SubjectAccessReview answers are cached (upstream's 10 s
+ * for allowed, denied and tokens alike). The manager's identity needs
+ * `create` on tokenreviews.authentication.k8s.io and
+ * subjectaccessreviews.authorization.k8s.io (the bootstrap policy's
+ * system:auth-delegator grants both), and to read the client CA from the
+ * ConfigMap, `get` on it (extension-apiserver-authentication-reader). */
+typedef struct ckube_secure_serving_options {
+    /* "host:port"; NULL or "0" = off; port 0 picks a free port (see
+     * ckube_manager_secure_port). Copied. */
+    const char *bind_address;
+    /* PEM files of the serving certificate (its chain may follow) and its
+     * key, read at start. Both NULL: a CA and a certificate for localhost
+     * and 127.0.0.1 made in memory at start (P-256, one year), as
+     * upstream's self-signed default. */
+    const char *cert_file, *key_file;
+    /* PEM bundle of the CAs whose client certificates are users. NULL =
+     * the client-ca-file of ConfigMap
+     * kube-system/extension-apiserver-authentication (which ckube server
+     * and kube-apiserver publish), read at start; when it cannot be read,
+     * client certificates are not asked for (logged) unless
+     * skip_lookup is set. */
+    const char *client_ca_file;
+    bool skip_lookup; /* upstream's --authentication-skip-lookup */
+    /* NULL-terminated lists, copied. always_allow_paths: exact paths, or
+     * prefixes when ending in '*'; NULL = "/healthz", "/readyz", "/livez"
+     * (an empty list: none). always_allow_groups: NULL =
+     * "system:masters". */
+    const char *const *always_allow_paths;
+    const char *const *always_allow_groups;
+    /* How long review answers are kept; 0 = 10 s; < 0 = not cached. */
+    int64_t cache_ttl_ns;
+} ckube_secure_serving_options;
+
 typedef struct ckube_manager_options {
     /* How to reach the API server: `client` (borrowed; must outlive the
      * manager) or else `config` (copied; the manager owns the client it
@@ -133,6 +185,10 @@ typedef struct ckube_manager_options {
      * manager gracefully, a second one exits the process with code 1. */
     bool handle_signals;
     ckube_clock *clock; /* NULL = real; borrowed */
+    /* HTTPS endpoints with delegated authentication and authorization
+     * (see ckube_secure_serving_options); zero = off. Last in the struct
+     * so that the fields above keep their offsets. */
+    ckube_secure_serving_options secure_serving;
 } ckube_manager_options;
 
 /* Validates the options (leader election durations as client-go) and
@@ -215,6 +271,7 @@ ckube_leader_elector *ckube_manager_leader_elector(ckube_manager *m);
 /* The ports the HTTP servers listen on (0 when disabled / not started). */
 int ckube_manager_metrics_port(ckube_manager *m);
 int ckube_manager_health_port(ckube_manager *m);
+int ckube_manager_secure_port(ckube_manager *m);
 
 #ifdef __cplusplus
 }

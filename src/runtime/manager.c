@@ -13,6 +13,7 @@
  */
 #include "common/text.h"
 #include "manager_internal.h"
+#include "runtime/secure_serving.h"
 
 #include <ckube/json.h>
 #include <ckube/log.h>
@@ -66,6 +67,11 @@ struct ckube_manager {
     ckube_clock *clock;
     ckube_metrics_registry *metrics;
     char *metrics_addr, *health_addr;
+    /* Secure serving (NULL secure_addr: off): the options' copies and the
+     * delegated authenticator/authorizer its listener admits with. */
+    char *secure_addr, *secure_cert, *secure_key, *secure_client_ca;
+    bool secure_skip_lookup;
+    delegated_auth *auth;
 
     manager_checks healthz, readyz;
     manager_http *http;
@@ -241,6 +247,35 @@ static int make_client_and_cache(ckube_manager *m, const ckube_manager_options *
     return 0;
 }
 
+/* Copies the secure serving options and makes the delegated
+ * authenticator (on the manager's client). Off (0) without an address. */
+static int make_secure_serving(ckube_manager *m, const ckube_secure_serving_options *o, char **err)
+{
+    if (!o->bind_address || !strcmp(o->bind_address, "0"))
+        return 0;
+    delegated_auth_opts ao = {.client = m->client,
+                              .always_allow_paths = o->always_allow_paths,
+                              .always_allow_groups = o->always_allow_groups,
+                              .cache_ttl_ns = o->cache_ttl_ns,
+                              .clock = m->clock};
+    m->secure_addr = strdup(o->bind_address);
+    m->secure_cert = dup_or_null(o->cert_file);
+    m->secure_key = dup_or_null(o->key_file);
+    m->secure_client_ca = dup_or_null(o->client_ca_file);
+    m->secure_skip_lookup = o->skip_lookup;
+    m->auth = delegated_auth_new(&ao);
+    if (!m->secure_addr || (o->cert_file && !m->secure_cert) || (o->key_file && !m->secure_key) ||
+        (o->client_ca_file && !m->secure_client_ca) || !m->auth) {
+        ckube__set_err(err, "out of memory");
+        return -1;
+    }
+    if (!o->cert_file != !o->key_file) {
+        ckube__set_err(err, "secure serving: a certificate file and its key file go together");
+        return -1;
+    }
+    return 0;
+}
+
 ckube_manager *ckube_manager_new(const ckube_manager_options *o, char **err)
 {
     if (err)
@@ -279,6 +314,10 @@ ckube_manager *ckube_manager_new(const ckube_manager_options *o, char **err)
     }
     if (make_client_and_cache(m, o, err) != 0 ||
         (o->leader_election && make_elector(m, o, err) != 0)) {
+        ckube_manager_free(m);
+        return NULL;
+    }
+    if (make_secure_serving(m, &o->secure_serving, err) != 0) {
         ckube_manager_free(m);
         return NULL;
     }
@@ -657,6 +696,56 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+/* The client CA's PEM bytes: the file, or the ConfigMap's (NULL when
+ * neither, logged as upstream's warning: client certificates are then not
+ * asked for). -1 with *err when the file cannot be read. */
+static int client_ca(ckube_manager *m, char **pem, size_t *len, char **err)
+{
+    *pem = NULL;
+    *len = 0;
+    if (m->secure_client_ca) {
+        FILE *f = fopen(m->secure_client_ca, "rb");
+        if (!f) {
+            ckube__set_err(err, "cannot read the client CA file %s: %s", m->secure_client_ca,
+                           strerror(errno));
+            return -1;
+        }
+        ckube__strbuf b = {0};
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            ckube__sb_addn(&b, buf, n);
+        fclose(f);
+        *len = b.len;
+        *pem = ckube__sb_take(&b);
+        return *pem ? 0 : -1;
+    }
+    if (m->secure_skip_lookup)
+        return 0;
+    char *why = NULL;
+    *pem = secure_serving_lookup_client_ca(m->client, len, &why);
+    if (!*pem)
+        CKUBE_WARN("Unable to get configmap/extension-apiserver-authentication in kube-system, so "
+                   "client certificate authentication won't work: %s",
+                   why ? why : "out of memory");
+    free(why);
+    return 0;
+}
+
+static int listen_secure(ckube_manager *m, char **err)
+{
+    char *pem = NULL;
+    size_t len = 0;
+    if (client_ca(m, &pem, &len, err) != 0)
+        return -1;
+    SSL_CTX *ssl = secure_serving_ctx_new(m->secure_cert, m->secure_key, pem, len, err);
+    free(pem);
+    if (!ssl)
+        return -1;
+    return manager_http_listen_secure(m->http, m->secure_addr, ssl, m->auth, m->metrics,
+                                      &m->healthz, &m->readyz, err);
+}
+
 static int start_http(ckube_manager *m)
 {
     char *err = NULL;
@@ -665,6 +754,8 @@ static int start_http(ckube_manager *m)
         goto fail;
     if (strcmp(m->health_addr, "0") != 0 &&
         manager_http_listen_health(m->http, m->health_addr, &m->healthz, &m->readyz, &err) != 0)
+        goto fail;
+    if (m->secure_addr && listen_secure(m, &err) != 0)
         goto fail;
     if (manager_http_start(m->http) != 0) {
         err = strdup("cannot start the HTTP thread");
@@ -836,6 +927,11 @@ int ckube_manager_health_port(ckube_manager *m)
     return manager_http_health_port(m->http);
 }
 
+int ckube_manager_secure_port(ckube_manager *m)
+{
+    return manager_http_secure_port(m->http);
+}
+
 /* ======================================================================
  * Free
  * ====================================================================== */
@@ -861,6 +957,11 @@ void ckube_manager_free(ckube_manager *m)
         pthread_join(m->stopper, NULL);
     ckube_leader_elector_free(m->le);
     manager_http_free(m->http);
+    delegated_auth_free(m->auth); /* after the listener that used it */
+    free(m->secure_addr);
+    free(m->secure_cert);
+    free(m->secure_key);
+    free(m->secure_client_ca);
     if (m->own_cache)
         ckube_informer_factory_free(m->cache);
     if (m->own_client)

@@ -12,17 +12,35 @@
  *                          server error: <reason>", 404 when unknown
  * With no checks registered a "ping" check always passes.
  *
+ * The secure listener (kube-controller-manager's --secure-port) serves
+ * both over HTTPS, each request authenticated and authorized through the
+ * API server first (delegated_auth.c): 401 and 403 as upstream's Status.
+ * Its reviews are made on the loop's thread and block it for as long as
+ * the API server takes to answer one (cached for 10 s, so a scraper pays
+ * this once per TTL); a manager's endpoints see a few scrapers and
+ * probes, which upstream's always-allowed health paths never send
+ * through a review.
+ *
  * One event base, driven by one thread; no libevent call is made from any
  * other thread while it runs (the stop request arrives through a pipe), so
  * libevent needs no locking (evthread) setup. */
 #include "manager_internal.h"
 
+#include "common/text.h"
+#include "runtime/delegated_auth.h"
+
+#include <ckube/json.h>
 #include <ckube/log.h>
+#include <ckube/status.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+
+#include <openssl/ssl.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -116,7 +134,7 @@ static int cmp_check(const void *a, const void *b)
  * Server
  * ====================================================================== */
 
-enum listener_kind { L_METRICS, L_HEALTH };
+enum listener_kind { L_METRICS, L_HEALTH, L_SECURE };
 
 struct listener {
     enum listener_kind kind;
@@ -124,13 +142,15 @@ struct listener {
     int port;
     ckube_metrics_registry *reg;
     manager_checks *healthz, *readyz;
+    SSL_CTX *ssl;         /* L_SECURE: owned */
+    delegated_auth *auth; /* L_SECURE: borrowed */
 };
 
 struct manager_http {
     struct event_base *base;
     struct event *wake;
     int pipe[2];
-    struct listener metrics, health;
+    struct listener metrics, health, secure;
     pthread_t thread;
     bool running;
 };
@@ -360,6 +380,82 @@ static void serve_health(struct listener *l, struct evhttp_request *req, const c
         serve_single(c, req, rest + 1);
 }
 
+/* A Status as upstream's responsewriters write it (JSON). Takes st. */
+static void reply_status(struct evhttp_request *req, ckube_status *st)
+{
+    json_t *j = st ? ckube_status_to_json(st) : NULL;
+    char *body = j ? ckube_json_dumps(j, NULL) : NULL;
+    int code = st ? st->code : 500;
+    reply(req, code, ckube__http_reason(code), "application/json", body ? body : "",
+          body ? strlen(body) : 0);
+    free(body);
+    json_decref(j);
+    ckube_status_free(st);
+}
+
+/* The verb of a non-resource request: the method in lowercase, as
+ * upstream's request info resolver names it. */
+static const char *method_verb(struct evhttp_request *req)
+{
+    switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_GET:
+        return "get";
+    case EVHTTP_REQ_POST:
+        return "post";
+    case EVHTTP_REQ_HEAD:
+        return "head";
+    case EVHTTP_REQ_PUT:
+        return "put";
+    case EVHTTP_REQ_DELETE:
+        return "delete";
+    case EVHTTP_REQ_OPTIONS:
+        return "options";
+    case EVHTTP_REQ_TRACE:
+        return "trace";
+    case EVHTTP_REQ_CONNECT:
+        return "connect";
+    case EVHTTP_REQ_PATCH:
+        return "patch";
+    }
+    return "get";
+}
+
+/* Upstream's WithAuthentication then WithAuthorization: true when the
+ * request may go on; otherwise it has been answered. */
+static bool admit(struct listener *l, struct evhttp_request *req, const char *path)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+    SSL *ssl = bev ? bufferevent_openssl_get_ssl(bev) : NULL;
+    X509 *peer = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
+    bool verified = peer && SSL_get_verify_result(ssl) == X509_V_OK;
+    const char *authz = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    delegated_user u;
+    if (delegated_authenticate(l->auth, peer, verified, authz, &u) != 0) {
+        reply_status(req, ckube_status_new(401, CKUBE_REASON_UNAUTHORIZED, "Unauthorized"));
+        return false;
+    }
+    const char *verb = method_verb(req);
+    char *reason = NULL;
+    ckube_status *err = NULL;
+    int rc = delegated_authorize(l->auth, &u, verb, path, &reason, &err);
+    if (rc == 0) {
+        CKUBE_V(4, "Forbidden: \"%s\", Reason: \"%s\"", path, reason ? reason : "");
+        reply_status(req, delegated_forbidden(&u, verb, path, reason));
+    } else if (rc < 0) {
+        /* upstream's responsewriters.InternalError: plain text */
+        char *msg = NULL;
+        int len = asprintf(&msg, "Internal Server Error: \"%s\": %s\n", evhttp_request_get_uri(req),
+                           err && err->message ? err->message : "authorization failed");
+        reply(req, 500, "Internal Server Error", "text/plain; charset=utf-8", msg,
+              len > 0 ? (size_t)len : 0);
+        free(msg);
+    }
+    ckube_status_free(err);
+    free(reason);
+    delegated_user_clear(&u);
+    return rc == 1;
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     struct listener *l = arg;
@@ -369,8 +465,14 @@ static void on_request(struct evhttp_request *req, void *arg)
         path = "/";
     if (l->kind == L_METRICS)
         serve_metrics(l, req, path);
-    else
+    else if (l->kind == L_HEALTH)
         serve_health(l, req, path, uri ? evhttp_uri_get_query(uri) : NULL);
+    else if (admit(l, req, path)) {
+        if (!strcmp(path, "/metrics"))
+            serve_metrics(l, req, path);
+        else
+            serve_health(l, req, path, uri ? evhttp_uri_get_query(uri) : NULL);
+    }
     if (uri)
         evhttp_uri_free(uri);
 }
@@ -403,6 +505,24 @@ static int split_addr(const char *addr, char *host, size_t hn, int *port)
     return 0;
 }
 
+/* evhttp's bufferevent for a new connection of the secure listener: TLS,
+ * the handshake as the server. */
+static struct bufferevent *tls_bufferevent(struct event_base *base, void *arg)
+{
+    SSL *ssl = SSL_new(arg);
+    if (!ssl)
+        return NULL;
+    struct bufferevent *bev = bufferevent_openssl_socket_new(
+        base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+    if (!bev) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    /* a client that closes without close_notify (curl, Go) is no error */
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    return bev;
+}
+
 static int bind_listener(manager_http *h, struct listener *l, const char *addr, char **err)
 {
     char host[256];
@@ -418,6 +538,8 @@ static int bind_listener(manager_http *h, struct listener *l, const char *addr, 
         return -1;
     }
     evhttp_set_gencb(l->http, on_request, l);
+    if (l->ssl)
+        evhttp_set_bevcb(l->http, tls_bufferevent, l->ssl);
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(l->http, host, (ev_uint16_t)port);
     if (!bs) {
@@ -461,6 +583,22 @@ int manager_http_listen_health(manager_http *h, const char *addr, manager_checks
     return 0;
 }
 
+int manager_http_listen_secure(manager_http *h, const char *addr, SSL_CTX *ssl,
+                               delegated_auth *auth, ckube_metrics_registry *reg,
+                               manager_checks *healthz, manager_checks *readyz, char **err)
+{
+    h->secure.kind = L_SECURE;
+    h->secure.ssl = ssl;
+    h->secure.auth = auth;
+    h->secure.reg = reg;
+    h->secure.healthz = healthz;
+    h->secure.readyz = readyz;
+    if (bind_listener(h, &h->secure, addr, err) != 0)
+        return -1;
+    CKUBE_INFO("Serving securely on %s (port %d)", addr, h->secure.port);
+    return 0;
+}
+
 static void *http_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "ckube-mgr-http"); /* top -H, perf, gdb */
@@ -471,7 +609,7 @@ static void *http_main(void *arg)
 
 int manager_http_start(manager_http *h)
 {
-    if (h->running || (!h->metrics.http && !h->health.http))
+    if (h->running || (!h->metrics.http && !h->health.http && !h->secure.http))
         return 0;
     if (pthread_create(&h->thread, NULL, http_main, h) != 0)
         return -1;
@@ -496,6 +634,10 @@ void manager_http_stop(manager_http *h)
         evhttp_free(h->health.http);
         h->health.http = NULL;
     }
+    if (h->secure.http) {
+        evhttp_free(h->secure.http);
+        h->secure.http = NULL;
+    }
 }
 
 void manager_http_free(manager_http *h)
@@ -508,6 +650,7 @@ void manager_http_free(manager_http *h)
         event_free(h->wake);
     if (h->base)
         event_base_free(h->base);
+    SSL_CTX_free(h->secure.ssl);
     if (h->pipe[0] >= 0)
         close(h->pipe[0]);
     if (h->pipe[1] >= 0)
@@ -523,4 +666,9 @@ int manager_http_metrics_port(const manager_http *h)
 int manager_http_health_port(const manager_http *h)
 {
     return h && h->health.http ? h->health.port : 0;
+}
+
+int manager_http_secure_port(const manager_http *h)
+{
+    return h && h->secure.http ? h->secure.port : 0;
 }

@@ -8,6 +8,10 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include <openssl/ssl.h>
+
+#include "runtime/delegated_auth.h"
+
 /* A named list of health checks, safe to extend while being served. */
 typedef struct manager_check {
     char *name; /* owned */
@@ -40,6 +44,12 @@ int manager_http_listen_metrics(manager_http *h, const char *addr, ckube_metrics
                                 char **err);
 int manager_http_listen_health(manager_http *h, const char *addr, manager_checks *healthz,
                                manager_checks *readyz, char **err);
+/* The secure listener: HTTPS with `ssl` (taken: freed with the server,
+ * also on failure), each request admitted by `auth` (borrowed), serving
+ * /metrics from `reg` and /healthz, /readyz from the checks. */
+int manager_http_listen_secure(manager_http *h, const char *addr, SSL_CTX *ssl,
+                               delegated_auth *auth, ckube_metrics_registry *reg,
+                               manager_checks *healthz, manager_checks *readyz, char **err);
 /* Starts the loop thread (when anything is bound). -1 on failure. */
 int manager_http_start(manager_http *h);
 /* Stops the loop and joins its thread; listeners are closed. Idempotent. */
@@ -49,5 +59,6 @@ void manager_http_free(manager_http *h);
 /* Bound ports (0 when not bound). */
 int manager_http_metrics_port(const manager_http *h);
 int manager_http_health_port(const manager_http *h);
+int manager_http_secure_port(const manager_http *h);
 
 #endif

@@ -1,0 +1,36 @@
+/* secure_serving.h - the TLS side of the manager's secure serving (not
+ * installed): its serving certificate (the user's files, or a self-signed
+ * CA and certificate made in memory as k8s.io/apiserver's
+ * MaybeDefaultWithSelfSignedCerts makes them) and the client CA that
+ * client certificates are verified against (a file, or the ConfigMap
+ * kube-system/extension-apiserver-authentication that kube-apiserver and
+ * ckube server publish). The requests themselves are manager_http.c's;
+ * who they come from and what they may do, delegated_auth.c's. */
+#ifndef CKUBE_RUNTIME_SECURE_SERVING_H
+#define CKUBE_RUNTIME_SECURE_SERVING_H
+
+#include <ckube/client.h>
+
+#include <stddef.h>
+
+#include <openssl/ssl.h>
+
+/* A server SSL_CTX (TLS 1.2 or later) with the certificate chain and key
+ * of cert_file/key_file (PEM), or, both NULL, a self-signed CA
+ * "localhost-ca@<unix time>" and a certificate "localhost@<unix time>" it
+ * signed for localhost and 127.0.0.1 (P-256, one year). With client_ca
+ * (PEM bytes, `len` long; may be NULL) it asks for client certificates
+ * and verifies them against those CAs for client authentication, without
+ * failing the handshake: the request learns the result
+ * (SSL_get_verify_result) and answers 401, as upstream. NULL with *err
+ * (malloc'd) on failure. */
+SSL_CTX *secure_serving_ctx_new(const char *cert_file, const char *key_file, const char *client_ca,
+                                size_t len, char **err);
+
+/* The client-ca-file of ConfigMap
+ * kube-system/extension-apiserver-authentication, read with `c`: malloc'd
+ * PEM bytes (*len long). NULL with *err (malloc'd) when it cannot be read
+ * or has no such key. */
+char *secure_serving_lookup_client_ca(ckube_client *c, size_t *len, char **err);
+
+#endif
