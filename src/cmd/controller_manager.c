@@ -41,9 +41,26 @@ static void cm_usage(FILE *f)
         "  --use-service-account-credentials[=BOOL]\n"
         "                                         each controller uses a token of its own\n"
         "                                         ServiceAccount in kube-system (default false)\n"
-        "  --bind-address HOST                    for the endpoints below (default 127.0.0.1)\n"
-        "  --port PORT                            /metrics (default 10257; 0 = off)\n"
-        "  --healthz-port PORT                    /healthz, /readyz (default 10258; 0 = off)\n"
+        "  --secure-port PORT                     /metrics, /healthz, /readyz over HTTPS, each\n"
+        "                                         request authenticated (TokenReview, client\n"
+        "                                         certificates) and authorized\n"
+        "                                         (SubjectAccessReview) by the API server\n"
+        "                                         (default 10257; 0 = off)\n"
+        "  --bind-address HOST                    for --secure-port (default 0.0.0.0)\n"
+        "  --tls-cert-file PATH, --tls-private-key-file PATH\n"
+        "                                         serving certificate and key (PEM); default a\n"
+        "                                         self-signed one made in memory\n"
+        "  --client-ca-file PATH                  CAs of client certificates (default: the\n"
+        "                                         client-ca-file of configmap kube-system/\n"
+        "                                         extension-apiserver-authentication)\n"
+        "  --authentication-skip-lookup[=BOOL]    do not read that configmap\n"
+        "  --authorization-always-allow-paths LIST\n"
+        "                                         authorized without a review (default\n"
+        "                                         /healthz,/readyz,/livez)\n"
+        "  --port PORT                            ckube's plain-HTTP /metrics on 127.0.0.1\n"
+        "                                         (default 0 = off)\n"
+        "  --healthz-port PORT                    ckube's plain-HTTP /healthz, /readyz on\n"
+        "                                         127.0.0.1 (default 0 = off)\n"
         "  -v, --v N                              log verbosity (-v=N, --v=N, -v N)\n"
         "  --vmodule PATTERN=N,...                verbosity per source file\n"
         "  --log-file PATH                        log to PATH (with --logtostderr=false)\n"
@@ -121,11 +138,30 @@ static char *read_root_ca(const char *path, size_t *len)
     return buf;
 }
 
+/* "a,b,,c" as a NULL-terminated list of its non-empty items (an empty
+ * string: an empty list, as pflag's StringSlice reads it). */
+static char **split_list(const char *s)
+{
+    size_t n = 1;
+    for (const char *p = s; *p; p++)
+        n += *p == ',';
+    char **v = calloc(n + 1, sizeof *v);
+    size_t k = 0;
+    for (const char *p = s; v && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len && !(v[k++] = strndup(p, len)))
+            return NULL; /* exiting: the list is not freed */
+        p += len + (p[len] == ',');
+    }
+    return v;
+}
+
 int main(int argc, char **argv)
 {
     ckube_config_overrides ov = {0};
     cm_opts o = {.leader_elect = true, .handle_signals = true};
-    const char *bind = "127.0.0.1", *port = "10257", *hport = "10258", *root_ca_file = NULL;
+    const char *bind = "0.0.0.0", *port = "0", *hport = "0", *sport = "10257", *root_ca_file = NULL,
+               *allow_paths = NULL;
     /* kube-controller-manager's client defaults (client-go's 5/10 would
      * make a starting garbage collector's lists queue for seconds). */
     double qps = 20;
@@ -147,6 +183,12 @@ int main(int argc, char **argv)
         {"kube-api-qps", required_argument, NULL, 'q'},
         {"kube-api-burst", required_argument, NULL, 'B'},
         {"use-service-account-credentials", optional_argument, NULL, 'U'},
+        {"secure-port", required_argument, NULL, 's'},
+        {"tls-cert-file", required_argument, NULL, 'C'},
+        {"tls-private-key-file", required_argument, NULL, 'K'},
+        {"client-ca-file", required_argument, NULL, 'A'},
+        {"authentication-skip-lookup", optional_argument, NULL, 'S'},
+        {"authorization-always-allow-paths", required_argument, NULL, 'W'},
         CKUBE_LOG_GETOPT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -220,6 +262,28 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 's':
+            sport = optarg;
+            break;
+        case 'C':
+            o.secure.cert_file = optarg;
+            break;
+        case 'K':
+            o.secure.key_file = optarg;
+            break;
+        case 'A':
+            o.secure.client_ca_file = optarg;
+            break;
+        case 'S':
+            if (!parse_bool(optarg, &o.secure.skip_lookup)) {
+                fprintf(stderr, "ckube controller-manager: --authentication-skip-lookup wants "
+                                "true or false\n");
+                return 2;
+            }
+            break;
+        case 'W':
+            allow_paths = optarg;
+            break;
         case 'h':
             cm_usage(stdout);
             return 0;
@@ -236,11 +300,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "ckube controller-manager: unexpected argument \"%s\"\n", argv[optind]);
         return 2;
     }
-    char maddr[300], haddr[300];
-    snprintf(maddr, sizeof(maddr), "%s:%s", bind, port);
-    snprintf(haddr, sizeof(haddr), "%s:%s", bind, hport);
+    /* The plain-HTTP endpoints are ckube's, for tests and old scripts:
+     * loopback only, as `ckube server --plain-http`. */
+    char maddr[300], haddr[300], saddr[300];
+    snprintf(maddr, sizeof(maddr), "127.0.0.1:%s", port);
+    snprintf(haddr, sizeof(haddr), "127.0.0.1:%s", hport);
+    bool v6 = strchr(bind, ':') != NULL;
+    snprintf(saddr, sizeof(saddr), "%s%s%s:%s", v6 ? "[" : "", bind, v6 ? "]" : "", sport);
     o.metrics_bind_address = strcmp(port, "0") ? maddr : "0";
     o.health_bind_address = strcmp(hport, "0") ? haddr : "0";
+    o.secure.bind_address = strcmp(sport, "0") ? saddr : NULL;
+    if ((o.secure.cert_file == NULL) != (o.secure.key_file == NULL)) {
+        fprintf(stderr, "ckube controller-manager: --tls-cert-file and --tls-private-key-file "
+                        "go together\n");
+        return 2;
+    }
+    char **paths = NULL;
+    if (allow_paths && !(paths = split_list(allow_paths))) {
+        fprintf(stderr, "ckube controller-manager: out of memory\n");
+        return 2;
+    }
+    o.secure.always_allow_paths = (const char *const *)paths;
 
     /* How long a controller uses its ServiceAccount token, for tests that
      * cannot wait the 48 minutes of upstream's hour (less its 20%); an
@@ -281,7 +361,10 @@ int main(int argc, char **argv)
     char *err = NULL;
     cm *c = cm_new(&o, &err);
     ckube_config_free(cfg);
-    free(root_ca); /* copied by the controller */
+    free(root_ca);                             /* copied by the controller */
+    for (size_t i = 0; paths && paths[i]; i++) /* copied by the manager */
+        free(paths[i]);
+    free(paths);
     if (!c) {
         fprintf(stderr, "ckube controller-manager: %s\n", err ? err : "cannot start");
         free(err);

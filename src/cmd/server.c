@@ -327,9 +327,11 @@ static cm_child *start_controller_manager(const char *url, const char *kubeconfi
     /* No client rate limit: it shares the machine with its server, as the
      * controllers did when they ran in-process. Logging as the server's
      * flags say (-v, --vmodule, --log-file, ...). */
-    const char *args[28] = {"--master",       url, "--port",         "0",
-                            "--healthz-port", "0", "--kube-api-qps", "-1"};
-    size_t n = 8;
+    /* No endpoints of its own (--secure-port 0): several servers on one
+     * machine would fight over 10257, and the server's own /metrics and
+     * /readyz cover the process pair. */
+    const char *args[28] = {"--master", url, "--secure-port", "0", "--kube-api-qps", "-1"};
+    size_t n = 6;
     for (const char *const *f = ckube_log_flag_args(); *f && n < 20; f++)
         args[n++] = *f;
     /* kubeadm's setting: each controller as its own ServiceAccount, the

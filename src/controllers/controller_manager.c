@@ -278,11 +278,10 @@ cm *cm_new(const cm_opts *o, char **err)
         .renew_deadline_ns = o->renew_deadline_ns,
         .retry_period_ns = o->retry_period_ns,
         .leader_election_release_on_cancel = true,
-        .metrics_bind_address =
-            o->metrics_bind_address ? o->metrics_bind_address : "127.0.0.1:10257",
-        .health_probe_bind_address =
-            o->health_bind_address ? o->health_bind_address : "127.0.0.1:10258",
+        .metrics_bind_address = o->metrics_bind_address ? o->metrics_bind_address : "0",
+        .health_probe_bind_address = o->health_bind_address ? o->health_bind_address : "0",
         .handle_signals = o->handle_signals,
+        .secure_serving = o->secure,
     };
     c->mgr = ckube_manager_new(&mo, err);
     if (!c->mgr) {

@@ -26,8 +26,15 @@ typedef struct cm_opts {
     const char *lease_namespace; /* NULL = "kube-system" */
     const char *lease_name;      /* NULL = "kube-controller-manager" (upstream's) */
     uint64_t lease_duration_ns, renew_deadline_ns, retry_period_ns; /* 0 = 15/10/2 s */
-    const char *metrics_bind_address; /* NULL = "127.0.0.1:10257"; "0" = off */
-    const char *health_bind_address;  /* NULL = "127.0.0.1:10258"; "0" = off */
+    /* ckube's plain-HTTP endpoints (loopback addresses; upstream removed
+     * its insecure port): /metrics, and /healthz with /readyz. NULL or "0"
+     * = off. */
+    const char *metrics_bind_address;
+    const char *health_bind_address;
+    /* kube-controller-manager's --secure-port: /metrics, /healthz and
+     * /readyz over HTTPS with delegated authentication and authorization
+     * (ckube/manager.h); bind_address NULL = off. Borrowed. */
+    ckube_secure_serving_options secure;
     bool handle_signals;
     uint64_t podcounter_period_ns; /* 0 = 10 s */
     /* The CA bundle (PEM) root-ca-cert-publisher puts in every namespace

@@ -38,7 +38,7 @@ start_cm() {
     HPORT[$n]=$(free_port)
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 "$CKUBE_BIN" controller-manager \
         --kubeconfig "$KUBECONFIG" --leader-elect --port "${MPORT[$n]}" \
-        --healthz-port "${HPORT[$n]}" -v 2 >"$TMP/cm$n.log" 2>&1 &
+        --healthz-port "${HPORT[$n]}" --secure-port 0 -v 2 >"$TMP/cm$n.log" 2>&1 &
     PID[$n]=$!
     CM_PIDS+=($!)
 }
