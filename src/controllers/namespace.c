@@ -569,3 +569,11 @@ void nsctl_free(nsctl *n)
     ckube_controller_free(n->ctl);
     free(n);
 }
+
+bool nsctl_namespace_active(const json_t *ns)
+{
+    if (ckube_json_get_path(ns, "metadata.deletionTimestamp"))
+        return false;
+    const char *phase = json_string_value(ckube_json_get_path(ns, "status.phase"));
+    return !phase || !strcmp(phase, "Active");
+}

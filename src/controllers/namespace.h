@@ -63,4 +63,11 @@ void nsctl_stop(nsctl *n);
 /* Stops if needed and frees. NULL-safe. */
 void nsctl_free(nsctl *n);
 
+/* Whether namespace `ns` (borrowed) takes new content: not being deleted
+ * and in no other phase than Active (one without a phase yet counts as
+ * active: the server has just created it). For the controllers that
+ * fill every namespace (default ServiceAccount, kube-root-ca.crt), as
+ * upstream's skip namespaces being terminated. */
+bool nsctl_namespace_active(const json_t *ns);
+
 #endif

@@ -3,6 +3,7 @@
  * "kube-root-ca.crt" when it is missing or puts its data and description
  * back when they differ. */
 #include "controllers/rootca.h"
+#include "controllers/namespace.h"
 #include "controllers/sync_start.h"
 
 #include <ckube/controller.h>
@@ -24,17 +25,6 @@ struct rootca {
     char *ca;         /* owned copy of the bundle */
     size_t ca_len;
 };
-
-/* Whether the namespace takes new content: not being deleted and not in
- * another phase than Active (a namespace without a phase yet counts as
- * active, as it is one the server has just created). */
-static bool namespace_active(const json_t *ns)
-{
-    if (ckube_json_get_path(ns, "metadata.deletionTimestamp"))
-        return false;
-    const char *phase = json_string_value(ckube_json_get_path(ns, "status.phase"));
-    return !phase || !strcmp(phase, "Active");
-}
 
 /* {"ca.crt": CA}, new; NULL when out of memory. */
 static json_t *ca_data(const rootca *r)
@@ -134,7 +124,7 @@ static ckube_result reconcile(void *ctx, ckube_reconcile_ctx *rc, const char *ns
     rootca *r = ctx;
     ckube_lister nsl = ckube_shared_informer_lister(r->namespaces);
     json_t *namespace = ckube_lister_get(&nsl, NULL, name);
-    bool active = namespace && namespace_active(namespace);
+    bool active = namespace && nsctl_namespace_active(namespace);
     ckube_obj_unref(namespace); /* cache objects: shared, atomic counts */
     if (!active)
         return ckube_result_ok();

@@ -2,6 +2,7 @@
  * serviceaccount.h). One key per namespace (its name); a reconcile reads
  * both caches and creates "default" when it is missing. */
 #include "controllers/serviceaccount.h"
+#include "controllers/namespace.h"
 #include "controllers/sync_start.h"
 
 #include <ckube/controller.h>
@@ -24,17 +25,6 @@ struct sactl {
     sync_start start; /* starts ctl once both caches have synced */
 };
 
-/* Whether the namespace takes new content: not being deleted and not in
- * another phase than Active (a namespace without a phase yet counts as
- * active, as it is one the server has just created). */
-static bool namespace_active(const json_t *ns)
-{
-    if (ckube_json_get_path(ns, "metadata.deletionTimestamp"))
-        return false;
-    const char *phase = json_string_value(ckube_json_get_path(ns, "status.phase"));
-    return !phase || !strcmp(phase, "Active");
-}
-
 static ckube_result reconcile(void *ctx, ckube_reconcile_ctx *rc, const char *ns, const char *name)
 {
     (void)rc;
@@ -42,7 +32,7 @@ static ckube_result reconcile(void *ctx, ckube_reconcile_ctx *rc, const char *ns
     sactl *s = ctx;
     ckube_lister nsl = ckube_shared_informer_lister(s->namespaces);
     json_t *namespace = ckube_lister_get(&nsl, NULL, name);
-    bool active = namespace && namespace_active(namespace);
+    bool active = namespace && nsctl_namespace_active(namespace);
     ckube_obj_unref(namespace); /* cache objects: shared, atomic counts */
     if (!active)
         return ckube_result_ok();
