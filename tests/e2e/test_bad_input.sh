@@ -444,6 +444,50 @@ EOF
     expect_eq "$CODE/$BODY" "200/ok" "readyz after disconnects"
 }
 
+# A handshake flood: 300 connections that send half a ClientHello and
+# hold it, and 200 full handshakes closed at once (with a client
+# certificate, the costly kind), all while the admin's requests must still
+# be served. Bounded: a few seconds of traffic, every socket closed.
+s_handshake_flood() {
+    /usr/bin/python3 - "$PORT" "${DATA_DIR:-$TMP/data}/pki" <<'EOF'
+import socket, ssl, sys, threading, time
+port, pki = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=pki + "/ca.crt")
+ctx.load_cert_chain(pki + "/admin.crt", pki + "/admin.key")
+def tcp():
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+held = []
+for _ in range(300):
+    s = tcp()
+    s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 32)
+    held.append(s)
+errors = []
+def handshakes(n):
+    for _ in range(n):
+        try:
+            s = ctx.wrap_socket(tcp(), server_hostname="127.0.0.1")
+            s.close()
+        except OSError as e:
+            errors.append(repr(e))
+threads = [threading.Thread(target=handshakes, args=(50,)) for _ in range(4)]
+for t in threads: t.start()
+# meanwhile a real request, answered within the flood
+s = ctx.wrap_socket(tcp(), server_hostname="127.0.0.1")
+t0 = time.monotonic()
+s.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+data = s.recv(4096)
+took = time.monotonic() - t0
+s.close()
+for t in threads: t.join()
+for h in held: h.close()
+assert b"200 OK" in data, data
+assert took < 5, "readyz took %.1f s during the flood" % took
+assert not errors, errors[:3]
+EOF
+    req GET /readyz
+    expect_eq "$CODE/$BODY" "200/ok" "readyz after the handshake flood"
+}
+
 s_survived() {
     req GET /readyz
     expect_eq "$CODE/$BODY" "200/ok" "readyz at the end"
@@ -497,6 +541,7 @@ section query s_query
 section query_bools s_query_bools
 section watch_field_selector s_watch_field_selector
 section disconnects s_disconnects
+section handshake_flood s_handshake_flood
 section survived s_survived
 stop_server || fail "server did not exit 0 after the abuse (see the log above)"
 finish_sections
