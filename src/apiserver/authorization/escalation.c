@@ -62,7 +62,7 @@ static char *escalation(rbac_index *ix, const auth_user *user, const char *ns, c
 {
     rbac_user ru = {user->name, (const char *const *)user->groups, user->ngroups};
     char *errors = NULL;
-    json_t *own = rbac_rules_for(ix, &ru, ns, &errors);
+    json_t *own = rbac_rules_for(ix, &ru, ns, true, &errors);
     rbac_rule *owner;
     size_t n;
     rbac_rules_compile(own, &owner, &n);

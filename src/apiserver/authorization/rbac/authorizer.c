@@ -390,12 +390,16 @@ static void key_free(char *key, char *buf)
 typedef struct missing {
     char *msgs[8];
     size_t n;
+    /* Name the roles as their storage does ("clusterroles.rbac..."),
+     * not as the informers' listers ("clusterrole.rbac..."). */
+    bool storage_names;
 } missing;
 
 static void note_missing(missing *m, const binding *b)
 {
-    char *msg = xasprintf("%s.rbac.authorization.k8s.io \"%s\" not found",
-                          b->to_cluster ? "clusterrole" : "role", b->role_name);
+    char *msg = xasprintf("%s%s.rbac.authorization.k8s.io \"%s\" not found",
+                          b->to_cluster ? "clusterrole" : "role", m->storage_names ? "s" : "",
+                          b->role_name);
     for (size_t i = 0; i < m->n; i++) {
         if (!strcmp(m->msgs[i], msg)) {
             free(msg);
@@ -575,10 +579,11 @@ static void collect_subject(rbac_index *ix, const char *key, const char *ns, jso
     }
 }
 
-json_t *rbac_rules_for(rbac_index *ix, const rbac_user *user, const char *ns, char **errors)
+json_t *rbac_rules_for(rbac_index *ix, const rbac_user *user, const char *ns, bool storage_names,
+                       char **errors)
 {
     json_t *out = json_array();
-    missing m = {.n = 0};
+    missing m = {.n = 0, .storage_names = storage_names};
     const binding **seen = NULL;
     size_t nseen = 0, cap = 0;
     char buf[512];

@@ -53,8 +53,12 @@ bool rbac_authorize(rbac_index *ix, const rbac_user *user, const rbac_request *r
  * PolicyRule objects (copies; each binding counted once). *errors (when
  * given) is NULL, or the roles bindings name that do not exist, as
  * upstream's aggregate error (`clusterrole.rbac.authorization.k8s.io "x"
- * not found`, several as "[a, b]"; malloc'd). */
-json_t *rbac_rules_for(rbac_index *ix, const rbac_user *user, const char *ns, char **errors);
+ * not found`, several as "[a, b]"; malloc'd). `storage_names`: name the
+ * resource as the roles' storage does (`clusterroles.rbac...`), as the
+ * escalation check's resolver reads roles from storage, where the
+ * authorizer's (SelfSubjectRulesReview's) reads them from listers. */
+json_t *rbac_rules_for(rbac_index *ix, const rbac_user *user, const char *ns, bool storage_names,
+                       char **errors);
 
 /* The rules of ClusterRole `name` (cluster) or Role ns/name: a new JSON
  * array, or NULL when it does not exist. */

@@ -169,7 +169,7 @@ static void rules_review(const resource_type *t, json_t *obj, const char *ns, co
     const char *rns = json_string_value(ckube_json_get_path(obj, "spec.namespace"));
     rbac_user ru = {user->name, (const char *const *)user->groups, user->ngroups};
     char *errors = NULL;
-    json_t *rules = t->review_arg ? rbac_rules_for(t->review_arg, &ru, rns, &errors) : json_array();
+    json_t *rules = t->review_arg ? rbac_rules_for(t->review_arg, &ru, rns, false, &errors) : json_array();
     json_t *res = json_array(), *urls = json_array();
     size_t i;
     json_t *rule;

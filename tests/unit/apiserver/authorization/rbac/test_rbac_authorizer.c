@@ -287,7 +287,7 @@ static void test_rules_for(void **state)
     const char *groups[] = {"devs"};
     rbac_user u = {.name = "jane", .groups = groups, .ngroups = 1};
     char *errors = (char *)"unset";
-    json_t *rules = rbac_rules_for(ix, &u, "team", &errors);
+    json_t *rules = rbac_rules_for(ix, &u, "team", false, &errors);
     assert_null(errors);
     char *text = json_dumps(rules, JSON_COMPACT | JSON_SORT_KEYS);
     /* ClusterRoleBindings and RoleBindings alike; order is not part of
@@ -299,10 +299,10 @@ static void test_rules_for(void **state)
     free(text);
     json_decref(rules);
     /* outside the namespace: the cluster-wide rules only */
-    rules = rbac_rules_for(ix, &u, "", NULL);
+    rules = rbac_rules_for(ix, &u, "", false, NULL);
     assert_int_equal(json_array_size(rules), 1);
     json_decref(rules);
-    rules = rbac_rules_for(ix, &u, "other", NULL);
+    rules = rbac_rules_for(ix, &u, "other", false, NULL);
     assert_int_equal(json_array_size(rules), 1);
     json_decref(rules);
     /* missing roles: the aggregate */
@@ -310,7 +310,7 @@ static void test_rules_for(void **state)
           "{\"metadata\":{\"name\":\"x\"},\"roleRef\":{\"kind\":\"ClusterRole\",\"name\":"
           "\"gone\"},\"subjects\":[{\"kind\":\"User\",\"name\":\"jane\"}]}",
           false);
-    rules = rbac_rules_for(ix, &u, "team", &errors);
+    rules = rbac_rules_for(ix, &u, "team", false, &errors);
     assert_int_equal(json_array_size(rules), 2);
     assert_string_equal(errors, "clusterrole.rbac.authorization.k8s.io \"gone\" not found");
     free(errors);
@@ -319,9 +319,16 @@ static void test_rules_for(void **state)
           "{\"metadata\":{\"name\":\"y\",\"namespace\":\"team\"},\"roleRef\":{\"kind\":"
           "\"Role\",\"name\":\"gone2\"},\"subjects\":[{\"kind\":\"User\",\"name\":\"jane\"}]}",
           false);
-    rules = rbac_rules_for(ix, &u, "team", &errors);
+    rules = rbac_rules_for(ix, &u, "team", false, &errors);
     assert_string_equal(errors, "[clusterrole.rbac.authorization.k8s.io \"gone\" not found, "
                                 "role.rbac.authorization.k8s.io \"gone2\" not found]");
+    free(errors);
+    json_decref(rules);
+    /* the escalation check's resolver reads the roles' storage, which
+     * names the resources in the plural */
+    rules = rbac_rules_for(ix, &u, "team", true, &errors);
+    assert_string_equal(errors, "[clusterroles.rbac.authorization.k8s.io \"gone\" not found, "
+                                "roles.rbac.authorization.k8s.io \"gone2\" not found]");
     free(errors);
     json_decref(rules);
     /* a role's rules by name */
