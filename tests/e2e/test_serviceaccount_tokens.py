@@ -497,6 +497,33 @@ class ServiceAccountTokensTest(unittest.TestCase):
         self.assertEqual((rc, err), (1, 'error: failed to create token: serviceaccounts '
                                         '"nobody" not found\n'))
 
+        # a name or namespace in the body must be the URL's (checked
+        # first, as upstream: even for a ServiceAccount that does not exist)
+        for sa, meta, field, value, what in (
+                ("err", {"name": "other"}, "metadata.name", "other", "name"),
+                ("nobody", {"name": "x"}, "metadata.name", "x", "name"),
+                ("err", {"name": "err", "namespace": "elsewhere"}, "metadata.namespace",
+                 "elsewhere", "namespace")):
+            status, st = call_json(S, "POST",
+                                   "/api/v1/namespaces/%s/serviceaccounts/%s/token" % (NS, sa),
+                                   {"apiVersion": "authentication.k8s.io/v1",
+                                    "kind": "TokenRequest", "metadata": meta, "spec": {}})
+            why = 'Invalid value: "%s": must match the service account %s if specified' % (
+                value, what)
+            self.assertEqual((status, st["message"], st["details"]),
+                             (422, 'TokenRequest.authentication.k8s.io "%s" is invalid: %s: %s'
+                              % (sa, field, why),
+                              {"name": sa, "group": "authentication.k8s.io",
+                               "kind": "TokenRequest",
+                               "causes": [{"reason": "FieldValueInvalid", "message": why,
+                                           "field": field}]}))
+        # matching ones are fine
+        status, tr = call_json(S, "POST",
+                               "/api/v1/namespaces/%s/serviceaccounts/err/token" % NS,
+                               {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                "metadata": {"name": "err", "namespace": NS}, "spec": {}})
+        self.assertEqual(status, 201, tr)
+
         # the bound object
         def bound(kind, name, uid=None, api_version="v1"):
             ref = {"kind": kind, "apiVersion": api_version, "name": name}

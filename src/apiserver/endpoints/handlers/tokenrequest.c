@@ -120,6 +120,28 @@ void handle_token_request(req_ctx *rc)
         json_decref(obj);
         return;
     }
+    /* upstream: a name or namespace in the body must be the URL's */
+    const json_t *meta = json_object_get(obj, "metadata");
+    static const char *const fields[][2] = {{"name", "name"}, {"namespace", "namespace"}};
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = json_string_value(json_object_get(meta, fields[i][0]));
+        const char *want = i ? rc->ri.ns : rc->ri.name;
+        if (v && *v && strcmp(v, want ? want : "")) {
+            ckube_status *inv =
+                ckube_status_invalid_begin("authentication.k8s.io", "TokenRequest", rc->ri.name);
+            char *q = ckube_go_quote(v);
+            ckube_status_add_cause(inv, CKUBE_CAUSE_FIELD_INVALID,
+                                   i ? "metadata.namespace" : "metadata.name",
+                                   "Invalid value: %s: must match the service account %s if "
+                                   "specified",
+                                   q, fields[i][1]);
+            free(q);
+            ckube_status_invalid_finish(inv);
+            reply_status(rc, inv);
+            json_decref(obj);
+            return;
+        }
+    }
     json_t *sa = handlers_cached_core(rc->srv, "serviceaccounts", rc->ri.ns, rc->ri.name);
     if (!sa) {
         reply_status(rc, ckube_status_not_found("", "serviceaccounts", rc->ri.name));
