@@ -400,6 +400,56 @@ class KubectlTest(unittest.TestCase):
                          'supported values: ""')
 
 
+    def test_put_creates(self):
+        """Upstream's RBAC strategies allow create on update: a PUT of a
+        missing role or binding creates it (201, then 200), kubectl replace
+        included; a user without rights creates nothing; a ConfigMap's
+        strategy does not (404), nor does a subresource."""
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "put-created"},
+                "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]}]}
+        st, b = call("PUT", GV + "/clusterroles/put-created", role)
+        self.assertEqual((st, b["metadata"]["name"], b["rules"]), (201, "put-created",
+                                                                   role["rules"]), b)
+        st, b = call("PUT", GV + "/clusterroles/put-created", role)
+        self.assertEqual(st, 200, b)
+        rb = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+              "metadata": {"name": "put-created", "namespace": "default"},
+              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                          "name": "put-created"},
+              "subjects": [{"kind": "User", "name": "u", "apiGroup": "rbac.authorization.k8s.io"}]}
+        st, b = call("PUT", GV + "/namespaces/default/rolebindings/put-created", rb)
+        self.assertEqual(st, 201, b)
+        # a PUT for a name other than the body's is still refused
+        st, b = call("PUT", GV + "/clusterroles/other-name", role)
+        self.assertEqual(st, 400, b)
+        # kubectl replace of a role that does not exist
+        yaml = ("apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n"
+                "  name: replaced\n  namespace: default\nrules: []\n")
+        rc, out, err = kubectl("1.33", "replace", "-f", "-", stdin=yaml)
+        self.assertEqual((rc, out), (0, "role.rbac.authorization.k8s.io/replaced replaced\n"),
+                         err)
+        # not for ConfigMaps
+        st, b = call("PUT", "/api/v1/namespaces/default/configmaps/put-missing",
+                     {"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "put-missing"}})
+        self.assertEqual((st, b["message"]), (404, 'configmaps "put-missing" not found'))
+        # a user without rights to update ClusterRoles creates none through PUT
+        conn_user = {"Impersonate-User": "mallory"}
+        c = SERVER.connection(timeout=30)
+        try:
+            body = dict(role, metadata={"name": "escalating"})
+            c.request("PUT", GV + "/clusterroles/escalating", body=json.dumps(body).encode(),
+                      headers=dict(conn_user, **{"Content-Type": "application/json"}))
+            r = c.getresponse()
+            st, b = r.status, json.loads(r.read())
+        finally:
+            c.close()
+        self.assertEqual(st, 403, b)
+        st, b = call("GET", GV + "/clusterroles/escalating")
+        self.assertEqual(st, 404, b)
+
+
 class PythonClientTest(unittest.TestCase):
     def test_rbac_api(self):
         with SERVER.client() as ac:

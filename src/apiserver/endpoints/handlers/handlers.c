@@ -989,7 +989,12 @@ static void run_write(write_req *w)
                                      : STORE_UPDATE;
     sw->require_rv = w->kind == W_UPDATE && !w->internal;
     sw->finalize = w->kind == W_FINALIZE;
-    sw->create_on_missing = w->kind == W_PATCH && w->btype == BODY_APPLY_PATCH && !sw->status_only;
+    /* apply creates what is missing; so does a PUT of a type whose
+     * upstream strategy allows create on update (not of a subresource) */
+    sw->create_on_missing =
+        !sw->status_only && ((w->kind == W_PATCH && w->btype == BODY_APPLY_PATCH) ||
+                             (w->kind == W_UPDATE && !w->internal &&
+                              sw->type->allow_create_on_update && !*w->subresource));
     sw->pre_uid = w->pre_uid;
     sw->pre_rv = w->pre_rv;
     store_write_start(sw);

@@ -203,7 +203,7 @@ static const builtin types[] = {
      deploy_prepare_update,
      workload_validate,
      NULL,
-     NULL},
+     NULL, false},
     {"apps",
      "v1",
      "replicasets",
@@ -223,7 +223,7 @@ static const builtin types[] = {
      rs_prepare_update,
      workload_validate,
      NULL,
-     NULL},
+     NULL, false},
 };
 
 int apps_install(registry *reg)

@@ -188,6 +188,7 @@ int builtin_install(registry *reg, const builtin *types, size_t n)
         }
         t->tracks_generation = b->generation;
         t->allow_unconditional_update = true;
+        t->allow_create_on_update = b->create_on_update;
         t->patch_meta = b->patch_meta;
         t->schema = builtin_schema(b->group, b->version, b->kind);
         t->selectable_fields = b->fields;

@@ -51,6 +51,9 @@ typedef struct builtin {
     void (*validate)(const resource_type *, const json_t *, const json_t *, ckube_status *);
     bool (*pending_finalizers)(const json_t *);
     void (*prepare_delete)(const resource_type *, json_t *);
+    /* upstream's strategy AllowCreateOnUpdate: a PUT of a missing object
+     * creates it (RBAC kinds, Services, Endpoints, Events, Leases). */
+    bool create_on_update;
 } builtin;
 
 /* Registers n types of a group's table in `reg` (every verb, schemas

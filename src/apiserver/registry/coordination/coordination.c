@@ -42,7 +42,7 @@ static const builtin types[] = {
      NULL,
      lease_validate,
      NULL,
-     NULL},
+     NULL, true},
 };
 
 int coordination_install(registry *reg)

@@ -50,7 +50,7 @@ static const builtin types[] = {
      NULL,
      NULL,
      NULL,
-     NULL},
+     NULL, true},
 };
 
 int events_install(registry *reg)

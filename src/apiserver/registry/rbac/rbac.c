@@ -446,7 +446,7 @@ static const builtin types[] = {
     {RBAC_GROUP,     "v1",      "roles", "Role", "role", true,
      {NULL},         {NULL},    false,   false,  false,  CKUBE_NAME_PATH_SEGMENT,
      patchmeta_role, cols_role, NULL,    NULL,   NULL,   role_validate,
-     NULL,           NULL},
+     NULL,           NULL, true},
     {RBAC_GROUP,
      "v1",
      "clusterroles",
@@ -466,7 +466,7 @@ static const builtin types[] = {
      NULL,
      clusterrole_validate,
      NULL,
-     NULL},
+     NULL, true},
     {RBAC_GROUP,
      "v1",
      "rolebindings",
@@ -486,7 +486,7 @@ static const builtin types[] = {
      binding_prepare_update,
      rolebinding_validate,
      NULL,
-     NULL},
+     NULL, true},
     {RBAC_GROUP,
      "v1",
      "clusterrolebindings",
@@ -506,7 +506,7 @@ static const builtin types[] = {
      binding_prepare_update,
      clusterrolebinding_validate,
      NULL,
-     NULL},
+     NULL, true},
 };
 
 int rbac_install(registry *reg)

@@ -84,6 +84,9 @@ struct resource_type {
     /* PUT without metadata.resourceVersion is allowed (unconditional
      * update) for most built-ins, rejected with 422 for custom resources. */
     bool allow_unconditional_update;
+    /* A PUT of a missing object creates it (upstream's strategy
+     * AllowCreateOnUpdate); else 404. */
+    bool allow_create_on_update;
     /* Deletion returns the object rather than a Success Status. */
     bool return_deleted_object;
     /* Create and update may set .status directly (no status subresource). */
