@@ -9,7 +9,6 @@
 #include <openssl/x509v3.h>
 
 #include "common/text.h"
-#include "common/xalloc.h"
 
 /* notBefore is an hour back, so that a peer whose clock is a little
  * behind accepts a certificate made a moment ago. */
@@ -27,7 +26,8 @@ static bool add_ext(X509 *x, X509 *issuer, int nid, const char *value)
     return ok;
 }
 
-/* The subjectAltName value for `sans`: "DNS:a,IP:1.2.3.4". */
+/* The subjectAltName value for `sans`: "DNS:a,IP:1.2.3.4" (malloc'd),
+ * or NULL when out of memory (common/ is libckube's too: no abort). */
 static char *san_value(const char *const *sans, size_t n)
 {
     ckube__strbuf b = {0};
@@ -36,10 +36,7 @@ static char *san_value(const char *const *sans, size_t n)
         bool is_ip = inet_pton(AF_INET, sans[i], ip) == 1 || inet_pton(AF_INET6, sans[i], ip) == 1;
         ckube__sb_printf(&b, "%s%s:%s", i ? "," : "", is_ip ? "IP" : "DNS", sans[i]);
     }
-    if (b.oom)
-        xalloc_die();
-    char *v = ckube__sb_take(&b);
-    return v ? v : xstrdup("");
+    return ckube__sb_take(&b);
 }
 
 X509 *ckube__x509_make(EVP_PKEY *key, const char *cn, const char *org, X509 *ca, EVP_PKEY *ca_key,
@@ -75,7 +72,7 @@ X509 *ckube__x509_make(EVP_PKEY *key, const char *cn, const char *org, X509 *ca,
         ok = ok && add_ext(x, issuer, NID_authority_key_identifier, "keyid:always");
     if (ok && nsans) {
         char *v = san_value(sans, nsans);
-        ok = add_ext(x, issuer, NID_subject_alt_name, v);
+        ok = v && add_ext(x, issuer, NID_subject_alt_name, v);
         free(v);
     }
     ok = ok && X509_sign(x, ca_key ? ca_key : key, EVP_sha256()) > 0;
