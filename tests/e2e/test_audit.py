@@ -4,7 +4,10 @@ audit.k8s.io/v1 Event per JSON line per stage (RequestReceived,
 ResponseStarted for watches, ResponseComplete), at the level of the
 policy's first matching rule, with omitStages; the authorizer's decision
 and reason as annotations; the impersonated user; failed authentication
-(401) as one ResponseStarted event without a user; Audit-ID echoed; a bad
+(401) as one ResponseStarted event without a user; objectRef completed
+from a create's or an update's body; requestObject of JSON, YAML and
+protobuf bodies (kubectl 1.32 sends protobuf); responseObject of replies
+from the watch cache; Audit-ID on every reply, auditing on or off; a bad
 policy file refused at start."""
 import http.client
 import json
@@ -43,6 +46,10 @@ rules:
 SERVER = Server("--token-auth-file", "TOKENS", "--audit-policy-file", "POLICY",
                 "--audit-log-path", "LOG")
 
+# kubectl 1.32 and later send built-in types as protobuf.
+KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.32"
+UUID = r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+
 
 def setUpModule():
     tokens = os.path.join(SERVER.tmp, "tokens.csv")
@@ -77,20 +84,57 @@ def call(method, path, body=None, token=None, headers=None):
     return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
 
 
-def events(audit_id=None, timeout=5.0, want=1):
-    """The log's events (of one audit ID), waiting up to timeout for at
-    least `want` of them (the last stage is written as the reply goes)."""
+def events(audit_id=None, timeout=5.0, want=1, match=None):
+    """The log's events (of one audit ID, or those `match` accepts),
+    waiting up to timeout for at least `want` of them (the last stage is
+    written as the reply goes)."""
     deadline = time.time() + timeout
     while True:
         out = []
         with open(SERVER.audit_log) as f:
             for line in f:
                 e = json.loads(line)  # every line is one whole event
-                if audit_id is None or e["auditID"] == audit_id:
+                if (audit_id is None or e["auditID"] == audit_id) and (match is None or match(e)):
                     out.append(e)
         if len(out) >= want or time.time() > deadline:
             return out
         time.sleep(0.05)
+
+
+def completed(verb, uri_prefix, timeout=5.0):
+    """The one ResponseComplete event of a kubectl request (its audit ID
+    is the server's) by verb and the start of its requestURI: each test
+    sends kubectl's requests to URIs no other test's kubectl uses."""
+    evs = events(match=lambda e: e["stage"] == "ResponseComplete" and e["verb"] == verb
+                 and e["requestURI"].startswith(uri_prefix)
+                 and e["userAgent"].startswith("kubectl"), timeout=timeout)
+    if len(evs) != 1:
+        raise AssertionError("%d events for %s %s" % (len(evs), verb, uri_prefix))
+    return evs[0]
+
+
+def kubectl(*args, stdin=None):
+    r = subprocess.run([KUBECTL, "--kubeconfig", SERVER.kubeconfig, *args], input=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    if r.returncode:
+        raise AssertionError("kubectl %s: %s" % (" ".join(args), r.stdout))
+    return r.stdout
+
+
+def curl(*args):
+    """curl over TLS as the admin: (status, headers lower-cased, body)."""
+    pki = os.path.join(SERVER.data, "pki")
+    r = subprocess.run(["curl", "-sS", "--cacert", os.path.join(pki, "ca.crt"),
+                        "--cert", os.path.join(pki, "admin.crt"),
+                        "--key", os.path.join(pki, "admin.key"), "-D", "-", *args],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    if r.returncode:
+        raise AssertionError("curl: " + r.stderr.decode())
+    head, _, body = r.stdout.decode().partition("\r\n\r\n")
+    lines = head.split("\r\n")
+    hdrs = dict((k.strip().lower(), v.strip()) for k, _, v in
+                (ln.partition(":") for ln in lines[1:]))
+    return int(lines[0].split()[1]), hdrs, body
 
 
 class AuditTest(unittest.TestCase):
@@ -111,8 +155,9 @@ class AuditTest(unittest.TestCase):
         self.assertEqual(e["user"]["username"], "system:admin")
         self.assertEqual(e["sourceIPs"], ["127.0.0.1"])
         self.assertEqual(e["userAgent"], "audit-e2e")
+        # the name is the created object's (upstream's LogRequestObject)
         self.assertEqual(e["objectRef"], {"resource": "configmaps", "namespace": "default",
-                                          "apiVersion": "v1"})
+                                          "name": "audited", "apiVersion": "v1"})
         self.assertEqual(e["responseStatus"], {"metadata": {}, "code": 201})
         self.assertEqual(e["requestObject"], body)
         self.assertEqual(e["responseObject"]["data"], {"k": "v"})
@@ -187,6 +232,160 @@ class AuditTest(unittest.TestCase):
         self.assertEqual([e["stage"] for e in evs],
                          ["RequestReceived", "ResponseStarted", "ResponseComplete"])
         self.assertEqual(evs[0]["verb"], "watch")
+
+    def test_object_ref_from_the_body(self):
+        # Metadata: a create's name is its body's (kubectl 1.32: protobuf)
+        kubectl("create", "serviceaccount", "sa-ref")
+        e = completed("create", "/api/v1/namespaces/default/serviceaccounts?")
+        self.assertEqual(e["level"], "Metadata")
+        self.assertEqual(e["objectRef"], {"resource": "serviceaccounts", "namespace": "default",
+                                          "name": "sa-ref", "apiVersion": "v1"})
+        self.assertNotIn("requestObject", e)
+        # ... not at RequestReceived: upstream's handler logs it later
+        first = events(e["auditID"], want=2)[0]
+        self.assertEqual((first["stage"], first["objectRef"]),
+                         ("RequestReceived", {"resource": "serviceaccounts",
+                                              "namespace": "default", "apiVersion": "v1"}))
+        # a cluster-scoped create
+        kubectl("create", "namespace", "audit-ns")
+        e = completed("create", "/api/v1/namespaces?")
+        self.assertEqual(e["objectRef"], {"resource": "namespaces", "name": "audit-ns",
+                                          "apiVersion": "v1"})
+        # generateName: no name yet when upstream logs the body
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}}
+        st, hdrs, data = call("POST", "/api/v1/namespaces/default/configmaps", body)
+        self.assertEqual(st, 201)
+        e = events(hdrs["audit-id"])[-1]
+        self.assertNotIn("name", e["objectRef"])
+        self.assertTrue(e["responseObject"]["metadata"]["name"].startswith("gen-"))
+        # an update: the uid and resourceVersion the client sent, not the
+        # stored object's new ones
+        obj = json.loads(data)
+        name, rv, uid = (obj["metadata"][k] for k in ("name", "resourceVersion", "uid"))
+        obj["data"] = {"k": "v2"}
+        st, hdrs, data = call("PUT", "/api/v1/namespaces/default/configmaps/" + name, obj)
+        self.assertEqual(st, 200)
+        e = events(hdrs["audit-id"])[-1]
+        self.assertEqual(e["objectRef"], {"resource": "configmaps", "namespace": "default",
+                                          "name": name, "uid": uid, "apiVersion": "v1",
+                                          "resourceVersion": rv})
+        self.assertNotEqual(json.loads(data)["metadata"]["resourceVersion"], rv)
+        # refused by the authorizer: the handler never saw the body
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bobs"}}
+        st, hdrs, _ = call("POST", "/api/v1/namespaces/default/secrets", secret, token="tok-bob")
+        self.assertEqual(st, 403)
+        e = events(hdrs["audit-id"], want=2)[-1]
+        self.assertEqual(e["level"], "Request")
+        self.assertNotIn("name", e["objectRef"])
+        self.assertNotIn("requestObject", e)
+
+    def test_request_object_yaml_and_protobuf(self):
+        # kubectl 1.32 sends the Secret as protobuf: recorded as JSON
+        kubectl("create", "secret", "generic", "s-pb", "--from-literal=k=v")
+        e = completed("create", "/api/v1/namespaces/default/secrets?")
+        self.assertEqual(e["level"], "Request")
+        ro = e["requestObject"]
+        self.assertEqual((ro["apiVersion"], ro["kind"], ro["metadata"]["name"], ro["data"]),
+                         ("v1", "Secret", "s-pb", {"k": "dg=="}))
+        self.assertEqual(e["objectRef"]["name"], "s-pb")
+        # a YAML body (curl)
+        yaml_body = ("apiVersion: v1\nkind: Secret\nmetadata:\n  name: s-yaml\n"
+                     "  labels: {a: b}\nstringData:\n  k: v\n  num: \"1\"\n")
+        st, hdrs, _ = curl("-H", "Content-Type: application/yaml", "--data-binary", yaml_body,
+                           "%s/api/v1/namespaces/default/secrets" % SERVER.url)
+        self.assertEqual(st, 201)
+        e = events(hdrs["audit-id"], want=2)[-1]
+        self.assertEqual(e["requestObject"], {
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s-yaml", "labels": {"a": "b"}},
+            "stringData": {"k": "v", "num": "1"}})
+        self.assertEqual(e["objectRef"]["name"], "s-yaml")
+        # a server-side apply's YAML patch, as JSON (configmaps: RequestResponse)
+        kubectl("apply", "--server-side", "-f", "-",
+                stdin="apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n"
+                      "data:\n  k: v\n")
+        e = completed("patch", "/api/v1/namespaces/default/configmaps/applied?")
+        self.assertEqual(e["requestObject"], {"apiVersion": "v1", "kind": "ConfigMap",
+                                              "metadata": {"name": "applied",
+                                                           "namespace": "default"},
+                                              "data": {"k": "v"}})
+        # a patch leaves objectRef as the URL gave it
+        self.assertEqual(e["objectRef"], {"resource": "configmaps", "namespace": "default",
+                                          "name": "applied", "apiVersion": "v1"})
+
+    def test_response_object_from_the_watch_cache(self):
+        st, hdrs, _ = call("POST", "/api/v1/namespaces/default/configmaps",
+                           {"metadata": {"name": "cached"}, "data": {"k": "v"}})
+        self.assertEqual(st, 201)
+        st, hdrs, data = call("GET", "/api/v1/namespaces/default/configmaps/cached")
+        self.assertEqual(st, 200)
+        e = events(hdrs["audit-id"])[-1]
+        self.assertEqual(e["responseObject"], json.loads(data))
+        # kubectl's Table, and a plain list
+        kubectl("get", "configmap", "cached")
+        e = completed("get", "/api/v1/namespaces/default/configmaps/cached")
+        self.assertEqual(e["responseObject"]["kind"], "Table")
+        st, hdrs, data = call("GET", "/api/v1/namespaces/default/configmaps?limit=500")
+        e = events(hdrs["audit-id"])[-1]
+        self.assertEqual(e["responseObject"], json.loads(data))
+
+    # A list over 256 KiB is streamed from its cache snapshot
+    # (endpoints/handlers/list_stream.c), which keeps a copy of what it
+    # sends for the audit (up to 64 MiB) and hands it over at the end.
+    def test_response_object_of_a_streamed_list(self):
+        st, _, _ = call("POST", "/api/v1/namespaces", {"metadata": {"name": "audit-big"}})
+        self.assertEqual(st, 201)
+        big = "x" * 30000
+        for i in range(12):
+            st, _, _ = call("POST", "/api/v1/namespaces/audit-big/configmaps",
+                            {"metadata": {"name": "big-%d" % i}, "data": {"k": big}})
+            self.assertEqual(st, 201)
+        st, hdrs, data = call("GET", "/api/v1/namespaces/audit-big/configmaps")
+        self.assertEqual(st, 200)
+        self.assertGreater(len(data), 256 * 1024)
+        e = events(hdrs["audit-id"])[-1]
+        self.assertEqual(e["stage"], "ResponseComplete")
+        self.assertEqual(e["responseObject"], json.loads(data))
+
+    def test_audit_id_on_every_reply(self):
+        # audited server: a 401 carries it too, the ID of its event
+        st, hdrs, _ = call("GET", "/api/v1/namespaces?x=401b", token="wrong")
+        self.assertEqual(st, 401)
+        self.assertRegex(hdrs["audit-id"], UUID)
+        self.assertEqual([e["stage"] for e in events(hdrs["audit-id"])], ["ResponseStarted"])
+        # a request the policy does not record
+        st, hdrs, _ = call("GET", "/readyz", headers={"Audit-ID": "not-recorded"})
+        self.assertEqual((st, hdrs["audit-id"]), (200, "not-recorded"))
+        # auditing off: upstream's WithAuditInit is in every handler chain
+        plain = Server()
+        try:
+            plain.start()
+            ctx = plain.ssl_context()
+            for path, hdr, want in (("/version", None, 200),
+                                    ("/api/v1/namespaces/default", "client-id", 200),
+                                    ("/api/v1/namespaces/nope", None, 404)):
+                conn = http.client.HTTPSConnection("127.0.0.1", plain.port, timeout=30,
+                                                   context=ctx)
+                conn.request("GET", path, headers={"Audit-ID": hdr} if hdr else {})
+                r = conn.getresponse()
+                r.read()
+                conn.close()
+                self.assertEqual(r.status, want)
+                if hdr:
+                    self.assertEqual(r.getheader("Audit-ID"), hdr)
+                else:
+                    self.assertRegex(r.getheader("Audit-ID") or "", UUID)
+            # a 401 (an unknown token), unaudited
+            conn = http.client.HTTPSConnection("127.0.0.1", plain.port, timeout=30,
+                                               context=plain.ssl_context(cert=False))
+            conn.request("GET", "/api", headers={"Authorization": "Bearer nobody"})
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            self.assertEqual(r.status, 401)
+            self.assertRegex(r.getheader("Audit-ID") or "", UUID)
+        finally:
+            plain.stop()
 
     def test_bad_policy_refused(self):
         bad = os.path.join(SERVER.tmp, "bad-policy.yaml")

@@ -741,6 +741,28 @@ json_t *audit_without_managed_fields(const json_t *cobj)
     return out;
 }
 
+/* ---- objectRef from an object -------------------------------------------- */
+
+static void fill_unset(const char **field, const json_t *meta, const char *key)
+{
+    if (*field && **field)
+        return;
+    const char *v = json_string_value(json_object_get(meta, key));
+    if (v && *v)
+        *field = v;
+}
+
+void audit_object_ref_fill(audit_object_ref *ref, const json_t *obj)
+{
+    const json_t *meta = json_object_get(obj, "metadata");
+    if (!json_is_object(meta))
+        return;
+    fill_unset(&ref->namespace_, meta, "namespace");
+    fill_unset(&ref->name, meta, "name");
+    fill_unset(&ref->uid, meta, "uid");
+    fill_unset(&ref->resource_version, meta, "resourceVersion");
+}
+
 /* ---- audit IDs -------------------------------------------------------------- */
 
 void audit_id_new(char *buf, size_t size)

@@ -158,6 +158,19 @@ char *audit_event_encode_legacy(const audit_event *e, size_t *len);
  * shared, `obj` is not changed. NULL gives NULL. */
 json_t *audit_without_managed_fields(const json_t *obj);
 
+/* The objectRef part of upstream's LogRequestObject (pkg/audit/
+ * request.go), which the create, update and delete handlers call with
+ * the body they decoded: each of namespace, name, uid and
+ * resourceVersion that *ref does not have yet (NULL or "") is taken from
+ * obj's metadata when it is a non-empty string there. What is set is
+ * borrowed from obj. The other fields stay as the URL gave them (upstream
+ * fills them only when empty, and a resource request always has them).
+ * So a create records the name of its body (none for a generateName: the
+ * name is made later) and an update the uid and resourceVersion the
+ * client sent, not the stored object's. obj NULL or without metadata (a
+ * DeleteOptions): nothing. */
+void audit_object_ref_fill(audit_object_ref *ref, const json_t *obj);
+
 /* A new audit ID: a random (version 4) UUID, as upstream's uuid.New(),
  * into buf (at least 37 bytes). */
 #define AUDIT_ID_SIZE 37

@@ -380,7 +380,7 @@ static void request_attributes(req_ctx *rc, const request_info *ri, const char *
                                size_t verb_len, char *name_buf, size_t name_len,
                                authz_attributes *at)
 {
-    *at = (authz_attributes){.user = rc->user, .path = path};
+    *at = (authz_attributes){.path = path};
     if (ri && ri->is_resource && !ri->is_discovery) {
         at->resource_request = true;
         at->verb = ri->verb;
@@ -407,31 +407,55 @@ static void request_attributes(req_ctx *rc, const request_info *ri, const char *
     at->verb = verb;
 }
 
+/* The request's attributes as upstream's GetAuthorizerAttributes gives
+ * them, built at most once per request, on first use: the audit filter
+ * and the authorizer both read them (a request by system:masters that
+ * is not audited never builds them). The strings point into the request
+ * info, the path and the buffers here; the user is the request's current
+ * one, read at each use because impersonation changes it between the
+ * two. Lives on handle_request's stack. */
+typedef struct req_attrs {
+    const request_info *ri; /* NULL: not an API path */
+    const char *path;
+    bool built;
+    authz_attributes at;
+    char verb[16], name[256];
+} req_attrs;
+
+static const authz_attributes *attrs_of(req_ctx *rc, req_attrs *ra)
+{
+    if (!ra->built) {
+        request_attributes(rc, ra->ri, ra->path, ra->verb, sizeof ra->verb, ra->name,
+                           sizeof ra->name, &ra->at);
+        ra->built = true;
+    }
+    ra->at.user = rc->user;
+    return &ra->at;
+}
+
 /* Whether the request may go on (the authorizer allows it); false:
  * answered 403. */
-static bool authorize(req_ctx *rc, const request_info *ri, const char *path)
+static bool authorize(req_ctx *rc, req_attrs *ra)
 {
     if (auth_user_in_group(rc->user, AUTH_GROUP_MASTERS)) {
         if (rc->audit) /* upstream's privileged-group authorizer gives no reason */
             audit_req_authorized(rc->audit, true, NULL);
         return true; /* the common case, without building anything */
     }
-    char verb[16], name[256];
-    authz_attributes at;
-    request_attributes(rc, ri, path, verb, sizeof verb, name, sizeof name, &at);
+    const authz_attributes *at = attrs_of(rc, ra);
     /* An allow's reason is built only for whom reads it (-v=5): it
      * costs more than the decision. A denial's always is. */
     char *reason = NULL;
-    bool ok = authz_allowed(rc->srv->rbac, &at, &reason,
+    bool ok = authz_allowed(rc->srv->rbac, at, &reason,
                             rc->audit || ckube_log_v(5, __FILE__) ? &reason : NULL);
     if (rc->audit)
         audit_req_authorized(rc->audit, ok, reason);
     if (ok) {
-        CKUBE_V(5, "\"Authorized\" user=\"%s\" verb=\"%s\" reason=\"%s\"", rc->user->name, at.verb,
+        CKUBE_V(5, "\"Authorized\" user=\"%s\" verb=\"%s\" reason=\"%s\"", rc->user->name, at->verb,
                 reason ? reason : "");
     } else {
-        CKUBE_V(4, "\"Forbidden\" URI=\"%s\" reason=\"%s\"", path, reason ? reason : "");
-        reply_status(rc, authz_forbidden(&at, reason));
+        CKUBE_V(4, "\"Forbidden\" URI=\"%s\" reason=\"%s\"", ra->path, reason ? reason : "");
+        reply_status(rc, authz_forbidden(at, reason));
     }
     free(reason);
     return ok;
@@ -471,83 +495,113 @@ static bool impersonation(req_ctx *rc, const char *target)
 
 /* ---- audit -------------------------------------------------------------- */
 
-/* What the audit filter records of the request (endpoints/filters/
- * audit.h); strings borrowed from rc and path. */
-static void audit_info(req_ctx *rc, bool api_path, const char *path,
-                       const struct timespec *received, char *verb, size_t verb_len, char *peer,
-                       size_t peer_len, audit_req_info *in)
-{
-    authz_attributes at;
-    char name[256];
-    request_attributes(rc, api_path ? &rc->ri : NULL, path, verb, verb_len, name, sizeof name, &at);
-    httpd_req_peer(rc->req, peer, peer_len);
-    *in = (audit_req_info){.audit_id = NULL,
-                           .uri = httpd_req_target(rc->req),
-                           .verb = at.verb,
-                           .user = rc->user,
-                           .user_agent = httpd_req_header(rc->req, "User-Agent"),
-                           .x_forwarded_for = httpd_req_header(rc->req, "X-Forwarded-For"),
-                           .x_real_ip = httpd_req_header(rc->req, "X-Real-Ip"),
-                           .peer = peer,
-                           .resource_request = at.resource_request,
-                           .api_group = at.api_group,
-                           .api_version = at.api_version,
-                           .resource = at.resource,
-                           .subresource = at.subresource,
-                           .namespace_ = at.namespace_,
-                           .name = at.resource_request ? rc->ri.name : NULL,
-                           .path = path,
-                           .received = *received};
-}
-
-/* The request's Audit-ID (the client's, else a new one), echoed in the
- * reply's header. */
-static const char *audit_id(req_ctx *rc, char *buf, size_t n)
+/* WithAuditInit, kube-apiserver's outermost filter: the request's audit
+ * ID (the client's Audit-ID when not empty, else a new one, into buf)
+ * goes out in every reply's Audit-ID header, audited or not, with
+ * auditing on or off, a 401 and a 400 included. Returns the ID: the
+ * header's value (borrowed from the request) or buf. */
+static const char *audit_init(req_ctx *rc, char *buf, size_t n)
 {
     const char *id = audit_id_for_request(httpd_req_header(rc->req, AUDIT_HEADER_AUDIT_ID), buf, n);
     httpd_add_header(rc->req, AUDIT_HEADER_AUDIT_ID, id);
     return id;
 }
 
-static void audit_failed_authentication(req_ctx *rc, bool api_path, const char *path,
-                                        const struct timespec *received)
+/* What the audit filter is told of a request (endpoints/filters/
+ * audit.h), in the buffers of one audit_src; strings borrowed from rc,
+ * the attributes and the caller. */
+typedef struct audit_src {
+    audit_req_info in;
+    char peer[64];
+} audit_src;
+
+/* Fills src for the filters; false when auditing is off (no policy or
+ * no log), and then nothing is built. */
+static bool audit_src_fill(req_ctx *rc, req_attrs *ra, const char *audit_id,
+                           const struct timespec *received, audit_src *src)
 {
     apiserver *s = rc->srv;
     if (!s->cfg.audit_policy || !s->cfg.audit_log)
-        return;
-    char verb[16], peer[64], id[AUDIT_ID_SIZE];
-    audit_req_info in;
-    audit_info(rc, api_path, path, received, verb, sizeof verb, peer, sizeof peer, &in);
-    in.audit_id =
-        audit_id_for_request(httpd_req_header(rc->req, AUDIT_HEADER_AUDIT_ID), id, sizeof id);
-    audit_unauthenticated(s->cfg.audit_policy, s->cfg.audit_log, &in);
+        return false;
+    const authz_attributes *at = attrs_of(rc, ra);
+    httpd_req_peer(rc->req, src->peer, sizeof src->peer);
+    src->in = (audit_req_info){.audit_id = audit_id,
+                               .uri = httpd_req_target(rc->req),
+                               .verb = at->verb,
+                               .user = rc->user,
+                               .user_agent = httpd_req_header(rc->req, "User-Agent"),
+                               .x_forwarded_for = httpd_req_header(rc->req, "X-Forwarded-For"),
+                               .x_real_ip = httpd_req_header(rc->req, "X-Real-Ip"),
+                               .peer = src->peer,
+                               .resource_request = at->resource_request,
+                               .api_group = at->api_group,
+                               .api_version = at->api_version,
+                               .resource = at->resource,
+                               .subresource = at->subresource,
+                               .namespace_ = at->namespace_,
+                               .name = at->resource_request ? rc->ri.name : NULL,
+                               .path = ra->path,
+                               .received = *received};
+    return true;
 }
 
-/* Decides the request's audit (RequestReceived) with the authenticated
- * user; at the Request levels the body is its requestObject. */
-static void audit_begin(req_ctx *rc, bool api_path, const char *path,
+/* WithFailedAuthenticationAudit: the 401's one event, without a user. */
+static void audit_failed_authentication(req_ctx *rc, req_attrs *ra, const char *audit_id,
+                                        const struct timespec *received)
+{
+    audit_src src;
+    if (audit_src_fill(rc, ra, audit_id, received, &src))
+        audit_unauthenticated(rc->srv->cfg.audit_policy, rc->srv->cfg.audit_log, &src.in);
+}
+
+/* WithAudit: decides the request's audit with the authenticated user and
+ * writes RequestReceived. */
+static void audit_begin(req_ctx *rc, req_attrs *ra, const char *audit_id,
                         const struct timespec *received)
 {
-    apiserver *s = rc->srv;
-    if (!s->cfg.audit_policy || !s->cfg.audit_log)
+    audit_src src;
+    if (!audit_src_fill(rc, ra, audit_id, received, &src))
         return;
-    char verb[16], peer[64], id[AUDIT_ID_SIZE];
-    audit_req_info in;
-    audit_info(rc, api_path, path, received, verb, sizeof verb, peer, sizeof peer, &in);
-    in.audit_id = audit_id(rc, id, sizeof id);
-    rc->audit = audit_req_begin(s->cfg.audit_policy, s->cfg.audit_log, &in);
+    rc->audit = audit_req_begin(rc->srv->cfg.audit_policy, rc->srv->cfg.audit_log, &src.in);
+    if (rc->audit)
+        rc->audit_keep_reply = audit_req_level(rc->audit) >= AUDIT_LEVEL_REQUEST_RESPONSE;
+}
+
+/* The request body as its handler will decode it, for the audit, at the
+ * point upstream's handlers log it (LogRequestObject, LogRequestPatch):
+ * once the request is authorized and its resource is served; a create's,
+ * an update's and a delete's body (objectRef and, at the Request levels,
+ * requestObject), a patch's (requestObject). The handler decodes it again:
+ * the second decode is paid only by audited writes. */
+static void audit_request_body(req_ctx *rc)
+{
     if (!rc->audit)
         return;
-    rc->audit_keep_reply = audit_req_level(rc->audit) >= AUDIT_LEVEL_REQUEST_RESPONSE;
+    const char *verb = rc->ri.verb;
+    bool patch = !strcmp(verb, "patch");
+    if (!patch && strcmp(verb, "create") && strcmp(verb, "update") && strcmp(verb, "delete") &&
+        strcmp(verb, "deletecollection"))
+        return;
+    if (patch && audit_req_level(rc->audit) < AUDIT_LEVEL_REQUEST)
+        return; /* nothing of a patch is recorded below Request */
     struct evbuffer *body = httpd_req_body(rc->req);
-    const char *ct = httpd_req_header(rc->req, "Content-Type");
     size_t len = body ? evbuffer_get_length(body) : 0;
-    if (audit_req_level(rc->audit) >= AUDIT_LEVEL_REQUEST && len && ct && strstr(ct, "json")) {
-        json_t *obj = json_loadb((const char *)evbuffer_pullup(body, -1), len, 0, NULL);
-        if (obj)
-            audit_req_set_request_object(rc->audit, obj);
-        json_decref(obj);
-    }
+    if (!len || len > APISERVER_MAX_BODY || httpd_req_body_too_large(rc->req))
+        return;
+    resource_type *t =
+        registry_lookup(rc->srv->registry, rc->ri.group, rc->ri.version, rc->ri.resource);
+    if (!t)
+        return; /* a 404: no handler logs it */
+    resource_type_unref(t);
+    json_t *obj = audit_decode_request_body(httpd_req_header(rc->req, "Content-Type"),
+                                            evbuffer_pullup(body, -1), len);
+    if (!obj)
+        return;
+    if (patch)
+        audit_req_log_request_patch(rc->audit, obj);
+    else
+        audit_req_log_request_object(rc->audit, obj);
+    json_decref(obj);
 }
 
 /* The request-done hook: ResponseComplete, then the metrics. */
@@ -600,6 +654,8 @@ static void handle_request(httpd_req *req, void *arg)
     rc->method = method;
     const char *target = httpd_req_target(req);
     CKUBE_V(5, "%s %s", method, target);
+    char audit_id_buf[AUDIT_ID_SIZE];
+    const char *audit_id = audit_init(rc, audit_id_buf, sizeof audit_id_buf);
     struct timespec received; /* the audit's requestReceivedTimestamp */
     clock_gettime(CLOCK_REALTIME, &received);
     /* What the request asks (upstream's RequestInfo, outermost of its
@@ -625,17 +681,18 @@ static void handle_request(httpd_req *req, void *arg)
     }
     bool watch_param = req_query_bool(rc, "watch");
     bool api_path = request_info_parse(path, method, watch_param, &rc->ri) == 0;
+    req_attrs attrs = {.ri = api_path ? &rc->ri : NULL, .path = path};
 
     /* Then, in kube-apiserver's filter order: authentication, audit,
      * impersonation, authorization. The authorizer sees every request
      * (health, metrics and discovery too). */
     if (!authenticate(rc)) {
-        audit_failed_authentication(rc, api_path, path, &received);
+        audit_failed_authentication(rc, &attrs, audit_id, &received);
         free(path);
         reply_status(rc, ckube_status_new(401, CKUBE_REASON_UNAUTHORIZED, "Unauthorized"));
         return;
     }
-    audit_begin(rc, api_path, path, &received);
+    audit_begin(rc, &attrs, audit_id, &received);
     if (!impersonation(rc, target)) {
         free(path);
         return;
@@ -647,7 +704,7 @@ static void handle_request(httpd_req *req, void *arg)
                                       "Request entity too large: limit is %u", APISERVER_MAX_BODY));
         return;
     }
-    if (!authorize(rc, api_path ? &rc->ri : NULL, path)) {
+    if (!authorize(rc, &attrs)) {
         free(path);
         return;
     }
@@ -718,6 +775,7 @@ static void handle_request(httpd_req *req, void *arg)
                                           "the server could not find the requested resource"));
         return;
     }
+    audit_request_body(rc);
     handle_resource(rc);
 }
 

@@ -3,7 +3,12 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "apiserver/codec/k8s_protobuf.h"
+#include "apiserver/endpoints/request/context.h"
+#include "ckube/yaml.h"
+#include "common/json_parse.h"
 #include "common/xalloc.h"
 
 /* An audited user's info in the event's terms, with the arrays it
@@ -50,6 +55,12 @@ static void user_info_clear(user_info *u)
     free(u->extra);
 }
 
+/* objectRef's fields, owned; NULL: not set (written as absent). */
+typedef struct owned_ref {
+    char *resource, *namespace_, *name, *uid, *api_group, *api_version, *resource_version,
+        *subresource;
+} owned_ref;
+
 struct audit_req {
     audit_log *log;
     audit_decision decision;
@@ -57,8 +68,8 @@ struct audit_req {
     auth_user *user, *as; /* references */
     char **source_ips;
     size_t nsource_ips;
-    bool has_ref;
-    char *ref[6]; /* resource, namespace, name, group, version, subresource */
+    bool has_ref; /* a resource request: objectRef is written */
+    owned_ref ref;
     struct timespec received;
     json_t *request_object;
     char *decision_text, *reason;
@@ -68,6 +79,37 @@ struct audit_req {
 static char *dup0(const char *s)
 {
     return s ? xstrdup(s) : NULL;
+}
+
+/* NULL for NULL and "" (an omitempty field either way). */
+static char *dup_set(const char *s)
+{
+    return s && *s ? xstrdup(s) : NULL;
+}
+
+/* The event's view of r (borrowed from it). */
+static audit_object_ref ref_view(const owned_ref *r)
+{
+    return (audit_object_ref){
+        .resource = r->resource,
+        .namespace_ = r->namespace_,
+        .name = r->name,
+        .uid = r->uid,
+        .api_group = r->api_group,
+        .api_version = r->api_version,
+        .resource_version = r->resource_version,
+        .subresource = r->subresource,
+    };
+}
+
+static void ref_clear(owned_ref *r)
+{
+    char **f[] = {&r->resource,    &r->namespace_,       &r->name,       &r->uid, &r->api_group,
+                  &r->api_version, &r->resource_version, &r->subresource};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        free(*f[i]);
+        *f[i] = NULL;
+    }
 }
 
 static void fill_attributes(const audit_req_info *in, audit_attributes *at)
@@ -98,8 +140,7 @@ static void emit(audit_req *a, audit_stage stage, const audit_response_status *s
     user_info_fill(&u, a->user);
     if (a->as)
         user_info_fill(&as, a->as);
-    audit_object_ref ref = {a->ref[0], a->ref[1], a->ref[2], NULL,
-                            a->ref[3], a->ref[4], NULL,      a->ref[5]};
+    audit_object_ref ref = ref_view(&a->ref);
     audit_annotation ann[2];
     size_t nann = 0;
     if (a->decision_text) {
@@ -152,10 +193,14 @@ static audit_req *req_new(audit_log *log, const audit_req_info *in, const audit_
     a->received = in->received;
     if (in->resource_request) {
         a->has_ref = true;
-        const char *r[6] = {in->resource,  in->namespace_,  in->name,
-                            in->api_group, in->api_version, in->subresource};
-        for (int i = 0; i < 6; i++)
-            a->ref[i] = r[i] && *r[i] ? xstrdup(r[i]) : NULL;
+        a->ref = (owned_ref){
+            .resource = dup_set(in->resource),
+            .namespace_ = dup_set(in->namespace_),
+            .name = dup_set(in->name),
+            .api_group = dup_set(in->api_group),
+            .api_version = dup_set(in->api_version),
+            .subresource = dup_set(in->subresource),
+        };
     }
     return a;
 }
@@ -179,10 +224,104 @@ audit_level audit_req_level(const audit_req *a)
     return a->decision.level;
 }
 
-void audit_req_set_request_object(audit_req *a, json_t *obj)
+static void keep_request_object(audit_req *a, json_t *obj)
 {
     json_decref(a->request_object);
     a->request_object = json_incref(obj);
+}
+
+/* *dst, when still unset, takes a copy of src. */
+static void ref_fill_unset(char **dst, const char *src)
+{
+    if (!*dst)
+        *dst = dup_set(src);
+}
+
+void audit_req_log_request_object(audit_req *a, json_t *obj)
+{
+    /* Upstream makes an empty objectRef if there was none; only resource
+     * handlers call it, and their requests always have one. */
+    a->has_ref = true;
+    audit_object_ref view = ref_view(&a->ref);
+    audit_object_ref_fill(&view, obj);
+    ref_fill_unset(&a->ref.namespace_, view.namespace_);
+    ref_fill_unset(&a->ref.name, view.name);
+    ref_fill_unset(&a->ref.uid, view.uid);
+    ref_fill_unset(&a->ref.resource_version, view.resource_version);
+    if (a->decision.level >= AUDIT_LEVEL_REQUEST)
+        keep_request_object(a, obj);
+}
+
+void audit_req_log_request_patch(audit_req *a, json_t *patch)
+{
+    if (a->decision.level >= AUDIT_LEVEL_REQUEST)
+        keep_request_object(a, patch);
+}
+
+/* The handlers' body types (endpoints/handlers' content_type): the media
+ * type without parameters, case-insensitive. */
+typedef enum { BODY_JSON, BODY_YAML, BODY_PROTOBUF, BODY_OTHER } body_kind;
+
+static body_kind body_kind_of(const char *ct)
+{
+    if (!ct || !*ct)
+        return BODY_JSON;
+    size_t n = strcspn(ct, ";");
+    while (n && ct[n - 1] == ' ')
+        n--;
+    static const struct {
+        const char *type;
+        body_kind kind;
+    } types[] = {
+        {"application/json", BODY_JSON},
+        {"*/*", BODY_JSON},
+        {"application/json-patch+json", BODY_JSON},
+        {"application/merge-patch+json", BODY_JSON},
+        {"application/strategic-merge-patch+json", BODY_JSON},
+        {"application/yaml", BODY_YAML},
+        {"application/x-yaml", BODY_YAML},
+        {"text/yaml", BODY_YAML},
+        {"application/apply-patch+yaml", BODY_YAML},
+        {"application/apply-patch+json", BODY_YAML},
+        {K8S_PROTOBUF_CONTENT_TYPE, BODY_PROTOBUF},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        if (strlen(types[i].type) == n && !strncasecmp(ct, types[i].type, n))
+            return types[i].kind;
+    return BODY_OTHER;
+}
+
+static json_t *decode(body_kind kind, const void *data, size_t len)
+{
+    size_t budget = apiserver_decode_budget(len);
+    switch (kind) {
+    case BODY_JSON: {
+        json_error_t je;
+        return ckube__json_loadb_limited(data, len, 0, budget, NULL, NULL, &je);
+    }
+    case BODY_YAML: {
+        ckube_yaml_limits lim = {
+            .max_memory = budget, .max_alias_memory = budget, .max_alias_json = APISERVER_MAX_BODY};
+        return ckube_yaml_load_limited(data, len, &lim, NULL, NULL);
+    }
+    case BODY_PROTOBUF:
+        return k8s_protobuf_decode(data, len, budget, NULL, NULL);
+    case BODY_OTHER:
+        break;
+    }
+    return NULL;
+}
+
+json_t *audit_decode_request_body(const char *content_type, const void *data, size_t len)
+{
+    json_t *v = decode(body_kind_of(content_type), data, len);
+    /* A body the handlers take is an object (a patch may be an array);
+     * anything else they refuse. */
+    if (v && !json_is_object(v) && !json_is_array(v)) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
 }
 
 void audit_req_impersonated(audit_req *a, const auth_user *as)
@@ -240,8 +379,7 @@ void audit_req_free(audit_req *a)
     auth_user_unref(a->user);
     auth_user_unref(a->as);
     free(a->source_ips);
-    for (int i = 0; i < 6; i++)
-        free(a->ref[i]);
+    ref_clear(&a->ref);
     json_decref(a->request_object);
     free(a->decision_text);
     free(a->reason);

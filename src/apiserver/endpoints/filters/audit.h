@@ -53,9 +53,31 @@ audit_req *audit_req_begin(const audit_policy *p, audit_log *log, const audit_re
 /* The level decided (Metadata and above; a begun request is never None). */
 audit_level audit_req_level(const audit_req *a);
 
-/* The request body as the Request levels record it (a new reference is
- * taken; for a PATCH the patch). */
-void audit_req_set_request_object(audit_req *a, json_t *obj);
+/* The decoded body of a create, an update or a delete (DeleteOptions),
+ * once the request has reached its handler (upstream's
+ * LogRequestObject, which the handlers call after decoding): objectRef's
+ * namespace, name, uid and resourceVersion that the URL did not give are
+ * taken from its metadata (audit_object_ref_fill), and at the Request
+ * levels it is the requestObject (a new reference is taken). Neither
+ * before: RequestReceived has the URL's objectRef alone. */
+void audit_req_log_request_object(audit_req *a, json_t *obj);
+
+/* A PATCH's body, as JSON (upstream's LogRequestPatch): the
+ * requestObject at the Request levels; objectRef is left as the URL
+ * gave it. A new reference is taken. */
+void audit_req_log_request_patch(audit_req *a, json_t *patch);
+
+/* A request body decoded as the handlers decode it, for the two calls
+ * above: JSON (also with no Content-Type), YAML (application/yaml,
+ * application/x-yaml, text/yaml, and the apply patches, whose JSON form
+ * is YAML too), the Kubernetes protobuf encoding, and the JSON patch
+ * types. `content_type` may be NULL and carry parameters; `data`
+ * borrowed. The decode is bounded as the handlers bound it
+ * (apiserver_decode_budget). NULL when the type is none of these or the
+ * body does not decode to an object or an array: the handler refuses
+ * such a request before upstream would log anything. A new reference
+ * otherwise. */
+json_t *audit_decode_request_body(const char *content_type, const void *data, size_t len);
 
 /* The user the request acts as (Impersonate-*). */
 void audit_req_impersonated(audit_req *a, const auth_user *as);

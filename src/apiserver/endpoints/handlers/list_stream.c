@@ -33,6 +33,9 @@
 #include "common/xalloc.h"
 
 #define LIST_CHUNK (256u * 1024)
+/* What an audited list (RequestResponse) keeps of its bytes for the
+ * audit's responseObject; a longer list is recorded without it. */
+#define LIST_AUDIT_MAX ((size_t)64 << 20)
 
 struct list_stream {
     LIST_ENTRY(list_stream) link;
@@ -41,6 +44,9 @@ struct list_stream {
     size_t n, next;
     char *head; /* owned: everything up to "\"items\":[" (a Table's "\"rows\":[") */
     size_t head_len;
+    /* A copy of the bytes sent, for the audit at RequestResponse (owned;
+     * NULL: not wanted, or past LIST_AUDIT_MAX). */
+    struct evbuffer *audit;
 };
 
 bool list_stream_wanted(req_ctx *rc, cobj *const *objs, size_t n)
@@ -63,6 +69,8 @@ static void stream_free(list_stream *ls)
             cobj_unref(ls->objs[i]);
     free(ls->objs);
     free(ls->head);
+    if (ls->audit)
+        evbuffer_free(ls->audit);
     req_ctx_free(ls->rc);
     free(ls);
 }
@@ -96,6 +104,29 @@ static void add_item(list_stream *ls, struct evbuffer *out, const cobj *o)
     free(s);
 }
 
+/* Keeps a copy of `out` for the audit, up to LIST_AUDIT_MAX. */
+static void audit_copy(list_stream *ls, struct evbuffer *out)
+{
+    if (!ls->audit)
+        return;
+    size_t len = evbuffer_get_length(out);
+    if (evbuffer_get_length(ls->audit) + len > LIST_AUDIT_MAX) {
+        evbuffer_free(ls->audit);
+        ls->audit = NULL;
+        return;
+    }
+    evbuffer_add(ls->audit, evbuffer_pullup(out, -1), len);
+}
+
+/* The whole list sent: it is the audit's reply. */
+static void audit_done(list_stream *ls)
+{
+    if (!ls->audit)
+        return;
+    size_t len = evbuffer_get_length(ls->audit);
+    ls->rc->audit_reply = json_loadb((const char *)evbuffer_pullup(ls->audit, -1), len, 0, NULL);
+}
+
 /* Writes the next chunk, or the end. */
 static void pump(list_stream *ls)
 {
@@ -115,6 +146,7 @@ static void pump(list_stream *ls)
         ls->objs[ls->next++] = NULL;
     }
     if (ls->next < ls->n) {
+        audit_copy(ls, out);
         httpd_send_chunk(req, out);
         httpd_notify_drained(req);
         evbuffer_free(out);
@@ -122,6 +154,8 @@ static void pump(list_stream *ls)
     }
     evbuffer_add(out, "]}", 2);
     CKUBE_V(5, "list of %s: all %zu items written", ls->rc->type->resource, ls->n);
+    audit_copy(ls, out);
+    audit_done(ls);
     httpd_send_chunk(req, out);
     evbuffer_free(out);
     LIST_REMOVE(ls, link);
@@ -156,6 +190,8 @@ void list_stream_start(req_ctx *rc, char *head, size_t head_len, cobj **objs, si
     ls->n = n;
     ls->head = head;
     ls->head_len = head_len;
+    if (rc->audit_keep_reply)
+        ls->audit = evbuffer_new();
     req_add_common_headers(rc, "application/json");
     httpd_send_start(rc->req, 200, on_conn_closed, on_drained, ls);
     rc->code = 200;

@@ -452,6 +452,59 @@ static void test_without_managed_fields(void **state)
     json_decref(other);
 }
 
+/* objectRef from a decoded body (upstream's LogRequestObject): only the
+ * fields the URL left empty, only non-empty strings, never the group,
+ * version, resource or subresource. */
+static void test_object_ref_fill(void **state)
+{
+    (void)state;
+    /* a create: the URL has no name; the body's name and namespace are
+     * taken only where the URL had none */
+    json_t *cm = js("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":"
+                    "\"c1\",\"namespace\":\"other\",\"uid\":\"\",\"resourceVersion\":7}}");
+    audit_object_ref ref = {.resource = "configmaps", .namespace_ = "default", .api_version = "v1"};
+    audit_object_ref_fill(&ref, cm);
+    assert_string_equal(ref.resource, "configmaps");
+    assert_string_equal(ref.namespace_, "default");
+    assert_string_equal(ref.name, "c1");
+    assert_null(ref.uid);              /* "" is not a value */
+    assert_null(ref.resource_version); /* nor a number */
+    assert_null(ref.api_group);
+    assert_string_equal(ref.api_version, "v1");
+    json_decref(cm);
+
+    /* an update: uid and resourceVersion are the client's */
+    json_t *upd = js("{\"metadata\":{\"name\":\"other-name\",\"uid\":\"u-1\","
+                     "\"resourceVersion\":\"41\",\"generateName\":\"x-\"}}");
+    audit_object_ref r2 = {.resource = "configmaps", .namespace_ = "", .name = "c1"};
+    audit_object_ref_fill(&r2, upd);
+    assert_string_equal(r2.name, "c1"); /* the URL's */
+    assert_string_equal(r2.uid, "u-1");
+    assert_string_equal(r2.resource_version, "41");
+    assert_string_equal(r2.namespace_, ""); /* a cluster-scoped URL: the body has none */
+
+    /* the event writes what was filled */
+    audit_response_status st = {.code = 200};
+    audit_event e = get_pod(&r2, &st, NULL, 0);
+    char *line = audit_event_encode(&e, NULL);
+    assert_non_null(strstr(line, "\"objectRef\":{\"resource\":\"configmaps\",\"name\":\"c1\","
+                                 "\"uid\":\"u-1\",\"resourceVersion\":\"41\"},"));
+    free(line);
+    json_decref(upd);
+
+    /* a generateName create has no name yet; DeleteOptions no metadata */
+    json_t *gen = js("{\"metadata\":{\"generateName\":\"c-\"}}");
+    json_t *opts = js("{\"kind\":\"DeleteOptions\",\"propagationPolicy\":\"Background\"}");
+    audit_object_ref r3 = {.resource = "configmaps"};
+    audit_object_ref_fill(&r3, gen);
+    audit_object_ref_fill(&r3, opts);
+    audit_object_ref_fill(&r3, NULL);
+    assert_null(r3.name);
+    assert_null(r3.namespace_);
+    json_decref(gen);
+    json_decref(opts);
+}
+
 static void test_audit_ids(void **state)
 {
     (void)state;
@@ -518,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_legacy),
         cmocka_unit_test(test_without_managed_fields),
+        cmocka_unit_test(test_object_ref_fill),
         cmocka_unit_test(test_audit_ids),
         cmocka_unit_test(test_source_ips),
     };
