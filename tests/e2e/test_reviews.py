@@ -112,6 +112,19 @@ class ReviewsTest(unittest.TestCase):
         self.assertEqual(r.status.resource_rules[0].verbs, ["*"])
         self.assertEqual(r.status.resource_rules[0].resources, ["*"])
 
+    def test_answer_metadata(self):
+        """Upstream answers a review as its typed object: metadata with a
+        null creationTimestamp, whatever the question carried."""
+        st, b = call("POST", AUTHZ + "/selfsubjectaccessreviews",
+                     {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                      "spec": {"nonResourceAttributes": {"verb": "get", "path": "/version"}}})
+        self.assertEqual((st, b["metadata"], b["status"]["allowed"]),
+                         (201, {"creationTimestamp": None}, True))
+        st, b = call("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                     {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                      "metadata": {"name": "asked"}})
+        self.assertEqual((st, b["metadata"]), (201, {"name": "asked", "creationTimestamp": None}))
+
     def test_validation_and_nothing_stored(self):
         ssar = AUTHZ + "/selfsubjectaccessreviews"
         st, b = call("POST", ssar, {"apiVersion": "authorization.k8s.io/v1",

@@ -1943,6 +1943,13 @@ static void do_review(req_ctx *rc)
         return;
     }
     ckube_status_free(inv);
+    /* The answer as upstream encodes its typed review: an ObjectMeta is
+     * always there, and its zero creationTimestamp reads null. */
+    json_t *meta = json_object_get(obj, "metadata");
+    if (!json_is_object(meta))
+        json_object_set_new(obj, "metadata", meta = json_object());
+    if (!json_object_get(meta, "creationTimestamp"))
+        json_object_set_new(meta, "creationTimestamp", json_null());
     reply_json(rc, 201, obj);
 }
 
