@@ -53,6 +53,7 @@ LAYERS = [
     ("apiserver/codec", "server", 30),
     ("storage/sqlite", "server", 21),
     ("storage/memory", "server", 21),
+    ("storage/etcd", "server", 21),
     ("storage", "server", 20),
     # libckube, top to bottom.
     ("controllers", "library", 90),

@@ -8,7 +8,7 @@ PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libevent-dev libhttp-parser-dev libjansson-dev libyaml-dev libsqlite3-dev libmd-dev openssl
 zlib1g-dev
 libcurl4-openssl-dev libssl-dev libcmocka-dev libbsd-dev libmnl-dev
-protobuf-c-compiler libprotobuf-c-dev
+protobuf-c-compiler libprotobuf-c-dev libgrpc-dev etcd-server
 python3 python3-kubernetes curl procps jq iproute2"
 
 # `install-deps.sh bench`: also what `make bench` runs its peers and load

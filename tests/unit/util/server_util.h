@@ -48,7 +48,7 @@ struct test_server {
  * the tests' structs, which may be stack frames long gone by then. */
 static pid_t tsu_live[8];
 
-static void tsu_kill_all(void)
+static inline void tsu_kill_all(void)
 {
     for (int i = 0; i < 8; i++) {
         if (tsu_live[i] > 0) {
@@ -59,7 +59,7 @@ static void tsu_kill_all(void)
     }
 }
 
-static void tsu_track(pid_t pid)
+static inline void tsu_track(pid_t pid)
 {
     static bool hooked;
     if (!hooked) {
@@ -74,7 +74,7 @@ static void tsu_track(pid_t pid)
     }
 }
 
-static void tsu_untrack(pid_t pid)
+static inline void tsu_untrack(pid_t pid)
 {
     for (int i = 0; i < 8; i++)
         if (tsu_live[i] == pid)
@@ -87,7 +87,7 @@ static void tsu_untrack(pid_t pid)
  * to 127.0.0.1:P can be handed P as its own source port, and that
  * connect succeeds as a TCP self-connection, so the restarted server
  * finds its port in use. Below the range no client socket ever gets it. */
-static int tsu_free_port(void)
+static inline int tsu_free_port(void)
 {
     int lo = 32768;
     FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
@@ -117,7 +117,7 @@ static int tsu_free_port(void)
     return -1;
 }
 
-static bool tsu_port_open(int port)
+static inline bool tsu_port_open(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
@@ -135,7 +135,7 @@ static bool tsu_port_open(int port)
 
 /* Copies the last `n` bytes of the server's log to stderr, so that a
  * failure in CI shows why the server did not come up. */
-static void tsu_log_tail(const struct test_server *s, long n)
+static inline void tsu_log_tail(const struct test_server *s, long n)
 {
     FILE *f = fopen(s->log, "r");
     if (!f)
@@ -154,7 +154,7 @@ static void tsu_log_tail(const struct test_server *s, long n)
 }
 
 /* Whether the server's log says its port was taken. */
-static bool tsu_log_says_port_taken(const struct test_server *s)
+static inline bool tsu_log_says_port_taken(const struct test_server *s)
 {
     FILE *f = fopen(s->log, "r");
     if (!f)
@@ -167,14 +167,14 @@ static bool tsu_log_says_port_taken(const struct test_server *s)
     return taken;
 }
 
-static int tsu_start_once(struct test_server *s, const char *storage);
+static inline int tsu_start_once(struct test_server *s, const char *storage);
 
 /* Starts (or restarts, same port and data) the server; waits until it
  * accepts connections (up to 30 s). Returns 0 or -1. `storage` is
  * "sqlite" or "memory". A first start whose free port another process
  * took between tsu_free_port and the server's bind (tests run in
  * parallel) tries again on another port, at most three times. */
-static int tsu_start(struct test_server *s, const char *storage)
+static inline int tsu_start(struct test_server *s, const char *storage)
 {
     bool fresh = s->port == 0;
     for (int attempt = 0;; attempt++) {
@@ -186,7 +186,7 @@ static int tsu_start(struct test_server *s, const char *storage)
     }
 }
 
-static int tsu_start_once(struct test_server *s, const char *storage)
+static inline int tsu_start_once(struct test_server *s, const char *storage)
 {
     const char *bin = getenv("CKUBE_BIN");
     if (!bin || !*bin) {
@@ -255,7 +255,7 @@ static int tsu_start_once(struct test_server *s, const char *storage)
 
 /* Stops the server with `sig` (SIGTERM: graceful; SIGKILL: crash) and
  * reaps it. Returns the exit status for SIGTERM (0 = clean). */
-static int tsu_stop(struct test_server *s, int sig)
+static inline int tsu_stop(struct test_server *s, int sig)
 {
     if (s->pid <= 0)
         return -1;

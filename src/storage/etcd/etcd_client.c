@@ -1,0 +1,525 @@
+/* etcd_client.c - etcd's v3 API over gRPC's C core (see etcd_client.h).
+ *
+ * A unary call is one batch of six operations (send the metadata, the
+ * message and the half-close; receive the metadata, the message and the
+ * status) on a call bound to a pluck completion queue of its own. A watch is a bidirectional stream
+ * with a completion queue of its own: its thread keeps one receive pending and hands each message
+ * to the callback; sends (the create request, progress requests) are batches of their own,
+ * serialized by a mutex as gRPC asks of concurrent sends. */
+#include "storage/etcd/etcd_client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/time.h>
+
+#include "ckube/log.h"
+#include "common/text.h"
+
+#define DEFAULT_TIMEOUT_MS 30000
+
+struct etcd_client {
+    grpc_channel *ch;
+};
+
+/* ---- endpoints -------------------------------------------------------------- */
+
+/* "http://HOST:PORT" (or https, or no scheme, or a trailing '/') into
+ * host (an IPv6 literal without its brackets) and port. */
+static int parse_endpoint(const char *s, size_t n, bool *tls, char *host, size_t hn, char *port,
+                          size_t pn)
+{
+    *tls = false;
+    if (n > 8 && !strncmp(s, "https://", 8)) {
+        *tls = true;
+        s += 8;
+        n -= 8;
+    } else if (n > 7 && !strncmp(s, "http://", 7)) {
+        s += 7;
+        n -= 7;
+    }
+    while (n && s[n - 1] == '/')
+        n--;
+    size_t c = n; /* just past the last ':' */
+    while (c > 0 && s[c - 1] != ':')
+        c--;
+    if (c == 0)
+        return -1;
+    size_t hl = c - 1, plen = n - c;
+    if (plen == 0 || plen >= pn)
+        return -1;
+    memcpy(port, s + c, plen);
+    port[plen] = 0;
+    for (const char *p = port; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    const char *h = s;
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    if (hl == 0 || hl >= hn)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    return 0;
+}
+
+/* The gRPC target for the endpoints: "ipv4:a:1,b:2" (or ipv6:) when every
+ * host is an IP literal of one family, so that round_robin spreads calls
+ * over the members; "dns:///host:port" for one endpoint named by host.
+ * *tls is whether they are https. */
+static char *grpc_target(const char *endpoints, bool *tls, char **err)
+{
+    ckube__strbuf b = {0};
+    int family = 0; /* 4, 6, or 'd' for a name */
+    size_t count = 0;
+    bool any_tls = false, any_plain = false;
+    for (const char *p = endpoints; p && *p;) {
+        size_t n = strcspn(p, ",");
+        char host[256], port[8];
+        bool t;
+        if (n == 0 || parse_endpoint(p, n, &t, host, sizeof host, port, sizeof port) != 0) {
+            ckube__set_err(err, "invalid --etcd-servers entry \"%.*s\": want http(s)://HOST:PORT",
+                           (int)n, p);
+            free(b.s);
+            return NULL;
+        }
+        if (t)
+            any_tls = true;
+        else
+            any_plain = true;
+        unsigned char ip[16];
+        int f = inet_pton(AF_INET, host, ip) == 1    ? 4
+                : inet_pton(AF_INET6, host, ip) == 1 ? 6
+                                                     : 'd';
+        if (count && (f != family || f == 'd')) {
+            ckube__set_err(err, "--etcd-servers: several endpoints must all be IPv4 or all IPv6 "
+                                "addresses (a host name: one endpoint)");
+            free(b.s);
+            return NULL;
+        }
+        family = f;
+        if (f == 'd')
+            ckube__sb_printf(&b, "dns:///%s:%s", host, port);
+        else if (f == 4)
+            ckube__sb_printf(&b, "%s%s:%s", count ? "," : "ipv4:", host, port);
+        else
+            ckube__sb_printf(&b, "%s[%s]:%s", count ? "," : "ipv6:", host, port);
+        count++;
+        p += n + (p[n] == ',');
+    }
+    if (!count) {
+        ckube__set_err(err, "--etcd-servers is empty");
+        free(b.s);
+        return NULL;
+    }
+    if (any_tls && any_plain) {
+        ckube__set_err(err, "--etcd-servers mixes http:// and https:// endpoints");
+        free(b.s);
+        return NULL;
+    }
+    *tls = any_tls;
+    return ckube__sb_take(&b);
+}
+
+static char *read_file(const char *path, char **err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ckube__set_err(err, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    ckube__strbuf b = {0};
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        ckube__sb_addn(&b, buf, n);
+    fclose(f);
+    return ckube__sb_take(&b);
+}
+
+static grpc_channel_credentials *tls_credentials(const etcd_tls *tls, char **err)
+{
+    char *ca = NULL, *cert = NULL, *key = NULL;
+    grpc_channel_credentials *cr = NULL;
+    if (tls && tls->ca_file && !(ca = read_file(tls->ca_file, err)))
+        goto out;
+    if (tls && tls->cert_file && !(cert = read_file(tls->cert_file, err)))
+        goto out;
+    if (tls && tls->key_file && !(key = read_file(tls->key_file, err)))
+        goto out;
+    if (!cert != !key) {
+        ckube__set_err(err, "--etcd-certfile and --etcd-keyfile go together");
+        goto out;
+    }
+    grpc_ssl_pem_key_cert_pair pair = {key, cert};
+    cr = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+    if (!cr)
+        ckube__set_err(err, "cannot set up TLS to etcd");
+out:
+    free(ca);
+    free(cert);
+    free(key);
+    return cr;
+}
+
+etcd_client *etcd_client_new(const char *endpoints, const etcd_tls *tls, char **err)
+{
+    bool https = false;
+    char *target = grpc_target(endpoints, &https, err);
+    if (!target)
+        return NULL;
+    bool use_tls = https || (tls && (tls->ca_file || tls->cert_file || tls->key_file));
+    grpc_init(); /* reference counted: grpc_shutdown in free */
+    grpc_channel_credentials *cr =
+        use_tls ? tls_credentials(tls, err) : grpc_insecure_credentials_create();
+    if (!cr) {
+        free(target);
+        grpc_shutdown();
+        return NULL;
+    }
+    /* round_robin over the members; keepalive pings so that a member that
+     * vanished without a FIN (a kill -9 on another machine) is noticed on
+     * an idle watch stream, as etcd's clients configure it */
+    grpc_arg args[] = {
+        {GRPC_ARG_STRING, GRPC_ARG_LB_POLICY_NAME, {.string = "round_robin"}},
+        {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIME_MS, {.integer = 30000}},
+        {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIMEOUT_MS, {.integer = 10000}},
+        {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, {.integer = 1}},
+        /* etcd's limit for a request is 1.5 MiB; answers (a list) may be
+         * large */
+        {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}},
+    };
+    grpc_channel_args ca = {sizeof args / sizeof *args, args};
+    etcd_client *c = calloc(1, sizeof *c);
+    if (c) {
+        c->ch = grpc_channel_create(target, cr, &ca);
+    }
+    grpc_channel_credentials_release(cr);
+    if (!c || !c->ch) {
+        ckube__set_err(err, "cannot create the gRPC channel to %s", target);
+        free(target);
+        etcd_client_free(c);
+        return NULL;
+    }
+    CKUBE_V(2, "etcd client: channel to %s%s", target, use_tls ? " (TLS)" : "");
+    free(target);
+    return c;
+}
+
+void etcd_client_free(etcd_client *c)
+{
+    if (!c) {
+        return;
+    }
+    if (c->ch)
+        grpc_channel_destroy(c->ch);
+    free(c);
+    grpc_shutdown();
+}
+
+/* ---- messages ------------------------------------------------------------------- */
+
+static grpc_byte_buffer *pack(const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    grpc_slice s = grpc_slice_malloc(n);
+    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(s));
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return bb;
+}
+
+static ProtobufCMessage *unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *d)
+{
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return NULL;
+    grpc_slice all = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+    ProtobufCMessage *m =
+        protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
+    grpc_slice_unref(all);
+    return m;
+}
+
+static void set_error(etcd_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_error(etcd_error *err, int code, const char *fmt, ...)
+{
+    if (!err)
+        return;
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+static void status_error(etcd_error *err, grpc_status_code code, grpc_slice details)
+{
+    set_error(err, (int)code, "%.*s", (int)GRPC_SLICE_LENGTH(details),
+              (const char *)GRPC_SLICE_START_PTR(details));
+}
+
+static gpr_timespec deadline_in(int ms)
+{
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                        gpr_time_from_millis(ms > 0 ? ms : DEFAULT_TIMEOUT_MS, GPR_TIMESPAN));
+}
+
+/* ---- unary calls ------------------------------------------------------------------ */
+
+int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
+              const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
+              etcd_error *err)
+{
+    *resp = NULL;
+    gpr_timespec deadline = deadline_in(timeout_ms);
+    /* A queue per call: a pluck queue serves at most six threads at once
+     * (GRPC_MAX_COMPLETION_QUEUE_PLUCKERS), and the storage's callers are
+     * more; creating one is an allocation, small beside the call. */
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_call *call =
+        grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+                                 grpc_slice_from_static_string(method), NULL, deadline, NULL);
+    grpc_byte_buffer *out = pack(req), *in = NULL;
+    grpc_metadata_array md_in, trailers;
+    grpc_metadata_array_init(&md_in);
+    grpc_metadata_array_init(&trailers);
+    grpc_status_code code = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    /* wait for the connection rather than fail at once while a member
+     * restarts: the deadline bounds it */
+    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = out;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_in;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &in;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailers;
+    ops[5].data.recv_status_on_client.status = &code;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    int rc = -1;
+    int tag; /* its address: this call's, unique among the pluckers */
+    if (!call || grpc_call_start_batch(call, ops, 6, &tag, NULL) != GRPC_CALL_OK) {
+        set_error(err, GRPC_STATUS_INTERNAL, "cannot start the call %s", method);
+    } else {
+        /* the batch always completes: at the latest at the call's deadline */
+        grpc_event ev =
+            grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type != GRPC_OP_COMPLETE)
+            set_error(err, GRPC_STATUS_INTERNAL, "the call %s did not complete", method);
+        else if (code != GRPC_STATUS_OK)
+            status_error(err, code, details);
+        else if (!in || !(*resp = unpack(in, resp_desc)))
+            set_error(err, GRPC_STATUS_INTERNAL, "etcd's answer to %s does not decode", method);
+        else
+            rc = 0;
+    }
+    if (in)
+        grpc_byte_buffer_destroy(in);
+    grpc_byte_buffer_destroy(out);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&md_in);
+    grpc_metadata_array_destroy(&trailers);
+    if (call)
+        grpc_call_unref(call);
+    grpc_completion_queue_shutdown(cq);
+    grpc_completion_queue_destroy(cq);
+    return rc;
+}
+
+/* ---- watches ------------------------------------------------------------------------- */
+
+struct etcd_watch {
+    etcd_client *c;
+    grpc_call *call;
+    grpc_completion_queue *cq; /* pluck: the receive loop and the senders */
+    pthread_mutex_t send_mu;   /* one send batch at a time */
+    pthread_t thread;
+    etcd_watch_fn fn;
+    void *arg;
+    bool ended; /* under send_mu: no more sends */
+};
+
+/* Sends one WatchRequest and waits for the send to complete. */
+static int watch_send(etcd_watch *w, const Ckube__Etcd__WatchRequest *rq)
+{
+    pthread_mutex_lock(&w->send_mu);
+    int rc = -1;
+    if (!w->ended) {
+        grpc_byte_buffer *bb = pack(&rq->base);
+        grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+        op.data.send_message.send_message = bb;
+        int tag;
+        if (grpc_call_start_batch(w->call, &op, 1, &tag, NULL) == GRPC_CALL_OK) {
+            grpc_event ev =
+                grpc_completion_queue_pluck(w->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+            rc = ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
+        }
+        grpc_byte_buffer_destroy(bb);
+    }
+    pthread_mutex_unlock(&w->send_mu);
+    return rc;
+}
+
+/* The receive loop: one message at a time until the stream ends, then
+ * the status, and the callback's last call. */
+static void *watch_main(void *p)
+{
+    etcd_watch *w = p;
+    pthread_setname_np(pthread_self(), "ckube-etcd-watch");
+    grpc_metadata_array md_in;
+    grpc_metadata_array_init(&md_in);
+    for (bool first = true;; first = false) {
+        grpc_byte_buffer *in = NULL;
+        /* the server's initial metadata comes with its first message
+         * (etcd answers the create request): received with it */
+        grpc_op ops[2] = {{.op = GRPC_OP_RECV_MESSAGE}, {.op = GRPC_OP_RECV_INITIAL_METADATA}};
+        ops[0].data.recv_message.recv_message = &in;
+        ops[1].data.recv_initial_metadata.recv_initial_metadata = &md_in;
+        int tag;
+        if (grpc_call_start_batch(w->call, ops, first ? 2 : 1, &tag, NULL) != GRPC_CALL_OK)
+            break;
+        grpc_event ev =
+            grpc_completion_queue_pluck(w->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type != GRPC_OP_COMPLETE || !ev.success || !in)
+            break; /* the stream is over: its status says why */
+        Ckube__Etcd__WatchResponse *r =
+            (Ckube__Etcd__WatchResponse *)unpack(in, &ckube__etcd__watch_response__descriptor);
+        grpc_byte_buffer_destroy(in);
+        if (!r) {
+            CKUBE_ERROR("etcd watch: a message that does not decode; ending the stream");
+            grpc_call_cancel(w->call, NULL);
+            break;
+        }
+        w->fn(w->arg, r, NULL);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+    grpc_metadata_array_destroy(&md_in);
+    pthread_mutex_lock(&w->send_mu);
+    w->ended = true;
+    pthread_mutex_unlock(&w->send_mu);
+    grpc_metadata_array trailers;
+    grpc_metadata_array_init(&trailers);
+    grpc_status_code code = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op op = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
+    op.data.recv_status_on_client.trailing_metadata = &trailers;
+    op.data.recv_status_on_client.status = &code;
+    op.data.recv_status_on_client.status_details = &details;
+    int tag;
+    etcd_error err = {.code = GRPC_STATUS_UNKNOWN, .message = "the watch stream ended"};
+    if (grpc_call_start_batch(w->call, &op, 1, &tag, NULL) == GRPC_CALL_OK) {
+        grpc_completion_queue_pluck(w->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        status_error(&err, code, details);
+        if (!err.message[0])
+            snprintf(err.message, sizeof err.message, "the watch stream ended");
+    }
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&trailers);
+    w->fn(w->arg, NULL, &err);
+    return NULL;
+}
+
+static void watch_free(etcd_watch *w)
+{
+    if (w->call)
+        grpc_call_unref(w->call);
+    if (w->cq) {
+        grpc_completion_queue_shutdown(w->cq);
+        grpc_completion_queue_destroy(w->cq);
+    }
+    pthread_mutex_destroy(&w->send_mu);
+    free(w);
+}
+
+etcd_watch *etcd_watch_start(etcd_client *c, const void *key, size_t key_len, const void *range_end,
+                             size_t range_end_len, int64_t start_rev, bool progress_notify,
+                             etcd_watch_fn fn, void *arg, etcd_error *err)
+{
+    etcd_watch *w = calloc(1, sizeof *w);
+    if (!w) {
+        set_error(err, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&w->send_mu, NULL);
+    w->c = c;
+    w->fn = fn;
+    w->arg = arg;
+    w->cq = grpc_completion_queue_create_for_pluck(NULL);
+    w->call =
+        w->cq ? grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, w->cq,
+                                         grpc_slice_from_static_string("/etcdserverpb.Watch/Watch"),
+                                         NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+              : NULL;
+    grpc_op op = {.op = GRPC_OP_SEND_INITIAL_METADATA,
+                  .flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY};
+    int tag;
+    if (!w->call || grpc_call_start_batch(w->call, &op, 1, &tag, NULL) != GRPC_CALL_OK ||
+        !grpc_completion_queue_pluck(w->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+             .success) {
+        set_error(err, GRPC_STATUS_UNAVAILABLE, "cannot open a watch stream");
+        watch_free(w);
+        return NULL;
+    }
+    Ckube__Etcd__WatchCreateRequest cr = CKUBE__ETCD__WATCH_CREATE_REQUEST__INIT;
+    cr.key = (ProtobufCBinaryData){key_len, (uint8_t *)key};
+    if (range_end)
+        cr.range_end = (ProtobufCBinaryData){range_end_len, (uint8_t *)range_end};
+    cr.start_revision = start_rev;
+    cr.progress_notify = progress_notify;
+    Ckube__Etcd__WatchRequest rq = CKUBE__ETCD__WATCH_REQUEST__INIT;
+    rq.request_union_case = CKUBE__ETCD__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    rq.create_request = &cr;
+    if (watch_send(w, &rq) != 0) {
+        set_error(err, GRPC_STATUS_UNAVAILABLE, "cannot send the watch request");
+        grpc_call_cancel(w->call, NULL);
+        watch_free(w);
+        return NULL;
+    }
+    if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
+        set_error(err, GRPC_STATUS_RESOURCE_EXHAUSTED, "cannot start the watch thread");
+        grpc_call_cancel(w->call, NULL);
+        watch_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+int etcd_watch_request_progress(etcd_watch *w)
+{
+    Ckube__Etcd__WatchProgressRequest pr = CKUBE__ETCD__WATCH_PROGRESS_REQUEST__INIT;
+    Ckube__Etcd__WatchRequest rq = CKUBE__ETCD__WATCH_REQUEST__INIT;
+    rq.request_union_case = CKUBE__ETCD__WATCH_REQUEST__REQUEST_UNION_PROGRESS_REQUEST;
+    rq.progress_request = &pr;
+    return watch_send(w, &rq);
+}
+
+void etcd_watch_stop(etcd_watch *w)
+{
+    if (!w)
+        return;
+    /* the pending receive fails, the loop reads the status (CANCELLED) */
+    grpc_call_cancel(w->call, NULL);
+    pthread_join(w->thread, NULL);
+    watch_free(w);
+}

@@ -1,0 +1,378 @@
+/* test_etcd_client.c - the etcd v3 client over gRPC (storage/etcd/
+ * etcd_client.h) against a real etcd member on loopback: Put and Range,
+ * a Txn that compares mod_revision (etcd3 store's optimistic update) both
+ * ways, DeleteRange with its previous value, Compact and a Range at a
+ * compacted revision (gRPC OUT_OF_RANGE, "required revision has been
+ * compacted"), a Watch stream from a revision (events, a progress
+ * notification, the end after a stop), several calls from threads at
+ * once on one channel; then bad endpoints, refused at once, and a member
+ * that is down, whose calls fail at their deadline and succeed once it is
+ * back (the channel reconnects). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "storage/etcd/etcd_client.h"
+#include "util/etcd_util.h"
+
+static struct test_etcd ETCD;
+static etcd_client *C;
+
+#define KV_RANGE "/etcdserverpb.KV/Range"
+#define KV_PUT "/etcdserverpb.KV/Put"
+#define KV_DELETE "/etcdserverpb.KV/DeleteRange"
+#define KV_TXN "/etcdserverpb.KV/Txn"
+#define KV_COMPACT "/etcdserverpb.KV/Compact"
+
+static ProtobufCBinaryData bytes(const char *s)
+{
+    return (ProtobufCBinaryData){strlen(s), (uint8_t *)s};
+}
+
+/* Put: the new revision. */
+static int64_t put(const char *key, const char *value)
+{
+    Ckube__Etcd__PutRequest rq = CKUBE__ETCD__PUT_REQUEST__INIT;
+    rq.key = bytes(key);
+    rq.value = bytes(value);
+    ProtobufCMessage *m = NULL;
+    etcd_error err = {0};
+    if (etcd_call(C, KV_PUT, &rq.base, &ckube__etcd__put_response__descriptor, &m, 5000, &err))
+        fail_msg("put %s: %d %s", key, err.code, err.message);
+    Ckube__Etcd__PutResponse *r = (Ckube__Etcd__PutResponse *)m;
+    int64_t rev = r->header->revision;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rev;
+}
+
+/* Range of one key (at rev, 0 = now): the answer, or NULL with *err. */
+static Ckube__Etcd__RangeResponse *get(const char *key, int64_t rev, etcd_error *err)
+{
+    Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    rq.key = bytes(key);
+    rq.revision = rev;
+    ProtobufCMessage *m = NULL;
+    if (etcd_call(C, KV_RANGE, &rq.base, &ckube__etcd__range_response__descriptor, &m, 5000, err))
+        return NULL;
+    return (Ckube__Etcd__RangeResponse *)m;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (teu_start(&ETCD) != 0)
+        return -1;
+    char *err = NULL;
+    C = etcd_client_new(ETCD.url, NULL, &err);
+    if (!C) {
+        fprintf(stderr, "%s\n", err);
+        free(err);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    etcd_client_free(C);
+    teu_stop(&ETCD, SIGTERM);
+    return 0;
+}
+
+static void test_put_range(void **state)
+{
+    (void)state;
+    int64_t r1 = put("/registry/configmaps/default/a", "{\"v\":1}");
+    int64_t r2 = put("/registry/configmaps/default/b", "{\"v\":2}");
+    assert_true(r2 == r1 + 1);
+    etcd_error err = {0};
+    Ckube__Etcd__RangeResponse *r = get("/registry/configmaps/default/a", 0, &err);
+    assert_non_null(r);
+    assert_int_equal(r->n_kvs, 1);
+    assert_memory_equal(r->kvs[0]->value.data, "{\"v\":1}", 7);
+    assert_int_equal(r->kvs[0]->mod_revision, r1);
+    assert_int_equal(r->kvs[0]->create_revision, r1);
+    assert_int_equal(r->header->revision, r2);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+
+    /* a prefix: [key, key+1) */
+    Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    rq.key = bytes("/registry/configmaps/default/");
+    rq.range_end = bytes("/registry/configmaps/default0");
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(
+        etcd_call(C, KV_RANGE, &rq.base, &ckube__etcd__range_response__descriptor, &m, 5000, &err),
+        0);
+    r = (Ckube__Etcd__RangeResponse *)m;
+    assert_true(r->n_kvs >= 2);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* The etcd3 store's update: put if the key's mod_revision is still the
+ * one read, else read it back. */
+static void test_txn_compare_mod_revision(void **state)
+{
+    (void)state;
+    int64_t rev = put("/registry/leases/kube-system/l", "one");
+    Ckube__Etcd__Compare cmp = CKUBE__ETCD__COMPARE__INIT;
+    cmp.result = CKUBE__ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+    cmp.target = CKUBE__ETCD__COMPARE__COMPARE_TARGET__MOD;
+    cmp.key = bytes("/registry/leases/kube-system/l");
+    cmp.target_union_case = CKUBE__ETCD__COMPARE__TARGET_UNION_MOD_REVISION;
+    cmp.mod_revision = rev;
+    Ckube__Etcd__Compare *cmps[] = {&cmp};
+    Ckube__Etcd__PutRequest p = CKUBE__ETCD__PUT_REQUEST__INIT;
+    p.key = cmp.key;
+    p.value = bytes("two");
+    Ckube__Etcd__RequestOp ok = CKUBE__ETCD__REQUEST_OP__INIT;
+    ok.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
+    ok.request_put = &p;
+    Ckube__Etcd__RangeRequest g = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    g.key = cmp.key;
+    Ckube__Etcd__RequestOp no = CKUBE__ETCD__REQUEST_OP__INIT;
+    no.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    no.request_range = &g;
+    Ckube__Etcd__RequestOp *oks[] = {&ok}, *nos[] = {&no};
+    Ckube__Etcd__TxnRequest t = CKUBE__ETCD__TXN_REQUEST__INIT;
+    t.n_compare = 1;
+    t.compare = cmps;
+    t.n_success = 1;
+    t.success = oks;
+    t.n_failure = 1;
+    t.failure = nos;
+    ProtobufCMessage *m = NULL;
+    etcd_error err = {0};
+    assert_int_equal(
+        etcd_call(C, KV_TXN, &t.base, &ckube__etcd__txn_response__descriptor, &m, 5000, &err), 0);
+    Ckube__Etcd__TxnResponse *r = (Ckube__Etcd__TxnResponse *)m;
+    assert_true(r->succeeded);
+    assert_int_equal(r->header->revision, rev + 1);
+    protobuf_c_message_free_unpacked(m, NULL);
+    /* again with the old revision: it fails and reads the current value */
+    assert_int_equal(
+        etcd_call(C, KV_TXN, &t.base, &ckube__etcd__txn_response__descriptor, &m, 5000, &err), 0);
+    r = (Ckube__Etcd__TxnResponse *)m;
+    assert_false(r->succeeded);
+    assert_int_equal(r->n_responses, 1);
+    assert_int_equal(r->responses[0]->response_case,
+                     CKUBE__ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE);
+    Ckube__Etcd__RangeResponse *cur = r->responses[0]->response_range;
+    assert_int_equal(cur->n_kvs, 1);
+    assert_memory_equal(cur->kvs[0]->value.data, "two", 3);
+    assert_int_equal(cur->kvs[0]->mod_revision, rev + 1);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static void test_delete_and_compact(void **state)
+{
+    (void)state;
+    int64_t r1 = put("/registry/secrets/default/s", "v1");
+    put("/registry/secrets/default/s", "v2");
+    Ckube__Etcd__DeleteRangeRequest d = CKUBE__ETCD__DELETE_RANGE_REQUEST__INIT;
+    d.key = bytes("/registry/secrets/default/s");
+    d.prev_kv = true;
+    ProtobufCMessage *m = NULL;
+    etcd_error err = {0};
+    assert_int_equal(etcd_call(C, KV_DELETE, &d.base,
+                               &ckube__etcd__delete_range_response__descriptor, &m, 5000, &err),
+                     0);
+    Ckube__Etcd__DeleteRangeResponse *dr = (Ckube__Etcd__DeleteRangeResponse *)m;
+    assert_int_equal(dr->deleted, 1);
+    assert_int_equal(dr->n_prev_kvs, 1);
+    assert_memory_equal(dr->prev_kvs[0]->value.data, "v2", 2);
+    int64_t now = dr->header->revision;
+    protobuf_c_message_free_unpacked(m, NULL);
+    /* the old value is still readable at its revision */
+    Ckube__Etcd__RangeResponse *r = get("/registry/secrets/default/s", r1, &err);
+    assert_non_null(r);
+    assert_int_equal(r->n_kvs, 1);
+    assert_memory_equal(r->kvs[0]->value.data, "v1", 2);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    /* until compacted: then etcd's OUT_OF_RANGE */
+    Ckube__Etcd__CompactionRequest c = CKUBE__ETCD__COMPACTION_REQUEST__INIT;
+    c.revision = now;
+    assert_int_equal(etcd_call(C, KV_COMPACT, &c.base,
+                               &ckube__etcd__compaction_response__descriptor, &m, 5000, &err),
+                     0);
+    protobuf_c_message_free_unpacked(m, NULL);
+    assert_null(get("/registry/secrets/default/s", r1, &err));
+    assert_int_equal(err.code, ETCD_GRPC_OUT_OF_RANGE);
+    assert_string_equal(err.message, "etcdserver: mvcc: required revision has been compacted");
+}
+
+/* ---- watches ---------------------------------------------------------------- */
+
+typedef struct seen {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int events, progress, ended;
+    int64_t last_rev, progress_rev;
+    char last_value[64];
+    etcd_error end;
+} seen;
+
+static void on_watch(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd_error *err)
+{
+    seen *s = arg;
+    pthread_mutex_lock(&s->mu);
+    if (!r) {
+        s->ended++;
+        s->end = *err;
+    } else if (r->n_events) {
+        for (size_t i = 0; i < r->n_events; i++) {
+            const Ckube__Etcd__KeyValue *kv = r->events[i]->kv;
+            s->events++;
+            s->last_rev = kv->mod_revision;
+            snprintf(s->last_value, sizeof s->last_value, "%.*s", (int)kv->value.len,
+                     (const char *)kv->value.data);
+        }
+    } else if (!r->created && r->header) {
+        s->progress++;
+        s->progress_rev = r->header->revision;
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits (5 s at most) until *field reaches want. */
+static bool wait_for(seen *s, const int *field, int want)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&s->mu);
+    while (*field < want && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0) {
+    }
+    bool ok = *field >= want;
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+static void test_watch(void **state)
+{
+    (void)state;
+    int64_t r0 = put("/registry/pods/w/x", "before");
+    seen s = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    const char *key = "/registry/pods/w/", *end = "/registry/pods/w0";
+    etcd_error err = {0};
+    /* from r0: the put before the watch is replayed */
+    etcd_watch *w =
+        etcd_watch_start(C, key, strlen(key), end, strlen(end), r0, true, on_watch, &s, &err);
+    assert_non_null(w);
+    assert_true(wait_for(&s, &s.events, 1));
+    int64_t r1 = put("/registry/pods/w/x", "after");
+    put("/registry/pods/other/y", "not watched");
+    assert_true(wait_for(&s, &s.events, 2));
+    pthread_mutex_lock(&s.mu);
+    assert_int_equal(s.events, 2);
+    assert_int_equal(s.last_rev, r1);
+    assert_string_equal(s.last_value, "after");
+    pthread_mutex_unlock(&s.mu);
+    /* a progress notification: no events, the current revision */
+    assert_int_equal(etcd_watch_request_progress(w), 0);
+    assert_true(wait_for(&s, &s.progress, 1));
+    pthread_mutex_lock(&s.mu);
+    assert_true(s.progress_rev >= r1 + 1);
+    pthread_mutex_unlock(&s.mu);
+    etcd_watch_stop(w);
+    assert_int_equal(s.ended, 1);
+    assert_int_equal(s.end.code, ETCD_GRPC_CANCELLED);
+}
+
+/* One channel, many callers at once. */
+static void *putter(void *p)
+{
+    char key[64];
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof key, "/registry/configmaps/t%d/k%d", (int)(intptr_t)p, i);
+        put(key, "x");
+    }
+    return NULL;
+}
+
+static void test_concurrent_calls(void **state)
+{
+    (void)state;
+    pthread_t t[8];
+    for (intptr_t i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, putter, (void *)i);
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    rq.key = bytes("/registry/configmaps/t");
+    rq.range_end = bytes("/registry/configmaps/u");
+    rq.count_only = true;
+    ProtobufCMessage *m = NULL;
+    etcd_error err = {0};
+    assert_int_equal(
+        etcd_call(C, KV_RANGE, &rq.base, &ckube__etcd__range_response__descriptor, &m, 5000, &err),
+        0);
+    assert_int_equal(((Ckube__Etcd__RangeResponse *)m)->count, 400);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* Last: stops the member and starts it again. */
+static void test_member_down_and_back(void **state)
+{
+    (void)state;
+    teu_stop(&ETCD, SIGKILL);
+    etcd_error err = {0};
+    assert_null(get("/registry/configmaps/default/a", 0, &err)); /* 5 s deadline */
+    assert_true(err.code == ETCD_GRPC_DEADLINE_EXCEEDED || err.code == ETCD_GRPC_UNAVAILABLE);
+    assert_int_equal(teu_start(&ETCD), 0);
+    Ckube__Etcd__RangeResponse *r = get("/registry/configmaps/default/a", 0, &err);
+    if (!r)
+        fail_msg("after the restart: %d %s", err.code, err.message);
+    assert_int_equal(r->n_kvs, 1); /* durable */
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void test_bad_endpoints(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"",
+                                      "127.0.0.1",
+                                      "http://127.0.0.1:",
+                                      "http://:2379",
+                                      "http://127.0.0.1:2379,https://127.0.0.1:2380",
+                                      "http://127.0.0.1:x",
+                                      "http://etcd-a:2379,http://etcd-b:2379"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char *err = NULL;
+        etcd_client *c = etcd_client_new(bad[i], NULL, &err);
+        if (c)
+            fail_msg("accepted \"%s\"", bad[i]);
+        assert_non_null(err);
+        free(err);
+    }
+    char *err = NULL;
+    etcd_client *c = etcd_client_new("http://127.0.0.1:2379,http://127.0.0.1:22379/", NULL, &err);
+    assert_non_null(c);
+    etcd_client_free(c);
+    etcd_tls tls = {.ca_file = "/nonexistent/ca.crt"};
+    assert_null(etcd_client_new("https://127.0.0.1:2379", &tls, &err));
+    assert_non_null(strstr(err, "cannot read /nonexistent/ca.crt"));
+    free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_endpoints),
+        cmocka_unit_test(test_put_range),
+        cmocka_unit_test(test_txn_compare_mod_revision),
+        cmocka_unit_test(test_delete_and_compact),
+        cmocka_unit_test(test_watch),
+        cmocka_unit_test(test_concurrent_calls),
+        cmocka_unit_test(test_member_down_and_back),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
