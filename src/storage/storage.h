@@ -7,8 +7,9 @@
  * etcd Txn(If(ModRevision(key) == N)). Nothing above this interface knows
  * which backend it runs on. Each backend is a folder of its own below this
  * one with a header that opens it: sqlite/ (the embedded default) and
- * memory/ (tests) implement `struct storage_backend_ops` today; the
- * interface is shaped so an etcd v3 backend (etcd/, issue #23) can too.
+ * memory/ (tests) implement `struct storage_backend_ops` with the group
+ * committer below, etcd/ (issue #23) on etcd's own transactions and
+ * watch streams.
  *
  * Threading: every function is thread-safe. Writes are asynchronous: they
  * are queued and a backend thread commits them in groups (one transaction

@@ -454,7 +454,7 @@ static void watch_free(etcd_watch *w)
 
 etcd_watch *etcd_watch_start(etcd_client *c, const void *key, size_t key_len, const void *range_end,
                              size_t range_end_len, int64_t start_rev, bool progress_notify,
-                             etcd_watch_fn fn, void *arg, etcd_error *err)
+                             bool prev_kv, etcd_watch_fn fn, void *arg, etcd_error *err)
 {
     etcd_watch *w = calloc(1, sizeof *w);
     if (!w) {
@@ -487,6 +487,7 @@ etcd_watch *etcd_watch_start(etcd_client *c, const void *key, size_t key_len, co
         cr.range_end = (ProtobufCBinaryData){range_end_len, (uint8_t *)range_end};
     cr.start_revision = start_rev;
     cr.progress_notify = progress_notify;
+    cr.prev_kv = prev_kv;
     Ckube__Etcd__WatchRequest rq = CKUBE__ETCD__WATCH_REQUEST__INIT;
     rq.request_union_case = CKUBE__ETCD__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
     rq.create_request = &cr;

@@ -78,11 +78,13 @@ typedef void (*etcd_watch_fn)(void *arg, const Ckube__Etcd__WatchResponse *resp,
 
 /* Opens a Watch stream and asks for one watch: the keys from `key` to
  * `range_end` (both `len` bytes; range_end NULL: the key alone) from
- * `start_rev` (0: from now), with progress notifications as asked.
+ * `start_rev` (0: from now), with progress notifications and each
+ * event's previous key-value (prev_kv: a delete's create revision) as
+ * asked.
  * Returns the watch, its thread running, or NULL with *err. */
 etcd_watch *etcd_watch_start(etcd_client *c, const void *key, size_t key_len, const void *range_end,
                              size_t range_end_len, int64_t start_rev, bool progress_notify,
-                             etcd_watch_fn fn, void *arg, etcd_error *err);
+                             bool prev_kv, etcd_watch_fn fn, void *arg, etcd_error *err);
 /* Asks etcd for a progress notification on the stream (a WatchResponse
  * with the current revision and no events, once every watch on it is
  * caught up). 0, or -1 when the stream is over. Any thread. */

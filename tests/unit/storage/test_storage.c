@@ -1,6 +1,7 @@
 /* test_storage.c - one storage test suite run against every backend
- * (memory and SQLite). SQLite stores live in a fresh directory under
- * $CKUBE_TEST_TMP (or /tmp), removed afterwards.
+ * (memory, SQLite and etcd). SQLite stores live in a fresh directory
+ * under $CKUBE_TEST_TMP (or /tmp), removed afterwards; each etcd test
+ * runs against a fresh etcd member on loopback (util/etcd_util.h).
  *
  * cmocka assertions run on the test's main thread only: callbacks on the
  * backend thread record what they saw and the main thread checks it. */
@@ -25,20 +26,24 @@
 
 #include <cmocka.h>
 
-#include "storage/storage.h"
-#include "storage/sqlite/sqlite.h"
+#include "storage/etcd/etcd.h"
 #include "storage/memory/memory.h"
+#include "storage/sqlite/sqlite.h"
+#include "storage/storage.h"
+#include "util/etcd_util.h"
 
 #define WAIT_SECONDS 60
 
-enum backend { BE_MEMORY, BE_SQLITE };
+enum backend { BE_MEMORY, BE_SQLITE, BE_ETCD };
 static const enum backend be_memory = BE_MEMORY;
 static const enum backend be_sqlite = BE_SQLITE;
+static const enum backend be_etcd = BE_ETCD;
 
 struct fixture {
     enum backend be;
     char dir[PATH_MAX];
     storage *st;
+    struct test_etcd etcd;
 };
 
 /* ---- helpers: temp dirs, fixture ---- */
@@ -66,11 +71,207 @@ static void make_temp_dir(char *out, size_t len)
     assert_non_null(mkdtemp(out));
 }
 
+/* ---- etcd: the suite's revisions, counted from 0 ----
+ *
+ * An empty etcd is at revision 1, the other backends at 0, and the suite
+ * names revisions by number. For etcd the tests run through this shim,
+ * which shifts every revision by etcd's first one (1) each way and passes
+ * everything else through, so each test checks etcd's semantics (which
+ * write got which revision relative to the others, what a watch from a
+ * revision replays, what compaction forgets) unchanged. */
+#define ETCD_BASE 1
+
+struct shifted {
+    storage base;
+    storage *inner;
+};
+
+struct shifted_op {
+    storage_op op; /* first: the inner op */
+    storage_op *outer;
+};
+
+static void shifted_done(storage_op *op, void *arg)
+{
+    (void)arg;
+    struct shifted_op *w = (struct shifted_op *)op;
+    storage_op *o = w->outer;
+    o->result = op->result;
+    o->rev = op->rev ? op->rev - ETCD_BASE : 0;
+    o->create_rev = op->create_rev ? op->create_rev - ETCD_BASE : 0;
+    o->current_mod_rev = op->current_mod_rev ? op->current_mod_rev - ETCD_BASE : 0;
+    free(w);
+    o->done(o, o->arg);
+}
+
+static int shifted_submit(storage *st, storage_op *o)
+{
+    struct shifted *s = (struct shifted *)st;
+    if (!o)
+        return storage_submit(s->inner, NULL);
+    struct shifted_op *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    w->outer = o;
+    w->op = (storage_op){.type = o->type,
+                         .key = o->key,
+                         .value = o->value,
+                         .value_len = o->value_len,
+                         .expect_mod_rev = o->expect_mod_rev > 0 ? o->expect_mod_rev + ETCD_BASE
+                                                                 : o->expect_mod_rev,
+                         .done = o->done ? shifted_done : NULL};
+    int rc = storage_submit(s->inner, &w->op);
+    if (rc != STORAGE_OK)
+        free(w);
+    return rc;
+}
+
+static void shift_kv(storage_kv *kv)
+{
+    kv->create_rev -= ETCD_BASE;
+    kv->mod_rev -= ETCD_BASE;
+}
+
+static int shifted_get(storage *st, const char *key, storage_kv *out)
+{
+    int rc = storage_get(((struct shifted *)st)->inner, key, out);
+    if (rc == STORAGE_OK)
+        shift_kv(out);
+    return rc;
+}
+
+struct shifted_range {
+    storage_range_fn fn;
+    void *arg;
+};
+
+static int shifted_range_fn(void *arg, const storage_kv *kv)
+{
+    struct shifted_range *r = arg;
+    storage_kv k = *kv;
+    shift_kv(&k);
+    return r->fn(r->arg, &k);
+}
+
+static int shifted_range(storage *st, const char *prefix, storage_range_fn fn, void *arg,
+                         int64_t *rev_out)
+{
+    struct shifted_range r = {fn, arg};
+    int rc = storage_range(((struct shifted *)st)->inner, prefix, fn ? shifted_range_fn : NULL, &r,
+                           rev_out);
+    if (rc == STORAGE_OK && rev_out)
+        *rev_out -= ETCD_BASE;
+    return rc;
+}
+
+static int64_t shifted_current_rev(storage *st)
+{
+    return storage_current_rev(((struct shifted *)st)->inner) - ETCD_BASE;
+}
+
+/* A watcher's callback and argument; kept until the store closes. */
+struct shifted_watch {
+    struct shifted_watch *next;
+    storage_watch_fn fn;
+    void *arg;
+};
+static struct shifted_watch *shifted_watches;
+static pthread_mutex_t shifted_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void shifted_watch_fn(void *arg, const storage_event *events, size_t n)
+{
+    struct shifted_watch *w = arg;
+    storage_event *ev = calloc(n ? n : 1, sizeof *ev);
+    assert_non_null(ev);
+    for (size_t i = 0; i < n; i++) {
+        ev[i] = events[i];
+        ev[i].rev -= ETCD_BASE;
+        if (ev[i].create_rev)
+            ev[i].create_rev -= ETCD_BASE;
+    }
+    w->fn(w->arg, ev, n);
+    free(ev);
+}
+
+static int shifted_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg)
+{
+    if (from_rev < 0 || !fn)
+        return storage_watch(((struct shifted *)st)->inner, from_rev, fn, arg);
+    struct shifted_watch *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    w->fn = fn;
+    w->arg = arg;
+    pthread_mutex_lock(&shifted_mu);
+    w->next = shifted_watches;
+    shifted_watches = w;
+    pthread_mutex_unlock(&shifted_mu);
+    return storage_watch(((struct shifted *)st)->inner, from_rev + ETCD_BASE, shifted_watch_fn, w);
+}
+
+static int shifted_compact(storage *st, int64_t rev)
+{
+    if (rev <= 0)
+        return storage_compact(((struct shifted *)st)->inner, rev);
+    return storage_compact(((struct shifted *)st)->inner, rev + ETCD_BASE);
+}
+
+static int64_t shifted_compacted_rev(storage *st)
+{
+    int64_t r = storage_compacted_rev(((struct shifted *)st)->inner);
+    return r > 0 ? r - ETCD_BASE : r;
+}
+
+static void shifted_close(storage *st)
+{
+    storage_close(((struct shifted *)st)->inner);
+    free(st);
+    pthread_mutex_lock(&shifted_mu);
+    while (shifted_watches) {
+        struct shifted_watch *next = shifted_watches->next;
+        free(shifted_watches);
+        shifted_watches = next;
+    }
+    pthread_mutex_unlock(&shifted_mu);
+}
+
+static void shifted_stats(storage *st, storage_stats *out)
+{
+    storage_get_stats(((struct shifted *)st)->inner, out);
+}
+
+static const struct storage_backend_ops SHIFTED_OPS = {
+    .name = "etcd (revisions from 0)",
+    .submit = shifted_submit,
+    .get = shifted_get,
+    .range = shifted_range,
+    .current_rev = shifted_current_rev,
+    .watch = shifted_watch,
+    .compact = shifted_compact,
+    .compacted_rev = shifted_compacted_rev,
+    .close = shifted_close,
+    .stats = shifted_stats,
+};
+
+static storage *shifted_open(storage *inner)
+{
+    struct shifted *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    s->base.ops = &SHIFTED_OPS;
+    s->inner = inner;
+    return &s->base;
+}
+
 static storage *open_backend(struct fixture *f)
 {
     if (f->be == BE_MEMORY)
         return storage_memory_open();
     char *err = NULL;
+    if (f->be == BE_ETCD) {
+        storage *st = storage_etcd_open(f->etcd.url, NULL, &err);
+        if (!st)
+            print_error("storage_etcd_open(%s): %s\n", f->etcd.url, err ? err : "?");
+        free(err);
+        return st ? shifted_open(st) : NULL;
+    }
     storage *st = storage_sqlite_open(f->dir, &err);
     if (!st)
         print_error("storage_sqlite_open(%s): %s\n", f->dir, err ? err : "?");
@@ -85,6 +286,8 @@ static int setup(void **state)
     f->be = *(const enum backend *)*state;
     if (f->be == BE_SQLITE)
         make_temp_dir(f->dir, sizeof f->dir);
+    if (f->be == BE_ETCD && teu_start(&f->etcd) != 0)
+        return -1;
     f->st = open_backend(f);
     assert_non_null(f->st);
     *state = f;
@@ -97,6 +300,10 @@ static int teardown(void **state)
     storage_close(f->st);
     if (f->be == BE_SQLITE)
         rm_rf(f->dir);
+    if (f->be == BE_ETCD) {
+        teu_stop(&f->etcd, SIGTERM);
+        rm_rf(f->etcd.dir);
+    }
     free(f);
     return 0;
 }
@@ -1623,13 +1830,19 @@ static void test_open_errors(void **state)
         X(test_reentrant_callbacks, be), X(test_close, be), X(test_restart, be),                   \
         X(test_commit_failure, be), X(test_open_errors, be)
 
+/* etcd: the suite as it applies (revisions are etcd's, which start at 1,
+ * and writes are not grouped as the committer groups them). */
+#define ETCD_SUITE(X, be) SUITE(X, be)
+
 #define T(fn, be) cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, (void *)&be)
 
 int main(void)
 {
     const struct CMUnitTest memory_tests[] = {SUITE(T, be_memory)};
     const struct CMUnitTest sqlite_tests[] = {SUITE(T, be_sqlite)};
+    const struct CMUnitTest etcd_tests[] = {ETCD_SUITE(T, be_etcd)};
     int failed = cmocka_run_group_tests_name("storage/memory", memory_tests, NULL, NULL);
     failed += cmocka_run_group_tests_name("storage/sqlite", sqlite_tests, NULL, NULL);
+    failed += cmocka_run_group_tests_name("storage/etcd", etcd_tests, NULL, NULL);
     return failed != 0;
 }

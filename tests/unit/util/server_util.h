@@ -167,18 +167,18 @@ static inline bool tsu_log_says_port_taken(const struct test_server *s)
     return taken;
 }
 
-static inline int tsu_start_once(struct test_server *s, const char *storage);
+static inline int tsu_start_once(struct test_server *s, const char *storage_kind);
 
 /* Starts (or restarts, same port and data) the server; waits until it
  * accepts connections (up to 30 s). Returns 0 or -1. `storage` is
  * "sqlite" or "memory". A first start whose free port another process
  * took between tsu_free_port and the server's bind (tests run in
  * parallel) tries again on another port, at most three times. */
-static inline int tsu_start(struct test_server *s, const char *storage)
+static inline int tsu_start(struct test_server *s, const char *storage_kind)
 {
     bool fresh = s->port == 0;
     for (int attempt = 0;; attempt++) {
-        int rc = tsu_start_once(s, storage);
+        int rc = tsu_start_once(s, storage_kind);
         if (rc == 0 || !fresh || attempt == 2 || !tsu_log_says_port_taken(s))
             return rc;
         fprintf(stderr, "port %d was taken: starting on another\n", s->port);
@@ -186,7 +186,7 @@ static inline int tsu_start(struct test_server *s, const char *storage)
     }
 }
 
-static inline int tsu_start_once(struct test_server *s, const char *storage)
+static inline int tsu_start_once(struct test_server *s, const char *storage_kind)
 {
     const char *bin = getenv("CKUBE_BIN");
     if (!bin || !*bin) {
@@ -229,7 +229,7 @@ static inline int tsu_start_once(struct test_server *s, const char *storage)
         FILE *log = freopen(s->log, "a", stderr);
         (void)log;
         execl(bin, bin, "server", "--data-dir", data, "--listen", listen, "--write-kubeconfig",
-              s->kubeconfig, "--storage", storage,
+              s->kubeconfig, "--storage", storage_kind,
               s->no_controller_manager ? "--controller-manager=false" : (char *)NULL, (char *)NULL);
         _exit(127);
     }

@@ -264,8 +264,8 @@ static void test_watch(void **state)
     const char *key = "/registry/pods/w/", *end = "/registry/pods/w0";
     etcd_error err = {0};
     /* from r0: the put before the watch is replayed */
-    etcd_watch *w =
-        etcd_watch_start(C, key, strlen(key), end, strlen(end), r0, true, on_watch, &s, &err);
+    etcd_watch *w = etcd_watch_start(C, key, strlen(key), end, strlen(end), r0, true, false,
+                                     on_watch, &s, &err);
     assert_non_null(w);
     assert_true(wait_for(&s, &s.events, 1));
     int64_t r1 = put("/registry/pods/w/x", "after");

@@ -1,0 +1,678 @@
+/* etcd.c - storage.h on etcd's v3 API (see etcd.h).
+ *
+ * Writes. storage_submit queues the op; worker threads (WORKERS of them,
+ * so that many transactions are in flight on the one multiplexed gRPC
+ * channel, and etcd can batch their fsyncs) run each as one Txn:
+ *   CREATE  If(CreateRevision(key) == 0) Then Put Else Range(key)
+ *   UPDATE  If(ModRevision(key) == N) (or, unconditional, CreateRevision
+ *           != 0) Then Put(prev_kv) Else Range(key)
+ *   DELETE  the same, Then DeleteRange(prev_kv)
+ * so a failed comparison reads the key back in the same transaction and
+ * tells NOT_FOUND from CONFLICT/EXISTS with the current mod revision, as
+ * kube-apiserver's etcd3 store does.
+ *
+ * The ordering storage.h promises (a write's events reach every watcher
+ * before its done runs) holds here too: a written op waits in `pending`
+ * until every watch stream has delivered its revision; with no watcher
+ * it is done at once. Every storage watch watches the whole keyspace
+ * (storage_watch has no prefix), so each write's event arrives on every
+ * stream.
+ *
+ * Reads are etcd's default linearizable Ranges; a range of many keys is
+ * read in pages of RANGE_PAGE at the revision of its first page. */
+#include "storage/etcd/etcd.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckube/log.h"
+#include "common/text.h"
+#include "common/xalloc.h"
+
+#define WORKERS 16
+#define RANGE_PAGE 1000
+#define CALL_TIMEOUT_MS 30000
+
+#define KV_RANGE "/etcdserverpb.KV/Range"
+#define KV_TXN "/etcdserverpb.KV/Txn"
+#define KV_COMPACT "/etcdserverpb.KV/Compact"
+
+typedef struct ewatcher ewatcher;
+
+typedef struct etcd_storage {
+    storage base; /* first: the interface's handle */
+    etcd_client *c;
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t cv;
+    storage_op *q_head, *q_tail; /* queued writes */
+    size_t running;              /* writes being run by workers */
+    storage_op *pending;         /* written, waiting for the watchers; by rev */
+    bool closing;
+    ewatcher *watchers;
+    int64_t compacted;
+    pthread_t workers[WORKERS];
+    atomic_uint_fast64_t ops, failed;
+} etcd_storage;
+
+struct ewatcher {
+    ewatcher *next;
+    etcd_storage *s;
+    etcd_watch *w;
+    storage_watch_fn fn;
+    void *arg;
+    int64_t delivered; /* under s->mu: the newest revision handed to fn */
+    int state;         /* under s->mu: 0 starting, 1 created, -1 refused/ended */
+    int error;         /* under s->mu: why it was refused */
+};
+
+/* ---- small helpers ------------------------------------------------------------ */
+
+static ProtobufCBinaryData bin(const char *s, size_t n)
+{
+    return (ProtobufCBinaryData){n, (uint8_t *)s};
+}
+
+/* The first key after every key that starts with prefix: etcd's
+ * range_end for a prefix ("\0" for everything). Into buf. */
+static size_t prefix_end(const char *prefix, size_t n, char *buf)
+{
+    memcpy(buf, prefix, n);
+    while (n > 0) {
+        if ((unsigned char)buf[n - 1] < 0xff) {
+            buf[n - 1]++;
+            return n;
+        }
+        n--;
+    }
+    buf[0] = 0;
+    return 1;
+}
+
+static int map_error(const etcd_error *e)
+{
+    if (e->code == ETCD_GRPC_OUT_OF_RANGE)
+        return STORAGE_ERR_COMPACTED;
+    return STORAGE_ERR_IO;
+}
+
+/* ---- writes ---------------------------------------------------------------------- */
+
+/* The write's Txn and its outcome in op's result fields. */
+static void run_write(etcd_storage *s, storage_op *op)
+{
+    size_t klen = strlen(op->key);
+    Ckube__Etcd__Compare cmp = CKUBE__ETCD__COMPARE__INIT;
+    cmp.key = bin(op->key, klen);
+    if (op->type == STORAGE_OP_CREATE || !op->expect_mod_rev) {
+        cmp.target = CKUBE__ETCD__COMPARE__COMPARE_TARGET__CREATE;
+        cmp.result = op->type == STORAGE_OP_CREATE ? CKUBE__ETCD__COMPARE__COMPARE_RESULT__EQUAL
+                                                   : CKUBE__ETCD__COMPARE__COMPARE_RESULT__GREATER;
+        cmp.target_union_case = CKUBE__ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
+        cmp.create_revision = 0;
+    } else {
+        cmp.target = CKUBE__ETCD__COMPARE__COMPARE_TARGET__MOD;
+        cmp.result = CKUBE__ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+        cmp.target_union_case = CKUBE__ETCD__COMPARE__TARGET_UNION_MOD_REVISION;
+        cmp.mod_revision = op->expect_mod_rev;
+    }
+    Ckube__Etcd__PutRequest put = CKUBE__ETCD__PUT_REQUEST__INIT;
+    put.key = cmp.key;
+    put.value = bin(op->value ? op->value : "", op->value ? op->value_len : 0);
+    put.prev_kv = true;
+    Ckube__Etcd__DeleteRangeRequest del = CKUBE__ETCD__DELETE_RANGE_REQUEST__INIT;
+    del.key = cmp.key;
+    del.prev_kv = true;
+    Ckube__Etcd__RequestOp then = CKUBE__ETCD__REQUEST_OP__INIT;
+    if (op->type == STORAGE_OP_DELETE) {
+        then.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+        then.request_delete_range = &del;
+    } else {
+        then.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
+        then.request_put = &put;
+    }
+    Ckube__Etcd__RangeRequest get = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    get.key = cmp.key;
+    Ckube__Etcd__RequestOp els = CKUBE__ETCD__REQUEST_OP__INIT;
+    els.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    els.request_range = &get;
+    Ckube__Etcd__Compare *cmps[] = {&cmp};
+    Ckube__Etcd__RequestOp *thens[] = {&then}, *elses[] = {&els};
+    Ckube__Etcd__TxnRequest t = CKUBE__ETCD__TXN_REQUEST__INIT;
+    t.n_compare = 1;
+    t.compare = cmps;
+    t.n_success = 1;
+    t.success = thens;
+    t.n_failure = 1;
+    t.failure = elses;
+
+    ProtobufCMessage *m = NULL;
+    etcd_error err = {0};
+    if (etcd_call(s->c, KV_TXN, &t.base, &ckube__etcd__txn_response__descriptor, &m,
+                  CALL_TIMEOUT_MS, &err) != 0) {
+        CKUBE_ERROR("etcd: transaction on %s failed: %s", op->key, err.message);
+        op->result = STORAGE_ERR_IO;
+        return;
+    }
+    Ckube__Etcd__TxnResponse *r = (Ckube__Etcd__TxnResponse *)m;
+    Ckube__Etcd__ResponseOp *ro = r->n_responses ? r->responses[0] : NULL;
+    if (r->succeeded) {
+        op->result = STORAGE_OK;
+        op->rev = r->header ? r->header->revision : 0;
+        const Ckube__Etcd__KeyValue *prev = NULL;
+        if (ro && ro->response_case == CKUBE__ETCD__RESPONSE_OP__RESPONSE_RESPONSE_PUT)
+            prev = ro->response_put->prev_kv;
+        else if (ro &&
+                 ro->response_case == CKUBE__ETCD__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE &&
+                 ro->response_delete_range->n_prev_kvs)
+            prev = ro->response_delete_range->prev_kvs[0];
+        op->create_rev = prev ? prev->create_revision : op->rev;
+    } else {
+        const Ckube__Etcd__RangeResponse *cur =
+            ro && ro->response_case == CKUBE__ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE
+                ? ro->response_range
+                : NULL;
+        bool exists = cur && cur->n_kvs;
+        op->current_mod_rev = exists ? cur->kvs[0]->mod_revision : 0;
+        op->result = op->type == STORAGE_OP_CREATE ? STORAGE_ERR_EXISTS
+                     : exists                      ? STORAGE_ERR_CONFLICT
+                                                   : STORAGE_ERR_NOT_FOUND;
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* The newest revision every watcher has delivered (INT64_MAX: none).
+ * s->mu held. */
+static int64_t watchers_at(const etcd_storage *s)
+{
+    int64_t at = INT64_MAX;
+    for (const ewatcher *w = s->watchers; w; w = w->next)
+        if (w->state >= 0 && w->delivered < at)
+            at = w->delivered;
+    return at;
+}
+
+/* Takes, from `pending`, the ops whose revision every watcher has seen
+ * (all of them when closing). s->mu held. */
+static storage_op *take_releasable(etcd_storage *s)
+{
+    int64_t at = s->closing ? INT64_MAX : watchers_at(s);
+    storage_op *out = NULL, **tail = &out;
+    while (s->pending && s->pending->rev <= at) {
+        storage_op *op = s->pending;
+        s->pending = op->next;
+        op->next = NULL;
+        *tail = op;
+        tail = &op->next;
+    }
+    return out;
+}
+
+static void run_dones(etcd_storage *s, storage_op *list)
+{
+    while (list) {
+        storage_op *op = list;
+        list = op->next;
+        atomic_fetch_add(&s->ops, 1);
+        op->done(op, op->arg);
+    }
+}
+
+/* Files a written op in `pending` (by revision). s->mu held. */
+static void add_pending(etcd_storage *s, storage_op *op)
+{
+    storage_op **p = &s->pending;
+    while (*p && (*p)->rev <= op->rev)
+        p = &(*p)->next;
+    op->next = *p;
+    *p = op;
+}
+
+static void *worker_main(void *p)
+{
+    etcd_storage *s = p;
+    pthread_setname_np(pthread_self(), "ckube-etcd-write");
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->q_head && !s->closing)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->q_head)
+            break; /* closing and nothing queued */
+        storage_op *op = s->q_head;
+        s->q_head = op->next;
+        if (!s->q_head)
+            s->q_tail = NULL;
+        op->next = NULL;
+        s->running++;
+        pthread_mutex_unlock(&s->mu);
+        run_write(s, op);
+        pthread_mutex_lock(&s->mu);
+        s->running--;
+        storage_op *ready = NULL;
+        if (op->result == STORAGE_OK) {
+            add_pending(s, op);
+            ready = take_releasable(s);
+        } else {
+            ready = op;
+            atomic_fetch_add(&s->failed, op->result == STORAGE_ERR_IO);
+        }
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        run_dones(s, ready);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static int e_submit(storage *st, storage_op *op)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    if (!op || !op->key || !*op->key || !op->done ||
+        (op->type != STORAGE_OP_CREATE && op->type != STORAGE_OP_UPDATE &&
+         op->type != STORAGE_OP_DELETE) ||
+        (op->type != STORAGE_OP_DELETE && !op->value && op->value_len) ||
+        (op->type == STORAGE_OP_CREATE && op->expect_mod_rev) || op->expect_mod_rev < 0)
+        return STORAGE_ERR_INVALID;
+    op->result = STORAGE_OK;
+    op->rev = op->create_rev = op->current_mod_rev = 0;
+    op->next = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->mu);
+        return STORAGE_ERR_CLOSED;
+    }
+    if (s->q_tail)
+        s->q_tail->next = op;
+    else
+        s->q_head = op;
+    s->q_tail = op;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return STORAGE_OK;
+}
+
+/* ---- reads ------------------------------------------------------------------------- */
+
+/* One Range: NULL with *rc on failure. */
+static Ckube__Etcd__RangeResponse *range_call(etcd_storage *s, Ckube__Etcd__RangeRequest *rq,
+                                              int *rc)
+{
+    ProtobufCMessage *m = NULL;
+    etcd_error err = {0};
+    if (etcd_call(s->c, KV_RANGE, &rq->base, &ckube__etcd__range_response__descriptor, &m,
+                  CALL_TIMEOUT_MS, &err) != 0) {
+        *rc = map_error(&err);
+        if (*rc == STORAGE_ERR_IO)
+            CKUBE_ERROR("etcd: range failed: %s", err.message);
+        return NULL;
+    }
+    return (Ckube__Etcd__RangeResponse *)m;
+}
+
+static int fill_kv(const Ckube__Etcd__KeyValue *kv, storage_kv *out)
+{
+    out->key = strndup((const char *)kv->key.data, kv->key.len);
+    out->value = malloc(kv->value.len + 1);
+    if (!out->key || !out->value) {
+        storage_kv_release(out);
+        return STORAGE_ERR_NOMEM;
+    }
+    if (kv->value.len) /* protobuf-c leaves an empty value's data NULL */
+        memcpy(out->value, kv->value.data, kv->value.len);
+    out->value[kv->value.len] = 0;
+    out->value_len = kv->value.len;
+    out->create_rev = kv->create_revision;
+    out->mod_rev = kv->mod_revision;
+    return STORAGE_OK;
+}
+
+static int e_get(storage *st, const char *key, storage_kv *out)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    if (!key || !*key || !out)
+        return STORAGE_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    rq.key = bin(key, strlen(key));
+    int rc = STORAGE_OK;
+    Ckube__Etcd__RangeResponse *r = range_call(s, &rq, &rc);
+    if (!r)
+        return rc;
+    rc = r->n_kvs ? fill_kv(r->kvs[0], out) : STORAGE_ERR_NOT_FOUND;
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    return rc;
+}
+
+static int e_range(storage *st, const char *prefix, storage_range_fn fn, void *arg,
+                   int64_t *rev_out)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    if (!prefix || !fn)
+        return STORAGE_ERR_INVALID;
+    size_t plen = strlen(prefix);
+    char *end = malloc(plen + 1), *from = NULL;
+    if (!end)
+        return STORAGE_ERR_NOMEM;
+    size_t elen = prefix_end(prefix, plen, end);
+    int64_t rev = 0;
+    int rc = STORAGE_OK;
+    bool more = true, stopped = false;
+    size_t from_len = 0;
+    while (more && !stopped && rc == STORAGE_OK) {
+        Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
+        rq.key = from ? bin(from, from_len) : plen ? bin(prefix, plen) : bin("\0", 1);
+        rq.range_end = bin(end, elen);
+        rq.limit = RANGE_PAGE;
+        rq.revision = rev; /* 0 the first time: now */
+        Ckube__Etcd__RangeResponse *r = range_call(s, &rq, &rc);
+        if (!r)
+            break;
+        if (!rev && r->header)
+            rev = r->header->revision;
+        for (size_t i = 0; i < r->n_kvs && !stopped; i++) {
+            const Ckube__Etcd__KeyValue *kv = r->kvs[i];
+            storage_kv k = {0};
+            if ((rc = fill_kv(kv, &k)) != STORAGE_OK)
+                break;
+            stopped = fn(arg, &k) != 0;
+            storage_kv_release(&k);
+        }
+        more = r->more && r->n_kvs;
+        if (more) { /* the next page starts just after the last key */
+            const ProtobufCBinaryData *last = &r->kvs[r->n_kvs - 1]->key;
+            free(from);
+            from = malloc(last->len + 1);
+            if (!from) {
+                rc = STORAGE_ERR_NOMEM;
+            } else {
+                memcpy(from, last->data, last->len);
+                from[last->len] = 0;
+                from_len = last->len + 1;
+            }
+        }
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+    free(from);
+    free(end);
+    if (rc == STORAGE_OK && rev_out)
+        *rev_out = rev;
+    return rc;
+}
+
+static int64_t e_current_rev(storage *st)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    rq.key = bin("\0", 1);
+    rq.count_only = true;
+    rq.limit = 1;
+    int rc = STORAGE_OK;
+    Ckube__Etcd__RangeResponse *r = range_call(s, &rq, &rc);
+    if (!r)
+        return -1;
+    int64_t rev = r->header ? r->header->revision : 0;
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    return rev;
+}
+
+/* ---- watches ------------------------------------------------------------------------- */
+
+static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd_error *err)
+{
+    ewatcher *w = arg;
+    etcd_storage *s = w->s;
+    if (!r) {
+        pthread_mutex_lock(&s->mu);
+        if (w->state == 0)
+            w->error = STORAGE_ERR_IO;
+        w->state = -1;
+        storage_op *ready = take_releasable(s); /* it no longer holds them back */
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        if (err && err->code != ETCD_GRPC_CANCELLED)
+            CKUBE_ERROR("etcd: watch ended: %s", err->message);
+        run_dones(s, ready);
+        return;
+    }
+    if (r->canceled || r->compact_revision) {
+        pthread_mutex_lock(&s->mu);
+        w->error = r->compact_revision ? STORAGE_ERR_COMPACTED : STORAGE_ERR_IO;
+        if (r->compact_revision > s->compacted)
+            s->compacted = r->compact_revision - 1;
+        if (w->state == 1)
+            CKUBE_ERROR("etcd: watch canceled: %s", r->cancel_reason ? r->cancel_reason : "");
+        w->state = -1;
+        storage_op *ready = take_releasable(s);
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        run_dones(s, ready);
+        return;
+    }
+    if (r->n_events) {
+        storage_event *ev = calloc(r->n_events, sizeof *ev);
+        char **keys = calloc(r->n_events, sizeof *keys);
+        if (!ev || !keys)
+            xalloc_die(); /* the server's policy: out of memory aborts */
+        for (size_t i = 0; i < r->n_events; i++) {
+            const Ckube__Etcd__Event *e = r->events[i];
+            const Ckube__Etcd__KeyValue *kv = e->kv;
+            keys[i] = strndup((const char *)kv->key.data, kv->key.len);
+            bool del = e->type == CKUBE__ETCD__EVENT__EVENT_TYPE__DELETE;
+            ev[i] = (storage_event){.type = del ? STORAGE_EVENT_DELETE : STORAGE_EVENT_PUT,
+                                    .key = keys[i],
+                                    .value = del              ? NULL
+                                             : kv->value.data ? (const char *)kv->value.data
+                                                              : "",
+                                    .value_len = del ? 0 : kv->value.len,
+                                    .rev = kv->mod_revision,
+                                    .create_rev = del && e->prev_kv ? e->prev_kv->create_revision
+                                                                    : kv->create_revision};
+        }
+        w->fn(w->arg, ev, r->n_events);
+        for (size_t i = 0; i < r->n_events; i++)
+            free(keys[i]);
+        free(keys);
+        free(ev);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (r->created && w->state == 0)
+        w->state = 1;
+    int64_t rev = r->n_events ? r->events[r->n_events - 1]->kv->mod_revision
+                              : (r->header ? r->header->revision : 0);
+    if (rev > w->delivered)
+        w->delivered = rev;
+    storage_op *ready = take_releasable(s);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    run_dones(s, ready);
+}
+
+static int e_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    if (from_rev < 0 || !fn)
+        return STORAGE_ERR_INVALID;
+    /* etcd reports a compacted start revision after the watch is created,
+     * on the stream; storage_watch answers at once: a Range at from_rev
+     * fails exactly when a watch from from_rev + 1 would */
+    if (from_rev > 0) {
+        Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
+        rq.key = bin("\0", 1);
+        rq.count_only = true;
+        rq.revision = from_rev;
+        ProtobufCMessage *m = NULL;
+        etcd_error err = {0};
+        if (etcd_call(s->c, KV_RANGE, &rq.base, &ckube__etcd__range_response__descriptor, &m,
+                      CALL_TIMEOUT_MS, &err) != 0) {
+            /* a future revision is no compaction: the watch waits for it */
+            if (err.code != ETCD_GRPC_OUT_OF_RANGE || !strstr(err.message, "future revision"))
+                return map_error(&err);
+        }
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    ewatcher *w = calloc(1, sizeof *w);
+    if (!w)
+        return STORAGE_ERR_NOMEM;
+    w->s = s;
+    w->fn = fn;
+    w->arg = arg;
+    w->delivered = from_rev;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->mu);
+        free(w);
+        return STORAGE_ERR_CLOSED;
+    }
+    w->next = s->watchers;
+    s->watchers = w;
+    pthread_mutex_unlock(&s->mu);
+    etcd_error err = {0};
+    /* everything: from "\0" to the end of the keyspace */
+    /* prev_kv, as kube-apiserver's etcd3 watcher asks: a delete's event
+     * carries the key's create revision only there */
+    w->w = etcd_watch_start(s->c, "\0", 1, "\0", 1, from_rev + 1, true, true, on_events, w, &err);
+    pthread_mutex_lock(&s->mu);
+    if (!w->w) {
+        w->state = -1;
+        w->error = STORAGE_ERR_IO;
+        CKUBE_ERROR("etcd: cannot watch: %s", err.message);
+    }
+    while (w->state == 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    int rc = w->state == 1 ? STORAGE_OK : w->error ? w->error : STORAGE_ERR_IO;
+    pthread_mutex_unlock(&s->mu);
+    return rc; /* a refused watcher stays listed (state -1) until close */
+}
+
+/* ---- compaction ------------------------------------------------------------------------ */
+
+static int e_compact(storage *st, int64_t rev)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    if (rev < 0)
+        return STORAGE_ERR_INVALID;
+    if (rev == 0)
+        return STORAGE_OK; /* nothing to forget */
+    Ckube__Etcd__CompactionRequest rq = CKUBE__ETCD__COMPACTION_REQUEST__INIT;
+    rq.revision = rev;
+    ProtobufCMessage *m = NULL;
+    etcd_error err = {0};
+    if (etcd_call(s->c, KV_COMPACT, &rq.base, &ckube__etcd__compaction_response__descriptor, &m,
+                  CALL_TIMEOUT_MS, &err) != 0) {
+        if (err.code == ETCD_GRPC_OUT_OF_RANGE && strstr(err.message, "future revision"))
+            return STORAGE_ERR_INVALID;
+        if (err.code == ETCD_GRPC_OUT_OF_RANGE) /* compacted already: a no-op */
+            return STORAGE_OK;
+        CKUBE_ERROR("etcd: compaction at %" PRId64 " failed: %s", rev, err.message);
+        return STORAGE_ERR_IO;
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+    pthread_mutex_lock(&s->mu);
+    if (rev > s->compacted)
+        s->compacted = rev;
+    pthread_mutex_unlock(&s->mu);
+    return STORAGE_OK;
+}
+
+static int64_t e_compacted_rev(storage *st)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    pthread_mutex_lock(&s->mu);
+    int64_t r = s->compacted;
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+/* ---- open and close ---------------------------------------------------------------------- */
+
+static void e_stats(storage *st, storage_stats *out)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    memset(out, 0, sizeof *out);
+    out->ops = atomic_load(&s->ops);
+    out->commits = out->ops - atomic_load(&s->failed);
+    out->failed_commits = atomic_load(&s->failed);
+    out->max_batch = out->ops ? 1 : 0;
+}
+
+static void e_close(storage *st)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    pthread_mutex_lock(&s->mu);
+    /* let the queued writes run and their events arrive, then stop */
+    while (s->q_head || s->running)
+        pthread_cond_wait(&s->cv, &s->mu);
+    s->closing = true;
+    pthread_cond_broadcast(&s->cv);
+    ewatcher *ws = s->watchers;
+    s->watchers = NULL;
+    storage_op *ready = take_releasable(s);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < WORKERS; i++)
+        pthread_join(s->workers[i], NULL);
+    run_dones(s, ready);
+    while (ws) {
+        ewatcher *next = ws->next;
+        etcd_watch_stop(ws->w);
+        free(ws);
+        ws = next;
+    }
+    etcd_client_free(s->c);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+static const struct storage_backend_ops ETCD_OPS = {
+    .name = "etcd",
+    .submit = e_submit,
+    .get = e_get,
+    .range = e_range,
+    .current_rev = e_current_rev,
+    .watch = e_watch,
+    .compact = e_compact,
+    .compacted_rev = e_compacted_rev,
+    .close = e_close,
+    .stats = e_stats,
+};
+
+storage *storage_etcd_open(const char *endpoints, const etcd_tls *tls, char **err)
+{
+    etcd_client *c = etcd_client_new(endpoints, tls, err);
+    if (!c)
+        return NULL;
+    /* etcd answers, or the server does not start */
+    Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    rq.key = bin("\0", 1);
+    rq.count_only = true;
+    ProtobufCMessage *m = NULL;
+    etcd_error e = {0};
+    if (etcd_call(c, KV_RANGE, &rq.base, &ckube__etcd__range_response__descriptor, &m, 10000, &e) !=
+        0) {
+        ckube__set_err(err, "etcd at %s does not answer: %s", endpoints, e.message);
+        etcd_client_free(c);
+        return NULL;
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+    etcd_storage *s = calloc(1, sizeof *s);
+    if (!s) {
+        etcd_client_free(c);
+        ckube__set_err(err, "out of memory");
+        return NULL;
+    }
+    s->base.ops = &ETCD_OPS;
+    s->c = c;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    for (int i = 0; i < WORKERS; i++) {
+        if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0)
+            xalloc_die(); /* no thread: as out of memory */
+    }
+    CKUBE_INFO("storage: etcd at %s", endpoints);
+    return &s->base;
+}
