@@ -1,6 +1,8 @@
 /* `ckube server`: flags, kubeconfig, signals, and the server's life. */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <event2/event.h>
 #include <malloc.h>
 #include <getopt.h>
@@ -27,7 +29,9 @@
 #include "apiserver/audit/policy.h"
 #include "cmd/cm_child.h"
 #include "cmd/cmd.h"
+#include "common/text.h"
 #include "common/xalloc.h"
+#include "storage/etcd/etcd.h"
 
 static void server_usage(FILE *f)
 {
@@ -71,7 +75,11 @@ static void server_usage(FILE *f)
                "                            https://kubernetes.default.svc.cluster.local)\n"
                "  --api-audiences AUD,...   audiences the API accepts in ServiceAccount tokens\n"
                "                            (default: the issuer)\n"
-               "  --storage sqlite|memory   storage backend (default sqlite)\n"
+               "  --storage sqlite|memory|etcd\n"
+               "                            storage backend (default sqlite)\n"
+               "  --etcd-servers URL,...    etcd members (with --storage etcd)\n"
+               "  --etcd-cafile, --etcd-certfile, --etcd-keyfile PATH\n"
+               "                            TLS to etcd\n"
                "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
                "  --watch-cache-size N      recent events kept per resource (default 4096):\n"
                "                            how far back a watch resumes, a paginated list\n"
@@ -428,6 +436,10 @@ enum {
     OPT_AUDIT_BATCH_BUFFER_,
     OPT_AUDIT_BATCH_MAX_,
     OPT_AUDIT_VERSION_,
+    OPT_ETCD_SERVERS_,
+    OPT_ETCD_CAFILE_,
+    OPT_ETCD_CERTFILE_,
+    OPT_ETCD_KEYFILE_,
 };
 
 /* A non-negative int flag value, or -1 (said on stderr). */
@@ -497,6 +509,38 @@ static int audit_flag(int c, const char *v, const char **policy, audit_log_opts 
     return -1;
 }
 
+/* The etcd storage: the module beside this binary (STORAGE_ETCD_MODULE),
+ * loaded now and only now, so that a server on SQLite never maps gRPC's
+ * libraries. NULL with *err (malloc'd). */
+static storage *open_etcd(const char *servers, const etcd_tls *tls, char **err)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    char *slash = n > 0 ? (self[n] = 0, strrchr(self, '/')) : NULL;
+    if (!slash) {
+        ckube__set_err(err, "cannot find the directory of the ckube binary");
+        return NULL;
+    }
+    slash[1] = 0;
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s%s", self, STORAGE_ETCD_MODULE);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        ckube__set_err(err, "--storage etcd: cannot load %s: %s", path, dlerror());
+        return NULL;
+    }
+    storage_etcd_open_fn open_fn;
+    *(void **)&open_fn = dlsym(h, STORAGE_ETCD_OPEN_SYMBOL);
+    if (!open_fn) {
+        ckube__set_err(err, "--storage etcd: %s has no %s", path, STORAGE_ETCD_OPEN_SYMBOL);
+        dlclose(h);
+        return NULL;
+    }
+    /* the module stays loaded for the process's life: the storage's
+     * threads run its code until storage_close */
+    return open_fn(servers, tls, err);
+}
+
 int cmd_server(int argc, char **argv)
 {
     /* The server's out-of-memory policy (common/xalloc.h): allocation
@@ -521,6 +565,8 @@ int cmd_server(int argc, char **argv)
     char *sans[32];
     size_t nsans = 0;
     const char *audit_policy_file = NULL;
+    const char *etcd_servers = NULL;
+    etcd_tls etcd_files = {0};
     audit_log_opts audit_opts;
     audit_log_opts_init(&audit_opts);
     static const struct option opts[] = {
@@ -535,6 +581,10 @@ int cmd_server(int argc, char **argv)
         {"audit-log-batch-buffer-size", required_argument, NULL, OPT_AUDIT_BATCH_BUFFER_},
         {"audit-log-batch-max-size", required_argument, NULL, OPT_AUDIT_BATCH_MAX_},
         {"audit-log-version", required_argument, NULL, OPT_AUDIT_VERSION_},
+        {"etcd-servers", required_argument, NULL, OPT_ETCD_SERVERS_},
+        {"etcd-cafile", required_argument, NULL, OPT_ETCD_CAFILE_},
+        {"etcd-certfile", required_argument, NULL, OPT_ETCD_CERTFILE_},
+        {"etcd-keyfile", required_argument, NULL, OPT_ETCD_KEYFILE_},
 
         {"tls-cert-file", required_argument, NULL, 'T'},
         {"tls-private-key-file", required_argument, NULL, 'K'},
@@ -655,6 +705,18 @@ int cmd_server(int argc, char **argv)
         case 's':
             backend = optarg;
             break;
+        case OPT_ETCD_SERVERS_:
+            etcd_servers = optarg;
+            break;
+        case OPT_ETCD_CAFILE_:
+            etcd_files.ca_file = optarg;
+            break;
+        case OPT_ETCD_CERTFILE_:
+            etcd_files.cert_file = optarg;
+            break;
+        case OPT_ETCD_KEYFILE_:
+            etcd_files.key_file = optarg;
+            break;
         case 't':
             threads = atoi(optarg);
             break;
@@ -725,8 +787,14 @@ int cmd_server(int argc, char **argv)
         fprintf(stderr, "ckube server: --plain-http serves no TLS; it takes no TLS flags\n");
         return 2;
     }
-    if (strcmp(backend, "sqlite") && strcmp(backend, "memory")) {
-        fprintf(stderr, "ckube server: --storage must be sqlite or memory\n");
+    if (strcmp(backend, "sqlite") && strcmp(backend, "memory") && strcmp(backend, "etcd")) {
+        fprintf(stderr, "ckube server: --storage must be sqlite, memory or etcd\n");
+        return 2;
+    }
+    bool etcd = !strcmp(backend, "etcd");
+    if (etcd != (etcd_servers != NULL)) {
+        fprintf(stderr, etcd ? "ckube server: --storage etcd needs --etcd-servers\n"
+                             : "ckube server: --etcd-servers goes with --storage etcd\n");
         return 2;
     }
     if (mkdir_p(data_dir) != 0) {
@@ -792,10 +860,22 @@ int cmd_server(int argc, char **argv)
     }
     if (!apolicy)
         CKUBE_V(2, "No audit policy file provided, no events will be recorded for log backend");
+    storage *st = NULL;
+    if (etcd) {
+        char *why = NULL;
+        if (!(st = open_etcd(etcd_servers, &etcd_files, &why))) {
+            fprintf(stderr, "ckube server: %s\n", why ? why : "cannot open the etcd storage");
+            free(why);
+            audit_log_close(alog);
+            audit_policy_free(apolicy);
+            return 1;
+        }
+    }
     apiserver_config cfg = {
         .audit_policy = apolicy,
         .audit_log = alog,
-        .data_dir = strcmp(backend, "memory") ? data_dir : NULL,
+        .storage = st,
+        .data_dir = !strcmp(backend, "sqlite") ? data_dir : NULL,
         .listen_host = host,
         .port = port,
         .kubeconfig_path = kubeconfig,

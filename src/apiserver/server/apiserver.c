@@ -861,7 +861,9 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
         free(s);
         return NULL;
     }
-    s->st = cfg->data_dir ? storage_sqlite_open(cfg->data_dir, err) : storage_memory_open();
+    s->st = cfg->storage    ? cfg->storage
+            : cfg->data_dir ? storage_sqlite_open(cfg->data_dir, err)
+                            : storage_memory_open();
     if (!s->st) {
         registry_free(s->registry);
         free(s);

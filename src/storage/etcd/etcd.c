@@ -22,6 +22,8 @@
  * read in pages of RANGE_PAGE at the revision of its first page. */
 #include "storage/etcd/etcd.h"
 
+#include "storage/etcd/etcd_client.h"
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -7,17 +7,31 @@
  *
  * Keys pass through unchanged (the caller's prefix, "/registry/...", is
  * the etcd key). Not yet: upstream's key layout for built-in resources,
- * the compaction key shared between servers, TLS flags from the command
- * line (the client has them). */
+ * the compaction key shared between servers. */
 #ifndef CKUBE_STORAGE_ETCD_ETCD_H
 #define CKUBE_STORAGE_ETCD_ETCD_H
 
-#include "storage/etcd/etcd_client.h"
 #include "storage/storage.h"
 
-/* A backend on the etcd members of `endpoints` (etcd_client_new's
- * syntax; `tls` may be NULL). Checks that etcd answers (a Range within
- * 10 s) before returning. NULL with *err (malloc'd) otherwise. */
+/* kube-apiserver's --etcd-cafile, --etcd-certfile, --etcd-keyfile (PEM
+ * files; NULL = none). With any of them, or an https:// endpoint, the
+ * connection is TLS. */
+typedef struct etcd_tls {
+    const char *ca_file, *cert_file, *key_file;
+} etcd_tls;
+
+/* A backend on the etcd members of `endpoints` ("http://127.0.0.1:2379"
+ * or several, comma-separated, as --etcd-servers; `tls` may be NULL).
+ * Checks that etcd answers (a Range within 10 s) before returning. NULL
+ * with *err (malloc'd) otherwise. */
 storage *storage_etcd_open(const char *endpoints, const etcd_tls *tls, char **err);
+
+/* The backend is built as a module the server loads only when asked for
+ * etcd (gRPC's libraries would otherwise be mapped by every server):
+ * this file beside the `ckube` binary, and this function in it. This
+ * header needs nothing of gRPC, so the server can include it. */
+#define STORAGE_ETCD_MODULE "ckube-storage-etcd.so"
+#define STORAGE_ETCD_OPEN_SYMBOL "storage_etcd_open"
+typedef storage *(*storage_etcd_open_fn)(const char *endpoints, const etcd_tls *tls, char **err);
 
 #endif

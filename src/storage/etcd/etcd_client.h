@@ -21,6 +21,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "proto/etcd_rpc.pb-c.h"
+#include "storage/etcd/etcd.h"
 
 /* gRPC status codes the backend tells apart (grpc/status.h's values). */
 #define ETCD_GRPC_OK 0
@@ -37,12 +38,7 @@ typedef struct etcd_error {
     char message[256];
 } etcd_error;
 
-/* kube-apiserver's --etcd-cafile, --etcd-certfile, --etcd-keyfile (PEM
- * files; NULL = none). With any of them, or an https:// endpoint, the
- * channel is TLS. */
-typedef struct etcd_tls {
-    const char *ca_file, *cert_file, *key_file;
-} etcd_tls;
+/* etcd_tls: see etcd.h. */
 
 typedef struct etcd_client etcd_client;
 

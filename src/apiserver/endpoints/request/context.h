@@ -53,6 +53,9 @@ static inline size_t apiserver_decode_budget(size_t body_len)
 
 typedef struct apiserver_config {
     const char *data_dir;        /* SQLite directory; NULL: memory backend */
+    /* An opened store (the etcd module's, say), taken by the server and
+     * closed with it; NULL: data_dir says which built-in backend. */
+    struct storage *storage;
     const char *listen_host;     /* "127.0.0.1" */
     int port;                    /* 6443; 0 picks a free port */
     const char *kubeconfig_path; /* written when ready; NULL: none */

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# test_etcd_storage.sh - issue #23's first steps, as a user runs them:
+# `ckube server --storage etcd --etcd-servers URL` on a real etcd member
+# (loopback, data under the test's directory), then a second server on
+# the same etcd:
+#  - kubectl create/get/list/label/delete through the first server;
+#  - the resourceVersion is the etcd revision (etcd's JSON gateway says so);
+#  - the second server serves what the first wrote within a second, and
+#    its watch sees the first server's writes, and the other way round;
+#  - the first server restarted serves everything again from etcd;
+#  - bad flags: --storage etcd without --etcd-servers, --etcd-servers
+#    without it, a malformed list, an etcd that does not answer: a clear
+#    message and no server.
+source "$(dirname "$0")/lib.sh"
+command -v jq >/dev/null || fail "jq is required"
+ETCD=${CKUBE_ETCD_BIN:-/usr/bin/etcd}
+[ -x "$ETCD" ] || fail "$ETCD not found (install-deps installs etcd-server)"
+export HOME=$TMP/home
+mkdir -p "$HOME"
+free_port() { python3 "$SRC/tests/e2e/free_port.py"; }
+
+ETCD_PID= B_PID=
+stop_all() {
+    [ -z "$B_PID" ] || { kill -KILL "$B_PID" 2>/dev/null; wait "$B_PID" 2>/dev/null; }
+    [ -z "$ETCD_PID" ] || { kill -TERM "$ETCD_PID" 2>/dev/null; wait "$ETCD_PID" 2>/dev/null; }
+}
+trap 'rc=$?; set +e; stop_all; if [ $rc -ne 0 ]; then echo "---- etcd log"; tail -n 20 "$TMP/etcd.log"; echo "---- server B log"; tail -n 40 "$TMP/b.log"; fi >&2; (exit $rc); cleanup' EXIT
+
+CP=$(free_port)
+PP=$(free_port)
+ETCD_URL=http://127.0.0.1:$CP
+"$ETCD" --name e2e --data-dir "$TMP/etcd" --listen-client-urls "$ETCD_URL" \
+    --advertise-client-urls "$ETCD_URL" --listen-peer-urls "http://127.0.0.1:$PP" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$PP" \
+    --initial-cluster "e2e=http://127.0.0.1:$PP" --log-level warn >"$TMP/etcd.log" 2>&1 &
+ETCD_PID=$!
+wait_for curl -sf "$ETCD_URL/health"
+
+# ---- bad flags: a message, exit 2 (1 when etcd does not answer) --------
+expect_exit() { # CODE MESSAGE ARGS...
+    local want=$1 msg=$2 rc=0 out
+    shift 2
+    out=$("$CKUBE_BIN" server --data-dir "$TMP/bad" --listen 127.0.0.1:$(free_port) "$@" 2>&1) || rc=$?
+    expect_eq "$rc" "$want" "exit code of ckube server $*"
+    expect_contains "$out" "$msg" "message of ckube server $*"
+}
+expect_exit 2 "ckube server: --storage etcd needs --etcd-servers" --storage etcd
+expect_exit 2 "ckube server: --etcd-servers goes with --storage etcd" --etcd-servers "$ETCD_URL"
+expect_exit 2 "ckube server: --storage must be sqlite, memory or etcd" --storage etcdx
+expect_exit 1 'invalid --etcd-servers entry "127.0.0.1"' --storage etcd --etcd-servers 127.0.0.1
+DOWN=$(free_port)
+expect_exit 1 "etcd at http://127.0.0.1:$DOWN does not answer" --storage etcd \
+    --etcd-servers "http://127.0.0.1:$DOWN"
+
+# ---- server A -------------------------------------------------------------
+start_server --storage etcd --etcd-servers "$ETCD_URL" --controller-manager=false
+grep -q "etcd storage in" "$TMP/server.log" || fail "the server does not say it runs on etcd"
+KA=$KUBECONFIG
+k create configmap one --from-literal=a=1 >/dev/null
+k label configmap one tier=x >/dev/null
+rv=$(k get configmap one -o jsonpath='{.metadata.resourceVersion}')
+key=$(printf '/registry/core/configmaps/default/one' | base64 -w0)
+modrev=$(curl -sf "$ETCD_URL/v3/kv/range" -d "{\"key\":\"$key\"}" | jq -r '.kvs[0].mod_revision')
+expect_eq "$rv" "$modrev" "resourceVersion is the etcd revision"
+expect_eq "$(k get configmaps -l tier=x -o name)" "configmap/one" "a labelled list"
+
+# ---- server B on the same etcd ---------------------------------------------
+PB=$(free_port)
+"$CKUBE_BIN" server --data-dir "$TMP/b" --listen "127.0.0.1:$PB" --storage etcd \
+    --etcd-servers "$ETCD_URL" --controller-manager=false >"$TMP/b.log" 2>&1 &
+B_PID=$!
+for _ in $(seq 1 200); do [ -s "$TMP/b/kubeconfig" ] && break; sleep 0.05; done
+KB=$TMP/b/kubeconfig
+wait_for env KUBECONFIG="$KB" kubectl get --raw /readyz
+expect_eq "$(KUBECONFIG=$KB kubectl get configmap one -o jsonpath='{.data.a} {.metadata.resourceVersion}')" \
+    "1 $rv" "B serves what A wrote"
+# B's watch sees A's writes; A's sees B's
+KUBECONFIG=$KB timeout 6 kubectl get configmaps -w -o name >"$TMP/b.watch" 2>&1 &
+BW=$!
+KUBECONFIG=$KA timeout 6 kubectl get configmaps -w -o name >"$TMP/a.watch" 2>&1 &
+AW=$!
+sleep 1
+k create configmap from-a >/dev/null
+KUBECONFIG=$KB kubectl create configmap from-b >/dev/null
+seen() { grep -qx "configmap/$2" "$TMP/$1.watch"; }
+wait_for seen b from-a
+wait_for seen a from-b
+wait_for env KUBECONFIG="$KB" kubectl get configmap from-a
+KUBECONFIG=$KB kubectl delete configmap one >/dev/null
+for _ in $(seq 1 40); do kubectl get configmap one >/dev/null 2>&1 || break; sleep 0.05; done
+expect_contains "$(kfail get configmap one)" 'configmaps "one" not found' "A after B's delete"
+kill "$AW" "$BW" 2>/dev/null || true
+wait "$AW" "$BW" 2>/dev/null || true
+
+# ---- A restarted: everything from etcd -----------------------------------------
+stop_server || fail "server A did not stop cleanly"
+start_server --storage etcd --etcd-servers "$ETCD_URL" --controller-manager=false
+got=$(k get configmaps -n default -o name | sort | tr '\n' ' ')
+expect_eq "$got" "configmap/from-a configmap/from-b " "default's configmaps after a restart"
+stop_server || fail "server A did not stop cleanly"
+kill -TERM "$B_PID"
+wait "$B_PID" || fail "server B did not stop cleanly"
+B_PID=
+echo "PASS"
