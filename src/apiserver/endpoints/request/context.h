@@ -52,7 +52,7 @@ static inline size_t apiserver_decode_budget(size_t body_len)
 }
 
 typedef struct apiserver_config {
-    const char *data_dir;        /* SQLite directory; NULL: memory backend */
+    const char *data_dir; /* SQLite directory; NULL: memory backend */
     /* An opened store (the etcd module's, say), taken by the server and
      * closed with it; NULL: data_dir says which built-in backend. */
     struct storage *storage;
@@ -199,7 +199,7 @@ struct req_ctx {
     struct audit_req *audit;
     bool audit_keep_reply;
     json_t *audit_reply;
-    bool reported;     /* on_request_done has run (req_report) */
+    bool reported; /* on_request_done has run (req_report) */
 };
 
 /* What a PartialObjectMetadata request asked for (req_ctx.want_partial). */
