@@ -538,7 +538,8 @@ static storage *open_etcd(const char *servers, const etcd_tls *tls, char **err)
     }
     /* the module stays loaded for the process's life: the storage's
      * threads run its code until storage_close */
-    return open_fn(servers, tls, err);
+    /* upstream's --etcd-prefix default; ckube's keys all start with it */
+    return open_fn(servers, "/registry/", tls, err);
 }
 
 int cmd_server(int argc, char **argv)

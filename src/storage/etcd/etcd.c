@@ -49,7 +49,10 @@ typedef struct ewatcher ewatcher;
 typedef struct etcd_storage {
     storage base; /* first: the interface's handle */
     etcd_client *c;
-    pthread_mutex_t mu; /* guards everything below */
+    char *prefix, *prefix_end; /* the keyspace: [prefix, prefix_end) */
+    size_t prefix_len, prefix_end_len;
+    int64_t compact_time; /* under mu: compact_rev_key's version last seen */
+    pthread_mutex_t mu;   /* guards everything below */
     pthread_cond_t cv;
     storage_op *q_head, *q_tail; /* queued writes */
     size_t running;              /* writes being run by workers */
@@ -356,6 +359,8 @@ static int e_range(storage *st, const char *prefix, storage_range_fn fn, void *a
     etcd_storage *s = (etcd_storage *)st;
     if (!prefix || !fn)
         return STORAGE_ERR_INVALID;
+    if (!*prefix)
+        prefix = s->prefix; /* everything: the backend's keyspace */
     size_t plen = strlen(prefix);
     char *end = malloc(plen + 1), *from = NULL;
     if (!end)
@@ -410,7 +415,8 @@ static int64_t e_current_rev(storage *st)
 {
     etcd_storage *s = (etcd_storage *)st;
     Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
-    rq.key = bin("\0", 1);
+    rq.key = bin(s->prefix, s->prefix_len);
+    rq.range_end = bin(s->prefix_end, s->prefix_end_len);
     rq.count_only = true;
     rq.limit = 1;
     int rc = STORAGE_OK;
@@ -535,9 +541,10 @@ static int e_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg
     pthread_mutex_unlock(&s->mu);
     etcd_error err = {0};
     /* everything: from "\0" to the end of the keyspace */
-    /* prev_kv, as kube-apiserver's etcd3 watcher asks: a delete's event
-     * carries the key's create revision only there */
-    w->w = etcd_watch_start(s->c, "\0", 1, "\0", 1, from_rev + 1, true, true, on_events, w, &err);
+    /* the keyspace; prev_kv, as kube-apiserver's etcd3 watcher asks: a
+     * delete's event carries the key's create revision only there */
+    w->w = etcd_watch_start(s->c, s->prefix, s->prefix_len, s->prefix_end, s->prefix_end_len,
+                            from_rev + 1, true, true, on_events, w, &err);
     pthread_mutex_lock(&s->mu);
     if (!w->w) {
         w->state = -1;
@@ -553,13 +560,91 @@ static int e_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg
 
 /* ---- compaction ------------------------------------------------------------------------ */
 
+/* upstream's compactRevKey: its version counts the compactions */
+#define COMPACT_REV_KEY "compact_rev_key"
+
+/* kube-apiserver's etcd3 compact(): a Txn that puts compact_rev_key only
+ * if its version is still the one this server last saw. The server whose
+ * Txn succeeds compacts; the others learn the new version and leave it to
+ * them this round, so several servers on one etcd compact once per
+ * interval. 1: this server compacts; 0: another did; < 0: an error. */
+static int compact_elect(etcd_storage *s, int64_t rev)
+{
+    Ckube__Etcd__Compare cmp = CKUBE__ETCD__COMPARE__INIT;
+    cmp.key = bin(COMPACT_REV_KEY, strlen(COMPACT_REV_KEY));
+    cmp.target = CKUBE__ETCD__COMPARE__COMPARE_TARGET__VERSION;
+    cmp.result = CKUBE__ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+    cmp.target_union_case = CKUBE__ETCD__COMPARE__TARGET_UNION_VERSION;
+    pthread_mutex_lock(&s->mu);
+    cmp.version = s->compact_time;
+    pthread_mutex_unlock(&s->mu);
+    char val[24];
+    snprintf(val, sizeof val, "%" PRId64, rev);
+    Ckube__Etcd__PutRequest put = CKUBE__ETCD__PUT_REQUEST__INIT;
+    put.key = cmp.key;
+    put.value = bin(val, strlen(val));
+    Ckube__Etcd__RangeRequest get = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    get.key = cmp.key;
+    Ckube__Etcd__RequestOp then = CKUBE__ETCD__REQUEST_OP__INIT,
+                           els = CKUBE__ETCD__REQUEST_OP__INIT;
+    then.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
+    then.request_put = &put;
+    els.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    els.request_range = &get;
+    Ckube__Etcd__Compare *cmps[] = {&cmp};
+    Ckube__Etcd__RequestOp *thens[] = {&then}, *elses[] = {&els};
+    Ckube__Etcd__TxnRequest t = CKUBE__ETCD__TXN_REQUEST__INIT;
+    t.n_compare = 1;
+    t.compare = cmps;
+    t.n_success = 1;
+    t.success = thens;
+    t.n_failure = 1;
+    t.failure = elses;
+    ProtobufCMessage *m = NULL;
+    etcd_error err = {0};
+    if (etcd_call(s->c, KV_TXN, &t.base, &ckube__etcd__txn_response__descriptor, &m,
+                  CALL_TIMEOUT_MS, &err) != 0) {
+        CKUBE_ERROR("etcd: compaction election failed: %s", err.message);
+        return -1;
+    }
+    Ckube__Etcd__TxnResponse *r = (Ckube__Etcd__TxnResponse *)m;
+    int elected = r->succeeded ? 1 : 0;
+    pthread_mutex_lock(&s->mu);
+    if (elected) {
+        s->compact_time++;
+    } else if (r->n_responses &&
+               r->responses[0]->response_case ==
+                   CKUBE__ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE &&
+               r->responses[0]->response_range->n_kvs) {
+        s->compact_time = r->responses[0]->response_range->kvs[0]->version;
+    }
+    pthread_mutex_unlock(&s->mu);
+    protobuf_c_message_free_unpacked(m, NULL);
+    return elected;
+}
+
 static int e_compact(storage *st, int64_t rev)
 {
     etcd_storage *s = (etcd_storage *)st;
     if (rev < 0)
         return STORAGE_ERR_INVALID;
-    if (rev == 0)
-        return STORAGE_OK; /* nothing to forget */
+    pthread_mutex_lock(&s->mu);
+    bool done = rev <= s->compacted; /* nothing new to forget */
+    pthread_mutex_unlock(&s->mu);
+    if (done)
+        return STORAGE_OK;
+    int64_t cur = e_current_rev(st);
+    if (cur < 0)
+        return STORAGE_ERR_IO;
+    if (rev > cur)
+        return STORAGE_ERR_INVALID;
+    int elected = compact_elect(s, rev);
+    if (elected < 0)
+        return STORAGE_ERR_IO;
+    if (!elected) {
+        CKUBE_V(4, "etcd: another server compacts this round");
+        return STORAGE_OK;
+    }
     Ckube__Etcd__CompactionRequest rq = CKUBE__ETCD__COMPACTION_REQUEST__INIT;
     rq.revision = rev;
     ProtobufCMessage *m = NULL;
@@ -568,12 +653,14 @@ static int e_compact(storage *st, int64_t rev)
                   CALL_TIMEOUT_MS, &err) != 0) {
         if (err.code == ETCD_GRPC_OUT_OF_RANGE && strstr(err.message, "future revision"))
             return STORAGE_ERR_INVALID;
-        if (err.code == ETCD_GRPC_OUT_OF_RANGE) /* compacted already: a no-op */
-            return STORAGE_OK;
-        CKUBE_ERROR("etcd: compaction at %" PRId64 " failed: %s", rev, err.message);
-        return STORAGE_ERR_IO;
+        if (err.code != ETCD_GRPC_OUT_OF_RANGE) { /* OUT_OF_RANGE: compacted already */
+            CKUBE_ERROR("etcd: compaction at %" PRId64 " failed: %s", rev, err.message);
+            return STORAGE_ERR_IO;
+        }
     }
-    protobuf_c_message_free_unpacked(m, NULL);
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    CKUBE_V(4, "etcd: compacted rev (%" PRId64 ")", rev);
     pthread_mutex_lock(&s->mu);
     if (rev > s->compacted)
         s->compacted = rev;
@@ -625,6 +712,8 @@ static void e_close(storage *st)
         ws = next;
     }
     etcd_client_free(s->c);
+    free(s->prefix);
+    free(s->prefix_end);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -643,14 +732,19 @@ static const struct storage_backend_ops ETCD_OPS = {
     .stats = e_stats,
 };
 
-storage *storage_etcd_open(const char *endpoints, const etcd_tls *tls, char **err)
+storage *storage_etcd_open(const char *endpoints, const char *prefix, const etcd_tls *tls,
+                           char **err)
 {
+    if (!prefix || !*prefix) {
+        ckube__set_err(err, "the etcd key prefix may not be empty");
+        return NULL;
+    }
     etcd_client *c = etcd_client_new(endpoints, tls, err);
     if (!c)
         return NULL;
     /* etcd answers, or the server does not start */
     Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
-    rq.key = bin("\0", 1);
+    rq.key = bin(prefix, strlen(prefix));
     rq.count_only = true;
     ProtobufCMessage *m = NULL;
     etcd_error e = {0};
@@ -669,6 +763,12 @@ storage *storage_etcd_open(const char *endpoints, const etcd_tls *tls, char **er
     }
     s->base.ops = &ETCD_OPS;
     s->c = c;
+    s->prefix_len = strlen(prefix);
+    s->prefix = strdup(prefix);
+    s->prefix_end = malloc(s->prefix_len + 1);
+    if (!s->prefix || !s->prefix_end)
+        xalloc_die();
+    s->prefix_end_len = prefix_end(prefix, s->prefix_len, s->prefix_end);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     for (int i = 0; i < WORKERS; i++) {

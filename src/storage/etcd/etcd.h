@@ -6,8 +6,9 @@
  * from a revision, compaction is etcd's.
  *
  * Keys pass through unchanged (the caller's prefix, "/registry/...", is
- * the etcd key). Not yet: upstream's key layout for built-in resources,
- * the compaction key shared between servers. */
+ * the etcd key). Compaction is upstream's: a compare-and-swap on the
+ * version of the key "compact_rev_key" elects one server per interval to
+ * compact. Not yet: upstream's key layout for built-in resources. */
 #ifndef CKUBE_STORAGE_ETCD_ETCD_H
 #define CKUBE_STORAGE_ETCD_ETCD_H
 
@@ -21,10 +22,14 @@ typedef struct etcd_tls {
 } etcd_tls;
 
 /* A backend on the etcd members of `endpoints` ("http://127.0.0.1:2379"
- * or several, comma-separated, as --etcd-servers; `tls` may be NULL).
- * Checks that etcd answers (a Range within 10 s) before returning. NULL
- * with *err (malloc'd) otherwise. */
-storage *storage_etcd_open(const char *endpoints, const etcd_tls *tls, char **err);
+ * or several, comma-separated, as --etcd-servers; `tls` may be NULL),
+ * whose keys all start with `prefix` ("/registry/"): a range of "" and
+ * every watch cover that prefix alone, so keys beside it (upstream's
+ * "compact_rev_key", another program's) never reach the server. Checks
+ * that etcd answers (a Range within 10 s) before returning. NULL with
+ * *err (malloc'd) otherwise. */
+storage *storage_etcd_open(const char *endpoints, const char *prefix, const etcd_tls *tls,
+                           char **err);
 
 /* The backend is built as a module the server loads only when asked for
  * etcd (gRPC's libraries would otherwise be mapped by every server):
@@ -32,6 +37,7 @@ storage *storage_etcd_open(const char *endpoints, const etcd_tls *tls, char **er
  * header needs nothing of gRPC, so the server can include it. */
 #define STORAGE_ETCD_MODULE "ckube-storage-etcd.so"
 #define STORAGE_ETCD_OPEN_SYMBOL "storage_etcd_open"
-typedef storage *(*storage_etcd_open_fn)(const char *endpoints, const etcd_tls *tls, char **err);
+typedef storage *(*storage_etcd_open_fn)(const char *endpoints, const char *prefix,
+                                         const etcd_tls *tls, char **err);
 
 #endif

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "storage/etcd/etcd.h"
 #include "storage/etcd/etcd_client.h"
 #include "util/etcd_util.h"
 
@@ -287,6 +288,13 @@ static void test_watch(void **state)
     assert_int_equal(s.end.code, ETCD_GRPC_CANCELLED);
 }
 
+static int count_kv(void *arg, const storage_kv *kv)
+{
+    (void)kv;
+    (*(int *)arg)++;
+    return 0;
+}
+
 /* One channel, many callers at once. */
 static void *putter(void *p)
 {
@@ -317,6 +325,50 @@ static void test_concurrent_calls(void **state)
         0);
     assert_int_equal(((Ckube__Etcd__RangeResponse *)m)->count, 400);
     protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* Two servers' backends on one etcd compact as kube-apiserver's do: a
+ * compare-and-swap on compact_rev_key's version elects one per round;
+ * the other learns the new version and takes its turn next round. */
+static void test_compaction_election(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    storage *s1 = storage_etcd_open(ETCD.url, "/cmp/", NULL, &err);
+    storage *s2 = storage_etcd_open(ETCD.url, "/cmp/", NULL, &err);
+    assert_non_null(s1);
+    assert_non_null(s2);
+    put("/cmp/a", "1");
+    int64_t r1 = put("/cmp/a", "2");
+    /* round 1: both try; the first is elected and compacts */
+    assert_int_equal(storage_compact(s1, r1), STORAGE_OK);
+    assert_int_equal(storage_compacted_rev(s1), r1);
+    assert_int_equal(storage_compact(s2, r1), STORAGE_OK);
+    assert_int_equal(storage_compacted_rev(s2), 0); /* not its turn */
+    etcd_error e = {0};
+    Ckube__Etcd__RangeResponse *r = get("compact_rev_key", 0, &e);
+    assert_non_null(r);
+    assert_int_equal(r->kvs[0]->version, 1);
+    char want[24];
+    snprintf(want, sizeof want, "%lld", (long long)r1);
+    assert_int_equal(r->kvs[0]->value.len, strlen(want));
+    assert_memory_equal(r->kvs[0]->value.data, want, strlen(want));
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    assert_null(get("/cmp/a", r1 - 1, &e)); /* history before r1 is gone */
+    assert_int_equal(e.code, ETCD_GRPC_OUT_OF_RANGE);
+    /* round 2: s2 now knows the version and wins; s1 does not */
+    int64_t r2 = put("/cmp/a", "3");
+    assert_int_equal(storage_compact(s2, r2), STORAGE_OK);
+    assert_int_equal(storage_compacted_rev(s2), r2);
+    assert_int_equal(storage_compact(s1, r2 + 1), STORAGE_OK);
+    assert_int_equal(storage_compacted_rev(s1), r1);
+    /* the election's key is outside the backends' keys: a range of
+     * everything does not hold it */
+    int n = 0;
+    assert_int_equal(storage_range(s1, "", count_kv, &n, NULL), STORAGE_OK);
+    assert_int_equal(n, 1);
+    storage_close(s1);
+    storage_close(s2);
 }
 
 /* Last: stops the member and starts it again. */
@@ -372,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_delete_and_compact),
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_concurrent_calls),
+        cmocka_unit_test(test_compaction_election),
         cmocka_unit_test(test_member_down_and_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
