@@ -80,6 +80,10 @@ static void server_usage(FILE *f)
                "  --etcd-servers URL,...    etcd members (with --storage etcd)\n"
                "  --etcd-cafile, --etcd-certfile, --etcd-keyfile PATH\n"
                "                            TLS to etcd\n"
+               "  --etcd-compaction-interval D\n"
+               "                            compact the storage's history every D (default\n"
+               "                            5m; 0 = never), to the revision seen D before; on\n"
+               "                            etcd one server per round, as kube-apiserver\n"
                "  --http-threads N          HTTP event loops (default: CPUs, at most 4)\n"
                "  --watch-cache-size N      recent events kept per resource (default 4096):\n"
                "                            how far back a watch resumes, a paginated list\n"
@@ -440,6 +444,7 @@ enum {
     OPT_ETCD_CAFILE_,
     OPT_ETCD_CERTFILE_,
     OPT_ETCD_KEYFILE_,
+    OPT_ETCD_COMPACTION_,
 };
 
 /* A non-negative int flag value, or -1 (said on stderr). */
@@ -567,6 +572,7 @@ int cmd_server(int argc, char **argv)
     size_t nsans = 0;
     const char *audit_policy_file = NULL;
     const char *etcd_servers = NULL;
+    int64_t compaction_ns = 300 * 1000000000ll; /* upstream's 5m */
     etcd_tls etcd_files = {0};
     audit_log_opts audit_opts;
     audit_log_opts_init(&audit_opts);
@@ -586,6 +592,7 @@ int cmd_server(int argc, char **argv)
         {"etcd-cafile", required_argument, NULL, OPT_ETCD_CAFILE_},
         {"etcd-certfile", required_argument, NULL, OPT_ETCD_CERTFILE_},
         {"etcd-keyfile", required_argument, NULL, OPT_ETCD_KEYFILE_},
+        {"etcd-compaction-interval", required_argument, NULL, OPT_ETCD_COMPACTION_},
 
         {"tls-cert-file", required_argument, NULL, 'T'},
         {"tls-private-key-file", required_argument, NULL, 'K'},
@@ -717,6 +724,16 @@ int cmd_server(int argc, char **argv)
             break;
         case OPT_ETCD_KEYFILE_:
             etcd_files.key_file = optarg;
+            break;
+        case OPT_ETCD_COMPACTION_:
+            compaction_ns = parse_delay(optarg);
+            if (compaction_ns < 0 || (compaction_ns && compaction_ns < 1000000000ll)) {
+                fprintf(stderr,
+                        "ckube server: --etcd-compaction-interval wants 0 (off) or a duration "
+                        "from 1s to 1h (\"5m\"), got \"%s\"\n",
+                        optarg);
+                return 2;
+            }
             break;
         case 't':
             threads = atoi(optarg);
@@ -876,6 +893,8 @@ int cmd_server(int argc, char **argv)
         .audit_policy = apolicy,
         .audit_log = alog,
         .storage = st,
+        .compact_interval = (unsigned)(compaction_ns / 1000000000ll),
+        .no_compaction = compaction_ns == 0,
         .data_dir = !strcmp(backend, "sqlite") ? data_dir : NULL,
         .listen_host = host,
         .port = port,

@@ -8,6 +8,10 @@
 #  - the second server serves what the first wrote within a second, and
 #    its watch sees the first server's writes, and the other way round;
 #  - the first server restarted serves everything again from etcd;
+#  - with --etcd-compaction-interval 1s the servers compact etcd as
+#    kube-apiserver does: compact_rev_key appears and counts the rounds,
+#    and etcd's history before it is gone (a range at an old revision is
+#    refused); with 0 nothing is compacted;
 #  - bad flags: --storage etcd without --etcd-servers, --etcd-servers
 #    without it, a malformed list, an etcd that does not answer: a clear
 #    message and no server.
@@ -47,6 +51,8 @@ expect_exit() { # CODE MESSAGE ARGS...
 expect_exit 2 "ckube server: --storage etcd needs --etcd-servers" --storage etcd
 expect_exit 2 "ckube server: --etcd-servers goes with --storage etcd" --etcd-servers "$ETCD_URL"
 expect_exit 2 "ckube server: --storage must be sqlite, memory or etcd" --storage etcdx
+expect_exit 2 'ckube server: --etcd-compaction-interval wants 0 (off) or a duration from 1s to 1h ("5m"), got "soon"' \
+    --etcd-compaction-interval soon
 expect_exit 1 'invalid --etcd-servers entry "127.0.0.1"' --storage etcd --etcd-servers 127.0.0.1
 DOWN=$(free_port)
 expect_exit 1 "etcd at http://127.0.0.1:$DOWN does not answer" --storage etcd \
@@ -92,11 +98,28 @@ expect_contains "$(kfail get configmap one)" 'configmaps "one" not found' "A aft
 kill "$AW" "$BW" 2>/dev/null || true
 wait "$AW" "$BW" 2>/dev/null || true
 
-# ---- A restarted: everything from etcd -----------------------------------------
+# ---- A restarted: everything from etcd; compaction every second ----------------
+gw_key() { printf '%s' "$1" | base64 -w0; }
+compact_version() {
+    curl -sf "$ETCD_URL/v3/kv/range" -d "{\"key\":\"$(gw_key compact_rev_key)\"}" |
+        jq -r '.kvs[0].version // "0"'
+}
+expect_eq "$(compact_version)" 0 "no compaction at the default 5m interval yet"
 stop_server || fail "server A did not stop cleanly"
-start_server --storage etcd --etcd-servers "$ETCD_URL" --controller-manager=false
+start_server --storage etcd --etcd-servers "$ETCD_URL" --controller-manager=false \
+    --etcd-compaction-interval 1s
 got=$(k get configmaps -n default -o name | sort | tr '\n' ' ')
 expect_eq "$got" "configmap/from-a configmap/from-b " "default's configmaps after a restart"
+old_rev=$rv
+k create configmap after-restart >/dev/null
+compacted() { [ "$(compact_version)" -ge 1 ] &&
+    curl -s "$ETCD_URL/v3/kv/range" -d "{\"key\":\"$(gw_key /registry/x)\",\"revision\":$old_rev}" |
+        grep -q "required revision has been compacted"; }
+for _ in $(seq 1 100); do compacted && break; sleep 0.1; done
+compacted || fail "etcd was not compacted past revision $old_rev within 10 s (compact_rev_key version $(compact_version))"
+# the server still serves everything, and writes
+expect_eq "$(k get configmap from-a -o name)" "configmap/from-a" "a read after compaction"
+k create configmap after-compaction >/dev/null
 stop_server || fail "server A did not stop cleanly"
 kill -TERM "$B_PID"
 wait "$B_PID" || fail "server B did not stop cleanly"

@@ -973,7 +973,7 @@ int apiserver_start(apiserver *s, char **err)
     }
     for (int i = 0; i < s->nloops; i++)
         pthread_create(&s->loops[i].thread, NULL, loop_main, &s->loops[i]);
-    s->compactor = compactor_start(s->st, s->cfg.compact_interval);
+    s->compactor = s->cfg.no_compaction ? NULL : compactor_start(s->st, s->cfg.compact_interval);
     return 0;
 }
 

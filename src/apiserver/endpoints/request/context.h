@@ -62,6 +62,7 @@ typedef struct apiserver_config {
     int nloops;                  /* HTTP threads; 0: number of CPUs (max 4) */
     size_t watch_ring;           /* events kept per resource; 0: default */
     unsigned compact_interval;   /* seconds between compactions; 0: 300 */
+    bool no_compaction;          /* --etcd-compaction-interval 0: none */
     /* HTTPS (PEM files, reloaded when they change: httpd/tls.h): the
      * serving certificate and key, and the CAs client certificates are
      * verified against: the user's and the cluster's own (either NULL).
