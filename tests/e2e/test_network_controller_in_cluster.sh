@@ -196,10 +196,14 @@ kubectl delete network example-network --wait=false >/dev/null
 wait_actual default/example-network ""
 wait_gone network example-network
 # (web-net is the garbage collector's once Deployment web goes; the
-# controller then removes its network and finalizer)
+# controller then removes its network and finalizer. The collector finds
+# the CRD's resource at its next discovery resync, which under
+# ThreadSanitizer can take most of a minute: as network_walkthrough.sh,
+# allow 45 s)
 kubectl delete deployment web >/dev/null
-wait_actual default/web-net ""
+for _ in $(seq 1 450); do kubectl get network web-net >/dev/null 2>&1 || break; sleep 0.1; done
 wait_gone network web-net
+wait_actual default/web-net ""
 expect_eq "$(refusals)" 0 "403s for $SA_USER with the manifests' RBAC: $(grep -F "$SA_USER" "$TMP/server.log" | tail -n 3)"
 grep -qi forbidden "$CTL_LOG" && fail "forbidden in the controller's log: $(grep -i forbidden "$CTL_LOG" | head -n 3)"
 kill -0 "$CTL_PID" || fail "the controller exited"
