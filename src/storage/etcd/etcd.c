@@ -51,9 +51,10 @@ typedef struct etcd_storage {
     etcd_client *c;
     char *prefix, *prefix_end; /* the keyspace: [prefix, prefix_end) */
     size_t prefix_len, prefix_end_len;
-    int64_t compact_time; /* under mu: compact_rev_key's version last seen */
-    pthread_mutex_t mu;   /* guards everything below */
-    pthread_cond_t cv;
+    int64_t compact_time;        /* under mu: compact_rev_key's version last seen */
+    pthread_mutex_t mu;          /* guards everything below */
+    pthread_cond_t cv;           /* state changes: watchers, close, finished writes */
+    pthread_cond_t work_cv;      /* the queue: only the workers wait on it */
     storage_op *q_head, *q_tail; /* queued writes */
     size_t running;              /* writes being run by workers */
     storage_op *pending;         /* written, waiting for the watchers; by rev */
@@ -244,7 +245,7 @@ static void *worker_main(void *p)
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->q_head && !s->closing)
-            pthread_cond_wait(&s->cv, &s->mu);
+            pthread_cond_wait(&s->work_cv, &s->mu);
         if (!s->q_head)
             break; /* closing and nothing queued */
         storage_op *op = s->q_head;
@@ -296,7 +297,7 @@ static int e_submit(storage *st, storage_op *op)
     else
         s->q_head = op;
     s->q_tail = op;
-    pthread_cond_signal(&s->cv);
+    pthread_cond_signal(&s->work_cv); /* a worker: only they wait there */
     pthread_mutex_unlock(&s->mu);
     return STORAGE_OK;
 }
@@ -698,6 +699,7 @@ static void e_close(storage *st)
         pthread_cond_wait(&s->cv, &s->mu);
     s->closing = true;
     pthread_cond_broadcast(&s->cv);
+    pthread_cond_broadcast(&s->work_cv);
     ewatcher *ws = s->watchers;
     s->watchers = NULL;
     storage_op *ready = take_releasable(s);
@@ -716,6 +718,7 @@ static void e_close(storage *st)
     free(s->prefix_end);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->work_cv);
     free(s);
 }
 
@@ -771,6 +774,7 @@ storage *storage_etcd_open(const char *endpoints, const char *prefix, const etcd
     s->prefix_end_len = prefix_end(prefix, s->prefix_len, s->prefix_end);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
     for (int i = 0; i < WORKERS; i++) {
         if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0)
             xalloc_die(); /* no thread: as out of memory */
