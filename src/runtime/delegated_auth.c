@@ -113,6 +113,12 @@ static bool has_group(const delegated_user *u, const char *g)
     return false;
 }
 
+/* upstream's AuthenticatedGroupAdder: system:authenticated, once. */
+static int add_authenticated(delegated_user *u)
+{
+    return has_group(u, GROUP_AUTHENTICATED) ? 0 : add_group(u, GROUP_AUTHENTICATED);
+}
+
 static int user_copy(delegated_user *dst, const delegated_user *src)
 {
     memset(dst, 0, sizeof *dst);
@@ -155,9 +161,8 @@ int delegated_user_from_cert(X509 *x, delegated_user *out)
         if (rc != 0)
             goto fail;
     }
-    if (!has_group(out, GROUP_AUTHENTICATED) && add_group(out, GROUP_AUTHENTICATED) != 0)
-        goto fail;
-    return 0;
+    if (add_authenticated(out) == 0)
+        return 0;
 fail:
     delegated_user_clear(out);
     return -1;
@@ -184,9 +189,8 @@ int delegated_user_from_token_review(const json_t *tr, delegated_user *out)
     const json_t *extra = json_object_get(user, "extra");
     if (json_is_object(extra) && json_object_size(extra) && !(out->extra = json_deep_copy(extra)))
         goto fail;
-    if (!has_group(out, GROUP_AUTHENTICATED) && add_group(out, GROUP_AUTHENTICATED) != 0)
-        goto fail;
-    return 0;
+    if (add_authenticated(out) == 0)
+        return 0;
 fail:
     delegated_user_clear(out);
     return -1;

@@ -108,6 +108,34 @@ static int map_error(const etcd_error *e)
 
 /* ---- writes ---------------------------------------------------------------------- */
 
+/* One Txn of the shape every conditional write here has, as the etcd3
+ * store's: If(cmp) Then `then` Else Range(cmp's key), so a failed
+ * comparison reads the key back in the same transaction. The answer, or
+ * NULL with *err. */
+static Ckube__Etcd__TxnResponse *txn_or_get(etcd_storage *s, Ckube__Etcd__Compare *cmp,
+                                            Ckube__Etcd__RequestOp *then, etcd_error *err)
+{
+    Ckube__Etcd__RangeRequest get = CKUBE__ETCD__RANGE_REQUEST__INIT;
+    get.key = cmp->key;
+    Ckube__Etcd__RequestOp els = CKUBE__ETCD__REQUEST_OP__INIT;
+    els.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    els.request_range = &get;
+    Ckube__Etcd__Compare *cmps[] = {cmp};
+    Ckube__Etcd__RequestOp *thens[] = {then}, *elses[] = {&els};
+    Ckube__Etcd__TxnRequest t = CKUBE__ETCD__TXN_REQUEST__INIT;
+    t.n_compare = 1;
+    t.compare = cmps;
+    t.n_success = 1;
+    t.success = thens;
+    t.n_failure = 1;
+    t.failure = elses;
+    ProtobufCMessage *m = NULL;
+    if (etcd_call(s->c, KV_TXN, &t.base, &ckube__etcd__txn_response__descriptor, &m,
+                  CALL_TIMEOUT_MS, err) != 0)
+        return NULL;
+    return (Ckube__Etcd__TxnResponse *)m;
+}
+
 /* The write's Txn and its outcome in op's result fields. */
 static void run_write(etcd_storage *s, storage_op *op)
 {
@@ -141,30 +169,13 @@ static void run_write(etcd_storage *s, storage_op *op)
         then.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
         then.request_put = &put;
     }
-    Ckube__Etcd__RangeRequest get = CKUBE__ETCD__RANGE_REQUEST__INIT;
-    get.key = cmp.key;
-    Ckube__Etcd__RequestOp els = CKUBE__ETCD__REQUEST_OP__INIT;
-    els.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
-    els.request_range = &get;
-    Ckube__Etcd__Compare *cmps[] = {&cmp};
-    Ckube__Etcd__RequestOp *thens[] = {&then}, *elses[] = {&els};
-    Ckube__Etcd__TxnRequest t = CKUBE__ETCD__TXN_REQUEST__INIT;
-    t.n_compare = 1;
-    t.compare = cmps;
-    t.n_success = 1;
-    t.success = thens;
-    t.n_failure = 1;
-    t.failure = elses;
-
-    ProtobufCMessage *m = NULL;
     etcd_error err = {0};
-    if (etcd_call(s->c, KV_TXN, &t.base, &ckube__etcd__txn_response__descriptor, &m,
-                  CALL_TIMEOUT_MS, &err) != 0) {
+    Ckube__Etcd__TxnResponse *r = txn_or_get(s, &cmp, &then, &err);
+    if (!r) {
         CKUBE_ERROR("etcd: transaction on %s failed: %s", op->key, err.message);
         op->result = STORAGE_ERR_IO;
         return;
     }
-    Ckube__Etcd__TxnResponse *r = (Ckube__Etcd__TxnResponse *)m;
     Ckube__Etcd__ResponseOp *ro = r->n_responses ? r->responses[0] : NULL;
     if (r->succeeded) {
         op->result = STORAGE_OK;
@@ -188,7 +199,7 @@ static void run_write(etcd_storage *s, storage_op *op)
                      : exists                      ? STORAGE_ERR_CONFLICT
                                                    : STORAGE_ERR_NOT_FOUND;
     }
-    protobuf_c_message_free_unpacked(m, NULL);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
 /* The newest revision every watcher has delivered (INT64_MAX: none).
@@ -584,31 +595,15 @@ static int compact_elect(etcd_storage *s, int64_t rev)
     Ckube__Etcd__PutRequest put = CKUBE__ETCD__PUT_REQUEST__INIT;
     put.key = cmp.key;
     put.value = bin(val, strlen(val));
-    Ckube__Etcd__RangeRequest get = CKUBE__ETCD__RANGE_REQUEST__INIT;
-    get.key = cmp.key;
-    Ckube__Etcd__RequestOp then = CKUBE__ETCD__REQUEST_OP__INIT,
-                           els = CKUBE__ETCD__REQUEST_OP__INIT;
+    Ckube__Etcd__RequestOp then = CKUBE__ETCD__REQUEST_OP__INIT;
     then.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
     then.request_put = &put;
-    els.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_RANGE;
-    els.request_range = &get;
-    Ckube__Etcd__Compare *cmps[] = {&cmp};
-    Ckube__Etcd__RequestOp *thens[] = {&then}, *elses[] = {&els};
-    Ckube__Etcd__TxnRequest t = CKUBE__ETCD__TXN_REQUEST__INIT;
-    t.n_compare = 1;
-    t.compare = cmps;
-    t.n_success = 1;
-    t.success = thens;
-    t.n_failure = 1;
-    t.failure = elses;
-    ProtobufCMessage *m = NULL;
     etcd_error err = {0};
-    if (etcd_call(s->c, KV_TXN, &t.base, &ckube__etcd__txn_response__descriptor, &m,
-                  CALL_TIMEOUT_MS, &err) != 0) {
+    Ckube__Etcd__TxnResponse *r = txn_or_get(s, &cmp, &then, &err);
+    if (!r) {
         CKUBE_ERROR("etcd: compaction election failed: %s", err.message);
         return -1;
     }
-    Ckube__Etcd__TxnResponse *r = (Ckube__Etcd__TxnResponse *)m;
     int elected = r->succeeded ? 1 : 0;
     pthread_mutex_lock(&s->mu);
     if (elected) {
@@ -620,7 +615,7 @@ static int compact_elect(etcd_storage *s, int64_t rev)
         s->compact_time = r->responses[0]->response_range->kvs[0]->version;
     }
     pthread_mutex_unlock(&s->mu);
-    protobuf_c_message_free_unpacked(m, NULL);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
     return elected;
 }
 
