@@ -65,15 +65,23 @@ typedef struct etcd_storage {
     atomic_uint_fast64_t ops, failed;
 } etcd_storage;
 
+/* A storage watch: an etcd watch stream, restarted by its supervisor
+ * thread from the last delivered revision when it breaks (a member
+ * restarting, a connection lost), so that events are neither lost nor
+ * repeated. States (under s->mu): */
+enum { W_DEAD = -1, W_STARTING = 0, W_RUNNING = 1, W_BROKEN = 2 };
+
 struct ewatcher {
     ewatcher *next;
     etcd_storage *s;
-    etcd_watch *w;
+    etcd_watch *w; /* under s->mu */
+    pthread_t sup; /* the supervisor, once the first stream runs */
+    bool has_sup;
     storage_watch_fn fn;
     void *arg;
     int64_t delivered; /* under s->mu: the newest revision handed to fn */
-    int state;         /* under s->mu: 0 starting, 1 created, -1 refused/ended */
-    int error;         /* under s->mu: why it was refused */
+    int state;         /* under s->mu: W_* */
+    int error;         /* under s->mu: why it was refused or ended */
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -448,14 +456,22 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
     etcd_storage *s = w->s;
     if (!r) {
         pthread_mutex_lock(&s->mu);
-        if (w->state == 0)
+        bool lost = w->state == W_RUNNING && !s->closing && err && err->code != ETCD_GRPC_CANCELLED;
+        if (w->state == W_STARTING)
             w->error = STORAGE_ERR_IO;
-        w->state = -1;
-        storage_op *ready = take_releasable(s); /* it no longer holds them back */
+        if (lost) {
+            w->state = W_BROKEN; /* its supervisor starts another stream */
+        } else if (w->state != W_BROKEN) {
+            w->state = W_DEAD;
+        }
+        /* a dead watcher no longer holds writes back; a broken one does
+         * until its stream is back, so that no done overtakes its event */
+        storage_op *ready = take_releasable(s);
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
-        if (err && err->code != ETCD_GRPC_CANCELLED)
-            CKUBE_ERROR("etcd: watch ended: %s", err->message);
+        if (lost)
+            CKUBE_ERROR("etcd: watch stream lost (%s); resuming from revision %" PRId64,
+                        err->message, w->delivered + 1);
         run_dones(s, ready);
         return;
     }
@@ -464,9 +480,10 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
         w->error = r->compact_revision ? STORAGE_ERR_COMPACTED : STORAGE_ERR_IO;
         if (r->compact_revision > s->compacted)
             s->compacted = r->compact_revision - 1;
-        if (w->state == 1)
-            CKUBE_ERROR("etcd: watch canceled: %s", r->cancel_reason ? r->cancel_reason : "");
-        w->state = -1;
+        if (w->state == W_RUNNING)
+            CKUBE_ERROR("etcd: watch canceled: %s%s", r->cancel_reason ? r->cancel_reason : "",
+                        r->compact_revision ? " (compacted: the cache cannot follow)" : "");
+        w->state = W_DEAD;
         storage_op *ready = take_releasable(s);
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
@@ -500,16 +517,74 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
         free(ev);
     }
     pthread_mutex_lock(&s->mu);
-    if (r->created && w->state == 0)
-        w->state = 1;
-    int64_t rev = r->n_events ? r->events[r->n_events - 1]->kv->mod_revision
-                              : (r->header ? r->header->revision : 0);
+    if (r->created && w->state == W_STARTING)
+        w->state = W_RUNNING;
+    /* a progress notification says everything up to its header revision
+     * has been sent; a creation answer does not (the replay follows) */
+    int64_t rev = r->n_events                ? r->events[r->n_events - 1]->kv->mod_revision
+                  : !r->created && r->header ? r->header->revision
+                                             : 0;
     if (rev > w->delivered)
         w->delivered = rev;
     storage_op *ready = take_releasable(s);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     run_dones(s, ready);
+}
+
+/* Waits (s->mu held) up to `sec` seconds or until the store closes. */
+static void pause_unless_closing(etcd_storage *s, int sec)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += sec;
+    while (!s->closing && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0) {
+    }
+}
+
+/* A watcher's supervisor: when its stream breaks, starts another from the
+ * revision after the last delivered, once a second until one runs. */
+static void *supervisor_main(void *p)
+{
+    ewatcher *w = p;
+    etcd_storage *s = w->s;
+    pthread_setname_np(pthread_self(), "ckube-etcd-sup");
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (w->state == W_RUNNING && !s->closing)
+            pthread_cond_wait(&s->cv, &s->mu);
+        etcd_watch *old = w->w;
+        w->w = NULL;
+        bool resume = w->state == W_BROKEN && !s->closing;
+        pthread_mutex_unlock(&s->mu);
+        etcd_watch_stop(old); /* joins its thread (ended, or cancelled now) */
+        pthread_mutex_lock(&s->mu);
+        if (!resume)
+            break;
+        pause_unless_closing(s, 1);
+        if (s->closing)
+            break;
+        int64_t from = w->delivered;
+        w->state = W_RUNNING;
+        pthread_mutex_unlock(&s->mu);
+        etcd_error err = {0};
+        etcd_watch *nw =
+            etcd_watch_start(s->c, s->prefix, s->prefix_len, s->prefix_end, s->prefix_end_len,
+                             from + 1, true, true, on_events, w, &err);
+        pthread_mutex_lock(&s->mu);
+        if (!nw) {
+            if (w->state == W_RUNNING)
+                w->state = W_BROKEN; /* try again in a second */
+            continue;
+        }
+        w->w = nw;
+        CKUBE_INFO("etcd: watch resumed from revision %" PRId64, from + 1);
+    }
+    if (w->state != W_DEAD)
+        w->state = W_DEAD;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
 }
 
 static int e_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg)
@@ -559,15 +634,17 @@ static int e_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg
                             from_rev + 1, true, true, on_events, w, &err);
     pthread_mutex_lock(&s->mu);
     if (!w->w) {
-        w->state = -1;
+        w->state = W_DEAD;
         w->error = STORAGE_ERR_IO;
         CKUBE_ERROR("etcd: cannot watch: %s", err.message);
     }
-    while (w->state == 0)
+    while (w->state == W_STARTING)
         pthread_cond_wait(&s->cv, &s->mu);
-    int rc = w->state == 1 ? STORAGE_OK : w->error ? w->error : STORAGE_ERR_IO;
+    int rc = w->state == W_RUNNING ? STORAGE_OK : w->error ? w->error : STORAGE_ERR_IO;
+    if (rc == STORAGE_OK && pthread_create(&w->sup, NULL, supervisor_main, w) == 0)
+        w->has_sup = true;
     pthread_mutex_unlock(&s->mu);
-    return rc; /* a refused watcher stays listed (state -1) until close */
+    return rc; /* a refused watcher stays listed (W_DEAD) until close */
 }
 
 /* ---- compaction ------------------------------------------------------------------------ */
@@ -704,7 +781,10 @@ static void e_close(storage *st)
     run_dones(s, ready);
     while (ws) {
         ewatcher *next = ws->next;
-        etcd_watch_stop(ws->w);
+        if (ws->has_sup)
+            pthread_join(ws->sup, NULL); /* it stops the stream */
+        else
+            etcd_watch_stop(ws->w);
         free(ws);
         ws = next;
     }

@@ -1307,7 +1307,10 @@ static void test_watch_register_race(void **state)
     int64_t end = storage_current_rev(f->st);
     assert_int_equal(end, THREADS * PER);
     for (int i = 0; i < WATCHERS; i++) {
-        rec_wait(&r[i], end);
+        /* On a slow machine the burst may end before the last watchers
+         * register: one from the end has nothing to wait for. */
+        if (from[i] < end)
+            rec_wait(&r[i], end);
         rec_check_contiguous(&r[i], from[i], end);
     }
     storage_close(f->st);
