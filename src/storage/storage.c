@@ -77,6 +77,16 @@ int64_t storage_current_rev(storage *st)
     return st ? st->ops->current_rev(st) : 0;
 }
 
+int storage_request_progress(storage *st)
+{
+    return st && st->ops->request_progress ? st->ops->request_progress(st) : STORAGE_ERR_INVALID;
+}
+
+bool storage_shared(storage *st)
+{
+    return st && st->ops->shared;
+}
+
 int storage_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg)
 {
     if (!st || !fn || from_rev < 0)

@@ -23,6 +23,7 @@
 #ifndef CKUBE_STORAGE_H
 #define CKUBE_STORAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,11 +55,19 @@ typedef struct storage_kv {
 
 void storage_kv_release(storage_kv *kv);
 
-typedef enum { STORAGE_EVENT_PUT = 1, STORAGE_EVENT_DELETE = 2 } storage_event_type;
+typedef enum {
+    STORAGE_EVENT_PUT = 1,
+    STORAGE_EVENT_DELETE = 2,
+    STORAGE_EVENT_PROGRESS = 3,
+} storage_event_type;
 
 /* One change, as delivered to watchers. Everything is borrowed for the
  * duration of the callback only. For DELETE, value is NULL and rev is the
- * deletion revision. For PUT, create_rev == rev means the key was created. */
+ * deletion revision. For PUT, create_rev == rev means the key was created.
+ * PROGRESS (shared backends only, alone in its batch; key and value NULL):
+ * every event up to rev has been delivered, though the revisions after the
+ * last event were other keys' (etcd's progress notification). Watchers that
+ * do not track revisions ignore it. */
 typedef struct storage_event {
     storage_event_type type;
     const char *key;
@@ -137,6 +146,13 @@ struct storage_backend_ops {
     void (*close)(storage *st);
     /* Optional (may be NULL): counters for monitoring and tests. */
     void (*stats)(storage *st, struct storage_stats *out);
+    /* Optional (may be NULL): asks for a PROGRESS event on every watch
+     * soon (etcd's RequestProgress), asynchronously. */
+    int (*request_progress)(storage *st);
+    /* True when other processes write to the same store (etcd with several
+     * servers): a watcher here may then lag a write another process had
+     * acknowledged, and a reader that must see it asks current_rev. */
+    bool shared;
 };
 
 struct storage {
@@ -181,6 +197,18 @@ int64_t storage_compacted_rev(storage *st);
 /* Waits for queued writes to finish (their done callbacks run), stops the
  * backend threads and frees everything. */
 void storage_close(storage *st);
+
+/* Whether other processes may write to this store (see `shared` above).
+ * On an unshared store every acknowledged write has reached the watchers
+ * before its done callback ran, so a cache fed by storage_watch is never
+ * behind a write the caller was told about. */
+bool storage_shared(storage *st);
+
+/* Asks every watch of a shared store for a PROGRESS event (see
+ * storage_event): how a cache learns that it has seen all there is up to a
+ * revision when the last revisions were other keys'. Returns at once;
+ * STORAGE_ERR_INVALID if the backend has no such events. */
+int storage_request_progress(storage *st);
 
 /* Fills *out (all zeros if the backend keeps no counters). */
 void storage_get_stats(storage *st, storage_stats *out);

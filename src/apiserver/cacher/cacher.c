@@ -62,6 +62,7 @@ struct cacher {
     void (*notify)(void *);
     void *notify_arg;
     listener *listeners;
+    fresh *fresh; /* waits for revisions; only on a shared storage */
 };
 
 /* ---- objects ---------------------------------------------------------- */
@@ -540,9 +541,9 @@ static void apply_batch(void *arg, const storage_event *evs, size_t n)
     pthread_rwlock_rdlock(&c->lock);
     for (size_t i = 0; i < n; i++) {
         const storage_event *e = &evs[i];
-        size_t plen = key_prefix_len(e->key);
+        size_t plen = e->type == STORAGE_EVENT_PROGRESS ? 0 : key_prefix_len(e->key);
         if (!plen)
-            continue;
+            continue; /* progress (only the revision moves) or not an object's key */
         p[i].prefix_len = plen;
         p[i].key = e->key;
         p[i].b = find_bucket_n(c, e->key, plen);
@@ -612,6 +613,7 @@ static void apply_batch(void *arg, const storage_event *evs, size_t n)
         }
     }
     free(p);
+    fresh_poke(c->fresh);
     if (c->notify)
         c->notify(c->notify_arg);
 }
@@ -870,6 +872,11 @@ static int load_all(cacher *c, int64_t *rev)
     return L.rc;
 }
 
+static int64_t fresh_rev(void *c)
+{
+    return cacher_rev(c);
+}
+
 int cacher_start(cacher *c)
 {
     int64_t rev = 0;
@@ -910,13 +917,29 @@ int cacher_start(cacher *c)
         }
         free(prefixes);
     }
+    if (storage_shared(c->st) && !(c->fresh = fresh_new(c->st, fresh_rev, c)))
+        return STORAGE_ERR_NOMEM; /* no thread */
     return storage_watch(c->st, rev, apply_batch, c);
+}
+
+bool cacher_shared(cacher *c)
+{
+    return c->fresh != NULL;
+}
+
+bool cacher_wait(cacher *c, int64_t rev, int timeout_ms, fresh_fn fn, void *arg)
+{
+    if (!c->fresh || (rev >= 0 && rev <= cacher_rev(c)))
+        return true;
+    fresh_wait(c->fresh, rev, timeout_ms, fn, arg);
+    return false;
 }
 
 void cacher_free(cacher *c)
 {
     if (!c)
         return;
+    fresh_free(c->fresh);
     bucket *b = c->buckets;
     while (b) {
         bucket *nb = b->next;

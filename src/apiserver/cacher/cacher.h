@@ -39,6 +39,7 @@
 #endif
 #include <sys/tree.h>
 
+#include "apiserver/cacher/fresh.h"
 #include "ckube/selector.h"
 #include "storage/storage.h"
 
@@ -113,6 +114,17 @@ typedef void (*cacher_event_fn)(void *arg, cevent_type type, const cobj *obj);
 void cacher_add_listener(cacher *c, const char *prefix_filter, cacher_event_fn fn, void *arg);
 
 int64_t cacher_rev(cacher *c);
+
+/* Waits for the cache to reach revision `rev`, or with rev < 0 the
+ * storage's current revision (a consistent read's), when the storage is
+ * shared with other servers (fresh.h says why). Returns true when there is
+ * nothing to wait for: an unshared storage (the cache is never behind a
+ * write acknowledged to anybody) or a revision already reached; fn is then
+ * not called. Otherwise fn(arg, FRESH_*, want, have) is called once, later,
+ * on a cacher thread, within about timeout_ms. */
+bool cacher_wait(cacher *c, int64_t rev, int timeout_ms, fresh_fn fn, void *arg);
+/* Whether reads may have to wait (a shared storage, once started). */
+bool cacher_shared(cacher *c);
 
 /* Returns a reference to the object at `key`, or NULL. */
 cobj *cacher_get(cacher *c, const char *key);

@@ -60,6 +60,7 @@ typedef struct etcd_storage {
     storage_op *pending;         /* written, waiting for the watchers; by rev */
     bool closing;
     ewatcher *watchers;
+    uint64_t progress_gen; /* bumped by e_request_progress; supervisors send */
     int64_t compacted;
     pthread_t workers[WORKERS];
     atomic_uint_fast64_t ops, failed;
@@ -80,6 +81,7 @@ struct ewatcher {
     storage_watch_fn fn;
     void *arg;
     int64_t delivered; /* under s->mu: the newest revision handed to fn */
+    uint64_t progress_seen; /* under s->mu: s->progress_gen last sent for */
     int state;         /* under s->mu: W_* */
     int error;         /* under s->mu: why it was refused or ended */
 };
@@ -450,6 +452,19 @@ static int64_t e_current_rev(storage *st)
 
 /* ---- watches ------------------------------------------------------------------------- */
 
+/* The revision a progress notification may be trusted up to. etcd before
+ * 3.4.25 and 3.5.8 can send one whose revision is ahead of events it has
+ * not sent yet (etcd-io/etcd#15220); for this server's own writes that is
+ * visible: a written op not yet delivered to this watcher caps it. s->mu
+ * held. */
+static int64_t progress_rev(etcd_storage *s, const ewatcher *w, int64_t rev)
+{
+    for (const storage_op *op = s->pending; op; op = op->next)
+        if (op->rev > w->delivered && op->rev <= rev)
+            return op->rev - 1; /* pending is by revision: the first is the cap */
+    return rev;
+}
+
 static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd_error *err)
 {
     ewatcher *w = arg;
@@ -522,8 +537,16 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
     /* a progress notification says everything up to its header revision
      * has been sent; a creation answer does not (the replay follows) */
     int64_t rev = r->n_events                ? r->events[r->n_events - 1]->kv->mod_revision
-                  : !r->created && r->header ? r->header->revision
+                  : !r->created && r->header ? progress_rev(s, w, r->header->revision)
                                              : 0;
+    if (!r->n_events && rev > w->delivered) {
+        /* tell the watcher first, as for events: a write's done must not
+         * overtake what its watchers know */
+        pthread_mutex_unlock(&s->mu);
+        storage_event pe = {.type = STORAGE_EVENT_PROGRESS, .rev = rev};
+        w->fn(w->arg, &pe, 1);
+        pthread_mutex_lock(&s->mu);
+    }
     if (rev > w->delivered)
         w->delivered = rev;
     storage_op *ready = take_releasable(s);
@@ -551,8 +574,17 @@ static void *supervisor_main(void *p)
     pthread_setname_np(pthread_self(), "ckube-etcd-sup");
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (w->state == W_RUNNING && !s->closing)
+        while (w->state == W_RUNNING && !s->closing && w->progress_seen == s->progress_gen)
             pthread_cond_wait(&s->cv, &s->mu);
+        if (w->state == W_RUNNING && !s->closing) {
+            /* a progress request: only this thread replaces w->w */
+            w->progress_seen = s->progress_gen;
+            etcd_watch *cur = w->w;
+            pthread_mutex_unlock(&s->mu);
+            etcd_watch_request_progress(cur); /* a broken stream says so itself */
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
         etcd_watch *old = w->w;
         w->w = NULL;
         bool resume = w->state == W_BROKEN && !s->closing;
@@ -623,6 +655,7 @@ static int e_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg
         free(w);
         return STORAGE_ERR_CLOSED;
     }
+    w->progress_seen = s->progress_gen;
     w->next = s->watchers;
     s->watchers = w;
     pthread_mutex_unlock(&s->mu);
@@ -645,6 +678,16 @@ static int e_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg
         w->has_sup = true;
     pthread_mutex_unlock(&s->mu);
     return rc; /* a refused watcher stays listed (W_DEAD) until close */
+}
+
+static int e_request_progress(storage *st)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    pthread_mutex_lock(&s->mu);
+    s->progress_gen++;
+    pthread_cond_broadcast(&s->cv); /* the supervisors send */
+    pthread_mutex_unlock(&s->mu);
+    return STORAGE_OK;
 }
 
 /* ---- compaction ------------------------------------------------------------------------ */
@@ -808,6 +851,8 @@ static const struct storage_backend_ops ETCD_OPS = {
     .compacted_rev = e_compacted_rev,
     .close = e_close,
     .stats = e_stats,
+    .request_progress = e_request_progress,
+    .shared = true, /* several servers may share one etcd */
 };
 
 storage *storage_etcd_open(const char *endpoints, const char *prefix, const etcd_tls *tls,

@@ -462,6 +462,8 @@ static char *memdup0(const char *p, size_t len)
 static void rec_fn(void *arg, const storage_event *ev, size_t n)
 {
     struct recorder *r = arg;
+    if (n == 1 && ev[0].type == STORAGE_EVENT_PROGRESS)
+        return; /* etcd's periodic progress notification: no change */
     if (r->reentrant) {
         /* A watcher may read the store from its callback. */
         storage_kv kv = {0};

@@ -1953,9 +1953,87 @@ static void do_review(req_ctx *rc)
     reply_json(rc, 201, obj);
 }
 
+/* ---- reads and writes on a shared storage ---------------------------------
+ *
+ * With several servers on one etcd, this server's cache may lag a write
+ * another server acknowledged. As kube-apiserver 1.31's cacher, a read
+ * that must be current (resourceVersion unset) first waits for the cache
+ * to reach etcd's current revision, and a read at resourceVersion=N for
+ * N; writes wait too, so that an object, namespace or CRD created through
+ * another server a moment ago is found (upstream's writes read etcd). The
+ * wait gives up after upstream's 3 s with its 504. On an unshared storage
+ * nothing waits: the cache is never behind an acknowledged write. */
+
+enum { CACHE_WAIT_MS = 3000 };
+
+/* The revision a request must see: -1 the storage's current one, 0 none,
+ * else that revision. */
+static int64_t revision_needed(req_ctx *rc)
+{
+    const char *verb = rc->ri.verb;
+    bool read = !strcmp(verb, "get") || !strcmp(verb, "list");
+    if (!read && strcmp(verb, "watch"))
+        return -1; /* writes */
+    const char *rvs = req_query(rc, "resourceVersion");
+    if (!rvs || !*rvs)
+        return read ? -1 : 0; /* a watch from now needs nothing */
+    char *end;
+    long long rv = strtoll(rvs, &end, 10);
+    return *end || rv < 0 ? 0 : (int64_t)rv; /* bad ones are refused later */
+}
+
+static void resume_request(void *rc)
+{
+    handle_resource(rc);
+}
+
+/* Called on the cacher's thread: back to the request's loop. */
+static void cache_waited(void *arg, int result, int64_t want, int64_t have)
+{
+    req_ctx *rc = arg;
+    rc->cache_wait_rc = result;
+    rc->cache_want = want;
+    rc->cache_have = have;
+    loop_post(rc->lp, resume_request, rc);
+}
+
+/* Starts the wait a request needs; true if the request now waits (it
+ * comes back through handle_resource). */
+static bool wait_for_cache(req_ctx *rc)
+{
+    if (rc->cache_waited || !cacher_shared(rc->srv->cache))
+        return false;
+    rc->cache_waited = true;
+    int64_t rev = revision_needed(rc);
+    return rev && !cacher_wait(rc->srv->cache, rev, CACHE_WAIT_MS, cache_waited, rc);
+}
+
+/* How a wait that did not reach its revision is answered. */
+static ckube_status *cache_wait_failed(req_ctx *rc)
+{
+    if (rc->cache_wait_rc == FRESH_UNAVAILABLE || rc->cache_wait_rc == FRESH_CLOSED)
+        return ckube_status_internal(
+            "storage error: %s",
+            storage_strerror(rc->cache_wait_rc == FRESH_CLOSED ? STORAGE_ERR_CLOSED
+                                                                 : STORAGE_ERR_IO));
+    ckube_status *st =
+        ckube_status_new(504, CKUBE_REASON_TIMEOUT,
+                         "Too large resource version: %" PRId64 ", current: %" PRId64,
+                         rc->cache_want, rc->cache_have);
+    ckube_status_add_cause(st, "ResourceVersionTooLarge", NULL, "Too large resource version");
+    st->retry_after_seconds = 1;
+    return st;
+}
+
 void handle_resource(req_ctx *rc)
 {
     request_info *ri = &rc->ri;
+    if (wait_for_cache(rc))
+        return;
+    if (rc->cache_wait_rc != FRESH_OK) {
+        reply_status(rc, cache_wait_failed(rc));
+        return;
+    }
     rc->type = registry_lookup(rc->srv->registry, ri->group, ri->version, ri->resource);
     if (!rc->type) {
         reply_status(rc, resource_not_found());

@@ -201,6 +201,12 @@ struct req_ctx {
     bool audit_keep_reply;
     json_t *audit_reply;
     bool reported; /* on_request_done has run (req_report) */
+    /* A shared storage: the request has waited for the cache to reach the
+     * revision it must see (handlers.c's wait_for_cache), and how that
+     * ended (FRESH_*, the revision wanted and the cache's). */
+    bool cache_waited;
+    int cache_wait_rc;
+    int64_t cache_want, cache_have;
 };
 
 /* What a PartialObjectMetadata request asked for (req_ctx.want_partial). */

@@ -386,7 +386,8 @@ static void on_storage_events(void *arg, const storage_event *ev, size_t n)
     pthread_mutex_lock(&w->mu);
     for (size_t i = 0; i < n && w->n < 16; i++) {
         w->revs[w->n] = ev[i].rev;
-        snprintf(w->keys[w->n], sizeof w->keys[0], "%s", ev[i].key);
+        snprintf(w->keys[w->n], sizeof w->keys[0], "%s",
+                 ev[i].type == STORAGE_EVENT_PROGRESS ? "(progress)" : ev[i].key);
         w->n++;
     }
     pthread_cond_broadcast(&w->cv);
@@ -404,6 +405,38 @@ static bool swatch_wait(swatch *w, int n, int seconds)
     bool ok = w->n >= n;
     pthread_mutex_unlock(&w->mu);
     return ok;
+}
+
+/* Progress: a storage watch learns that etcd's revision moved on through
+ * keys outside its prefix only from a progress event, which it gets when
+ * asked (storage_request_progress), with etcd's current revision. */
+static void test_progress(void **state)
+{
+    (void)state;
+    char *serr = NULL;
+    storage *st = storage_etcd_open(ETCD.url, "/prog/", NULL, &serr);
+    assert_non_null(st);
+    assert_true(storage_shared(st));
+    swatch sw = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    assert_int_equal(storage_watch(st, storage_current_rev(st), on_storage_events, &sw),
+                     STORAGE_OK);
+    int64_t mine = put("/prog/a", "1");
+    assert_true(swatch_wait(&sw, 1, 5));
+    int64_t other = put("/elsewhere/b", "2"); /* not the watch's */
+    assert_true(other > mine);
+    assert_int_equal(storage_current_rev(st), other);
+    assert_int_equal(storage_request_progress(st), STORAGE_OK);
+    assert_true(swatch_wait(&sw, 2, 5));
+    pthread_mutex_lock(&sw.mu);
+    assert_string_equal(sw.keys[0], "/prog/a");
+    assert_int_equal(sw.revs[0], mine);
+    assert_string_equal(sw.keys[1], "(progress)");
+    assert_int_equal(sw.revs[1], other);
+    pthread_mutex_unlock(&sw.mu);
+    /* nothing moved since: another request brings no second progress */
+    assert_int_equal(storage_request_progress(st), STORAGE_OK);
+    assert_false(swatch_wait(&sw, 3, 1));
+    storage_close(st);
 }
 
 /* Last: stops the member and starts it again. A storage watch survives
@@ -484,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_concurrent_calls),
         cmocka_unit_test(test_compaction_election),
+        cmocka_unit_test(test_progress),
         cmocka_unit_test(test_member_down_and_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
