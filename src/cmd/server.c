@@ -1,6 +1,5 @@
 /* `ckube server`: flags, kubeconfig, signals, and the server's life. */
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <event2/event.h>
@@ -31,6 +30,7 @@
 #include "cmd/cmd.h"
 #include "common/text.h"
 #include "common/xalloc.h"
+#include "cmd/storage_open.h"
 #include "storage/etcd/etcd.h"
 
 static void server_usage(FILE *f)
@@ -78,6 +78,8 @@ static void server_usage(FILE *f)
                "  --storage sqlite|memory|etcd\n"
                "                            storage backend (default sqlite)\n"
                "  --etcd-servers URL,...    etcd members (with --storage etcd)\n"
+               "  --etcd-prefix PREFIX      where the objects live in etcd (default /registry),\n"
+               "                            laid out as kube-apiserver's\n"
                "  --etcd-cafile, --etcd-certfile, --etcd-keyfile PATH\n"
                "                            TLS to etcd\n"
                "  --etcd-compaction-interval D\n"
@@ -445,6 +447,7 @@ enum {
     OPT_ETCD_CERTFILE_,
     OPT_ETCD_KEYFILE_,
     OPT_ETCD_COMPACTION_,
+    OPT_ETCD_PREFIX_,
 };
 
 /* A non-negative int flag value, or -1 (said on stderr). */
@@ -514,39 +517,6 @@ static int audit_flag(int c, const char *v, const char **policy, audit_log_opts 
     return -1;
 }
 
-/* The etcd storage: the module beside this binary (STORAGE_ETCD_MODULE),
- * loaded now and only now, so that a server on SQLite never maps gRPC's
- * libraries. NULL with *err (malloc'd). */
-static storage *open_etcd(const char *servers, const etcd_tls *tls, char **err)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    char *slash = n > 0 ? (self[n] = 0, strrchr(self, '/')) : NULL;
-    if (!slash) {
-        ckube__set_err(err, "cannot find the directory of the ckube binary");
-        return NULL;
-    }
-    slash[1] = 0;
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s%s", self, STORAGE_ETCD_MODULE);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        ckube__set_err(err, "--storage etcd: cannot load %s: %s", path, dlerror());
-        return NULL;
-    }
-    storage_etcd_open_fn open_fn;
-    *(void **)&open_fn = dlsym(h, STORAGE_ETCD_OPEN_SYMBOL);
-    if (!open_fn) {
-        ckube__set_err(err, "--storage etcd: %s has no %s", path, STORAGE_ETCD_OPEN_SYMBOL);
-        dlclose(h);
-        return NULL;
-    }
-    /* the module stays loaded for the process's life: the storage's
-     * threads run its code until storage_close */
-    /* upstream's --etcd-prefix default; ckube's keys all start with it */
-    return open_fn(servers, "/registry/", tls, err);
-}
-
 int cmd_server(int argc, char **argv)
 {
     /* The server's out-of-memory policy (common/xalloc.h): allocation
@@ -572,6 +542,7 @@ int cmd_server(int argc, char **argv)
     size_t nsans = 0;
     const char *audit_policy_file = NULL;
     const char *etcd_servers = NULL;
+    const char *etcd_prefix = "/registry"; /* upstream's default */
     int64_t compaction_ns = 300 * 1000000000ll; /* upstream's 5m */
     etcd_tls etcd_files = {0};
     audit_log_opts audit_opts;
@@ -593,6 +564,7 @@ int cmd_server(int argc, char **argv)
         {"etcd-certfile", required_argument, NULL, OPT_ETCD_CERTFILE_},
         {"etcd-keyfile", required_argument, NULL, OPT_ETCD_KEYFILE_},
         {"etcd-compaction-interval", required_argument, NULL, OPT_ETCD_COMPACTION_},
+        {"etcd-prefix", required_argument, NULL, OPT_ETCD_PREFIX_},
 
         {"tls-cert-file", required_argument, NULL, 'T'},
         {"tls-private-key-file", required_argument, NULL, 'K'},
@@ -715,6 +687,9 @@ int cmd_server(int argc, char **argv)
             break;
         case OPT_ETCD_SERVERS_:
             etcd_servers = optarg;
+            break;
+        case OPT_ETCD_PREFIX_:
+            etcd_prefix = optarg;
             break;
         case OPT_ETCD_CAFILE_:
             etcd_files.ca_file = optarg;
@@ -881,7 +856,7 @@ int cmd_server(int argc, char **argv)
     storage *st = NULL;
     if (etcd) {
         char *why = NULL;
-        if (!(st = open_etcd(etcd_servers, &etcd_files, &why))) {
+        if (!(st = cmd_storage_open_etcd(etcd_servers, etcd_prefix, &etcd_files, &why))) {
             fprintf(stderr, "ckube server: %s\n", why ? why : "cannot open the etcd storage");
             free(why);
             audit_log_close(alog);

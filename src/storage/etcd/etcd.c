@@ -19,10 +19,20 @@
  * stream.
  *
  * Reads are etcd's default linearizable Ranges; a range of many keys is
- * read in pages of RANGE_PAGE at the revision of its first page. */
+ * read in pages of RANGE_PAGE at the revision of its first page.
+ *
+ * Keys. With the Kubernetes layout (the server's) every key is translated
+ * at this boundary by keymap.h: the server's "/registry/core/configmaps/
+ * NS/NAME" is etcd's "PREFIX/configmaps/NS/NAME", as kube-apiserver lays
+ * it out. An etcd key under the prefix that is not one of ours (another
+ * program's, kube-apiserver's own such as PREFIX/ranges/serviceips) is
+ * skipped by ranges and watches, logged with its name; a watch response
+ * made only of such keys still moves the watcher's revision (a PROGRESS
+ * event). Without the layout (tests, other uses) keys pass unchanged. */
 #include "storage/etcd/etcd.h"
 
 #include "storage/etcd/etcd_client.h"
+#include "storage/etcd/keymap.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -60,6 +70,7 @@ typedef struct etcd_storage {
     storage_op *pending;         /* written, waiting for the watchers; by rev */
     bool closing;
     ewatcher *watchers;
+    etcd_keymap *km; /* the Kubernetes layout, or NULL: keys unchanged */
     uint64_t progress_gen; /* bumped by e_request_progress; supervisors send */
     int64_t compacted;
     pthread_t workers[WORKERS];
@@ -116,6 +127,24 @@ static int map_error(const etcd_error *e)
     return STORAGE_ERR_IO;
 }
 
+/* The etcd key of a key of ours, malloc'd; NULL if it has none. */
+static char *to_etcd(const etcd_storage *s, const char *key)
+{
+    return s->km ? etcd_key_to_etcd(s->km, key) : strdup(key);
+}
+
+/* Our key for an etcd key, malloc'd; NULL (logged) for one that is not
+ * ours: the caller skips it. */
+static char *from_etcd(const etcd_storage *s, const ProtobufCBinaryData *k)
+{
+    char *key = s->km ? etcd_key_from_etcd(s->km, (const char *)k->data, k->len)
+                      : strndup((const char *)k->data, k->len);
+    if (!key && s->km)
+        CKUBE_WARN("etcd: skipping key %.*s: not an object ckube serves", (int)k->len,
+                   (const char *)k->data);
+    return key;
+}
+
 /* ---- writes ---------------------------------------------------------------------- */
 
 /* One Txn of the shape every conditional write here has, as the etcd3
@@ -149,9 +178,13 @@ static Ckube__Etcd__TxnResponse *txn_or_get(etcd_storage *s, Ckube__Etcd__Compar
 /* The write's Txn and its outcome in op's result fields. */
 static void run_write(etcd_storage *s, storage_op *op)
 {
-    size_t klen = strlen(op->key);
+    char *key = to_etcd(s, op->key); /* e_submit checked that it has one */
+    if (!key) {
+        op->result = STORAGE_ERR_NOMEM;
+        return;
+    }
     Ckube__Etcd__Compare cmp = CKUBE__ETCD__COMPARE__INIT;
-    cmp.key = bin(op->key, klen);
+    cmp.key = bin(key, strlen(key));
     if (op->type == STORAGE_OP_CREATE || !op->expect_mod_rev) {
         cmp.target = CKUBE__ETCD__COMPARE__COMPARE_TARGET__CREATE;
         cmp.result = op->type == STORAGE_OP_CREATE ? CKUBE__ETCD__COMPARE__COMPARE_RESULT__EQUAL
@@ -182,10 +215,12 @@ static void run_write(etcd_storage *s, storage_op *op)
     etcd_error err = {0};
     Ckube__Etcd__TxnResponse *r = txn_or_get(s, &cmp, &then, &err);
     if (!r) {
-        CKUBE_ERROR("etcd: transaction on %s failed: %s", op->key, err.message);
+        CKUBE_ERROR("etcd: transaction on %s failed: %s", key, err.message);
         op->result = STORAGE_ERR_IO;
+        free(key);
         return;
     }
+    free(key);
     Ckube__Etcd__ResponseOp *ro = r->n_responses ? r->responses[0] : NULL;
     if (r->succeeded) {
         op->result = STORAGE_OK;
@@ -305,6 +340,12 @@ static int e_submit(storage *st, storage_op *op)
         (op->type != STORAGE_OP_DELETE && !op->value && op->value_len) ||
         (op->type == STORAGE_OP_CREATE && op->expect_mod_rev) || op->expect_mod_rev < 0)
         return STORAGE_ERR_INVALID;
+    if (s->km) { /* a key with no place in etcd's layout is refused now */
+        char *key = to_etcd(s, op->key);
+        if (!key)
+            return STORAGE_ERR_INVALID;
+        free(key);
+    }
     op->result = STORAGE_OK;
     op->rev = op->create_rev = op->current_mod_rev = 0;
     op->next = NULL;
@@ -341,9 +382,12 @@ static Ckube__Etcd__RangeResponse *range_call(etcd_storage *s, Ckube__Etcd__Rang
     return (Ckube__Etcd__RangeResponse *)m;
 }
 
-static int fill_kv(const Ckube__Etcd__KeyValue *kv, storage_kv *out)
+/* A kv of ours into *out; STORAGE_ERR_NOT_FOUND for a key that is not
+ * ours (skipped, logged). */
+static int fill_kv(const etcd_storage *s, const Ckube__Etcd__KeyValue *kv, storage_kv *out)
 {
-    out->key = strndup((const char *)kv->key.data, kv->key.len);
+    if (!(out->key = from_etcd(s, &kv->key)))
+        return s->km ? STORAGE_ERR_NOT_FOUND : STORAGE_ERR_NOMEM;
     out->value = malloc(kv->value.len + 1);
     if (!out->key || !out->value) {
         storage_kv_release(out);
@@ -364,13 +408,17 @@ static int e_get(storage *st, const char *key, storage_kv *out)
     if (!key || !*key || !out)
         return STORAGE_ERR_INVALID;
     memset(out, 0, sizeof *out);
+    char *ekey = to_etcd(s, key);
+    if (!ekey)
+        return STORAGE_ERR_NOT_FOUND; /* no such key can exist */
     Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
-    rq.key = bin(key, strlen(key));
+    rq.key = bin(ekey, strlen(ekey));
     int rc = STORAGE_OK;
     Ckube__Etcd__RangeResponse *r = range_call(s, &rq, &rc);
+    free(ekey);
     if (!r)
         return rc;
-    rc = r->n_kvs ? fill_kv(r->kvs[0], out) : STORAGE_ERR_NOT_FOUND;
+    rc = r->n_kvs ? fill_kv(s, r->kvs[0], out) : STORAGE_ERR_NOT_FOUND;
     protobuf_c_message_free_unpacked(&r->base, NULL);
     return rc;
 }
@@ -381,12 +429,17 @@ static int e_range(storage *st, const char *prefix, storage_range_fn fn, void *a
     etcd_storage *s = (etcd_storage *)st;
     if (!prefix || !fn)
         return STORAGE_ERR_INVALID;
-    if (!*prefix)
-        prefix = s->prefix; /* everything: the backend's keyspace */
+    /* "" is everything: the backend's keyspace */
+    char *eprefix = *prefix ? to_etcd(s, prefix) : strdup(s->prefix);
+    if (!eprefix)
+        return s->km ? STORAGE_ERR_INVALID : STORAGE_ERR_NOMEM;
+    prefix = eprefix;
     size_t plen = strlen(prefix);
     char *end = malloc(plen + 1), *from = NULL;
-    if (!end)
+    if (!end) {
+        free(eprefix);
         return STORAGE_ERR_NOMEM;
+    }
     size_t elen = prefix_end(prefix, plen, end);
     int64_t rev = 0;
     int rc = STORAGE_OK;
@@ -406,7 +459,11 @@ static int e_range(storage *st, const char *prefix, storage_range_fn fn, void *a
         for (size_t i = 0; i < r->n_kvs && !stopped; i++) {
             const Ckube__Etcd__KeyValue *kv = r->kvs[i];
             storage_kv k = {0};
-            if ((rc = fill_kv(kv, &k)) != STORAGE_OK)
+            if ((rc = fill_kv(s, kv, &k)) == STORAGE_ERR_NOT_FOUND) {
+                rc = STORAGE_OK; /* not ours: skipped */
+                continue;
+            }
+            if (rc != STORAGE_OK)
                 break;
             stopped = fn(arg, &k) != 0;
             storage_kv_release(&k);
@@ -428,6 +485,7 @@ static int e_range(storage *st, const char *prefix, storage_range_fn fn, void *a
     }
     free(from);
     free(end);
+    free(eprefix);
     if (rc == STORAGE_OK && rev_out)
         *rev_out = rev;
     return rc;
@@ -510,13 +568,18 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
         char **keys = calloc(r->n_events, sizeof *keys);
         if (!ev || !keys)
             xalloc_die(); /* the server's policy: out of memory aborts */
+        size_t n = 0;
         for (size_t i = 0; i < r->n_events; i++) {
             const Ckube__Etcd__Event *e = r->events[i];
             const Ckube__Etcd__KeyValue *kv = e->kv;
-            keys[i] = strndup((const char *)kv->key.data, kv->key.len);
+            if (!(keys[n] = from_etcd(s, &kv->key))) {
+                if (!s->km)
+                    xalloc_die();
+                continue; /* not ours */
+            }
             bool del = e->type == CKUBE__ETCD__EVENT__EVENT_TYPE__DELETE;
-            ev[i] = (storage_event){.type = del ? STORAGE_EVENT_DELETE : STORAGE_EVENT_PUT,
-                                    .key = keys[i],
+            ev[n] = (storage_event){.type = del ? STORAGE_EVENT_DELETE : STORAGE_EVENT_PUT,
+                                    .key = keys[n],
                                     .value = del              ? NULL
                                              : kv->value.data ? (const char *)kv->value.data
                                                               : "",
@@ -524,9 +587,13 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
                                     .rev = kv->mod_revision,
                                     .create_rev = del && e->prev_kv ? e->prev_kv->create_revision
                                                                     : kv->create_revision};
+            n++;
         }
-        w->fn(w->arg, ev, r->n_events);
-        for (size_t i = 0; i < r->n_events; i++)
+        if (!n) /* only others' keys: the revision moves all the same */
+            ev[n++] = (storage_event){.type = STORAGE_EVENT_PROGRESS,
+                                      .rev = r->events[r->n_events - 1]->kv->mod_revision};
+        w->fn(w->arg, ev, n);
+        for (size_t i = 0; i < n; i++)
             free(keys[i]);
         free(keys);
         free(ev);
@@ -834,6 +901,7 @@ static void e_close(storage *st)
     etcd_client_free(s->c);
     free(s->prefix);
     free(s->prefix_end);
+    etcd_keymap_free(s->km);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->work_cv);
@@ -855,16 +923,21 @@ static const struct storage_backend_ops ETCD_OPS = {
     .shared = true, /* several servers may share one etcd */
 };
 
-storage *storage_etcd_open(const char *endpoints, const char *prefix, const etcd_tls *tls,
-                           char **err)
+storage *storage_etcd_open(const char *endpoints, const char *prefix, bool kube_layout,
+                           const etcd_tls *tls, char **err)
 {
-    if (!prefix || !*prefix) {
+    if (!kube_layout && (!prefix || !*prefix)) {
         ckube__set_err(err, "the etcd key prefix may not be empty");
         return NULL;
     }
+    etcd_keymap *km = kube_layout ? etcd_keymap_new(prefix) : NULL;
+    if (km)
+        prefix = km->prefix; /* normalised: "/registry" is "/registry/" */
     etcd_client *c = etcd_client_new(endpoints, tls, err);
-    if (!c)
+    if (!c) {
+        etcd_keymap_free(km);
         return NULL;
+    }
     /* etcd answers, or the server does not start */
     Ckube__Etcd__RangeRequest rq = CKUBE__ETCD__RANGE_REQUEST__INIT;
     rq.key = bin(prefix, strlen(prefix));
@@ -875,17 +948,20 @@ storage *storage_etcd_open(const char *endpoints, const char *prefix, const etcd
         0) {
         ckube__set_err(err, "etcd at %s does not answer: %s", endpoints, e.message);
         etcd_client_free(c);
+        etcd_keymap_free(km);
         return NULL;
     }
     protobuf_c_message_free_unpacked(m, NULL);
     etcd_storage *s = calloc(1, sizeof *s);
     if (!s) {
         etcd_client_free(c);
+        etcd_keymap_free(km);
         ckube__set_err(err, "out of memory");
         return NULL;
     }
     s->base.ops = &ETCD_OPS;
     s->c = c;
+    s->km = km;
     s->prefix_len = strlen(prefix);
     s->prefix = strdup(prefix);
     s->prefix_end = malloc(s->prefix_len + 1);
@@ -899,6 +975,6 @@ storage *storage_etcd_open(const char *endpoints, const char *prefix, const etcd
         if (pthread_create(&s->workers[i], NULL, worker_main, s) != 0)
             xalloc_die(); /* no thread: as out of memory */
     }
-    CKUBE_INFO("storage: etcd at %s", endpoints);
+    CKUBE_INFO("storage: etcd at %s, keys under %s", endpoints, s->prefix);
     return &s->base;
 }

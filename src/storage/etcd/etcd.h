@@ -5,12 +5,13 @@
  * Ranges (paginated at one revision), watches are etcd watch streams
  * from a revision, compaction is etcd's.
  *
- * Keys pass through unchanged (the caller's prefix, "/registry/...", is
- * the etcd key). Compaction is upstream's: a compare-and-swap on the
- * version of the key "compact_rev_key" elects one server per interval to
- * compact. Not yet: upstream's key layout for built-in resources. */
+ * Keys are laid out as kube-apiserver's (keymap.h) under --etcd-prefix.
+ * Compaction is upstream's: a compare-and-swap on the version of the key
+ * "compact_rev_key" elects one server per interval to compact. */
 #ifndef CKUBE_STORAGE_ETCD_ETCD_H
 #define CKUBE_STORAGE_ETCD_ETCD_H
+
+#include <stdbool.h>
 
 #include "storage/storage.h"
 
@@ -22,14 +23,17 @@ typedef struct etcd_tls {
 } etcd_tls;
 
 /* A backend on the etcd members of `endpoints` ("http://127.0.0.1:2379"
- * or several, comma-separated, as --etcd-servers; `tls` may be NULL),
- * whose keys all start with `prefix` ("/registry/"): a range of "" and
- * every watch cover that prefix alone, so keys beside it (upstream's
- * "compact_rev_key", another program's) never reach the server. Checks
- * that etcd answers (a Range within 10 s) before returning. NULL with
- * *err (malloc'd) otherwise. */
-storage *storage_etcd_open(const char *endpoints, const char *prefix, const etcd_tls *tls,
-                           char **err);
+ * or several, comma-separated, as --etcd-servers; `tls` may be NULL).
+ * With `kube_layout` (the server's), keys are the API server's
+ * ("/registry/GROUP/RESOURCE/...") and live in etcd as kube-apiserver lays
+ * them out under `prefix` (--etcd-prefix, "/registry" by default; see
+ * keymap.h). Without it, keys pass unchanged and must all start with
+ * `prefix` (not empty). Either way a range of "" and every watch cover the
+ * prefix alone, so keys beside it (upstream's "compact_rev_key", another
+ * program's) never reach the caller. Checks that etcd answers (a Range
+ * within 10 s) before returning. NULL with *err (malloc'd) otherwise. */
+storage *storage_etcd_open(const char *endpoints, const char *prefix, bool kube_layout,
+                           const etcd_tls *tls, char **err);
 
 /* The backend is built as a module the server loads only when asked for
  * etcd (gRPC's libraries would otherwise be mapped by every server):
@@ -38,6 +42,6 @@ storage *storage_etcd_open(const char *endpoints, const char *prefix, const etcd
 #define STORAGE_ETCD_MODULE "ckube-storage-etcd.so"
 #define STORAGE_ETCD_OPEN_SYMBOL "storage_etcd_open"
 typedef storage *(*storage_etcd_open_fn)(const char *endpoints, const char *prefix,
-                                         const etcd_tls *tls, char **err);
+                                         bool kube_layout, const etcd_tls *tls, char **err);
 
 #endif

@@ -266,7 +266,7 @@ static storage *open_backend(struct fixture *f)
         return storage_memory_open();
     char *err = NULL;
     if (f->be == BE_ETCD) {
-        storage *st = storage_etcd_open(f->etcd.url, "/", NULL, &err);
+        storage *st = storage_etcd_open(f->etcd.url, "/", false, NULL, &err);
         if (!st)
             print_error("storage_etcd_open(%s): %s\n", f->etcd.url, err ? err : "?");
         free(err);

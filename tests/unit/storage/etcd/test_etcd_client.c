@@ -334,8 +334,8 @@ static void test_compaction_election(void **state)
 {
     (void)state;
     char *err = NULL;
-    storage *s1 = storage_etcd_open(ETCD.url, "/cmp/", NULL, &err);
-    storage *s2 = storage_etcd_open(ETCD.url, "/cmp/", NULL, &err);
+    storage *s1 = storage_etcd_open(ETCD.url, "/cmp/", false, NULL, &err);
+    storage *s2 = storage_etcd_open(ETCD.url, "/cmp/", false, NULL, &err);
     assert_non_null(s1);
     assert_non_null(s2);
     put("/cmp/a", "1");
@@ -414,7 +414,7 @@ static void test_progress(void **state)
 {
     (void)state;
     char *serr = NULL;
-    storage *st = storage_etcd_open(ETCD.url, "/prog/", NULL, &serr);
+    storage *st = storage_etcd_open(ETCD.url, "/prog/", false, NULL, &serr);
     assert_non_null(st);
     assert_true(storage_shared(st));
     swatch sw = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -446,7 +446,7 @@ static void test_member_down_and_back(void **state)
 {
     (void)state;
     char *serr = NULL;
-    storage *st = storage_etcd_open(ETCD.url, "/down/", NULL, &serr);
+    storage *st = storage_etcd_open(ETCD.url, "/down/", false, NULL, &serr);
     assert_non_null(st);
     swatch sw = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     assert_int_equal(storage_watch(st, storage_current_rev(st), on_storage_events, &sw),
