@@ -34,7 +34,12 @@ static void usage(FILE *f)
                "  server              Run the Kubernetes-compatible API server (and the\n"
                "                      controller-manager as its child unless disabled)\n"
                "  controller-manager  Run the built-in controllers against an API server\n"
-               "  version      Print the version\n\n"
+               "  backup              Copy the SQLite store to a file while the server runs\n"
+               "                      (as etcdctl snapshot save)\n"
+               "  restore             Install such a copy as a data dir's store (server\n"
+               "                      stopped; as etcdctl snapshot restore)\n"
+               "  migrate             Copy the SQLite store's objects into an empty etcd\n"
+               "  version             Print the version\n\n"
                "Run 'ckube COMMAND --help' for a command's flags.\n");
 }
 
@@ -47,6 +52,12 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "server"))
         return cmd_server(argc - 1, argv + 1);
+    if (!strcmp(cmd, "backup"))
+        return cmd_backup(argc - 1, argv + 1);
+    if (!strcmp(cmd, "restore"))
+        return cmd_restore(argc - 1, argv + 1);
+    if (!strcmp(cmd, "migrate"))
+        return cmd_migrate(argc - 1, argv + 1);
     if (!strcmp(cmd, "controller-manager"))
         return exec_controller_manager(argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

@@ -14,8 +14,10 @@
  * synchronous=FULL: COMMIT returns after the WAL is fsync'd, so a write is
  * acknowledged only once durable.
  *
- * An flock on DIR/state.lock keeps a second process from opening the same
- * store (the revision counter and watchers live in this process). */
+ * An flock on DIR/state.lock (storage_sqlite_lock) keeps a second process
+ * from opening the same store (the revision counter and watchers live in
+ * this process), and `ckube restore` and `ckube migrate` from running
+ * beside the server. Online copies (`ckube backup`) are snapshot.c's. */
 #include "storage/sqlite/sqlite.h"
 
 #include <errno.h>
@@ -42,7 +44,7 @@
 #define SQ_REPLAY_CHUNK 256
 #define SQ_MAX_IDLE_READERS 8
 #define SQ_BUSY_TIMEOUT_MS 5000
-#define SQ_SCHEMA_VERSION 1
+#define SQ_SCHEMA_VERSION STORAGE_SQLITE_SCHEMA_VERSION
 /* Address space mapped while a range runs (SQLite maps at most the file). */
 #define SQ_RANGE_MMAP "4294967296"
 
@@ -690,21 +692,30 @@ static int make_dirs(const char *dir, char **err)
     return 0;
 }
 
-static int lock_dir(struct sq_storage *s, const char *dir, char **err)
+int storage_sqlite_lock(const char *dir, bool *busy, char **err)
 {
+    if (busy)
+        *busy = false;
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/state.lock", dir);
-    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (s->lock_fd < 0) {
+    if ((size_t)snprintf(path, sizeof path, "%s/" STORAGE_SQLITE_LOCK, dir) >= sizeof path) {
+        ckube__set_err(err, "%s: path too long", dir);
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
         ckube__set_err(err, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        if (busy)
+            *busy = e == EWOULDBLOCK;
         ckube__set_err(err, "%s is in use by another process (%s)", dir,
-                       errno == EWOULDBLOCK ? "locked" : strerror(errno));
+                       e == EWOULDBLOCK ? "locked" : strerror(e));
+        close(fd);
         return -1;
     }
-    return 0;
+    return fd;
 }
 
 /* Opens the writer connection, sets WAL + synchronous=FULL, creates the
@@ -801,12 +812,15 @@ storage *storage_sqlite_open(const char *dir, char **err)
     s->base.ops = &sq_ops;
     s->lock_fd = -1;
     pthread_mutex_init(&s->pool_mu, NULL);
-    if (asprintf(&s->path, "%s/state.db", dir) < 0) {
+    if (asprintf(&s->path, "%s/" STORAGE_SQLITE_DB, dir) < 0) {
         s->path = NULL;
         ckube__set_err(err, "out of memory");
         goto fail;
     }
-    if (make_dirs(dir, err) != 0 || lock_dir(s, dir, err) != 0 || open_writer(s, err) != 0)
+    if (make_dirs(dir, err) != 0)
+        goto fail;
+    s->lock_fd = storage_sqlite_lock(dir, NULL, err);
+    if (s->lock_fd < 0 || open_writer(s, err) != 0)
         goto fail;
     sync_dir(dir);
     s->committer = storage_committer_start(&sq_hooks, s, SQ_MAX_BATCH);
