@@ -30,6 +30,7 @@
 #include "cmd/cmd.h"
 #include "common/text.h"
 #include "common/xalloc.h"
+#include "cmd/cluster_identity.h"
 #include "cmd/storage_open.h"
 #include "storage/etcd/etcd.h"
 
@@ -80,6 +81,11 @@ static void server_usage(FILE *f)
                "  --etcd-servers URL,...    etcd members (with --storage etcd)\n"
                "  --etcd-prefix PREFIX      where the objects live in etcd (default /registry),\n"
                "                            laid out as kube-apiserver's\n"
+               "  --token TOKEN, --token-file PATH\n"
+               "                            on etcd: the token that seals the cluster identity\n"
+               "                            (CA, ServiceAccount key) kept there for every\n"
+               "                            server; the first server makes one in\n"
+               "                            DATA_DIR/token, give it to the others\n"
                "  --etcd-cafile, --etcd-certfile, --etcd-keyfile PATH\n"
                "                            TLS to etcd\n"
                "  --etcd-compaction-interval D\n"
@@ -448,6 +454,8 @@ enum {
     OPT_ETCD_KEYFILE_,
     OPT_ETCD_COMPACTION_,
     OPT_ETCD_PREFIX_,
+    OPT_TOKEN_,
+    OPT_TOKEN_FILE_,
 };
 
 /* A non-negative int flag value, or -1 (said on stderr). */
@@ -543,6 +551,7 @@ int cmd_server(int argc, char **argv)
     const char *audit_policy_file = NULL;
     const char *etcd_servers = NULL;
     const char *etcd_prefix = "/registry"; /* upstream's default */
+    cluster_token_opts ctoken = {0};
     int64_t compaction_ns = 300 * 1000000000ll; /* upstream's 5m */
     etcd_tls etcd_files = {0};
     audit_log_opts audit_opts;
@@ -565,6 +574,8 @@ int cmd_server(int argc, char **argv)
         {"etcd-keyfile", required_argument, NULL, OPT_ETCD_KEYFILE_},
         {"etcd-compaction-interval", required_argument, NULL, OPT_ETCD_COMPACTION_},
         {"etcd-prefix", required_argument, NULL, OPT_ETCD_PREFIX_},
+        {"token", required_argument, NULL, OPT_TOKEN_},
+        {"token-file", required_argument, NULL, OPT_TOKEN_FILE_},
 
         {"tls-cert-file", required_argument, NULL, 'T'},
         {"tls-private-key-file", required_argument, NULL, 'K'},
@@ -691,6 +702,12 @@ int cmd_server(int argc, char **argv)
         case OPT_ETCD_PREFIX_:
             etcd_prefix = optarg;
             break;
+        case OPT_TOKEN_:
+            ctoken.token = optarg;
+            break;
+        case OPT_TOKEN_FILE_:
+            ctoken.token_file = optarg;
+            break;
         case OPT_ETCD_CAFILE_:
             etcd_files.ca_file = optarg;
             break;
@@ -790,6 +807,10 @@ int cmd_server(int argc, char **argv)
                              : "ckube server: --etcd-servers goes with --storage etcd\n");
         return 2;
     }
+    if (!etcd && (ctoken.token || ctoken.token_file)) {
+        fprintf(stderr, "ckube server: --token and --token-file go with --storage etcd\n");
+        return 2;
+    }
     if (mkdir_p(data_dir) != 0) {
         fprintf(stderr, "ckube server: cannot create %s: %s\n", data_dir, strerror(errno));
         return 1;
@@ -798,6 +819,26 @@ int cmd_server(int argc, char **argv)
     if (!kubeconfig) {
         snprintf(kcbuf, sizeof kcbuf, "%s/kubeconfig", data_dir);
         kubeconfig = kcbuf;
+    }
+    /* Signals are taken synchronously by this thread: block them before
+     * any other thread starts so every thread inherits the mask. */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    /* etcd first: servers on one etcd share the cluster identity kept there. */
+    storage *st = NULL;
+    if (etcd) {
+        char *why = NULL;
+        if (!(st = cmd_storage_open_etcd(etcd_servers, etcd_prefix, &etcd_files, &why))) {
+            fprintf(stderr, "ckube server: %s\n", why ? why : "cannot open the etcd storage");
+            free(why);
+            return 1;
+        }
     }
     /* The cluster's CA, serving and admin certificates (made on first
      * start, renewed when due), unless serving plain HTTP. */
@@ -811,9 +852,15 @@ int cmd_server(int argc, char **argv)
         po.nsans = serving_sans(host, sans, nsans, san_list, sizeof san_list / sizeof *san_list,
                                 hostname, sizeof hostname);
         char *perr = NULL;
-        if (pki_ensure(&po, &pki, &perr) != 0) {
+        bool replaced = false;
+        if (pki_ensure(&po, &pki, &perr) != 0 ||
+            cluster_identity_join(st, data_dir, &po, &pki, &ctoken, &replaced, &perr) != 0 ||
+            (replaced && pki_ensure(&po, &pki, &perr) != 0)) {
+            /* replaced: the datastore's CA took the place of the one just
+             * made, so the leaf certificates are made again from it */
             fprintf(stderr, "ckube server: %s\n", perr ? perr : "cannot make certificates");
             free(perr);
+            storage_close(st);
             return 1;
         }
         if (pki.made_ca)
@@ -822,21 +869,12 @@ int cmd_server(int argc, char **argv)
             CKUBE_INFO("made the serving certificate %s", pki.serving_crt);
         if (tls_cert && !(serving_ca = chain_top(tls_cert, pkidir))) {
             fprintf(stderr, "ckube server: cannot read a certificate from %s\n", tls_cert);
+            storage_close(st);
             return 1;
         }
     }
     for (size_t i = 0; i < nsans; i++)
         free(sans[i]);
-
-    /* Signals are taken synchronously by this thread: block them before
-     * any other thread starts so every thread inherits the mask. */
-    signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     /* Auditing: no policy file, no auditing (upstream builds no backend
      * then); a bad file or bad log flags fail the start. */
@@ -849,21 +887,11 @@ int cmd_server(int argc, char **argv)
         fprintf(stderr, "ckube server: %s\n", aerr ? aerr : "audit: out of memory");
         free(aerr);
         audit_policy_free(apolicy);
+        storage_close(st);
         return 1;
     }
     if (!apolicy)
         CKUBE_V(2, "No audit policy file provided, no events will be recorded for log backend");
-    storage *st = NULL;
-    if (etcd) {
-        char *why = NULL;
-        if (!(st = cmd_storage_open_etcd(etcd_servers, etcd_prefix, &etcd_files, &why))) {
-            fprintf(stderr, "ckube server: %s\n", why ? why : "cannot open the etcd storage");
-            free(why);
-            audit_log_close(alog);
-            audit_policy_free(apolicy);
-            return 1;
-        }
-    }
     apiserver_config cfg = {
         .audit_policy = apolicy,
         .audit_log = alog,

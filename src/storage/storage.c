@@ -82,6 +82,16 @@ int storage_request_progress(storage *st)
     return st && st->ops->request_progress ? st->ops->request_progress(st) : STORAGE_ERR_INVALID;
 }
 
+int storage_claim_cluster_data(storage *st, const char *value, size_t len, char **out,
+                               size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    if (!st || !st->ops->claim_cluster_data)
+        return STORAGE_ERR_INVALID;
+    return st->ops->claim_cluster_data(st, value, len, out, out_len);
+}
+
 bool storage_shared(storage *st)
 {
     return st && st->ops->shared;

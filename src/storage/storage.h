@@ -149,6 +149,9 @@ struct storage_backend_ops {
     /* Optional (may be NULL): asks for a PROGRESS event on every watch
      * soon (etcd's RequestProgress), asynchronously. */
     int (*request_progress)(storage *st);
+    /* Optional (may be NULL; shared backends): storage_claim_cluster_data. */
+    int (*claim_cluster_data)(storage *st, const char *value, size_t len, char **out,
+                              size_t *out_len);
     /* True when other processes write to the same store (etcd with several
      * servers): a watcher here may then lag a write another process had
      * acknowledged, and a reader that must see it asks current_rev. */
@@ -209,6 +212,17 @@ bool storage_shared(storage *st);
  * revision when the last revisions were other keys'. Returns at once;
  * STORAGE_ERR_INVALID if the backend has no such events. */
 int storage_request_progress(storage *st);
+
+/* The cluster's own data on a shared store, beside the objects and never
+ * served: what several servers must agree on before they serve (the
+ * cluster identity, apiserver/pki/identity.h). Atomically: if none is
+ * stored and `value` is not NULL, stores value[0..len); then returns what
+ * is stored (ours, or the value of the server that was first) in *out
+ * (malloc'd, NUL-terminated, the caller frees) and *out_len.
+ * STORAGE_ERR_NOT_FOUND when none is stored and value is NULL;
+ * STORAGE_ERR_INVALID on a backend that is not shared. */
+int storage_claim_cluster_data(storage *st, const char *value, size_t len, char **out,
+                               size_t *out_len);
 
 /* Fills *out (all zeros if the backend keeps no counters). */
 void storage_get_stats(storage *st, storage_stats *out);

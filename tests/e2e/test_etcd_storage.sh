@@ -80,15 +80,49 @@ expect_eq "$(gw_count /registry/core/configmaps/default/one)" 0 "nothing at ckub
 expect_eq "$(k get configmaps -l tier=x -o name)" "configmap/one" "a labelled list"
 
 # ---- server B on the same etcd ---------------------------------------------
+# The cluster identity: A sealed its CA and ServiceAccount key into etcd
+# with the token it made; B needs that token, and a wrong one or another
+# cluster's CA is refused.
+grep -q "stored the cluster identity" "$TMP/server.log" || fail "A did not store the cluster identity"
+[ "$(stat -c %a "$TMP/data/token")" = 600 ] || fail "DATA_DIR/token is not 0600"
+expect_exit 1 "the datastore already holds a cluster's identity" --storage etcd \
+    --etcd-servers "$ETCD_URL"
+expect_exit 1 "the token does not open the cluster identity" --storage etcd \
+    --etcd-servers "$ETCD_URL" --token not-the-token
+# a data dir whose key is not the cluster's: refused, nothing replaced
+mkdir -p "$TMP/foreign/pki" && cp "$TMP/data/pki/"* "$TMP/foreign/pki/"
+echo "# not the cluster's" >>"$TMP/foreign/pki/sa.pub"
+rc=0
+out=$("$CKUBE_BIN" server --data-dir "$TMP/foreign" --listen "127.0.0.1:$(free_port)" --storage etcd \
+    --etcd-servers "$ETCD_URL" --token-file "$TMP/data/token" 2>&1) || rc=$?
+expect_eq "$rc" 1 "exit code with another cluster's key"
+expect_contains "$out" "$TMP/foreign/pki/sa.pub is not the cluster's" "message with another cluster's key"
+grep -q "not the cluster's" "$TMP/foreign/pki/sa.pub" || fail "the refused join replaced sa.pub"
+expect_exit 2 "ckube server: --token and --token-file go with --storage etcd" --token x
 PB=$(free_port)
 "$CKUBE_BIN" server --data-dir "$TMP/b" --listen "127.0.0.1:$PB" --storage etcd \
-    --etcd-servers "$ETCD_URL" --controller-manager=false >"$TMP/b.log" 2>&1 &
+    --etcd-servers "$ETCD_URL" --token-file "$TMP/data/token" --controller-manager=false >"$TMP/b.log" 2>&1 &
 B_PID=$!
 for _ in $(seq 1 200); do [ -s "$TMP/b/kubeconfig" ] && break; sleep 0.05; done
 KB=$TMP/b/kubeconfig
 wait_for env KUBECONFIG="$KB" kubectl get --raw /readyz
 expect_eq "$(KUBECONFIG=$KB kubectl get configmap one -o jsonpath='{.data.a} {.metadata.resourceVersion}')" \
     "1 $rv" "B serves what A wrote"
+cmp -s "$TMP/data/pki/ca.crt" "$TMP/b/pki/ca.crt" || fail "B's CA is not A's"
+cmp -s "$TMP/data/pki/sa.key" "$TMP/b/pki/sa.key" || fail "B's ServiceAccount key is not A's"
+cmp -s "$TMP/data/token" "$TMP/b/token" || fail "B did not keep the token for its restarts"
+# A's kubeconfig works against B, B's against A; a token A issued works on B
+expect_eq "$(KUBECONFIG=$KA kubectl --server "https://127.0.0.1:$PB" get configmap one -o name)" \
+    "configmap/one" "A's kubeconfig against B"
+expect_eq "$(KUBECONFIG=$KB kubectl --server "$SERVER_URL" get configmap one -o name)" \
+    "configmap/one" "B's kubeconfig against A"
+k create serviceaccount bot >/dev/null
+tok=$(k create token bot)
+who=$(curl -q -s --cacert "$TMP/b/pki/ca.crt" -H "Authorization: Bearer $tok" \
+    -H 'Content-Type: application/json' -X POST \
+    -d '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}' \
+    "https://127.0.0.1:$PB/apis/authentication.k8s.io/v1/selfsubjectreviews" | jq -r .status.userInfo.username)
+expect_eq "$who" "system:serviceaccount:default:bot" "A's ServiceAccount token on B"
 # B's watch sees A's writes; A's sees B's
 KUBECONFIG=$KB timeout 6 kubectl get configmaps -w -o name >"$TMP/b.watch" 2>&1 &
 BW=$!

@@ -757,6 +757,66 @@ static int e_request_progress(storage *st)
     return STORAGE_OK;
 }
 
+/* The cluster's data (storage_claim_cluster_data): one key beside the
+ * objects' prefix, PREFIX without its last '/' plus CLUSTER_DATA_SUFFIX
+ * ("/registry-ckube-cluster" for "/registry/"), so that it is never in a
+ * range or watch of the objects and two clusters under two prefixes have
+ * their own. Claimed with If(CreateRevision == 0) Then Put Else Range,
+ * so the first server's value stays. */
+#define CLUSTER_DATA_SUFFIX "-ckube-cluster"
+
+static int e_claim_cluster_data(storage *st, const char *value, size_t len, char **out,
+                                size_t *out_len)
+{
+    etcd_storage *s = (etcd_storage *)st;
+    size_t plen = s->prefix_len > 1 ? s->prefix_len - 1 : s->prefix_len;
+    char *key = xasprintf("%.*s%s", (int)plen, s->prefix, CLUSTER_DATA_SUFFIX);
+    Ckube__Etcd__Compare cmp = CKUBE__ETCD__COMPARE__INIT;
+    cmp.key = bin(key, strlen(key));
+    cmp.target = CKUBE__ETCD__COMPARE__COMPARE_TARGET__CREATE;
+    cmp.result = CKUBE__ETCD__COMPARE__COMPARE_RESULT__EQUAL;
+    cmp.target_union_case = CKUBE__ETCD__COMPARE__TARGET_UNION_CREATE_REVISION;
+    cmp.create_revision = value ? 0 : -1; /* never equal: only read it */
+    Ckube__Etcd__PutRequest put = CKUBE__ETCD__PUT_REQUEST__INIT;
+    put.key = cmp.key;
+    put.value = bin(value ? value : "", value ? len : 0);
+    Ckube__Etcd__RequestOp then = CKUBE__ETCD__REQUEST_OP__INIT;
+    then.request_case = CKUBE__ETCD__REQUEST_OP__REQUEST_REQUEST_PUT;
+    then.request_put = &put;
+    etcd_error err = {0};
+    Ckube__Etcd__TxnResponse *r = txn_or_get(s, &cmp, &then, &err);
+    int rc = STORAGE_OK;
+    if (!r) {
+        CKUBE_ERROR("etcd: reading %s failed: %s", key, err.message);
+        rc = map_error(&err);
+    } else if (r->succeeded) {
+        *out = xmalloc(len + 1);
+        memcpy(*out, value, len);
+        (*out)[len] = 0;
+        *out_len = len;
+    } else {
+        const Ckube__Etcd__ResponseOp *ro = r->n_responses ? r->responses[0] : NULL;
+        const Ckube__Etcd__RangeResponse *got =
+            ro && ro->response_case == CKUBE__ETCD__RESPONSE_OP__RESPONSE_RESPONSE_RANGE
+                ? ro->response_range
+                : NULL;
+        if (!got || !got->n_kvs) {
+            rc = STORAGE_ERR_NOT_FOUND;
+        } else {
+            const ProtobufCBinaryData *v = &got->kvs[0]->value;
+            *out = xmalloc(v->len + 1);
+            if (v->len)
+                memcpy(*out, v->data, v->len);
+            (*out)[v->len] = 0;
+            *out_len = v->len;
+        }
+    }
+    if (r)
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    free(key);
+    return rc;
+}
+
 /* ---- compaction ------------------------------------------------------------------------ */
 
 /* upstream's compactRevKey: its version counts the compactions */
@@ -920,6 +980,7 @@ static const struct storage_backend_ops ETCD_OPS = {
     .close = e_close,
     .stats = e_stats,
     .request_progress = e_request_progress,
+    .claim_cluster_data = e_claim_cluster_data,
     .shared = true, /* several servers may share one etcd */
 };
 
