@@ -190,6 +190,7 @@ int storage_committer_submit(storage_committer *c, storage_op *op)
     op->rev = 0;
     op->create_rev = 0;
     op->current_mod_rev = 0;
+    op->message[0] = 0;
     op->next = NULL;
     pthread_mutex_lock(&c->q_mu);
     if (c->closing) {

@@ -107,6 +107,10 @@ struct storage_op {
     int64_t create_rev; /* create_rev of the key after (PUT) or before (DELETE) */
     /* On CONFLICT/EXISTS: the current revision of the key (0 if absent). */
     int64_t current_mod_rev;
+    /* On IO: the backend's own words for the failure when it has them
+     * (etcd's "etcdserver: request timed out"), for the client's Status;
+     * else "". */
+    char message[160];
 
     void (*done)(storage_op *op, void *arg);
     void *arg;

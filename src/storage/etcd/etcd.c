@@ -49,9 +49,14 @@
 #define WORKERS 16
 #define RANGE_PAGE 1000
 #define CALL_TIMEOUT_MS 30000
+/* storage_current_rev: what health checks and consistent reads ask, each
+ * with a deadline of its own; an etcd that does not answer within this is
+ * reported down, not waited for. */
+#define CURRENT_REV_TIMEOUT_MS 5000
 
 #define KV_RANGE "/etcdserverpb.KV/Range"
 #define KV_TXN "/etcdserverpb.KV/Txn"
+#define KV_PUT "/etcdserverpb.KV/Put"
 #define KV_COMPACT "/etcdserverpb.KV/Compact"
 
 typedef struct ewatcher ewatcher;
@@ -93,6 +98,17 @@ struct ewatcher {
     void *arg;
     int64_t delivered; /* under s->mu: the newest revision handed to fn */
     uint64_t progress_seen; /* under s->mu: s->progress_gen last sent for */
+    /* Under s->mu. A stream that starts behind etcd's revision replays
+     * history first; until it has caught up ("synced", in etcd's words),
+     * etcd before 3.4.25/3.5.8 answers a progress request with its current
+     * revision all the same (etcd-io/etcd#15220), which would skip the
+     * replay still to come. So a progress notification counts only once
+     * the stream has delivered an event at or after created_rev (the
+     * revision its creation answer gave); to get there without waiting for
+     * a write of ours, a progress request on an unsynced stream writes the
+     * sync marker instead (sync_marker). */
+    int64_t created_rev;
+    bool synced, marker_sent;
     int state;         /* under s->mu: W_* */
     int error;         /* under s->mu: why it was refused or ended */
 };
@@ -127,6 +143,34 @@ static int map_error(const etcd_error *e)
     return STORAGE_ERR_IO;
 }
 
+/* What kube-apiserver's clients read when etcd fails a request: etcd's
+ * own errors pass through as its Go client reports them ("etcdserver:
+ * request timed out", "etcdserver: leader changed"); an etcd that cannot
+ * be reached at all is, to the Go client, a deadline that ran out. */
+static void client_words(const etcd_error *e, char *buf, size_t n)
+{
+    /* (%.*s: a message longer than buf is cut, knowingly) */
+    int room = (int)n - 7;
+    if (!strncmp(e->message, "etcdserver: ", 12))
+        snprintf(buf, n, "%.*s", room, e->message);
+    else if (e->code == ETCD_GRPC_UNAVAILABLE || e->code == ETCD_GRPC_DEADLINE_EXCEEDED)
+        snprintf(buf, n, "context deadline exceeded");
+    else
+        snprintf(buf, n, "etcd: %.*s", room, e->message);
+}
+
+/* The sync marker: a key in the watched prefix, never one of ours, that
+ * a server puts to make every stream see an event at the current revision
+ * (ewatcher.synced). PREFIX + SYNC_MARKER. */
+#define SYNC_MARKER "ckube-sync"
+
+static bool is_marker(const etcd_storage *s, const ProtobufCBinaryData *k)
+{
+    size_t n = strlen(SYNC_MARKER);
+    return s->km && k->len == s->prefix_len + n && !memcmp(k->data, s->prefix, s->prefix_len) &&
+           !memcmp(k->data + s->prefix_len, SYNC_MARKER, n);
+}
+
 /* The etcd key of a key of ours, malloc'd; NULL if it has none. */
 static char *to_etcd(const etcd_storage *s, const char *key)
 {
@@ -139,7 +183,7 @@ static char *from_etcd(const etcd_storage *s, const ProtobufCBinaryData *k)
 {
     char *key = s->km ? etcd_key_from_etcd(s->km, (const char *)k->data, k->len)
                       : strndup((const char *)k->data, k->len);
-    if (!key && s->km)
+    if (!key && s->km && !is_marker(s, k))
         CKUBE_WARN("etcd: skipping key %.*s: not an object ckube serves", (int)k->len,
                    (const char *)k->data);
     return key;
@@ -217,6 +261,7 @@ static void run_write(etcd_storage *s, storage_op *op)
     if (!r) {
         CKUBE_ERROR("etcd: transaction on %s failed: %s", key, err.message);
         op->result = STORAGE_ERR_IO;
+        client_words(&err, op->message, sizeof op->message);
         free(key);
         return;
     }
@@ -348,6 +393,7 @@ static int e_submit(storage *st, storage_op *op)
     }
     op->result = STORAGE_OK;
     op->rev = op->create_rev = op->current_mod_rev = 0;
+    op->message[0] = 0;
     op->next = NULL;
     pthread_mutex_lock(&s->mu);
     if (s->closing) {
@@ -367,19 +413,26 @@ static int e_submit(storage *st, storage_op *op)
 /* ---- reads ------------------------------------------------------------------------- */
 
 /* One Range: NULL with *rc on failure. */
-static Ckube__Etcd__RangeResponse *range_call(etcd_storage *s, Ckube__Etcd__RangeRequest *rq,
-                                              int *rc)
+static Ckube__Etcd__RangeResponse *range_call_within(etcd_storage *s,
+                                                     Ckube__Etcd__RangeRequest *rq, int *rc,
+                                                     int timeout_ms)
 {
     ProtobufCMessage *m = NULL;
     etcd_error err = {0};
     if (etcd_call(s->c, KV_RANGE, &rq->base, &ckube__etcd__range_response__descriptor, &m,
-                  CALL_TIMEOUT_MS, &err) != 0) {
+                  timeout_ms, &err) != 0) {
         *rc = map_error(&err);
         if (*rc == STORAGE_ERR_IO)
             CKUBE_ERROR("etcd: range failed: %s", err.message);
         return NULL;
     }
     return (Ckube__Etcd__RangeResponse *)m;
+}
+
+static Ckube__Etcd__RangeResponse *range_call(etcd_storage *s, Ckube__Etcd__RangeRequest *rq,
+                                              int *rc)
+{
+    return range_call_within(s, rq, rc, CALL_TIMEOUT_MS);
 }
 
 /* A kv of ours into *out; STORAGE_ERR_NOT_FOUND for a key that is not
@@ -500,7 +553,7 @@ static int64_t e_current_rev(storage *st)
     rq.count_only = true;
     rq.limit = 1;
     int rc = STORAGE_OK;
-    Ckube__Etcd__RangeResponse *r = range_call(s, &rq, &rc);
+    Ckube__Etcd__RangeResponse *r = range_call_within(s, &rq, &rc, CURRENT_REV_TIMEOUT_MS);
     if (!r)
         return -1;
     int64_t rev = r->header ? r->header->revision : 0;
@@ -601,11 +654,19 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
     pthread_mutex_lock(&s->mu);
     if (r->created && w->state == W_STARTING)
         w->state = W_RUNNING;
+    if (r->created && r->header) {
+        w->created_rev = r->header->revision;
+        w->synced = w->delivered >= w->created_rev; /* nothing to replay */
+    }
     /* a progress notification says everything up to its header revision
-     * has been sent; a creation answer does not (the replay follows) */
-    int64_t rev = r->n_events                ? r->events[r->n_events - 1]->kv->mod_revision
-                  : !r->created && r->header ? progress_rev(s, w, r->header->revision)
-                                             : 0;
+     * has been sent, once the stream is synced; a creation answer does not
+     * (the replay follows) */
+    int64_t rev = r->n_events ? r->events[r->n_events - 1]->kv->mod_revision
+                  : !r->created && r->header && w->synced
+                      ? progress_rev(s, w, r->header->revision)
+                      : 0;
+    if (r->n_events && rev >= w->created_rev)
+        w->synced = true;
     if (!r->n_events && rev > w->delivered) {
         /* tell the watcher first, as for events: a write's done must not
          * overtake what its watchers know */
@@ -632,6 +693,25 @@ static void pause_unless_closing(etcd_storage *s, int sec)
     }
 }
 
+/* Puts the sync marker (see ewatcher.synced): its event reaches every
+ * stream at a revision after their creation. Failures are logged only: a
+ * later progress request tries again. */
+static void sync_marker(etcd_storage *s)
+{
+    char *key = xasprintf("%s%s", s->prefix, SYNC_MARKER);
+    Ckube__Etcd__PutRequest put = CKUBE__ETCD__PUT_REQUEST__INIT;
+    put.key = bin(key, strlen(key));
+    put.value = bin("", 0);
+    ProtobufCMessage *m = NULL;
+    etcd_error err = {0};
+    if (etcd_call(s->c, KV_PUT, &put.base, &ckube__etcd__put_response__descriptor, &m,
+                  CURRENT_REV_TIMEOUT_MS, &err) != 0)
+        CKUBE_WARN("etcd: cannot put %s: %s", key, err.message);
+    else
+        protobuf_c_message_free_unpacked(m, NULL);
+    free(key);
+}
+
 /* A watcher's supervisor: when its stream breaks, starts another from the
  * revision after the last delivered, once a second until one runs. */
 static void *supervisor_main(void *p)
@@ -647,8 +727,16 @@ static void *supervisor_main(void *p)
             /* a progress request: only this thread replaces w->w */
             w->progress_seen = s->progress_gen;
             etcd_watch *cur = w->w;
+            /* (after the creation answer: the marker's revision is then
+             * after created_rev, so its event proves the stream synced) */
+            bool marker =
+                !w->synced && !w->marker_sent && s->km && w->created_rev != INT64_MAX;
+            w->marker_sent |= marker;
             pthread_mutex_unlock(&s->mu);
-            etcd_watch_request_progress(cur); /* a broken stream says so itself */
+            if (marker)
+                sync_marker(s);
+            else if (w->synced)
+                etcd_watch_request_progress(cur); /* a broken stream says so itself */
             pthread_mutex_lock(&s->mu);
             continue;
         }
@@ -665,6 +753,8 @@ static void *supervisor_main(void *p)
             break;
         int64_t from = w->delivered;
         w->state = W_RUNNING;
+        w->synced = w->marker_sent = false; /* until the new stream says */
+        w->created_rev = INT64_MAX;
         pthread_mutex_unlock(&s->mu);
         etcd_error err = {0};
         etcd_watch *nw =
@@ -716,6 +806,7 @@ static int e_watch(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg
     w->fn = fn;
     w->arg = arg;
     w->delivered = from_rev;
+    w->created_rev = INT64_MAX; /* until the creation answer */
     pthread_mutex_lock(&s->mu);
     if (s->closing) {
         pthread_mutex_unlock(&s->mu);

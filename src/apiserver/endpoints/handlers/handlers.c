@@ -2011,11 +2011,10 @@ static bool wait_for_cache(req_ctx *rc)
 /* How a wait that did not reach its revision is answered. */
 static ckube_status *cache_wait_failed(req_ctx *rc)
 {
-    if (rc->cache_wait_rc == FRESH_UNAVAILABLE || rc->cache_wait_rc == FRESH_CLOSED)
-        return ckube_status_internal(
-            "storage error: %s",
-            storage_strerror(rc->cache_wait_rc == FRESH_CLOSED ? STORAGE_ERR_CLOSED
-                                                                 : STORAGE_ERR_IO));
+    if (rc->cache_wait_rc == FRESH_UNAVAILABLE) /* etcd's Go client's words */
+        return ckube_status_new(500, NULL, "context deadline exceeded");
+    if (rc->cache_wait_rc == FRESH_CLOSED)
+        return ckube_status_internal("storage error: %s", storage_strerror(STORAGE_ERR_CLOSED));
     ckube_status *st =
         ckube_status_new(504, CKUBE_REASON_TIMEOUT,
                          "Too large resource version: %" PRId64 ", current: %" PRId64,

@@ -224,8 +224,13 @@ static void op_settled(void *arg)
         finish(w, 0, NULL, modified_conflict(w, write_name(w)));
         return;
     default:
+        /* The backend's words when it has them, as kube-apiserver passes
+         * etcd's errors on: a 500 with no reason ("Error from server:
+         * etcdserver: request timed out"). */
         finish(w, 0, NULL,
-               ckube_status_internal("storage error: %s", storage_strerror(w->op.result)));
+               w->op.message[0]
+                   ? ckube_status_new(500, NULL, "%s", w->op.message)
+                   : ckube_status_internal("storage error: %s", storage_strerror(w->op.result)));
         return;
     }
 }

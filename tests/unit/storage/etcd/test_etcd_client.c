@@ -439,6 +439,74 @@ static void test_progress(void **state)
     storage_close(st);
 }
 
+/* A watch that starts behind etcd replays history; a progress event must
+ * not run ahead of that replay (etcd before 3.4.25 answers a progress
+ * request with its current revision even then, etcd-io/etcd#15220). */
+typedef struct replay_check {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t last_event, last_progress;
+    int progress, bad;
+} replay_check;
+
+static void on_replay(void *arg, const storage_event *ev, size_t n)
+{
+    replay_check *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type == STORAGE_EVENT_PROGRESS) {
+            c->progress++;
+            c->last_progress = ev[i].rev;
+            if (ev[i].rev > c->last_event)
+                c->bad++; /* claims revisions whose events have not come */
+        } else {
+            c->last_event = ev[i].rev;
+        }
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void test_progress_not_ahead_of_replay(void **state)
+{
+    (void)state;
+    char *serr = NULL;
+    storage *st = storage_etcd_open(ETCD.url, "/replay/", false, NULL, &serr);
+    assert_non_null(st);
+    int64_t base = storage_current_rev(st), last = 0;
+    char key[64];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(key, sizeof key, "/replay/k%d", i % 50);
+        last = put(key, "v");
+    }
+    replay_check c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    assert_int_equal(storage_watch(st, base, on_replay, &c), STORAGE_OK);
+    for (int i = 0; i < 100; i++) { /* while the replay runs */
+        assert_int_equal(storage_request_progress(st), STORAGE_OK);
+        usleep(1000);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&c.mu);
+    while (c.last_event < last && pthread_cond_timedwait(&c.cv, &c.mu, &until) == 0) {
+    }
+    assert_int_equal(c.last_event, last);
+    assert_int_equal(c.bad, 0); /* no progress ran ahead of the replay */
+    pthread_mutex_unlock(&c.mu);
+    /* caught up: progress is answered again, at the current revision */
+    int other = c.progress;
+    int64_t outside = put("/elsewhere/replay", "x");
+    assert_int_equal(storage_request_progress(st), STORAGE_OK);
+    pthread_mutex_lock(&c.mu);
+    while (c.progress == other && pthread_cond_timedwait(&c.cv, &c.mu, &until) == 0) {
+    }
+    assert_true(c.progress > other);
+    assert_int_equal(c.last_progress, outside); /* past our keys: the other key's write */
+    pthread_mutex_unlock(&c.mu);
+    storage_close(st);
+}
+
 /* Last: stops the member and starts it again. A storage watch survives
  * it: its stream is started again from the revision after the last
  * delivered, so the events written meanwhile and after arrive, once. */
@@ -518,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_calls),
         cmocka_unit_test(test_compaction_election),
         cmocka_unit_test(test_progress),
+        cmocka_unit_test(test_progress_not_ahead_of_replay),
         cmocka_unit_test(test_member_down_and_back),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
