@@ -974,6 +974,7 @@ int apiserver_start(apiserver *s, char **err)
     for (int i = 0; i < s->nloops; i++)
         pthread_create(&s->loops[i].thread, NULL, loop_main, &s->loops[i]);
     s->compactor = s->cfg.no_compaction ? NULL : compactor_start(s->st, s->cfg.compact_interval);
+    health_prober_start(s);
     return 0;
 }
 
@@ -1029,6 +1030,7 @@ void apiserver_free(apiserver *s)
     for (int i = 0; i < s->nloops; i++)
         pthread_join(s->loops[i].thread, NULL);
     compactor_stop(s->compactor);
+    health_prober_stop(s);
     /* Writes still in flight complete into loops that no longer run: close
      * the storage first (it runs their callbacks, which only post tasks),
      * then drop those tasks with their requests. */

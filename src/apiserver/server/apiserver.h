@@ -38,5 +38,9 @@ int apiserver_bootstrap(apiserver *s);
 
 /* /healthz, /livez, /readyz and their checks (health.c); false: not one. */
 bool handle_health(req_ctx *rc, const char *path);
+/* The health checks' prober of a shared store (health.c): started with the
+ * loops, stopped before the storage closes. Nothing on an unshared store. */
+void health_prober_start(apiserver *s);
+void health_prober_stop(apiserver *s);
 
 #endif

@@ -124,6 +124,7 @@ struct apiserver {
     registry *registry;     /* the served types (owned) */
     struct crd_state *crds; /* the CRD machinery (owned; apiextensions) */
     struct compactor *compactor;
+    struct storage_prober *prober; /* a shared store's health (health.c); NULL if unshared */
     loop *loops;
     int nloops;
     int port; /* bound port */
