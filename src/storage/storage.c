@@ -33,6 +33,8 @@ const char *storage_strerror(int err)
         return "out of memory";
     case STORAGE_ERR_INVALID:
         return "invalid argument";
+    case STORAGE_ERR_TOO_LARGE:
+        return "request is too large";
     default:
         return "unknown storage error";
     }

@@ -38,6 +38,8 @@ enum {
     STORAGE_ERR_CLOSED = -6,    /* storage is shutting down */
     STORAGE_ERR_NOMEM = -7,
     STORAGE_ERR_INVALID = -8,
+    STORAGE_ERR_TOO_LARGE = -9, /* the write is over the backend's request limit (etcd's
+                                 * --max-request-bytes); nothing was written */
 };
 
 const char *storage_strerror(int err);

@@ -143,6 +143,15 @@ static int map_error(const etcd_error *e)
     return STORAGE_ERR_IO;
 }
 
+/* Whether etcd refused a request for its size: over --max-request-bytes
+ * etcd answers "etcdserver: request is too large"; over that plus gRPC's
+ * margin its gRPC server refuses the message itself. */
+static bool too_large(const etcd_error *e)
+{
+    return (e->code == ETCD_GRPC_INVALID_ARGUMENT && strstr(e->message, "request is too large")) ||
+           (e->code == ETCD_GRPC_RESOURCE_EXHAUSTED && strstr(e->message, "larger than max"));
+}
+
 /* What kube-apiserver's clients read when etcd fails a request: etcd's
  * own errors pass through as its Go client reports them ("etcdserver:
  * request timed out", "etcdserver: leader changed"); an etcd that cannot
@@ -151,7 +160,9 @@ static void client_words(const etcd_error *e, char *buf, size_t n)
 {
     /* (%.*s: a message longer than buf is cut, knowingly) */
     int room = (int)n - 7;
-    if (!strncmp(e->message, "etcdserver: ", 12))
+    if (too_large(e))
+        snprintf(buf, n, "etcdserver: request is too large");
+    else if (!strncmp(e->message, "etcdserver: ", 12))
         snprintf(buf, n, "%.*s", room, e->message);
     else if (e->code == ETCD_GRPC_UNAVAILABLE || e->code == ETCD_GRPC_DEADLINE_EXCEEDED)
         snprintf(buf, n, "context deadline exceeded");
@@ -259,8 +270,9 @@ static void run_write(etcd_storage *s, storage_op *op)
     etcd_error err = {0};
     Ckube__Etcd__TxnResponse *r = txn_or_get(s, &cmp, &then, &err);
     if (!r) {
-        CKUBE_ERROR("etcd: transaction on %s failed: %s", key, err.message);
-        op->result = STORAGE_ERR_IO;
+        op->result = too_large(&err) ? STORAGE_ERR_TOO_LARGE : STORAGE_ERR_IO;
+        if (op->result == STORAGE_ERR_IO)
+            CKUBE_ERROR("etcd: transaction on %s failed: %s", key, err.message);
         client_words(&err, op->message, sizeof op->message);
         free(key);
         return;

@@ -29,6 +29,8 @@
 #define ETCD_GRPC_DEADLINE_EXCEEDED 4
 #define ETCD_GRPC_OUT_OF_RANGE 11 /* etcd: a compacted revision */
 #define ETCD_GRPC_UNAVAILABLE 14
+#define ETCD_GRPC_INVALID_ARGUMENT 3
+#define ETCD_GRPC_RESOURCE_EXHAUSTED 8
 
 /* A failed call: gRPC's status code and etcd's message ("etcdserver:
  * mvcc: required revision has been compacted", "failed to connect to all

@@ -223,6 +223,15 @@ static void op_settled(void *arg)
         }
         finish(w, 0, NULL, modified_conflict(w, write_name(w)));
         return;
+    case STORAGE_ERR_TOO_LARGE:
+        /* etcd's limit (--max-request-bytes, 1.5 MiB by default) is below
+         * the API's 3 MiB body limit. kube-apiserver answers a 500 with
+         * etcd's words; a 413 says what it is, and keeps the words that
+         * clients look for ("request is too large"). */
+        finish(w, 0, NULL,
+               ckube_status_new(413, CKUBE_REASON_TOO_LARGE, "%s",
+                                w->op.message[0] ? w->op.message : "request is too large"));
+        return;
     default:
         /* The backend's words when it has them, as kube-apiserver passes
          * etcd's errors on: a 500 with no reason ("Error from server:
