@@ -15,11 +15,39 @@ TMP=$(mktemp -d "${CKUBE_TEST_TMP:-/tmp}/e2e.XXXXXX")
 SERVER_PID=
 FAILED=0
 
+# CKUBE_E2E_STORAGE=etcd: start_server runs the server on an etcd member
+# of the test's own (loopback, data under $TMP, started at the first
+# start_server and kept across restarts), unless the test picks a storage
+# itself: the same test, another backend (CMakeLists.txt registers some
+# tests twice, as e2e-etcd/NAME).
+E2E_ETCD_PID= E2E_ETCD_URL=
+e2e_etcd_start() {
+    local cp pp
+    cp=$(python3 "$SRC/tests/e2e/free_port.py")
+    pp=$(python3 "$SRC/tests/e2e/free_port.py")
+    E2E_ETCD_URL=http://127.0.0.1:$cp
+    "${CKUBE_ETCD_BIN:-/usr/bin/etcd}" --name e2e --data-dir "$TMP/e2e-etcd" \
+        --listen-client-urls "$E2E_ETCD_URL" --advertise-client-urls "$E2E_ETCD_URL" \
+        --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+        --initial-cluster "e2e=http://127.0.0.1:$pp" --log-level warn >"$TMP/e2e-etcd.log" 2>&1 &
+    E2E_ETCD_PID=$!
+    for _ in $(seq 1 100); do
+        curl -sf "$E2E_ETCD_URL/health" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "etcd did not start" >&2
+    return 1
+}
+
 cleanup() {
     local rc=$?
     if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
         kill -KILL "$SERVER_PID" 2>/dev/null || true
         wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    if [ -n "$E2E_ETCD_PID" ]; then
+        kill -TERM "$E2E_ETCD_PID" 2>/dev/null || true
+        wait "$E2E_ETCD_PID" 2>/dev/null || true
     fi
     if [ $rc -ne 0 ] || [ $FAILED -ne 0 ]; then
         echo "---- server log (tail) ----" >&2
@@ -37,7 +65,17 @@ start_server() {
     # ephemeral range: see free_port.py.
     [ -n "${PORT:-}" ] || PORT=$(python3 "$SRC/tests/e2e/free_port.py")
     rm -f "$data/kubeconfig"
-    "$CKUBE_BIN" server --data-dir "$data" --listen "127.0.0.1:$PORT" "$@" \
+    local storage=()
+    case " $* " in *" --storage"*) ;; *)
+        if [ "${CKUBE_E2E_STORAGE:-}" = etcd ]; then
+            [ -n "$E2E_ETCD_PID" ] || e2e_etcd_start
+            # a data dir is a cluster: its own prefix (a test that starts
+            # afresh on a new data dir gets an empty store, as on SQLite)
+            storage=(--storage etcd --etcd-servers "$E2E_ETCD_URL"
+                --etcd-prefix "/e2e-$(printf '%s' "$data" | md5sum | cut -c1-12)")
+        fi ;;
+    esac
+    "$CKUBE_BIN" server --data-dir "$data" --listen "127.0.0.1:$PORT" "${storage[@]}" "$@" \
         >>"$TMP/server.log" 2>&1 &
     SERVER_PID=$!
     for _ in $(seq 1 200); do
