@@ -971,10 +971,10 @@ int apiserver_start(apiserver *s, char **err)
         }
         s->nloops = i + 1;
     }
+    health_prober_start(s); /* before the loops: their health checks read s->prober */
     for (int i = 0; i < s->nloops; i++)
         pthread_create(&s->loops[i].thread, NULL, loop_main, &s->loops[i]);
     s->compactor = s->cfg.no_compaction ? NULL : compactor_start(s->st, s->cfg.compact_interval);
-    health_prober_start(s);
     return 0;
 }
 
