@@ -51,13 +51,22 @@ healthy() { curl -sf --cacert "$P/etcd-ca.crt" --cert "$P/apiserver-etcd-client.
 wait_for healthy
 
 # ---- refusals: exit 1 and a reason; nothing listens ------------------------------
+# Each refusal waits out the server's 10 s for etcd to answer: they run
+# side by side, each with a data dir of its own, and are checked after.
+NREF=0 REF_PIDS=()
 refused() { # MESSAGE ARGS...
-    local msg=$1 rc=0 out
+    NREF=$((NREF + 1))
+    local n=$NREF
+    printf '%s\n' "$1" >"$TMP/ref$n.want"
     shift
-    out=$(timeout 60 "$CKUBE_BIN" server --data-dir "$TMP/bad" --listen "127.0.0.1:$(free_port)" \
-        --controller-manager=false --storage etcd "$@" 2>&1) || rc=$?
-    expect_eq "$rc" 1 "exit code of ckube server $*"
-    expect_contains "$out" "$msg" "message of ckube server $*"
+    printf '%s\n' "$*" >"$TMP/ref$n.args"
+    (
+        rc=0
+        timeout 60 "$CKUBE_BIN" server --data-dir "$TMP/bad$n" --listen "127.0.0.1:$(free_port)" \
+            --controller-manager=false --storage etcd "$@" >"$TMP/ref$n.out" 2>&1 || rc=$?
+        echo "$rc" >"$TMP/ref$n.rc"
+    ) &
+    REF_PIDS+=($!)
 }
 refused "etcd at $URL does not answer" --etcd-servers "$URL" \
     --etcd-cafile "$P/other-ca.crt" --etcd-certfile "$P/apiserver-etcd-client.crt" \
@@ -67,7 +76,13 @@ refused "etcd at $URL does not answer" --etcd-servers "$URL" --etcd-cafile "$P/e
     --etcd-certfile "$P/stranger.crt" --etcd-keyfile "$P/stranger.key"
 refused "etcd at http://127.0.0.1:$CP does not answer" --etcd-servers "http://127.0.0.1:$CP"
 refused "cannot read $P/missing.crt" --etcd-servers "$URL" --etcd-cafile "$P/missing.crt"
-[ ! -e "$TMP/bad/kubeconfig" ] || fail "a refused server wrote a kubeconfig"
+wait "${REF_PIDS[@]}" # (not etcd, also a child of this shell)
+for n in $(seq 1 "$NREF"); do
+    args=$(cat "$TMP/ref$n.args")
+    expect_eq "$(cat "$TMP/ref$n.rc")" 1 "exit code of ckube server $args"
+    expect_contains "$(cat "$TMP/ref$n.out")" "$(cat "$TMP/ref$n.want")" "message of ckube server $args"
+    [ ! -e "$TMP/bad$n/kubeconfig" ] || fail "a refused server wrote a kubeconfig ($args)"
+done
 
 # ---- the right files: it serves ------------------------------------------------------
 start_server --controller-manager=false --storage etcd --etcd-servers "$URL" \
