@@ -714,8 +714,8 @@ static void pause_unless_closing(etcd_storage *s, int sec)
 
 /* Puts the sync marker (see ewatcher.synced): its event reaches every
  * stream at a revision after their creation. Failures are logged only: a
- * later progress request tries again. */
-static void sync_marker(etcd_storage *s)
+ * later progress request tries again (false). */
+static bool sync_marker(etcd_storage *s)
 {
     char *key = xasprintf("%s%s", s->prefix, SYNC_MARKER);
     Ckube__Etcd__PutRequest put = CKUBE__ETCD__PUT_REQUEST__INIT;
@@ -723,12 +723,14 @@ static void sync_marker(etcd_storage *s)
     put.value = bin("", 0);
     ProtobufCMessage *m = NULL;
     etcd_error err = {0};
-    if (etcd_call(s->c, KV_PUT, &put.base, &ckube__etcd__put_response__descriptor, &m,
-                  CURRENT_REV_TIMEOUT_MS, &err) != 0)
+    bool ok = etcd_call(s->c, KV_PUT, &put.base, &ckube__etcd__put_response__descriptor, &m,
+                        CURRENT_REV_TIMEOUT_MS, &err) == 0;
+    if (!ok)
         CKUBE_WARN("etcd: cannot put %s: %s", key, err.message);
     else
         protobuf_c_message_free_unpacked(m, NULL);
     free(key);
+    return ok;
 }
 
 /* A watcher's supervisor: when its stream breaks, starts another from the
@@ -753,11 +755,12 @@ static void *supervisor_main(void *p)
             w->marker_sent |= marker;
             bool synced = w->synced;
             pthread_mutex_unlock(&s->mu);
-            if (marker)
-                sync_marker(s);
-            else if (synced)
+            bool marked = marker && sync_marker(s);
+            if (!marker && synced)
                 etcd_watch_request_progress(cur); /* a broken stream says so itself */
             pthread_mutex_lock(&s->mu);
+            if (marker && !marked)
+                w->marker_sent = false; /* (etcd electing a leader): the next request retries */
             continue;
         }
         etcd_watch *old = w->w;
