@@ -30,10 +30,9 @@ static void backup_usage(FILE *f)
                "  -h, --help       this help\n");
 }
 
-int cmd_backup(int argc, char **argv)
+int cmd_snapshot_flags(int argc, char **argv, const char *cmd, void (*usage)(FILE *),
+                       const char **data_dir, bool *force, const char **file)
 {
-    const char *data_dir = "./.ckube";
-    bool force = false;
     static const struct option opts[] = {
         {"data-dir", required_argument, NULL, 'd'},
         {"force", no_argument, NULL, 'f'},
@@ -45,26 +44,36 @@ int cmd_backup(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
-            data_dir = optarg;
+            *data_dir = optarg;
             break;
         case 'f':
-            force = true;
+            *force = true;
             break;
         case 'h':
-            backup_usage(stdout);
+            usage(stdout);
             return 0;
         default:
-            backup_usage(stderr);
+            usage(stderr);
             return 2;
         }
     }
     if (argc - optind != 1) {
-        fprintf(stderr, "ckube backup: %s\n\n",
+        fprintf(stderr, "ckube %s: %s\n\n", cmd,
                 optind < argc ? "one FILE only" : "the backup FILE is missing");
-        backup_usage(stderr);
+        usage(stderr);
         return 2;
     }
-    const char *file = argv[optind];
+    *file = argv[optind];
+    return -1;
+}
+
+int cmd_backup(int argc, char **argv)
+{
+    const char *data_dir = "./.ckube", *file = NULL;
+    bool force = false;
+    int code = cmd_snapshot_flags(argc, argv, "backup", backup_usage, &data_dir, &force, &file);
+    if (code >= 0)
+        return code;
     storage_sqlite_info info;
     char *err = NULL;
     if (storage_sqlite_backup(data_dir, file, force, &info, &err) != 0) {

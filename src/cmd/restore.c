@@ -1,7 +1,6 @@
 /* `ckube restore`: installs a `ckube backup` file as a data directory's
  * SQLite store, as `etcdctl snapshot restore` makes a member's data dir
  * from a snapshot (storage/sqlite/snapshot.h does the work). */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,39 +34,11 @@ static void restore_usage(FILE *f)
 
 int cmd_restore(int argc, char **argv)
 {
-    const char *data_dir = "./.ckube";
+    const char *data_dir = "./.ckube", *file = NULL;
     bool force = false;
-    static const struct option opts[] = {
-        {"data-dir", required_argument, NULL, 'd'},
-        {"force", no_argument, NULL, 'f'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd':
-            data_dir = optarg;
-            break;
-        case 'f':
-            force = true;
-            break;
-        case 'h':
-            restore_usage(stdout);
-            return 0;
-        default:
-            restore_usage(stderr);
-            return 2;
-        }
-    }
-    if (argc - optind != 1) {
-        fprintf(stderr, "ckube restore: %s\n\n",
-                optind < argc ? "one FILE only" : "the backup FILE is missing");
-        restore_usage(stderr);
-        return 2;
-    }
-    const char *file = argv[optind];
+    int code = cmd_snapshot_flags(argc, argv, "restore", restore_usage, &data_dir, &force, &file);
+    if (code >= 0)
+        return code;
     storage_sqlite_info info;
     bool busy = false;
     char *err = NULL;
