@@ -2,7 +2,9 @@
  *
  * A unary call is one batch of six operations (send the metadata, the
  * message and the half-close; receive the metadata, the message and the
- * status) on a call bound to a pluck completion queue of its own. A watch is a bidirectional stream
+ * status). A synchronous call waits on a pluck completion queue of its
+ * own; asynchronous calls share the client's next queue, drained by its
+ * driver thread, which runs their callbacks. A watch is a bidirectional stream
  * with a completion queue of its own: its thread keeps one receive pending and hands each message
  * to the callback; sends (the create request, progress requests) are batches of their own,
  * serialized by a mutex as gRPC asks of concurrent sends. */
@@ -30,7 +32,12 @@
 
 struct etcd_client {
     grpc_channel *ch;
+    grpc_completion_queue *cq; /* asynchronous calls: a next queue */
+    pthread_t driver;          /* drains cq (driver_main) */
+    bool has_driver;
 };
+
+static void *driver_main(void *p);
 
 /* ---- endpoints -------------------------------------------------------------- */
 
@@ -207,7 +214,11 @@ etcd_client *etcd_client_new(const char *endpoints, const etcd_tls *tls, char **
         c->ch = grpc_channel_create(target, cr, &ca);
     }
     grpc_channel_credentials_release(cr);
-    if (!c || !c->ch) {
+    if (c && c->ch) {
+        c->cq = grpc_completion_queue_create_for_next(NULL);
+        c->has_driver = c->cq && pthread_create(&c->driver, NULL, driver_main, c) == 0;
+    }
+    if (!c || !c->ch || !c->has_driver) {
         ckube__set_err(err, "cannot create the gRPC channel to %s", target);
         free(target);
         etcd_client_free(c);
@@ -222,6 +233,13 @@ void etcd_client_free(etcd_client *c)
 {
     if (!c) {
         return;
+    }
+    if (c->cq) {
+        /* every call is over (the contract): the driver drains and ends */
+        grpc_completion_queue_shutdown(c->cq);
+        if (c->has_driver)
+            pthread_join(c->driver, NULL);
+        grpc_completion_queue_destroy(c->cq);
     }
     if (c->ch)
         grpc_channel_destroy(c->ch);
@@ -281,25 +299,36 @@ static gpr_timespec deadline_in(int ms)
 
 /* ---- unary calls ------------------------------------------------------------------ */
 
-int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
-              const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
-              etcd_error *err)
-{
-    *resp = NULL;
-    gpr_timespec deadline = deadline_in(timeout_ms);
-    /* A queue per call: a pluck queue serves at most six threads at once
-     * (GRPC_MAX_COMPLETION_QUEUE_PLUCKERS), and the storage's callers are
-     * more; creating one is an allocation, small beside the call. */
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-    grpc_call *call =
-        grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-                                 grpc_slice_from_static_string(method), NULL, deadline, NULL);
-    grpc_byte_buffer *out = pack(req), *in = NULL;
+/* One unary call in flight: the batch's buffers and results, and for an
+ * asynchronous call whom to tell. */
+typedef struct unary {
+    grpc_call *call;
+    grpc_byte_buffer *out, *in;
     grpc_metadata_array md_in, trailers;
-    grpc_metadata_array_init(&md_in);
-    grpc_metadata_array_init(&trailers);
-    grpc_status_code code = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
+    grpc_status_code code;
+    grpc_slice details;
+    const char *method; /* static */
+    const ProtobufCMessageDescriptor *resp_desc;
+    etcd_call_fn fn; /* asynchronous calls */
+    void *arg;
+} unary;
+
+/* Starts u's call of `method` on `cq`, completing with `tag`. 0, or -1
+ * with *err and nothing to release but what unary_finish releases. */
+static int unary_start(etcd_client *c, unary *u, grpc_completion_queue *cq, const char *method,
+                       const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+                       int timeout_ms, void *tag, etcd_error *err)
+{
+    u->method = method;
+    u->resp_desc = resp_desc;
+    u->code = GRPC_STATUS_UNKNOWN;
+    u->details = grpc_empty_slice();
+    grpc_metadata_array_init(&u->md_in);
+    grpc_metadata_array_init(&u->trailers);
+    u->call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+                                       grpc_slice_from_static_string(method), NULL,
+                                       deadline_in(timeout_ms), NULL);
+    u->out = pack(req);
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -307,44 +336,116 @@ int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
      * restarts: the deadline bounds it */
     ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = out;
+    ops[1].data.send_message.send_message = u->out;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_in;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &u->md_in;
     ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &in;
+    ops[4].data.recv_message.recv_message = &u->in;
     ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailers;
-    ops[5].data.recv_status_on_client.status = &code;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    int rc = -1;
-    int tag; /* its address: this call's, unique among the pluckers */
-    if (!call || grpc_call_start_batch(call, ops, 6, &tag, NULL) != GRPC_CALL_OK) {
+    ops[5].data.recv_status_on_client.trailing_metadata = &u->trailers;
+    ops[5].data.recv_status_on_client.status = &u->code;
+    ops[5].data.recv_status_on_client.status_details = &u->details;
+    if (!u->call || grpc_call_start_batch(u->call, ops, 6, tag, NULL) != GRPC_CALL_OK) {
         set_error(err, GRPC_STATUS_INTERNAL, "cannot start the call %s", method);
+        return -1;
+    }
+    return 0;
+}
+
+/* After the batch completed (`completed`: its event was OP_COMPLETE):
+ * the answer in *resp (0), or -1 with *err; releases all but u itself. */
+static int unary_finish(unary *u, bool completed, ProtobufCMessage **resp, etcd_error *err)
+{
+    int rc = -1;
+    *resp = NULL;
+    if (!completed)
+        set_error(err, GRPC_STATUS_INTERNAL, "the call %s did not complete", u->method);
+    else if (u->code != GRPC_STATUS_OK)
+        status_error(err, u->code, u->details);
+    else if (!u->in || !(*resp = unpack(u->in, u->resp_desc)))
+        set_error(err, GRPC_STATUS_INTERNAL, "etcd's answer to %s does not decode", u->method);
+    else
+        rc = 0;
+    if (u->in)
+        grpc_byte_buffer_destroy(u->in);
+    if (u->out)
+        grpc_byte_buffer_destroy(u->out);
+    grpc_slice_unref(u->details);
+    grpc_metadata_array_destroy(&u->md_in);
+    grpc_metadata_array_destroy(&u->trailers);
+    if (u->call)
+        grpc_call_unref(u->call);
+    return rc;
+}
+
+int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
+              const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
+              etcd_error *err)
+{
+    /* A queue per call: a pluck queue serves at most six threads at once
+     * (GRPC_MAX_COMPLETION_QUEUE_PLUCKERS), and the storage's callers are
+     * more; creating one is an allocation, small beside the call. */
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    unary u = {0};
+    int rc;
+    if (unary_start(c, &u, cq, method, req, resp_desc, timeout_ms, &u, err) != 0) {
+        unary_finish(&u, false, resp, NULL);
+        rc = -1;
     } else {
         /* the batch always completes: at the latest at the call's deadline */
         grpc_event ev =
-            grpc_completion_queue_pluck(cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        if (ev.type != GRPC_OP_COMPLETE)
-            set_error(err, GRPC_STATUS_INTERNAL, "the call %s did not complete", method);
-        else if (code != GRPC_STATUS_OK)
-            status_error(err, code, details);
-        else if (!in || !(*resp = unpack(in, resp_desc)))
-            set_error(err, GRPC_STATUS_INTERNAL, "etcd's answer to %s does not decode", method);
-        else
-            rc = 0;
+            grpc_completion_queue_pluck(cq, &u, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        rc = unary_finish(&u, ev.type == GRPC_OP_COMPLETE, resp, err);
     }
-    if (in)
-        grpc_byte_buffer_destroy(in);
-    grpc_byte_buffer_destroy(out);
-    grpc_slice_unref(details);
-    grpc_metadata_array_destroy(&md_in);
-    grpc_metadata_array_destroy(&trailers);
-    if (call)
-        grpc_call_unref(call);
     grpc_completion_queue_shutdown(cq);
     grpc_completion_queue_destroy(cq);
     return rc;
+}
+
+int etcd_call_async(etcd_client *c, const char *method, const ProtobufCMessage *req,
+                    const ProtobufCMessageDescriptor *resp_desc, int timeout_ms, etcd_call_fn fn,
+                    void *arg, etcd_error *err)
+{
+    unary *u = calloc(1, sizeof *u);
+    if (!u) {
+        set_error(err, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return -1;
+    }
+    u->fn = fn;
+    u->arg = arg;
+    if (unary_start(c, u, c->cq, method, req, resp_desc, timeout_ms, u, err) != 0) {
+        ProtobufCMessage *none;
+        unary_finish(u, false, &none, NULL);
+        free(u);
+        return -1;
+    }
+    return 0;
+}
+
+/* The driver: every asynchronous call's completion, in the order gRPC
+ * delivers them, until the queue is shut down and drained. Polling the
+ * queue from this one thread is also what reads the answers off the
+ * connection, so under load an answer is decoded and handed on here
+ * without a thread switch per call. */
+static void *driver_main(void *p)
+{
+    etcd_client *c = p;
+    pthread_setname_np(pthread_self(), "ckube-etcd-cq");
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (ev.type != GRPC_OP_COMPLETE)
+            continue;
+        unary *u = ev.tag;
+        ProtobufCMessage *resp = NULL;
+        etcd_error err = {0};
+        bool ok = unary_finish(u, true, &resp, &err) == 0;
+        u->fn(u->arg, ok ? resp : NULL, ok ? NULL : &err);
+        free(u);
+    }
+    return NULL;
 }
 
 /* ---- watches ------------------------------------------------------------------------- */
@@ -386,7 +487,7 @@ static int watch_send(etcd_watch *w, const Ckube__Etcd__WatchRequest *rq)
 static void *watch_main(void *p)
 {
     etcd_watch *w = p;
-    pthread_setname_np(pthread_self(), "ckube-etcd-watch");
+    pthread_setname_np(pthread_self(), "ckube-etcd-wat"); /* 15 at most */
     grpc_metadata_array md_in;
     grpc_metadata_array_init(&md_in);
     for (bool first = true;; first = false) {

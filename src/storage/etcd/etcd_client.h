@@ -6,8 +6,9 @@
  * One gRPC channel per client multiplexes every call over HTTP/2 (one
  * connection per etcd member in use, never one per request); with
  * several endpoints gRPC's round_robin policy spreads calls and skips a
- * member that is down. Thread-safe: any thread may make calls at once,
- * each waiting on its own tag of a shared pluck completion queue.
+ * member that is down. Thread-safe: any thread may make calls at once.
+ * Asynchronous calls complete on the client's one driver thread, so that
+ * many in flight cost no thread each.
  *
  * The etcd storage backend (etcd.c, next) keeps keys as upstream's
  * apiserver lays them out; this layer knows nothing of keys or JSON. */
@@ -61,6 +62,21 @@ void etcd_client_free(etcd_client *c);
 int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
               const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
               etcd_error *err);
+
+/* Called once per asynchronous call, on the client's driver thread: the
+ * answer (the callee owns it: protobuf_c_message_free_unpacked) and a
+ * NULL err, or NULL and why the call failed. It must not block for long:
+ * every other asynchronous answer waits for it. */
+typedef void (*etcd_call_fn)(void *arg, ProtobufCMessage *resp, const etcd_error *err);
+
+/* The call etcd_call makes, without waiting: `req` is serialized before
+ * this returns (borrowed only for the call); fn(arg, ...) runs later,
+ * exactly once, on the driver thread, at the latest at the deadline
+ * (timeout_ms; 0: 30 s). Any thread. Returns 0, or -1 with *err when the
+ * call could not start (fn will not run). */
+int etcd_call_async(etcd_client *c, const char *method, const ProtobufCMessage *req,
+                    const ProtobufCMessageDescriptor *resp_desc, int timeout_ms, etcd_call_fn fn,
+                    void *arg, etcd_error *err);
 
 /* ---- watches ----------------------------------------------------------- */
 
