@@ -633,6 +633,8 @@ static bool is_status_body(const json_t *body)
 }
 
 /* Finishes a write: replies (or reports to the collection) and frees. */
+static bool retry_create_fresh(req_ctx *rc, const ckube_status *st);
+
 static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
 {
     if (body && w->rc && w->rc->type->present && !is_status_body(body)) {
@@ -649,7 +651,10 @@ static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
     req_ctx *rc = w->rc;
     w->rc = NULL;
     write_free(w);
-    if (st)
+    if (st && retry_create_fresh(rc, st)) {
+        ckube_status_free(st);
+        json_decref(body);
+    } else if (st)
         reply_status(rc, st);
     else
         reply_json(rc, code, rc->want_partial ? partial_of(rc, body) : body);
@@ -1959,10 +1964,15 @@ static void do_review(req_ctx *rc)
  * another server acknowledged. As kube-apiserver 1.31's cacher, a read
  * that must be current (resourceVersion unset) first waits for the cache
  * to reach etcd's current revision, and a read at resourceVersion=N for
- * N; writes wait too, so that an object, namespace or CRD created through
- * another server a moment ago is found (upstream's writes read etcd). The
- * wait gives up after upstream's 3 s with its 504. On an unshared storage
- * nothing waits: the cache is never behind an acknowledged write. */
+ * N; updates, patches and deletes wait too, so that an object created
+ * through another server a moment ago is found (upstream's read etcd).
+ * A create does not wait (upstream's reads nothing from etcd: etcd's
+ * transaction says whether the name is free) unless it finds something
+ * missing, a namespace, a CRD's resource, a parent object: then it waits
+ * and runs again (retry_create_fresh), as upstream's NamespaceLifecycle
+ * looks a namespace up in etcd when its cache lacks it. The wait gives
+ * up after upstream's 3 s with its 504. On an unshared storage nothing
+ * waits: the cache is never behind an acknowledged write. */
 
 enum { CACHE_WAIT_MS = 3000 };
 
@@ -1973,7 +1983,7 @@ static int64_t revision_needed(req_ctx *rc)
     const char *verb = rc->ri.verb;
     bool read = !strcmp(verb, "get") || !strcmp(verb, "list");
     if (!read && strcmp(verb, "watch"))
-        return -1; /* writes */
+        return strcmp(verb, "create") || rc->create_stale ? -1 : 0; /* writes */
     const char *rvs = req_query(rc, "resourceVersion");
     if (!rvs || !*rvs)
         return read ? -1 : 0; /* a watch from now needs nothing */
@@ -2008,6 +2018,23 @@ static bool wait_for_cache(req_ctx *rc)
     return rev && !cacher_wait(rc->srv->cache, rev, CACHE_WAIT_MS, cache_waited, rc);
 }
 
+/* A create answered `st` (borrowed): if that is a 404 that a cache behind
+ * another server's writes may have caused, starts the wait for the cache
+ * and returns true: the request comes back through handle_resource, and
+ * the caller drops its answer. Once per request. */
+static bool retry_create_fresh(req_ctx *rc, const ckube_status *st)
+{
+    if (!st || st->code != 404 || rc->create_stale || strcmp(rc->ri.verb, "create") ||
+        !cacher_shared(rc->srv->cache))
+        return false;
+    rc->create_stale = true;
+    rc->cache_waited = false;
+    CKUBE_V(4, "create of %s in %s: %s; waiting for the cache to reach etcd's revision",
+            rc->ri.resource, *rc->ri.ns ? rc->ri.ns : "the cluster",
+            st->message ? st->message : "not found");
+    return wait_for_cache(rc);
+}
+
 /* How a wait that did not reach its revision is answered. */
 static ckube_status *cache_wait_failed(req_ctx *rc)
 {
@@ -2035,7 +2062,11 @@ void handle_resource(req_ctx *rc)
     }
     rc->type = registry_lookup(rc->srv->registry, ri->group, ri->version, ri->resource);
     if (!rc->type) {
-        reply_status(rc, resource_not_found());
+        ckube_status *st = resource_not_found();
+        if (retry_create_fresh(rc, st))
+            ckube_status_free(st);
+        else
+            reply_status(rc, st);
         return;
     }
     const resource_type *t = rc->type;

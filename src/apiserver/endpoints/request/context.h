@@ -206,6 +206,7 @@ struct req_ctx {
      * revision it must see (handlers.c's wait_for_cache), and how that
      * ended (FRESH_*, the revision wanted and the cache's). */
     bool cache_waited;
+    bool create_stale; /* a create found something missing: it waits, again */
     int cache_wait_rc;
     int64_t cache_want, cache_have;
 };
