@@ -851,7 +851,7 @@ static void *supervisor_main(void *p)
         w->w = NULL;
         bool resume = w->state == W_BROKEN && !s->closing;
         pthread_mutex_unlock(&s->mu);
-        etcd_watch_stop(old); /* joins its thread (ended, or cancelled now) */
+        etcd_watch_stop(old); /* its last callback has run (ended, or cancelled now) */
         pthread_mutex_lock(&s->mu);
         if (!resume)
             break;

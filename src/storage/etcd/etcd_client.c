@@ -4,16 +4,19 @@
  * message and the half-close; receive the metadata, the message and the
  * status). A synchronous call waits on a pluck completion queue of its
  * own; asynchronous calls share the client's next queue, drained by its
- * driver thread, which runs their callbacks. A watch is a bidirectional stream
- * with a completion queue of its own: its thread keeps one receive pending and hands each message
- * to the callback; sends (the create request, progress requests) are batches of their own,
- * serialized by a mutex as gRPC asks of concurrent sends. */
+ * driver thread, which runs their callbacks. A watch is a bidirectional
+ * stream on that queue too: the driver keeps one receive pending and hands
+ * each message to the callback, so a write's answer and its watch event
+ * are handled by one thread; sends (the create request, progress
+ * requests) are batches of their own, one at a time as gRPC asks, each
+ * waited for by its sender. */
 #include "storage/etcd/etcd_client.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,8 @@ struct etcd_client {
 };
 
 static void *driver_main(void *p);
+struct watch_tag;
+static void watch_completed(struct watch_tag *t, int success);
 
 /* ---- endpoints -------------------------------------------------------------- */
 
@@ -301,7 +306,17 @@ static gpr_timespec deadline_in(int ms)
 
 /* One unary call in flight: the batch's buffers and results, and for an
  * asynchronous call whom to tell. */
+/* What a tag on the driver's queue is: every tag struct starts with it. */
+enum { TAG_UNARY, TAG_WATCH_SEND, TAG_WATCH_RECV, TAG_WATCH_STATUS };
+
+/* A tag's kind is stored (release) just before its batch starts and read
+ * (acquire) by the driver first: gRPC's own handover is invisible to
+ * ThreadSanitizer (libgrpc is not instrumented), this pairing is not, and
+ * it orders everything the starter wrote before the driver's reads. */
+typedef _Atomic int tag_kind;
+
 typedef struct unary {
+    tag_kind kind; /* TAG_UNARY */
     grpc_call *call;
     grpc_byte_buffer *out, *in;
     grpc_metadata_array md_in, trailers;
@@ -346,7 +361,10 @@ static int unary_start(etcd_client *c, unary *u, grpc_completion_queue *cq, cons
     ops[5].data.recv_status_on_client.trailing_metadata = &u->trailers;
     ops[5].data.recv_status_on_client.status = &u->code;
     ops[5].data.recv_status_on_client.status_details = &u->details;
-    if (!u->call || grpc_call_start_batch(u->call, ops, 6, tag, NULL) != GRPC_CALL_OK) {
+    /* from the store on, u may be the driver's (and freed): locals only */
+    grpc_call *call = u->call;
+    atomic_store_explicit(&u->kind, TAG_UNARY, memory_order_release);
+    if (!call || grpc_call_start_batch(call, ops, 6, tag, NULL) != GRPC_CALL_OK) {
         set_error(err, GRPC_STATUS_INTERNAL, "cannot start the call %s", method);
         return -1;
     }
@@ -438,6 +456,10 @@ static void *driver_main(void *p)
             break;
         if (ev.type != GRPC_OP_COMPLETE)
             continue;
+        if (atomic_load_explicit((tag_kind *)ev.tag, memory_order_acquire) != TAG_UNARY) {
+            watch_completed(ev.tag, ev.success);
+            continue;
+        }
         unary *u = ev.tag;
         ProtobufCMessage *resp = NULL;
         etcd_error err = {0};
@@ -450,106 +472,181 @@ static void *driver_main(void *p)
 
 /* ---- watches ------------------------------------------------------------------------- */
 
+/* A watch's batches complete on the driver's queue, told apart by these
+ * tags (each names its watch). */
+typedef struct watch_tag {
+    tag_kind kind; /* TAG_WATCH_* */
+    etcd_watch *w;
+} watch_tag;
+
+/* Sets t before a batch with it starts (see tag_kind). */
+static void tag_set(watch_tag *t, int kind, etcd_watch *w)
+{
+    t->w = w;
+    atomic_store_explicit(&t->kind, kind, memory_order_release);
+}
+
 struct etcd_watch {
     etcd_client *c;
-    grpc_call *call;
-    grpc_completion_queue *cq; /* pluck: the receive loop and the senders */
-    pthread_mutex_t send_mu;   /* one send batch at a time */
-    pthread_t thread;
+    grpc_call *call; /* on the driver's queue */
+    watch_tag send_tag, recv_tag, status_tag;
     etcd_watch_fn fn;
     void *arg;
-    bool ended; /* under send_mu: no more sends */
+    /* The receive side, the driver's alone: one receive pending at a time
+     * (the first also takes the initial metadata), then the status. */
+    grpc_byte_buffer *in;
+    grpc_metadata_array md_in, trailers;
+    grpc_status_code code;
+    grpc_slice details;
+    bool first_recv;
+    /* Under mu: the send in flight (gRPC allows one at a time: senders
+     * queue on send_busy), its outcome, and the stream's state. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    grpc_byte_buffer *send_bb;
+    bool send_busy, send_ok;
+    bool ended; /* the receive side is over: no more sends */
+    bool over;  /* the callback's last call has returned */
 };
 
-/* Sends one WatchRequest and waits for the send to complete. */
-static int watch_send(etcd_watch *w, const Ckube__Etcd__WatchRequest *rq)
+/* Starts one send (a batch of `ops`, the message last, built from rq) and
+ * waits for the driver to report it. 0 or -1. Any thread but the driver. */
+static int watch_send_ops(etcd_watch *w, grpc_op *ops, size_t nops, const Ckube__Etcd__WatchRequest *rq)
 {
-    pthread_mutex_lock(&w->send_mu);
+    pthread_mutex_lock(&w->mu);
+    while (w->send_busy)
+        pthread_cond_wait(&w->cv, &w->mu);
     int rc = -1;
     if (!w->ended) {
-        grpc_byte_buffer *bb = pack(&rq->base);
-        grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
-        op.data.send_message.send_message = bb;
-        int tag;
-        if (grpc_call_start_batch(w->call, &op, 1, &tag, NULL) == GRPC_CALL_OK) {
-            grpc_event ev =
-                grpc_completion_queue_pluck(w->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-            rc = ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
+        w->send_bb = pack(&rq->base);
+        ops[nops - 1].op = GRPC_OP_SEND_MESSAGE;
+        ops[nops - 1].data.send_message.send_message = w->send_bb;
+        tag_set(&w->send_tag, TAG_WATCH_SEND, w);
+        if (grpc_call_start_batch(w->call, ops, nops, &w->send_tag, NULL) == GRPC_CALL_OK) {
+            w->send_busy = true;
+            while (w->send_busy)
+                pthread_cond_wait(&w->cv, &w->mu);
+            rc = w->send_ok ? 0 : -1;
+        } else {
+            grpc_byte_buffer_destroy(w->send_bb);
+            w->send_bb = NULL;
         }
-        grpc_byte_buffer_destroy(bb);
+        pthread_cond_broadcast(&w->cv); /* the next sender */
     }
-    pthread_mutex_unlock(&w->send_mu);
+    pthread_mutex_unlock(&w->mu);
     return rc;
 }
 
-/* The receive loop: one message at a time until the stream ends, then
- * the status, and the callback's last call. */
-static void *watch_main(void *p)
+static int watch_send(etcd_watch *w, const Ckube__Etcd__WatchRequest *rq)
 {
-    etcd_watch *w = p;
-    pthread_setname_np(pthread_self(), "ckube-etcd-wat"); /* 15 at most */
-    grpc_metadata_array md_in;
-    grpc_metadata_array_init(&md_in);
-    for (bool first = true;; first = false) {
-        grpc_byte_buffer *in = NULL;
-        /* the server's initial metadata comes with its first message
-         * (etcd answers the create request): received with it */
-        grpc_op ops[2] = {{.op = GRPC_OP_RECV_MESSAGE}, {.op = GRPC_OP_RECV_INITIAL_METADATA}};
-        ops[0].data.recv_message.recv_message = &in;
-        ops[1].data.recv_initial_metadata.recv_initial_metadata = &md_in;
-        int tag;
-        if (grpc_call_start_batch(w->call, ops, first ? 2 : 1, &tag, NULL) != GRPC_CALL_OK)
-            break;
-        grpc_event ev =
-            grpc_completion_queue_pluck(w->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        if (ev.type != GRPC_OP_COMPLETE || !ev.success || !in)
-            break; /* the stream is over: its status says why */
-        Ckube__Etcd__WatchResponse *r =
-            (Ckube__Etcd__WatchResponse *)unpack(in, &ckube__etcd__watch_response__descriptor);
-        grpc_byte_buffer_destroy(in);
-        if (!r) {
-            CKUBE_ERROR("etcd watch: a message that does not decode; ending the stream");
-            grpc_call_cancel(w->call, NULL);
-            break;
-        }
-        w->fn(w->arg, r, NULL);
-        protobuf_c_message_free_unpacked(&r->base, NULL);
-    }
-    grpc_metadata_array_destroy(&md_in);
-    pthread_mutex_lock(&w->send_mu);
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    return watch_send_ops(w, &op, 1, rq);
+}
+
+/* Starts the next receive. false when the call refuses it. */
+static bool watch_recv(etcd_watch *w)
+{
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_RECV_MESSAGE;
+    ops[0].data.recv_message.recv_message = &w->in;
+    /* the server's initial metadata comes with its first message (etcd
+     * answers the create request): received with it */
+    ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[1].data.recv_initial_metadata.recv_initial_metadata = &w->md_in;
+    size_t n = w->first_recv ? 2 : 1;
+    w->first_recv = false;
+    tag_set(&w->recv_tag, TAG_WATCH_RECV, w);
+    return grpc_call_start_batch(w->call, ops, n, &w->recv_tag, NULL) == GRPC_CALL_OK;
+}
+
+/* The stream's last act: the callback's last call, then `over` for
+ * etcd_watch_stop. Nothing touches w after the unlock. */
+static void watch_over(etcd_watch *w, const etcd_error *err)
+{
+    w->fn(w->arg, NULL, err);
+    pthread_mutex_lock(&w->mu);
+    w->over = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The receive side ended: no more sends; asks for the status (whose
+ * completion ends the stream). */
+static void watch_end(etcd_watch *w)
+{
+    pthread_mutex_lock(&w->mu);
     w->ended = true;
-    pthread_mutex_unlock(&w->send_mu);
-    grpc_metadata_array trailers;
-    grpc_metadata_array_init(&trailers);
-    grpc_status_code code = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
-    grpc_op op = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
-    op.data.recv_status_on_client.trailing_metadata = &trailers;
-    op.data.recv_status_on_client.status = &code;
-    op.data.recv_status_on_client.status_details = &details;
-    int tag;
-    etcd_error err = {.code = GRPC_STATUS_UNKNOWN, .message = "the watch stream ended"};
-    if (grpc_call_start_batch(w->call, &op, 1, &tag, NULL) == GRPC_CALL_OK) {
-        grpc_completion_queue_pluck(w->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        status_error(&err, code, details);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    op.data.recv_status_on_client.trailing_metadata = &w->trailers;
+    op.data.recv_status_on_client.status = &w->code;
+    op.data.recv_status_on_client.status_details = &w->details;
+    tag_set(&w->status_tag, TAG_WATCH_STATUS, w);
+    if (grpc_call_start_batch(w->call, &op, 1, &w->status_tag, NULL) != GRPC_CALL_OK) {
+        etcd_error err = {.code = GRPC_STATUS_UNKNOWN, .message = "the watch stream ended"};
+        watch_over(w, &err);
+    }
+}
+
+/* On the driver thread: one of a watch's batches completed. */
+static void watch_completed(watch_tag *t, int success)
+{
+    etcd_watch *w = t->w;
+    if (t->kind == TAG_WATCH_SEND) {
+        pthread_mutex_lock(&w->mu);
+        grpc_byte_buffer_destroy(w->send_bb);
+        w->send_bb = NULL;
+        w->send_ok = success;
+        w->send_busy = false;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
+    if (t->kind == TAG_WATCH_STATUS) {
+        etcd_error err = {.code = GRPC_STATUS_UNKNOWN};
+        status_error(&err, w->code, w->details);
         if (!err.message[0])
             snprintf(err.message, sizeof err.message, "the watch stream ended");
+        watch_over(w, &err);
+        return;
     }
-    grpc_slice_unref(details);
-    grpc_metadata_array_destroy(&trailers);
-    w->fn(w->arg, NULL, &err);
-    return NULL;
+    grpc_byte_buffer *in = w->in;
+    w->in = NULL;
+    if (!success || !in) { /* the stream is over: its status says why */
+        watch_end(w);
+        return;
+    }
+    Ckube__Etcd__WatchResponse *r =
+        (Ckube__Etcd__WatchResponse *)unpack(in, &ckube__etcd__watch_response__descriptor);
+    grpc_byte_buffer_destroy(in);
+    if (!r) {
+        CKUBE_ERROR("etcd watch: a message that does not decode; ending the stream");
+        grpc_call_cancel(w->call, NULL);
+        watch_end(w);
+        return;
+    }
+    w->fn(w->arg, r, NULL);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    if (!watch_recv(w))
+        watch_end(w);
 }
 
 static void watch_free(etcd_watch *w)
 {
     if (w->call)
         grpc_call_unref(w->call);
-    if (w->cq) {
-        grpc_completion_queue_shutdown(w->cq);
-        grpc_completion_queue_destroy(w->cq);
-    }
-    pthread_mutex_destroy(&w->send_mu);
+    if (w->in)
+        grpc_byte_buffer_destroy(w->in);
+    grpc_metadata_array_destroy(&w->md_in);
+    grpc_metadata_array_destroy(&w->trailers);
+    grpc_slice_unref(w->details);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
     free(w);
 }
 
@@ -562,26 +659,19 @@ etcd_watch *etcd_watch_start(etcd_client *c, const void *key, size_t key_len, co
         set_error(err, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
         return NULL;
     }
-    pthread_mutex_init(&w->send_mu, NULL);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    grpc_metadata_array_init(&w->md_in);
+    grpc_metadata_array_init(&w->trailers);
+    w->details = grpc_empty_slice();
+    w->code = GRPC_STATUS_UNKNOWN;
     w->c = c;
     w->fn = fn;
     w->arg = arg;
-    w->cq = grpc_completion_queue_create_for_pluck(NULL);
-    w->call =
-        w->cq ? grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, w->cq,
-                                         grpc_slice_from_static_string("/etcdserverpb.Watch/Watch"),
-                                         NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-              : NULL;
-    grpc_op op = {.op = GRPC_OP_SEND_INITIAL_METADATA,
-                  .flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY};
-    int tag;
-    if (!w->call || grpc_call_start_batch(w->call, &op, 1, &tag, NULL) != GRPC_CALL_OK ||
-        !grpc_completion_queue_pluck(w->cq, &tag, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
-             .success) {
-        set_error(err, GRPC_STATUS_UNAVAILABLE, "cannot open a watch stream");
-        watch_free(w);
-        return NULL;
-    }
+    w->first_recv = true;
+    w->call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+                                       grpc_slice_from_static_string("/etcdserverpb.Watch/Watch"),
+                                       NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     Ckube__Etcd__WatchCreateRequest cr = CKUBE__ETCD__WATCH_CREATE_REQUEST__INIT;
     cr.key = (ProtobufCBinaryData){key_len, (uint8_t *)key};
     if (range_end)
@@ -592,14 +682,22 @@ etcd_watch *etcd_watch_start(etcd_client *c, const void *key, size_t key_len, co
     Ckube__Etcd__WatchRequest rq = CKUBE__ETCD__WATCH_REQUEST__INIT;
     rq.request_union_case = CKUBE__ETCD__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
     rq.create_request = &cr;
-    if (watch_send(w, &rq) != 0) {
-        set_error(err, GRPC_STATUS_UNAVAILABLE, "cannot send the watch request");
-        grpc_call_cancel(w->call, NULL);
+    /* the metadata and the create request in one batch; receiving starts
+     * once they are sent, so that a stream that never opened ends here,
+     * without a call of fn */
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    if (!w->call || watch_send_ops(w, ops, 2, &rq) != 0) {
+        set_error(err, GRPC_STATUS_UNAVAILABLE, "cannot open a watch stream");
+        if (w->call)
+            grpc_call_cancel(w->call, NULL);
         watch_free(w);
         return NULL;
     }
-    if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
-        set_error(err, GRPC_STATUS_RESOURCE_EXHAUSTED, "cannot start the watch thread");
+    if (!watch_recv(w)) {
+        set_error(err, GRPC_STATUS_INTERNAL, "cannot receive on the watch stream");
         grpc_call_cancel(w->call, NULL);
         watch_free(w);
         return NULL;
@@ -620,8 +718,12 @@ void etcd_watch_stop(etcd_watch *w)
 {
     if (!w)
         return;
-    /* the pending receive fails, the loop reads the status (CANCELLED) */
+    /* the pending receive fails, the driver reads the status (CANCELLED)
+     * and makes the callback's last call */
     grpc_call_cancel(w->call, NULL);
-    pthread_join(w->thread, NULL);
+    pthread_mutex_lock(&w->mu);
+    while (!w->over)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
     watch_free(w);
 }

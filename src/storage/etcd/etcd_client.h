@@ -82,7 +82,7 @@ int etcd_call_async(etcd_client *c, const char *method, const ProtobufCMessage *
 
 typedef struct etcd_watch etcd_watch;
 
-/* Called on the watch's own thread for each WatchResponse (borrowed for
+/* Called on the client's driver thread for each WatchResponse (borrowed for
  * the call): events, progress notifications (no events, a header
  * revision), the creation and cancellation answers. When the stream
  * ends (an error, etcd gone, etcd_watch_stop) it is called once more
@@ -95,15 +95,18 @@ typedef void (*etcd_watch_fn)(void *arg, const Ckube__Etcd__WatchResponse *resp,
  * `start_rev` (0: from now), with progress notifications and each
  * event's previous key-value (prev_kv: a delete's create revision) as
  * asked.
- * Returns the watch, its thread running, or NULL with *err. */
+ * Waits until the request is sent (not for etcd's answer, which comes to
+ * fn). Not from the driver thread (a callback). Returns the watch, or
+ * NULL with *err (fn is then never called). */
 etcd_watch *etcd_watch_start(etcd_client *c, const void *key, size_t key_len, const void *range_end,
                              size_t range_end_len, int64_t start_rev, bool progress_notify,
                              bool prev_kv, etcd_watch_fn fn, void *arg, etcd_error *err);
 /* Asks etcd for a progress notification on the stream (a WatchResponse
  * with the current revision and no events, once every watch on it is
- * caught up). 0, or -1 when the stream is over. Any thread. */
+ * caught up). 0, or -1 when the stream is over. Any thread but the
+ * driver: it waits until the request is sent. */
 int etcd_watch_request_progress(etcd_watch *w);
-/* Ends the stream (the callback gets its last call), joins the thread
+/* Ends the stream (the callback gets its last call), waits for that call
  * and frees the watch. Not from the callback. NULL-safe. */
 void etcd_watch_stop(etcd_watch *w);
 
