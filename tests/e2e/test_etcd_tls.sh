@@ -68,13 +68,17 @@ refused() { # MESSAGE ARGS...
     ) &
     REF_PIDS+=($!)
 }
-refused "etcd at $URL does not answer" --etcd-servers "$URL" \
+refused "certificate verify failed (the member's certificate is not signed by --etcd-cafile's CA)" \
+    --etcd-servers "$URL" \
     --etcd-cafile "$P/other-ca.crt" --etcd-certfile "$P/apiserver-etcd-client.crt" \
     --etcd-keyfile "$P/apiserver-etcd-client.key"
-refused "etcd at $URL does not answer" --etcd-servers "$URL" --etcd-cafile "$P/etcd-ca.crt"
-refused "etcd at $URL does not answer" --etcd-servers "$URL" --etcd-cafile "$P/etcd-ca.crt" \
+refused "does the member require a client certificate? --etcd-certfile and --etcd-keyfile" \
+    --etcd-servers "$URL" --etcd-cafile "$P/etcd-ca.crt"
+refused "did the member refuse the client certificate of --etcd-certfile?" \
+    --etcd-servers "$URL" --etcd-cafile "$P/etcd-ca.crt" \
     --etcd-certfile "$P/stranger.crt" --etcd-keyfile "$P/stranger.key"
-refused "etcd at http://127.0.0.1:$CP does not answer" --etcd-servers "http://127.0.0.1:$CP"
+refused "etcd at http://127.0.0.1:$CP does not answer: connections to all backends failing" \
+    --etcd-servers "http://127.0.0.1:$CP"
 refused "cannot read $P/missing.crt" --etcd-servers "$URL" --etcd-cafile "$P/missing.crt"
 wait "${REF_PIDS[@]}" # (not etcd, also a child of this shell)
 for n in $(seq 1 "$NREF"); do

@@ -1180,6 +1180,23 @@ static const struct storage_backend_ops ETCD_OPS = {
     .shared = true, /* several servers may share one etcd */
 };
 
+/* What gRPC's account of a failed connection most likely means, for the
+ * start-up error ("" when nothing more is known). */
+static const char *connect_hint(const char *endpoints, const etcd_tls *tls, const char *why)
+{
+    bool https = !strncmp(endpoints, "https://", 8);
+    bool cert = tls && tls->cert_file;
+    if (strstr(why, "certificate verify failed"))
+        return " (the member's certificate is not signed by --etcd-cafile's CA)";
+    if (https && strstr(why, "Endpoint read failed"))
+        return cert ? " (did the member refuse the client certificate of --etcd-certfile?)"
+                    : " (does the member require a client certificate? --etcd-certfile and "
+                      "--etcd-keyfile)";
+    if (!https && strstr(why, "Socket closed"))
+        return " (does the member serve https?)";
+    return "";
+}
+
 storage *storage_etcd_open(const char *endpoints, const char *prefix, bool kube_layout,
                            const etcd_tls *tls, char **err)
 {
@@ -1203,7 +1220,18 @@ storage *storage_etcd_open(const char *endpoints, const char *prefix, bool kube_
     etcd_error e = {0};
     if (etcd_call(c, KV_RANGE, &rq.base, &ckube__etcd__range_response__descriptor, &m, 10000, &e) !=
         0) {
-        ckube__set_err(err, "etcd at %s does not answer: %s", endpoints, e.message);
+        /* the deadline says nothing of why: a call that does not wait for
+         * a connection gets gRPC's account of the last attempt */
+        etcd_error why = {0};
+        if (e.code == ETCD_GRPC_DEADLINE_EXCEEDED &&
+            etcd_call_now(c, KV_RANGE, &rq.base, &ckube__etcd__range_response__descriptor, &m,
+                          2000, &why) != 0 &&
+            why.message[0])
+            e = why;
+        else if (m)
+            protobuf_c_message_free_unpacked(m, NULL);
+        ckube__set_err(err, "etcd at %s does not answer: %s%s", endpoints, e.message,
+                       connect_hint(endpoints, tls, e.message));
         etcd_client_free(c);
         etcd_keymap_free(km);
         return NULL;

@@ -332,7 +332,7 @@ typedef struct unary {
  * with *err and nothing to release but what unary_finish releases. */
 static int unary_start(etcd_client *c, unary *u, grpc_completion_queue *cq, const char *method,
                        const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
-                       int timeout_ms, void *tag, etcd_error *err)
+                       int timeout_ms, bool wait_ready, void *tag, etcd_error *err)
 {
     u->method = method;
     u->resp_desc = resp_desc;
@@ -349,7 +349,7 @@ static int unary_start(etcd_client *c, unary *u, grpc_completion_queue *cq, cons
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
     /* wait for the connection rather than fail at once while a member
      * restarts: the deadline bounds it */
-    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    ops[0].flags = wait_ready ? GRPC_INITIAL_METADATA_WAIT_FOR_READY : 0;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = u->out;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -397,9 +397,10 @@ static int unary_finish(unary *u, bool completed, ProtobufCMessage **resp, etcd_
     return rc;
 }
 
-int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
-              const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
-              etcd_error *err)
+/* etcd_call, waiting for a connection or failing at once without one. */
+static int call_sync(etcd_client *c, const char *method, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                     int timeout_ms, bool wait_ready, etcd_error *err)
 {
     /* A queue per call: a pluck queue serves at most six threads at once
      * (GRPC_MAX_COMPLETION_QUEUE_PLUCKERS), and the storage's callers are
@@ -407,7 +408,7 @@ int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
     grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
     unary u = {0};
     int rc;
-    if (unary_start(c, &u, cq, method, req, resp_desc, timeout_ms, &u, err) != 0) {
+    if (unary_start(c, &u, cq, method, req, resp_desc, timeout_ms, wait_ready, &u, err) != 0) {
         unary_finish(&u, false, resp, NULL);
         rc = -1;
     } else {
@@ -421,6 +422,20 @@ int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
     return rc;
 }
 
+int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
+              const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
+              etcd_error *err)
+{
+    return call_sync(c, method, req, resp_desc, resp, timeout_ms, true, err);
+}
+
+int etcd_call_now(etcd_client *c, const char *method, const ProtobufCMessage *req,
+                  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                  int timeout_ms, etcd_error *err)
+{
+    return call_sync(c, method, req, resp_desc, resp, timeout_ms, false, err);
+}
+
 int etcd_call_async(etcd_client *c, const char *method, const ProtobufCMessage *req,
                     const ProtobufCMessageDescriptor *resp_desc, int timeout_ms, etcd_call_fn fn,
                     void *arg, etcd_error *err)
@@ -432,7 +447,7 @@ int etcd_call_async(etcd_client *c, const char *method, const ProtobufCMessage *
     }
     u->fn = fn;
     u->arg = arg;
-    if (unary_start(c, u, c->cq, method, req, resp_desc, timeout_ms, u, err) != 0) {
+    if (unary_start(c, u, c->cq, method, req, resp_desc, timeout_ms, true, u, err) != 0) {
         ProtobufCMessage *none;
         unary_finish(u, false, &none, NULL);
         free(u);

@@ -63,6 +63,14 @@ int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
               const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
               etcd_error *err);
 
+/* etcd_call without waiting for a connection: with none ready it fails
+ * at once (UNAVAILABLE), its message gRPC's account of the last attempt
+ * ("failed to connect to all addresses; last error: ... Ssl handshake
+ * failed ..."), which etcd_call's deadline hides. */
+int etcd_call_now(etcd_client *c, const char *method, const ProtobufCMessage *req,
+                  const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                  int timeout_ms, etcd_error *err);
+
 /* Called once per asynchronous call, on the client's driver thread: the
  * answer (the callee owns it: protobuf_c_message_free_unpacked) and a
  * NULL err, or NULL and why the call failed. It must not block for long:
