@@ -212,6 +212,10 @@ etcd_client *etcd_client_new(const char *endpoints, const etcd_tls *tls, char **
         /* etcd's limit for a request is 1.5 MiB; answers (a list) may be
          * large */
         {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}},
+        /* a member back from an outage is reconnected to within 3 s: gRPC's
+         * default backoff grows to 120 s, and after a minute's outage the
+         * server would stay unready long after etcd is back */
+        {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, {.integer = 3000}},
     };
     grpc_channel_args ca = {sizeof args / sizeof *args, args};
     etcd_client *c = calloc(1, sizeof *c);
