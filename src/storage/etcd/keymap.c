@@ -48,14 +48,9 @@
  * internal key as the built-in type already, so it maps as the built-in
  * does; with another plural it is GROUP/RESOURCE, as upstream stores it.
  *
- * Where ckube differs from upstream: events.k8s.io/v1 Events. Upstream
- * stores them with core/v1 Events under "events" and serves one set of
- * objects through both APIs; ckube serves them as a separate store
- * (registry/events/events.c), with their own internal keys, so mapping
- * both to "events" would make two internal keys one etcd key. They stay
- * at "events.k8s.io/events" (GROUP/RESOURCE, like a custom resource):
- * collision-free, and events are short-lived, so a kube-apiserver sharing
- * the etcd only misses the events.k8s.io view of ckube's newer events. */
+ * events.k8s.io/v1 Events are core Events in ckube's storage too
+ * (registry/events/events.c: their internal keys are core's), so they
+ * need no row of their own. */
 #include "storage/etcd/keymap.h"
 
 #include <string.h>
@@ -88,8 +83,6 @@ static const etcd_keymap_resource RESOURCES[] = {
     {"apps", "deployments", "deployments", true},
     {"apps", "replicasets", "replicasets", true},
     {"coordination.k8s.io", "leases", "leases", true},
-    /* ckube's divergence (see above): upstream says "events" */
-    {"events.k8s.io", "events", "events.k8s.io/events", true},
     {"rbac.authorization.k8s.io", "roles", "roles", true},
     {"rbac.authorization.k8s.io", "rolebindings", "rolebindings", true},
     {"rbac.authorization.k8s.io", "clusterroles", "clusterroles", false},

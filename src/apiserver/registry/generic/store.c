@@ -44,7 +44,8 @@ cacher *store_cache(const store *s)
 
 void store_object_key(const resource_type *t, const char *ns, const char *name, char *buf, size_t n)
 {
-    const char *group = *t->group ? t->group : "core";
+    const char *g = t->storage_group ? t->storage_group : t->group;
+    const char *group = *g ? g : "core";
     if (t->namespaced)
         snprintf(buf, n, "/registry/%s/%s/%s/%s", group, t->resource, ns, name);
     else
@@ -419,6 +420,8 @@ static void create_object(store_write *w, json_t *obj)
     /* The hooks may have set the name: read it again. */
     name = json_string_value(json_object_get(meta_of(obj), "name"));
     store_object_key(t, w->ns, name ? name : "", w->key, sizeof w->key);
+    if (t->to_storage)
+        t->to_storage(t, obj);
     submit(w, STORAGE_OP_CREATE, 0);
 }
 
@@ -596,6 +599,10 @@ static void run_update(store_write *w)
         finish(w, 0, NULL, st);
         return;
     }
+    /* A type kept in another's storage compares and prepares in its own
+     * shape (the transform presented its base itself) */
+    if (t->to_storage && t->present)
+        t->present(t, old);
     if (w->status_only)
         obj = status_of(obj, old);
     st = check_rv(w, obj, cur_rev);
@@ -628,6 +635,8 @@ static void run_update(store_write *w)
         return;
     }
     json_decref(old);
+    if (t->to_storage)
+        t->to_storage(t, obj);
     submit(w, STORAGE_OP_UPDATE, cur_rev);
 }
 

@@ -99,7 +99,8 @@ void resource_type_unref(resource_type *t)
 
 void resource_type_key_prefix(const resource_type *t, char *buf, size_t n)
 {
-    snprintf(buf, n, "/registry/%s/%s/", *t->group ? t->group : "core", t->resource);
+    const char *g = t->storage_group ? t->storage_group : t->group;
+    snprintf(buf, n, "/registry/%s/%s/", *g ? g : "core", t->resource);
 }
 
 static int cmp_types(const void *a, const void *b)

@@ -133,6 +133,17 @@ struct resource_type {
      * `present` rewrites a decoded stored object in place before it is
      * served. NULL: stored bytes are served as they are. */
     void (*present)(const resource_type *t, json_t *obj);
+    /* A type kept in another group's storage, as upstream keeps
+     * events.k8s.io Events as core Events: storage_group names that group
+     * ("" for core; static; NULL: its own), `present` converts stored
+     * objects to this type's shape, and to_storage converts a validated
+     * object back, in place, just before it is written. */
+    const char *storage_group;
+    void (*to_storage)(const resource_type *t, json_t *obj);
+    /* The selectable fields the cacher extracts for this type's storage,
+     * when more than its own: those of the types kept in it too (static;
+     * NULL: selectable_fields). */
+    const selectable_field *bucket_fields;
     /* Name rule (enum ckube_name_kind in ckube/validation.h). */
     int name_kind;
     /* A create-only question (reviews.c: SelfSubjectAccessReview, ...):
