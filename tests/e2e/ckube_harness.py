@@ -5,7 +5,12 @@ The server serves HTTPS (its default); the harness talks to it as the
 written kubeconfig's user, the admin client certificate under the data
 dir's pki/, trusting the cluster CA there. `connection()`, `socket()` and
 `urlopen()` give a test that identity without repeating it; a server
-started with --plain-http gets plain ones."""
+started with --plain-http gets plain ones.
+
+CKUBE_E2E_STORAGE=etcd runs the server on an etcd member of the test's
+own (loopback, data under the test's directory, started with the server
+and kept across its restarts), unless the test picks a storage itself,
+as tests/e2e/lib.sh does for the shell tests."""
 import atexit
 import http.client
 import os
@@ -39,7 +44,38 @@ class Server:
         self.port = free_port()  # kept across restarts
         self.tls = "--plain-http" not in flags
         self._ctx = None
+        self.etcd = None  # CKUBE_E2E_STORAGE=etcd: the member's process
+        self.etcd_url = None
         atexit.register(self.cleanup)
+
+    def _storage_flags(self):
+        """The etcd flags under CKUBE_E2E_STORAGE=etcd (starting the member
+        the first time), else none."""
+        if os.environ.get("CKUBE_E2E_STORAGE") != "etcd" or any(
+                f.startswith("--storage") for f in self.flags):
+            return []
+        if self.etcd is None:
+            cp, pp = free_port(), free_port()
+            self.etcd_url = "http://127.0.0.1:%d" % cp
+            peer = "http://127.0.0.1:%d" % pp
+            with open(os.path.join(self.tmp, "etcd.log"), "ab") as log:
+                self.etcd = subprocess.Popen(
+                    [os.environ.get("CKUBE_ETCD_BIN", "/usr/bin/etcd"), "--name", "e2e",
+                     "--data-dir", os.path.join(self.tmp, "etcd"),
+                     "--listen-client-urls", self.etcd_url,
+                     "--advertise-client-urls", self.etcd_url, "--listen-peer-urls", peer,
+                     "--initial-advertise-peer-urls", peer, "--initial-cluster", "e2e=" + peer,
+                     "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT)
+            deadline = time.time() + 20
+            while True:
+                try:
+                    urllib.request.urlopen(self.etcd_url + "/health", timeout=1).read()
+                    break
+                except OSError:
+                    if time.time() > deadline or self.etcd.poll() is not None:
+                        raise RuntimeError("etcd did not start")
+                    time.sleep(0.1)
+        return ["--storage", "etcd", "--etcd-servers", self.etcd_url]
 
     def ssl_context(self, cert=True):
         """A client TLS context trusting the cluster CA, presenting the
@@ -92,7 +128,7 @@ class Server:
         self.log = open(os.path.join(self.tmp, "server.log"), "ab")
         self.proc = subprocess.Popen(
             [BIN, "server", "--data-dir", self.data,
-             "--listen", "127.0.0.1:%d" % self.port, *self.flags],
+             "--listen", "127.0.0.1:%d" % self.port, *self._storage_flags(), *self.flags],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
         while time.time() < deadline:
@@ -145,6 +181,9 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        if self.etcd and self.etcd.poll() is None:
+            self.etcd.kill()
+            self.etcd.wait()
         if self.log:
             self.log.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
