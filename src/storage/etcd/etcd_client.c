@@ -216,6 +216,10 @@ etcd_client *etcd_client_new(const char *endpoints, const etcd_tls *tls, char **
          * default backoff grows to 120 s, and after a minute's outage the
          * server would stay unready long after etcd is back */
         {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, {.integer = 3000}},
+        /* no transparent retries: calls wait for a ready connection
+         * (GRPC_INITIAL_METADATA_WAIT_FOR_READY) instead, and the retry
+         * filter would keep a copy of every request until its answer */
+        {GRPC_ARG_INTEGER, GRPC_ARG_ENABLE_RETRIES, {.integer = 0}},
     };
     grpc_channel_args ca = {sizeof args / sizeof *args, args};
     etcd_client *c = calloc(1, sizeof *c);
