@@ -1188,7 +1188,10 @@ static const char *connect_hint(const char *endpoints, const etcd_tls *tls, cons
     bool cert = tls && tls->cert_file;
     if (strstr(why, "certificate verify failed"))
         return " (the member's certificate is not signed by --etcd-cafile's CA)";
-    if (https && strstr(why, "Endpoint read failed"))
+    /* a member that refuses the handshake's client certificate closes
+     * the connection: gRPC reports the read, the reset or the close */
+    if (https && (strstr(why, "Endpoint read failed") || strstr(why, "Connection reset by peer") ||
+                  strstr(why, "Socket closed")))
         return cert ? " (did the member refuse the client certificate of --etcd-certfile?)"
                     : " (does the member require a client certificate? --etcd-certfile and "
                       "--etcd-keyfile)";

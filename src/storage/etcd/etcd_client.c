@@ -26,6 +26,7 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
+#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
 #include "ckube/log.h"
@@ -186,6 +187,19 @@ out:
     return cr;
 }
 
+/* gRPC's own log lines, in klog's format: its errors (a TLS handshake
+ * failing, a connection reset) as warnings, since what they mean reaches
+ * the user as the failed call's error too; the rest at -v=4. */
+static void grpc_log_to_klog(gpr_log_func_args *a)
+{
+    const char *file = a->file ? strrchr(a->file, '/') : NULL;
+    file = file ? file + 1 : a->file ? a->file : "grpc";
+    if (a->severity == GPR_LOG_SEVERITY_ERROR)
+        ckube_log_write(CKUBE_LOG_WARNING, file, a->line, "grpc: %s", a->message);
+    else if (ckube_log_v(4, file))
+        ckube_log_write(CKUBE_LOG_INFO, file, a->line, "grpc: %s", a->message);
+}
+
 etcd_client *etcd_client_new(const char *endpoints, const etcd_tls *tls, char **err)
 {
     bool https = false;
@@ -193,6 +207,7 @@ etcd_client *etcd_client_new(const char *endpoints, const etcd_tls *tls, char **
     if (!target)
         return NULL;
     bool use_tls = https || (tls && (tls->ca_file || tls->cert_file || tls->key_file));
+    gpr_set_log_function(grpc_log_to_klog);
     grpc_init(); /* reference counted: grpc_shutdown in free */
     grpc_channel_credentials *cr =
         use_tls ? tls_credentials(tls, err) : grpc_insecure_credentials_create();
