@@ -56,6 +56,7 @@ LAYERS = [
     ("storage/etcd", "server", 21),
     ("storage", "server", 20),
     # libckube, top to bottom.
+    ("gen", "library", 95),  # ckube-gen, the code generator (docs/ckube-gen.md)
     ("controllers", "library", 90),
     ("runtime", "library", 80),
     ("informer", "library", 70),

@@ -1,0 +1,586 @@
+/* The model of what ckube-gen generates (model.h). */
+#include "gen/model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckube/yaml.h"
+#include "gen/names.h"
+
+/* Deeper schemas than this are refused: no real CRD nests so far, and
+ * the generated C would be unreadable long before. */
+enum { MAX_DEPTH = 48 };
+
+/* What building one kind's types needs: where errors say they are, the
+ * package's type names (shared by every kind, so that two kinds' types
+ * cannot clash either). */
+typedef struct build {
+    const char *where;   /* "crd.yaml: networks.samplecrd.k8s.io, version v1" */
+    const char *kindver; /* "Network v1": with a path, names a type in clashes */
+    gen_nameset *types;
+    char **err;
+} build;
+
+static void set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(char **err, const char *fmt, ...)
+{
+    if (!err || *err)
+        return; /* the first error is the one to report */
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0)
+        *err = NULL;
+    va_end(ap);
+}
+
+static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *dupf(const char *fmt, ...)
+{
+    char *s;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    return n < 0 ? NULL : s;
+}
+
+static void type_free(gen_type *t);
+
+static void field_clear(gen_field *f)
+{
+    free(f->json_name);
+    free(f->c_name);
+    type_free(f->type);
+}
+
+static void fields_free(gen_field *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        field_clear(&f[i]);
+    free(f);
+}
+
+static void type_free(gen_type *t)
+{
+    if (!t)
+        return;
+    free(t->path);
+    free(t->c_name);
+    free(t->format);
+    fields_free(t->fields, t->nfields);
+    type_free(t->items);
+    if (t->enum_values) {
+        for (char **e = t->enum_values; *e; e++)
+            free(*e);
+        free(t->enum_values);
+    }
+    json_decref(t->default_value);
+    free(t);
+}
+
+static bool flag(const json_t *schema, const char *key)
+{
+    return json_is_true(json_object_get(schema, key));
+}
+
+static gen_type *build_type(build *b, const json_t *schema, const char *path,
+                            const char *struct_name, int depth);
+
+/* A struct's member names besides the field's own: what the generated
+ * code adds for presence (docs/ckube-gen.md's table), which must not
+ * clash with another field's name either. Into out[] (up to 3). */
+static size_t companions(const gen_field *f, char out[3][300])
+{
+    size_t n = 0;
+    gen_type_kind k = f->type->kind;
+    if (k == GEN_INTEGER || k == GEN_NUMBER || k == GEN_BOOLEAN || k == GEN_ARRAY || k == GEN_MAP)
+        snprintf(out[n++], sizeof out[0], "has_%s", f->c_name);
+    if (k == GEN_ARRAY || k == GEN_MAP)
+        snprintf(out[n++], sizeof out[0], "n_%s", f->c_name);
+    if (f->nullable)
+        snprintf(out[n++], sizeof out[0], "%s_null", f->c_name);
+    return n;
+}
+
+/* Adds the field `json_name` of the object at `path` (named `struct_name`)
+ * to *t; false after an error. */
+static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *json_name,
+                      const json_t *schema, const json_t *required, const char *path,
+                      const char *struct_name, int depth)
+{
+    char *fpath = dupf("%s.%s", path, json_name);
+    char *c = gen_c_name(json_name);
+    if (!fpath || !c) {
+        set_err(b->err, "%s: %s.%s: the property's name has no letter or digit to name it in C",
+                b->where, path, json_name);
+        free(fpath);
+        free(c);
+        return false;
+    }
+    gen_field f = {.json_name = strdup(json_name), .c_name = c};
+    /* a nested struct's name: its parent's and the member's */
+    char *sub = dupf("%s_%s", struct_name, c);
+    f.type = f.json_name && sub ? build_type(b, schema, fpath, sub, depth + 1) : NULL;
+    free(sub);
+    if (!f.type) {
+        set_err(b->err, "out of memory");
+        free(f.json_name);
+        free(f.c_name);
+        free(fpath);
+        return false;
+    }
+    f.nullable = flag(schema, "nullable");
+    size_t i;
+    json_t *r;
+    json_array_foreach(required, i, r)
+    {
+        if (json_is_string(r) && !strcmp(json_string_value(r), json_name))
+            f.required = true;
+    }
+    char names[4][300];
+    snprintf(names[0], sizeof names[0], "%s", f.c_name);
+    size_t n = 1 + companions(&f, names + 1);
+    for (size_t k = 0; k < n; k++) {
+        const char *first = NULL;
+        int rc = gen_nameset_add(members, names[k], fpath, &first);
+        if (rc != 0) {
+            if (rc > 0)
+                set_err(b->err, "%s: %s and %s are both \"%s\" in C (struct %s); rename one",
+                        b->where, first, fpath, names[k], struct_name);
+            else
+                set_err(b->err, "out of memory");
+            field_clear(&f);
+            free(fpath);
+            return false;
+        }
+    }
+    free(fpath);
+    gen_field *nf = realloc(t->fields, (t->nfields + 1) * sizeof *nf);
+    if (!nf) {
+        set_err(b->err, "out of memory");
+        field_clear(&f);
+        return false;
+    }
+    t->fields = nf;
+    t->fields[t->nfields++] = f;
+    return true;
+}
+
+/* An object with properties: a struct named struct_name. */
+static bool build_struct(build *b, gen_type *t, const json_t *schema, const char *path,
+                         const char *struct_name, int depth)
+{
+    const char *first = NULL;
+    char *at = dupf("%s %s", b->kindver, *path ? path : ".");
+    int rc = at ? gen_nameset_add(b->types, struct_name, at, &first) : -1;
+    if (rc != 0) {
+        if (rc > 0)
+            set_err(b->err, "%s: %s and %s would both be the C type %s; rename one", b->where,
+                    first, at, struct_name);
+        else
+            set_err(b->err, "out of memory");
+        free(at);
+        return false;
+    }
+    free(at);
+    if (!(t->c_name = strdup(struct_name))) {
+        set_err(b->err, "out of memory");
+        return false;
+    }
+    gen_nameset *members = gen_nameset_new();
+    if (!members) {
+        set_err(b->err, "out of memory");
+        return false;
+    }
+    bool root = depth == 0, ok = true;
+    if (root) { /* every object has these, typed by the runtime */
+        const char *fixed[] = {"api_version", "kind", "metadata"};
+        for (size_t i = 0; i < 3 && ok; i++)
+            ok = gen_nameset_add(members, fixed[i], ".", &first) == 0;
+    }
+    const json_t *props = json_object_get(schema, "properties");
+    const json_t *required = json_object_get(schema, "required");
+    const char *name;
+    const json_t *sub;
+    json_object_foreach((json_t *)props, name, sub)
+    {
+        if (!ok)
+            break;
+        if (root &&
+            (!strcmp(name, "apiVersion") || !strcmp(name, "kind") || !strcmp(name, "metadata")))
+            continue;
+        ok = add_field(b, t, members, name, sub, required, path, struct_name, depth);
+    }
+    gen_nameset_free(members);
+    return ok;
+}
+
+static gen_type *build_type(build *b, const json_t *schema, const char *path,
+                            const char *struct_name, int depth)
+{
+    const char *where = *path ? path : ".";
+    if (!json_is_object(schema)) {
+        set_err(b->err, "%s: %s: the schema is not an object", b->where, where);
+        return NULL;
+    }
+    if (depth > MAX_DEPTH) {
+        set_err(b->err, "%s: %s: nested more than %d deep", b->where, where, MAX_DEPTH);
+        return NULL;
+    }
+    gen_type *t = calloc(1, sizeof *t);
+    if (!t || !(t->path = strdup(where))) {
+        set_err(b->err, "out of memory");
+        free(t);
+        return NULL;
+    }
+    const char *type = json_string_value(json_object_get(schema, "type"));
+    const char *format = json_string_value(json_object_get(schema, "format"));
+    const json_t *props = json_object_get(schema, "properties");
+    const json_t *addl = json_object_get(schema, "additionalProperties");
+    bool preserve = flag(schema, "x-kubernetes-preserve-unknown-fields");
+    bool ok = true;
+    if (format && !(t->format = strdup(format)))
+        ok = false;
+    json_t *def = json_object_get(schema, "default");
+    if (def)
+        t->default_value = json_incref(def);
+    if (flag(schema, "x-kubernetes-int-or-string")) {
+        t->kind = GEN_INT_OR_STRING;
+    } else if (flag(schema, "x-kubernetes-embedded-resource")) {
+        t->kind = GEN_JSON; /* an object of any kind: apiVersion and kind say */
+    } else if (!type && preserve && !props) {
+        t->kind = GEN_JSON;
+    } else if (!type) {
+        /* upstream's structural rule, in its words */
+        set_err(b->err,
+                "%s: %s.type: Required value: must not be empty for specified object fields",
+                b->where, where);
+        ok = false;
+    } else if (!strcmp(type, "object")) {
+        if (props && addl) {
+            set_err(b->err,
+                    "%s: %s.additionalProperties: Forbidden: additionalProperties and "
+                    "properties are mutual exclusive",
+                    b->where, where);
+            ok = false;
+        } else if (props || depth == 0) {
+            t->kind = GEN_OBJECT;
+            ok = build_struct(b, t, schema, path, struct_name, depth);
+        } else if (json_is_object(addl)) {
+            t->kind = GEN_MAP;
+            char *vpath = dupf("%s[*]", where), *vname = dupf("%s_value", struct_name);
+            t->items = vpath && vname ? build_type(b, addl, vpath, vname, depth + 1) : NULL;
+            ok = t->items != NULL;
+            free(vpath);
+            free(vname);
+        } else {
+            t->kind = GEN_JSON; /* a free-form object */
+        }
+    } else if (!strcmp(type, "array")) {
+        t->kind = GEN_ARRAY;
+        const json_t *items = json_object_get(schema, "items");
+        if (!items) {
+            set_err(b->err, "%s: %s.items: Required value: must be specified", b->where, where);
+            ok = false;
+        } else {
+            char *ipath = dupf("%s[*]", where), *iname = dupf("%s_item", struct_name);
+            t->items = ipath && iname ? build_type(b, items, ipath, iname, depth + 1) : NULL;
+            ok = t->items != NULL;
+            free(ipath);
+            free(iname);
+        }
+    } else if (!strcmp(type, "string")) {
+        t->kind = GEN_STRING;
+        const json_t *en = json_object_get(schema, "enum");
+        if (json_is_array(en) && json_array_size(en)) {
+            t->enum_values = calloc(json_array_size(en) + 1, sizeof(char *));
+            size_t i, n = 0;
+            json_t *v;
+            json_array_foreach(en, i, v)
+            {
+                if (json_is_string(v) && t->enum_values &&
+                    !(t->enum_values[n++] = strdup(json_string_value(v))))
+                    ok = false;
+            }
+            ok = ok && t->enum_values;
+        }
+    } else if (!strcmp(type, "integer")) {
+        t->kind = GEN_INTEGER;
+    } else if (!strcmp(type, "number")) {
+        t->kind = GEN_NUMBER;
+    } else if (!strcmp(type, "boolean")) {
+        t->kind = GEN_BOOLEAN;
+    } else {
+        set_err(b->err,
+                "%s: %s.type: Unsupported value: \"%s\": supported values: \"array\", "
+                "\"boolean\", \"integer\", \"number\", \"object\", \"string\"",
+                b->where, where, type);
+        ok = false;
+    }
+    if (!ok) {
+        set_err(b->err, "out of memory"); /* (only if nothing else said why) */
+        type_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* ---- the model ---------------------------------------------------------------- */
+
+gen_model *gen_model_new(const char *package, char **err)
+{
+    char *c = package ? gen_c_name(package) : NULL;
+    if (!c || strcmp(c, package)) {
+        set_err(err,
+                "--package %s: a package name is a C identifier's prefix in snake case "
+                "(letters, digits, '_'; not a C keyword)%s%s",
+                package ? package : "(none)", c ? "; perhaps " : "", c ? c : "");
+        free(c);
+        return NULL;
+    }
+    gen_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        free(c);
+        set_err(err, "out of memory");
+        return NULL;
+    }
+    m->package = c;
+    return m;
+}
+
+static void kind_clear(gen_kind *k)
+{
+    free(k->group);
+    free(k->version);
+    free(k->kind);
+    free(k->plural);
+    type_free(k->root);
+}
+
+void gen_model_free(gen_model *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->nkinds; i++)
+        kind_clear(&m->kinds[i]);
+    free(m->kinds);
+    free(m->package);
+    free(m);
+}
+
+/* Adds every struct name of the tree at t to set. */
+static int tree_types(const gen_type *t, const gen_kind *k, gen_nameset *set)
+{
+    const char *first;
+    if (!t)
+        return 0;
+    if (t->c_name) {
+        char *at = dupf("%s %s %s", k->kind, k->version, t->path);
+        int rc = at ? gen_nameset_add(set, t->c_name, at, &first) : -1;
+        free(at);
+        if (rc < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < t->nfields; i++)
+        if (tree_types(t->fields[i].type, k, set) < 0)
+            return -1;
+    return tree_types(t->items, k, set);
+}
+
+/* The type names the model has already, so that a new kind's cannot
+ * clash with them (kinds Network and NetworkSpec: the first's .spec and
+ * the second's root would be one name). */
+static int model_types(const gen_model *m, gen_nameset *set)
+{
+    for (size_t i = 0; i < m->nkinds; i++)
+        if (tree_types(m->kinds[i].root, &m->kinds[i], set) < 0)
+            return -1;
+    return 0;
+}
+
+static const char *str_at(const json_t *o, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(o, a);
+    if (b)
+        v = json_object_get(v, b);
+    return json_string_value(v);
+}
+
+/* One version of a CRD as a kind in `out`. */
+static int add_version(gen_model *m, build *b, const json_t *spec, const char *version,
+                       const json_t *schema, const json_t *subresources, gen_kind *out)
+{
+    const char *kind = str_at(spec, "names", "kind");
+    char *cv = gen_c_name(version), *ck = gen_c_name(kind);
+    char *root = cv && ck ? dupf("%s_%s_%s", m->package, cv, ck) : NULL;
+    free(cv);
+    free(ck);
+    if (!root) {
+        set_err(b->err, "%s: no C name for kind %s", b->where, kind);
+        return -1;
+    }
+    /* no schema (v1beta1 without validation): apiVersion, kind and
+     * metadata typed, everything else kept as it comes */
+    json_t *none = schema ? NULL
+                          : json_pack("{s:s, s:b}", "type", "object",
+                                      "x-kubernetes-preserve-unknown-fields", 1);
+    gen_type *t = build_type(b, schema ? schema : none, "", root, 0);
+    json_decref(none);
+    free(root);
+    if (!t)
+        return -1;
+    *out = (gen_kind){
+        .group = strdup(str_at(spec, "group", NULL)),
+        .version = strdup(version),
+        .kind = strdup(kind),
+        .plural = strdup(str_at(spec, "names", "plural")),
+        .namespaced =
+            !str_at(spec, "scope", NULL) || !strcmp(str_at(spec, "scope", NULL), "Namespaced"),
+        .status_subresource = json_object_get(subresources, "status") != NULL,
+        .scale_subresource = json_object_get(subresources, "scale") != NULL,
+        .root = t,
+    };
+    if (!out->group || !out->version || !out->kind || !out->plural) {
+        kind_clear(out);
+        set_err(b->err, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char **err)
+{
+    const char *av = str_at(crd, "apiVersion", NULL), *k = str_at(crd, "kind", NULL);
+    const char *name = str_at(crd, "metadata", "name");
+    const json_t *spec = json_object_get(crd, "spec");
+    bool v1 = av && !strcmp(av, "apiextensions.k8s.io/v1");
+    if (!k || strcmp(k, "CustomResourceDefinition") ||
+        !(v1 || (av && !strcmp(av, "apiextensions.k8s.io/v1beta1")))) {
+        set_err(err,
+                "%s: %s%s%s is not a CustomResourceDefinition (apiextensions.k8s.io/v1 or "
+                "v1beta1)",
+                source, k ? k : "a document", name ? " " : "", name ? name : "");
+        return -1;
+    }
+    if (!str_at(spec, "group", NULL) || !str_at(spec, "names", "kind") ||
+        !str_at(spec, "names", "plural")) {
+        set_err(err, "%s: CRD %s: spec.group, spec.names.kind and spec.names.plural are required",
+                source, name ? name : "(no name)");
+        return -1;
+    }
+    /* the served versions, with the schema and subresources of each
+     * (v1beta1's top-level ones apply to versions without their own) */
+    const json_t *versions = json_object_get(spec, "versions");
+    json_t *single = NULL;
+    if (!json_array_size(versions) && str_at(spec, "version", NULL)) {
+        single = json_pack("[{s:s, s:b}]", "name", str_at(spec, "version", NULL), "served", 1);
+        versions = single;
+    }
+    const json_t *top_schema =
+        json_object_get(json_object_get(spec, "validation"), "openAPIV3Schema");
+    const json_t *top_sub = json_object_get(spec, "subresources");
+    gen_nameset *types = gen_nameset_new();
+    size_t n0 = m->nkinds;
+    int rc = types && model_types(m, types) == 0 ? 0 : -1;
+    if (rc)
+        set_err(err, "out of memory");
+    size_t i;
+    json_t *ver;
+    json_array_foreach(versions, i, ver)
+    {
+        if (rc)
+            break;
+        const char *vname = str_at(ver, "name", NULL);
+        if (!vname || !json_is_true(json_object_get(ver, "served")))
+            continue;
+        const json_t *schema = json_object_get(json_object_get(ver, "schema"), "openAPIV3Schema");
+        const json_t *sub = json_object_get(ver, "subresources");
+        char *where = dupf("%s: CRD %s, version %s", source, name ? name : "(no name)", vname);
+        char *kindver = dupf("%s %s", str_at(spec, "names", "kind"), vname);
+        build b = {where, kindver, types, err};
+        gen_kind *nk = where && kindver ? realloc(m->kinds, (m->nkinds + 1) * sizeof *nk) : NULL;
+        if (!nk) {
+            set_err(err, "out of memory");
+            rc = -1;
+        } else {
+            m->kinds = nk;
+            rc = add_version(m, &b, spec, vname, schema ? schema : top_schema, sub ? sub : top_sub,
+                             &m->kinds[m->nkinds]);
+            if (!rc)
+                m->nkinds++;
+        }
+        free(where);
+        free(kindver);
+    }
+    if (!rc && m->nkinds == n0) {
+        set_err(err, "%s: CRD %s serves no version", source, name ? name : "(no name)");
+        rc = -1;
+    }
+    if (rc) { /* the model as it was */
+        while (m->nkinds > n0)
+            kind_clear(&m->kinds[--m->nkinds]);
+    }
+    json_decref(single);
+    gen_nameset_free(types);
+    return rc;
+}
+
+int gen_model_add_file(gen_model *m, const char *path, char **err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_err(err, "%s: cannot open: %m", path);
+        return -1;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 65536 > cap) {
+            char *nb = realloc(buf, cap = cap ? 2 * cap : 65536 * 2);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                set_err(err, "out of memory");
+                return -1;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        set_err(err, "%s: cannot read", path);
+        return -1;
+    }
+    json_t *docs = NULL;
+    char *yerr = NULL;
+    int rc = ckube_yaml_load_all(buf, len, &docs, &yerr);
+    free(buf);
+    if (rc != 0) {
+        set_err(err, "%s: %s", path, yerr ? yerr : "not YAML or JSON");
+        free(yerr);
+        return -1;
+    }
+    size_t n0 = m->nkinds, i;
+    json_t *doc;
+    json_array_foreach(docs, i, doc)
+    {
+        if (json_is_null(doc))
+            continue; /* an empty document ("---" at the end) */
+        if ((rc = gen_model_add_crd(m, doc, path, err)) != 0)
+            break;
+    }
+    if (rc) {
+        while (m->nkinds > n0)
+            kind_clear(&m->kinds[--m->nkinds]);
+    }
+    json_decref(docs);
+    return rc;
+}

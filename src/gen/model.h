@@ -1,0 +1,78 @@
+/* model.h - what ckube-gen generates, before any C is written: the
+ * kinds of its inputs and, for each, a tree of types with their C names
+ * (docs/ckube-gen.md). Building the model is where bad input is found:
+ * a schema that is not structural, names that clash once mangled; the
+ * error names the CRD, the version and the JSON path, and nothing is
+ * written. */
+#ifndef CKUBE_GEN_MODEL_H
+#define CKUBE_GEN_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+typedef enum {
+    GEN_STRING = 1,
+    GEN_INTEGER,
+    GEN_NUMBER,
+    GEN_BOOLEAN,
+    GEN_OBJECT,        /* properties: a struct */
+    GEN_ARRAY,         /* items */
+    GEN_MAP,           /* additionalProperties: string keys to items */
+    GEN_INT_OR_STRING, /* x-kubernetes-int-or-string */
+    GEN_JSON,          /* preserve-unknown-fields, embedded resources: a json_t */
+} gen_type_kind;
+
+typedef struct gen_type gen_type;
+
+typedef struct gen_field {
+    char *json_name; /* as in the schema */
+    char *c_name;    /* the member's name */
+    gen_type *type;  /* owned */
+    bool required, nullable;
+} gen_field;
+
+struct gen_type {
+    gen_type_kind kind;
+    char *path;        /* the JSON path from the object: ".spec.ports[*].port" */
+    char *c_name;      /* GEN_OBJECT: the struct's name (PKG_VERSION_KIND...) */
+    char *format;      /* "date-time", "quantity", "int32", ... or NULL */
+    gen_field *fields; /* GEN_OBJECT, in the schema's order */
+    size_t nfields;
+    gen_type *items;       /* GEN_ARRAY's items, GEN_MAP's values (owned) */
+    char **enum_values;    /* strings only; NULL-terminated, or NULL */
+    json_t *default_value; /* a reference, or NULL */
+};
+
+typedef struct gen_kind {
+    char *group, *version, *kind, *plural;
+    bool namespaced;
+    bool status_subresource, scale_subresource;
+    gen_type *root; /* the object (apiVersion, kind and metadata included) */
+} gen_kind;
+
+typedef struct gen_model {
+    char *package;
+    gen_kind *kinds;
+    size_t nkinds;
+} gen_model;
+
+/* An empty model for package `package` (a C identifier's prefix: letters,
+ * digits and '_', not starting with a digit). NULL with *err (malloc'd)
+ * for a bad name or out of memory. */
+gen_model *gen_model_new(const char *package, char **err);
+void gen_model_free(gen_model *m);
+
+/* Adds every served version of `crd` (apiextensions.k8s.io/v1 or
+ * v1beta1, decoded; borrowed) as a kind. `source` names where it came
+ * from in errors ("crd.yaml"). 0, or -1 with *err (malloc'd), the model
+ * unchanged. */
+int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char **err);
+
+/* Adds what the file at `path` holds: YAML or JSON documents, of which
+ * the CustomResourceDefinitions are taken (other kinds are an error: a
+ * file given to ckube-gen is a file of CRDs). 0, or -1 with *err. */
+int gen_model_add_file(gen_model *m, const char *path, char **err);
+
+#endif
