@@ -2029,6 +2029,10 @@ static bool retry_create_fresh(req_ctx *rc, const ckube_status *st)
         return false;
     rc->create_stale = true;
     rc->cache_waited = false;
+    /* the second pass looks the type up again (it may be a CRD's that
+     * the cache had not seen) */
+    resource_type_unref(rc->type);
+    rc->type = NULL;
     CKUBE_V(4, "create of %s in %s: %s; waiting for the cache to reach etcd's revision",
             rc->ri.resource, *rc->ri.ns ? rc->ri.ns : "the cluster",
             st->message ? st->message : "not found");
