@@ -1,12 +1,15 @@
 /* The model of what ckube-gen generates (model.h). */
 #include "gen/model.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckube/yaml.h"
+#include "client/client_internal.h"
+#include "common/text.h"
 #include "gen/names.h"
 
 /* Deeper schemas than this are refused: no real CRD nests so far, and
@@ -22,18 +25,6 @@ typedef struct build {
     gen_nameset *types;
     char **err;
 } build;
-
-static void set_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(char **err, const char *fmt, ...)
-{
-    if (!err || *err)
-        return; /* the first error is the one to report */
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(err, fmt, ap) < 0)
-        *err = NULL;
-    va_end(ap);
-}
 
 static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *dupf(const char *fmt, ...)
@@ -113,8 +104,9 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
     char *fpath = dupf("%s.%s", path, json_name);
     char *c = gen_c_name(json_name);
     if (!fpath || !c) {
-        set_err(b->err, "%s: %s.%s: the property's name has no letter or digit to name it in C",
-                b->where, path, json_name);
+        ckube__set_err(b->err,
+                       "%s: %s.%s: the property's name has no letter or digit to name it in C",
+                       b->where, path, json_name);
         free(fpath);
         free(c);
         return false;
@@ -125,7 +117,7 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
     f.type = f.json_name && sub ? build_type(b, schema, fpath, sub, depth + 1) : NULL;
     free(sub);
     if (!f.type) {
-        set_err(b->err, "out of memory");
+        ckube__set_err(b->err, "out of memory");
         free(f.json_name);
         free(f.c_name);
         free(fpath);
@@ -147,10 +139,10 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
         int rc = gen_nameset_add(members, names[k], fpath, &first);
         if (rc != 0) {
             if (rc > 0)
-                set_err(b->err, "%s: %s and %s are both \"%s\" in C (struct %s); rename one",
-                        b->where, first, fpath, names[k], struct_name);
+                ckube__set_err(b->err, "%s: %s and %s are both \"%s\" in C (struct %s); rename one",
+                               b->where, first, fpath, names[k], struct_name);
             else
-                set_err(b->err, "out of memory");
+                ckube__set_err(b->err, "out of memory");
             field_clear(&f);
             free(fpath);
             return false;
@@ -159,7 +151,7 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
     free(fpath);
     gen_field *nf = realloc(t->fields, (t->nfields + 1) * sizeof *nf);
     if (!nf) {
-        set_err(b->err, "out of memory");
+        ckube__set_err(b->err, "out of memory");
         field_clear(&f);
         return false;
     }
@@ -177,21 +169,21 @@ static bool build_struct(build *b, gen_type *t, const json_t *schema, const char
     int rc = at ? gen_nameset_add(b->types, struct_name, at, &first) : -1;
     if (rc != 0) {
         if (rc > 0)
-            set_err(b->err, "%s: %s and %s would both be the C type %s; rename one", b->where,
-                    first, at, struct_name);
+            ckube__set_err(b->err, "%s: %s and %s would both be the C type %s; rename one",
+                           b->where, first, at, struct_name);
         else
-            set_err(b->err, "out of memory");
+            ckube__set_err(b->err, "out of memory");
         free(at);
         return false;
     }
     free(at);
     if (!(t->c_name = strdup(struct_name))) {
-        set_err(b->err, "out of memory");
+        ckube__set_err(b->err, "out of memory");
         return false;
     }
     gen_nameset *members = gen_nameset_new();
     if (!members) {
-        set_err(b->err, "out of memory");
+        ckube__set_err(b->err, "out of memory");
         return false;
     }
     bool root = depth == 0, ok = true;
@@ -222,16 +214,16 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
 {
     const char *where = *path ? path : ".";
     if (!json_is_object(schema)) {
-        set_err(b->err, "%s: %s: the schema is not an object", b->where, where);
+        ckube__set_err(b->err, "%s: %s: the schema is not an object", b->where, where);
         return NULL;
     }
     if (depth > MAX_DEPTH) {
-        set_err(b->err, "%s: %s: nested more than %d deep", b->where, where, MAX_DEPTH);
+        ckube__set_err(b->err, "%s: %s: nested more than %d deep", b->where, where, MAX_DEPTH);
         return NULL;
     }
     gen_type *t = calloc(1, sizeof *t);
     if (!t || !(t->path = strdup(where))) {
-        set_err(b->err, "out of memory");
+        ckube__set_err(b->err, "out of memory");
         free(t);
         return NULL;
     }
@@ -254,16 +246,16 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
         t->kind = GEN_JSON;
     } else if (!type) {
         /* upstream's structural rule, in its words */
-        set_err(b->err,
-                "%s: %s.type: Required value: must not be empty for specified object fields",
-                b->where, where);
+        ckube__set_err(b->err,
+                       "%s: %s.type: Required value: must not be empty for specified object fields",
+                       b->where, where);
         ok = false;
     } else if (!strcmp(type, "object")) {
         if (props && addl) {
-            set_err(b->err,
-                    "%s: %s.additionalProperties: Forbidden: additionalProperties and "
-                    "properties are mutual exclusive",
-                    b->where, where);
+            ckube__set_err(b->err,
+                           "%s: %s.additionalProperties: Forbidden: additionalProperties and "
+                           "properties are mutual exclusive",
+                           b->where, where);
             ok = false;
         } else if (props || depth == 0) {
             t->kind = GEN_OBJECT;
@@ -282,7 +274,8 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
         t->kind = GEN_ARRAY;
         const json_t *items = json_object_get(schema, "items");
         if (!items) {
-            set_err(b->err, "%s: %s.items: Required value: must be specified", b->where, where);
+            ckube__set_err(b->err, "%s: %s.items: Required value: must be specified", b->where,
+                           where);
             ok = false;
         } else {
             char *ipath = dupf("%s[*]", where), *iname = dupf("%s_item", struct_name);
@@ -313,14 +306,14 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
     } else if (!strcmp(type, "boolean")) {
         t->kind = GEN_BOOLEAN;
     } else {
-        set_err(b->err,
-                "%s: %s.type: Unsupported value: \"%s\": supported values: \"array\", "
-                "\"boolean\", \"integer\", \"number\", \"object\", \"string\"",
-                b->where, where, type);
+        ckube__set_err(b->err,
+                       "%s: %s.type: Unsupported value: \"%s\": supported values: \"array\", "
+                       "\"boolean\", \"integer\", \"number\", \"object\", \"string\"",
+                       b->where, where, type);
         ok = false;
     }
     if (!ok) {
-        set_err(b->err, "out of memory"); /* (only if nothing else said why) */
+        ckube__set_err(b->err, "out of memory"); /* (only if nothing else said why) */
         type_free(t);
         return NULL;
     }
@@ -333,17 +326,17 @@ gen_model *gen_model_new(const char *package, char **err)
 {
     char *c = package ? gen_c_name(package) : NULL;
     if (!c || strcmp(c, package)) {
-        set_err(err,
-                "--package %s: a package name is a C identifier's prefix in snake case "
-                "(letters, digits, '_'; not a C keyword)%s%s",
-                package ? package : "(none)", c ? "; perhaps " : "", c ? c : "");
+        ckube__set_err(err,
+                       "--package %s: a package name is a C identifier's prefix in snake case "
+                       "(letters, digits, '_'; not a C keyword)%s%s",
+                       package ? package : "(none)", c ? "; perhaps " : "", c ? c : "");
         free(c);
         return NULL;
     }
     gen_model *m = calloc(1, sizeof *m);
     if (!m) {
         free(c);
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
         return NULL;
     }
     m->package = c;
@@ -418,7 +411,7 @@ static int add_version(gen_model *m, build *b, const json_t *spec, const char *v
     free(cv);
     free(ck);
     if (!root) {
-        set_err(b->err, "%s: no C name for kind %s", b->where, kind);
+        ckube__set_err(b->err, "%s: no C name for kind %s", b->where, kind);
         return -1;
     }
     /* no schema (v1beta1 without validation): apiVersion, kind and
@@ -444,7 +437,7 @@ static int add_version(gen_model *m, build *b, const json_t *spec, const char *v
     };
     if (!out->group || !out->version || !out->kind || !out->plural) {
         kind_clear(out);
-        set_err(b->err, "out of memory");
+        ckube__set_err(b->err, "out of memory");
         return -1;
     }
     return 0;
@@ -458,16 +451,17 @@ int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char 
     bool v1 = av && !strcmp(av, "apiextensions.k8s.io/v1");
     if (!k || strcmp(k, "CustomResourceDefinition") ||
         !(v1 || (av && !strcmp(av, "apiextensions.k8s.io/v1beta1")))) {
-        set_err(err,
-                "%s: %s%s%s is not a CustomResourceDefinition (apiextensions.k8s.io/v1 or "
-                "v1beta1)",
-                source, k ? k : "a document", name ? " " : "", name ? name : "");
+        ckube__set_err(err,
+                       "%s: %s%s%s is not a CustomResourceDefinition (apiextensions.k8s.io/v1 or "
+                       "v1beta1)",
+                       source, k ? k : "a document", name ? " " : "", name ? name : "");
         return -1;
     }
     if (!str_at(spec, "group", NULL) || !str_at(spec, "names", "kind") ||
         !str_at(spec, "names", "plural")) {
-        set_err(err, "%s: CRD %s: spec.group, spec.names.kind and spec.names.plural are required",
-                source, name ? name : "(no name)");
+        ckube__set_err(err,
+                       "%s: CRD %s: spec.group, spec.names.kind and spec.names.plural are required",
+                       source, name ? name : "(no name)");
         return -1;
     }
     /* the served versions, with the schema and subresources of each
@@ -485,7 +479,7 @@ int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char 
     size_t n0 = m->nkinds;
     int rc = types && model_types(m, types) == 0 ? 0 : -1;
     if (rc)
-        set_err(err, "out of memory");
+        ckube__set_err(err, "out of memory");
     size_t i;
     json_t *ver;
     json_array_foreach(versions, i, ver)
@@ -502,7 +496,7 @@ int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char 
         build b = {where, kindver, types, err};
         gen_kind *nk = where && kindver ? realloc(m->kinds, (m->nkinds + 1) * sizeof *nk) : NULL;
         if (!nk) {
-            set_err(err, "out of memory");
+            ckube__set_err(err, "out of memory");
             rc = -1;
         } else {
             m->kinds = nk;
@@ -515,7 +509,7 @@ int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char 
         free(kindver);
     }
     if (!rc && m->nkinds == n0) {
-        set_err(err, "%s: CRD %s serves no version", source, name ? name : "(no name)");
+        ckube__set_err(err, "%s: CRD %s serves no version", source, name ? name : "(no name)");
         rc = -1;
     }
     if (rc) { /* the model as it was */
@@ -529,34 +523,11 @@ int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char 
 
 int gen_model_add_file(gen_model *m, const char *path, char **err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, "%s: cannot open: %m", path);
-        return -1;
-    }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 65536 > cap) {
-            char *nb = realloc(buf, cap = cap ? 2 * cap : 65536 * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                set_err(err, "out of memory");
-                return -1;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        set_err(err, "%s: cannot read", path);
+    size_t len = 0;
+    char *buf = ckube__read_file(path, &len);
+    if (!buf) {
+        ckube__set_err(err, "%s: cannot %s: %m", path,
+                       errno == ENOENT || errno == EACCES ? "open" : "read");
         return -1;
     }
     json_t *docs = NULL;
@@ -564,7 +535,7 @@ int gen_model_add_file(gen_model *m, const char *path, char **err)
     int rc = ckube_yaml_load_all(buf, len, &docs, &yerr);
     free(buf);
     if (rc != 0) {
-        set_err(err, "%s: %s", path, yerr ? yerr : "not YAML or JSON");
+        ckube__set_err(err, "%s: %s", path, yerr ? yerr : "not YAML or JSON");
         free(yerr);
         return -1;
     }

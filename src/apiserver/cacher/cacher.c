@@ -41,6 +41,7 @@ typedef struct bucket {
     size_t ring_max;   /* ring_cap grows (doubling) up to this */
     int64_t start_rev; /* watches from a revision >= this can be served */
     const cacher_field *fields;
+    cacher_field *merged; /* owned: fields when several types configured it */
     struct bucket *next;
 } bucket;
 
@@ -629,11 +630,33 @@ cacher *cacher_new(storage *st, size_t ring_capacity)
     return c;
 }
 
+static bool has_field(const cacher_field *fields, const char *name)
+{
+    for (size_t i = 0; fields && fields[i].field; i++)
+        if (!strcmp(fields[i].field, name))
+            return true;
+    return false;
+}
+
 void cacher_configure_bucket(cacher *c, const char *prefix, const cacher_field *fields)
 {
     pthread_rwlock_wrlock(&c->lock);
     bucket *b = get_bucket_locked(c, prefix, strlen(prefix));
-    b->fields = fields;
+    if (!b->fields) {
+        b->fields = fields;
+    } else if (fields) {
+        /* another type kept in this bucket (events.k8s.io Events in core
+         * Events'): the union, the first's entries first; the entries are
+         * borrowed from the callers' arrays, which outlive the cacher */
+        size_t n = count_fields(b->fields), m = count_fields(fields), k = n;
+        cacher_field *u = xcalloc(n + m + 1, sizeof *u);
+        memcpy(u, b->fields, n * sizeof *u);
+        for (size_t i = 0; i < m; i++)
+            if (!has_field(b->fields, fields[i].field))
+                u[k++] = fields[i];
+        free(b->merged);
+        b->fields = b->merged = u;
+    }
     pthread_rwlock_unlock(&c->lock);
 }
 
@@ -955,6 +978,7 @@ void cacher_free(cacher *c)
         }
         free(b->ring);
         free(b->prefix);
+        free(b->merged);
         free(b);
         b = nb;
     }

@@ -92,7 +92,9 @@ typedef struct cevent_out {
 typedef struct cacher cacher;
 
 /* Configures a bucket's selectable fields before cacher_start (the array
- * must outlive the cacher): field name and the dot path it reads. */
+ * must outlive the cacher): field name and the dot path it reads. A
+ * bucket configured again (two types kept in one storage) extracts the
+ * union; a name it has already keeps its first path. */
 typedef struct cacher_field {
     const char *field;
     const char *path;

@@ -877,11 +877,9 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
         char prefix[256];
         resource_type_key_prefix(types[i], prefix, sizeof prefix);
         /* (Built-in types only: a custom type's fields die with it. A type
-         * kept in another's storage reads that one's bucket.) */
-        if (!types[i]->owned_selectable_fields && !types[i]->storage_group)
-            cacher_configure_bucket(s->cache, prefix,
-                                    types[i]->bucket_fields ? types[i]->bucket_fields
-                                                            : types[i]->selectable_fields);
+         * kept in another's storage adds its fields to that bucket.) */
+        if (!types[i]->owned_selectable_fields)
+            cacher_configure_bucket(s->cache, prefix, types[i]->selectable_fields);
     }
     registry_list_free(types, n);
     cacher_set_notify(s->cache, wake_loops, s);

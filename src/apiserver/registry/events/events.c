@@ -59,28 +59,6 @@ static void event_to_storage(const resource_type *t, json_t *obj)
     rename_fields(obj, 0, "v1");
 }
 
-/* The core Events' storage also serves these fields of events.k8s.io/v1
- * (under their events.k8s.io names, read from the stored core fields):
- * the cacher extracts both. */
-static const selectable_field bucket_fields_events[] = {
-    {"involvedObject.kind", "involvedObject.kind"},
-    {"involvedObject.namespace", "involvedObject.namespace"},
-    {"involvedObject.name", "involvedObject.name"},
-    {"involvedObject.uid", "involvedObject.uid"},
-    {"involvedObject.apiVersion", "involvedObject.apiVersion"},
-    {"involvedObject.resourceVersion", "involvedObject.resourceVersion"},
-    {"involvedObject.fieldPath", "involvedObject.fieldPath"},
-    {"reason", "reason"},
-    {"reportingComponent", "reportingComponent"},
-    {"source", "source.component"},
-    {"type", "type"},
-    {"regarding.kind", "involvedObject.kind"},
-    {"regarding.namespace", "involvedObject.namespace"},
-    {"regarding.name", "involvedObject.name"},
-    {"regarding.uid", "involvedObject.uid"},
-    {"reportingController", "reportingComponent"},
-    {NULL, NULL}};
-
 static json_t *cell_events_v1_object(const json_t *obj)
 {
     return builtin_event_object(obj, "regarding");
@@ -95,7 +73,8 @@ static const col_def cols_events_v1[] = {
     {"Name", "string", "name", ".metadata.name", NULL, 1, "The event's name."},
     END_COL};
 
-/* (The paths are the stored core Event's: what the cacher reads.) */
+/* The paths are the stored core Event's: the core Events' cache bucket
+ * extracts these too (cacher_configure_bucket's union). */
 static const selectable_field fields_events_v1[] = {
     {"regarding.kind", "involvedObject.kind"},
     {"regarding.namespace", "involvedObject.namespace"},
@@ -129,20 +108,16 @@ static const builtin types[] = {
      NULL, true},
 };
 
-/* After core_install: the core Event type is there to share with. */
 int events_install(registry *reg)
 {
     if (builtin_install(reg, types, sizeof types / sizeof *types) != 0)
         return -1;
     resource_type *t = registry_lookup(reg, "events.k8s.io", "v1", "events");
-    resource_type *core = registry_lookup(reg, "", "v1", "events");
-    if (t && core) {
+    if (t) {
         t->storage_group = "";
         t->present = event_present;
         t->to_storage = event_to_storage;
-        core->bucket_fields = bucket_fields_events;
     }
     resource_type_unref(t);
-    resource_type_unref(core);
-    return t && core ? 0 : -1;
+    return t ? 0 : -1;
 }

@@ -140,10 +140,6 @@ struct resource_type {
      * object back, in place, just before it is written. */
     const char *storage_group;
     void (*to_storage)(const resource_type *t, json_t *obj);
-    /* The selectable fields the cacher extracts for this type's storage,
-     * when more than its own: those of the types kept in it too (static;
-     * NULL: selectable_fields). */
-    const selectable_field *bucket_fields;
     /* Name rule (enum ckube_name_kind in ckube/validation.h). */
     int name_kind;
     /* A create-only question (reviews.c: SelfSubjectAccessReview, ...):

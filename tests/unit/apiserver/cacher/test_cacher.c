@@ -633,6 +633,41 @@ static bool saw(const seen_keys *s, const char *key)
  * buckets (a whole API group, as the RBAC index listens) gets them all,
  * a prefix inside a bucket only its part. (A group-wide listener once got
  * nothing at start, so a restarted server's RBAC index was empty.) */
+/* Two types kept in one bucket (core and events.k8s.io Events): a bucket
+ * configured twice extracts the union, a name it has keeps its first
+ * path. */
+static void test_bucket_fields_union(void **state)
+{
+    (void)state;
+    static const cacher_field core[] = {{"involvedObject.name", "involvedObject.name"},
+                                        {"type", "type"},
+                                        {NULL, NULL}};
+    static const cacher_field other[] = {{"regarding.name", "involvedObject.name"},
+                                         {"type", "note"},
+                                         {NULL, NULL}};
+    storage *st = storage_memory_open();
+    const char *key = "/registry/core/events/ns/e1";
+    assert_int_equal(write_sync(st, STORAGE_OP_CREATE, key,
+                                "{\"kind\":\"Event\",\"apiVersion\":\"v1\",\"metadata\":"
+                                "{\"name\":\"e1\",\"namespace\":\"ns\"},\"involvedObject\":"
+                                "{\"name\":\"pod-1\"},\"type\":\"Normal\",\"note\":\"x\"}",
+                                NULL),
+                     STORAGE_OK);
+    cacher *c = cacher_new(st, 64);
+    cacher_configure_bucket(c, "/registry/core/events/", core);
+    cacher_configure_bucket(c, "/registry/core/events/", other);
+    assert_int_equal(cacher_start(c), 0);
+    cobj *o = cacher_get(c, key);
+    assert_non_null(o);
+    assert_int_equal(o->nfields, 3);
+    assert_string_equal(cobj_field(o, "involvedObject.name"), "pod-1");
+    assert_string_equal(cobj_field(o, "regarding.name"), "pod-1");
+    assert_string_equal(cobj_field(o, "type"), "Normal");
+    cobj_unref(o);
+    cacher_free(c);
+    storage_close(st);
+}
+
 static void test_listeners_get_initial_objects(void **state)
 {
     (void)state;
@@ -855,7 +890,7 @@ int main(void)
         cmocka_unit_test(test_human_duration),
         cmocka_unit_test(test_load_serves_what_decoding_did),
         cmocka_unit_test(test_load_many),
-        cmocka_unit_test(test_listeners_get_initial_objects),
+        cmocka_unit_test(test_bucket_fields_union), cmocka_unit_test(test_listeners_get_initial_objects),
         cmocka_unit_test(test_jscan_canonical_forms),
         cmocka_unit_test(test_jscan_set_rv),
     };
