@@ -61,6 +61,7 @@ LAYERS = [
     ("runtime", "library", 80),
     ("informer", "library", 70),
     ("workqueue", "library", 65),
+    ("typed", "library", 62),  # typed objects and the scheme (ckube/typed.h)
     ("client", "library", 60),
     # Both stacks stand on it.
     ("common", "base", 10),
