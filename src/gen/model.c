@@ -1,6 +1,7 @@
 /* The model of what ckube-gen generates (model.h). */
 #include "gen/model.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,9 +64,13 @@ static void type_free(gen_type *t)
     fields_free(t->fields, t->nfields);
     type_free(t->items);
     if (t->enum_values) {
-        for (char **e = t->enum_values; *e; e++)
-            free(*e);
+        for (size_t i = 0; t->enum_values[i]; i++) {
+            free(t->enum_values[i]);
+            if (t->enum_macros)
+                free(t->enum_macros[i]);
+        }
         free(t->enum_values);
+        free(t->enum_macros);
     }
     json_decref(t->default_value);
     free(t);
@@ -82,7 +87,7 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
 /* A struct's member names besides the field's own: what the generated
  * code adds for presence (docs/ckube-gen.md's table), which must not
  * clash with another field's name either. Into out[] (up to 3). */
-static size_t companions(const gen_field *f, char out[3][300])
+static size_t companions(const gen_field *f, char out[4][300])
 {
     size_t n = 0;
     gen_type_kind k = f->type->kind;
@@ -90,9 +95,76 @@ static size_t companions(const gen_field *f, char out[3][300])
         snprintf(out[n++], sizeof out[0], "has_%s", f->c_name);
     if (k == GEN_ARRAY || k == GEN_MAP)
         snprintf(out[n++], sizeof out[0], "n_%s", f->c_name);
+    if (k == GEN_MAP)
+        snprintf(out[n++], sizeof out[0], "%s_keys", f->c_name);
     if (f->nullable)
         snprintf(out[n++], sizeof out[0], "%s_null", f->c_name);
     return n;
+}
+
+/* The constant of enum value `value` of field `field` in struct `st`:
+ * STRUCT_FIELD_VALUE in capitals (malloc'd), or NULL when the value has
+ * no letter or digit ("", "*") or out of memory. */
+static char *enum_macro(const char *st, const char *field, const char *value)
+{
+    char *v = gen_c_name(value);
+    if (!v)
+        return NULL;
+    size_t vl = strlen(v); /* inside a longer name a keyword needs no '_' */
+    if (vl > 1 && v[vl - 1] == '_') {
+        v[vl - 1] = 0;
+        if (!gen_reserved(v))
+            v[vl - 1] = '_';
+    }
+    char *m = dupf("%s_%s_%s", st, field, v);
+    free(v);
+    for (char *c = m; c && *c; c++)
+        *c = (char)toupper((unsigned char)*c);
+    return m;
+}
+
+/* The constants of a string field's enum (or of its elements'),
+ * package-wide unique. Values that differ only in case or punctuation
+ * ("replace" and "Replace", as real CRDs have) get none: neither name
+ * would say which it is, and the field is a string either way. false
+ * after an error. */
+static bool name_enums(build *b, gen_field *f, const char *struct_name, const char *fpath)
+{
+    gen_type *t = f->type->kind == GEN_STRING ? f->type : f->type->items;
+    if (!t || t->kind != GEN_STRING || !t->enum_values)
+        return true;
+    size_t n = 0;
+    while (t->enum_values[n])
+        n++;
+    char **m = t->enum_macros = calloc(n + 1, sizeof(char *));
+    bool *twin = calloc(n + 1, sizeof(bool));
+    bool ok = m && twin;
+    for (size_t i = 0; ok && i < n; i++)
+        m[i] = enum_macro(struct_name, f->c_name, t->enum_values[i]);
+    for (size_t i = 0; ok && i < n; i++)
+        for (size_t k = i + 1; m[i] && k < n; k++)
+            if (m[k] && !strcmp(m[i], m[k]))
+                twin[i] = twin[k] = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        if (twin[i]) {
+            free(m[i]);
+            m[i] = NULL;
+        }
+        if (!m[i])
+            continue;
+        char *at = dupf("%s %s enum \"%s\"", b->kindver, fpath, t->enum_values[i]);
+        const char *first = NULL;
+        int rc = at ? gen_nameset_add(b->types, m[i], at, &first) : -1;
+        if (rc > 0)
+            ckube__set_err(b->err, "%s: %s and %s would both be the constant %s; rename one",
+                           b->where, first, at, m[i]);
+        free(at);
+        ok = rc == 0;
+    }
+    if (!ok)
+        ckube__set_err(b->err, "out of memory"); /* (only if nothing else said why) */
+    free(twin);
+    return ok;
 }
 
 /* Adds the field `json_name` of the object at `path` (named `struct_name`)
@@ -124,6 +196,11 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
         return false;
     }
     f.nullable = flag(schema, "nullable");
+    if (!name_enums(b, &f, struct_name, fpath)) {
+        field_clear(&f);
+        free(fpath);
+        return false;
+    }
     size_t i;
     json_t *r;
     json_array_foreach(required, i, r)
@@ -131,7 +208,7 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
         if (json_is_string(r) && !strcmp(json_string_value(r), json_name))
             f.required = true;
     }
-    char names[4][300];
+    char names[5][300];
     snprintf(names[0], sizeof names[0], "%s", f.c_name);
     size_t n = 1 + companions(&f, names + 1);
     for (size_t k = 0; k < n; k++) {
@@ -160,6 +237,35 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
     return true;
 }
 
+/* What the generated code names after each struct S (S_new, S_free...;
+ * a kind also has S_type, S_decode...), reserved with the type names so
+ * that a property named "free" or "info" is a clear error, not C that
+ * does not compile. false after an error. */
+static bool name_functions(build *b, const char *struct_name, const char *path, bool root)
+{
+    static const char *const every[] = {"info", "new", "free", "copy", "set_defaults"};
+    static const char *const kind[] = {"type", "decode", "encode", "to_json", "from_json"};
+    for (size_t i = 0; i < 10; i++) {
+        if (i >= 5 && !root)
+            break;
+        const char *suffix = i < 5 ? every[i] : kind[i - 5];
+        char *name = dupf("%s_%s", struct_name, suffix);
+        char *at = dupf("%s %s (its function %s)", b->kindver, *path ? path : ".", suffix);
+        const char *first = NULL;
+        int rc = name && at ? gen_nameset_add(b->types, name, at, &first) : -1;
+        if (rc > 0)
+            ckube__set_err(b->err, "%s: %s and %s would both be %s in C; rename one", b->where,
+                           first, at, name);
+        else if (rc < 0)
+            ckube__set_err(b->err, "out of memory");
+        free(name);
+        free(at);
+        if (rc)
+            return false;
+    }
+    return true;
+}
+
 /* An object with properties: a struct named struct_name. */
 static bool build_struct(build *b, gen_type *t, const json_t *schema, const char *path,
                          const char *struct_name, int depth)
@@ -177,6 +283,8 @@ static bool build_struct(build *b, gen_type *t, const json_t *schema, const char
         return false;
     }
     free(at);
+    if (!name_functions(b, struct_name, path, depth == 0))
+        return false;
     if (!(t->c_name = strdup(struct_name))) {
         ckube__set_err(b->err, "out of memory");
         return false;
@@ -188,8 +296,8 @@ static bool build_struct(build *b, gen_type *t, const json_t *schema, const char
     }
     bool root = depth == 0, ok = true;
     if (root) { /* every object has these, typed by the runtime */
-        const char *fixed[] = {"api_version", "kind", "metadata"};
-        for (size_t i = 0; i < 3 && ok; i++)
+        const char *fixed[] = {"api_version", "kind", "metadata", "has_metadata"};
+        for (size_t i = 0; i < 4 && ok; i++)
             ok = gen_nameset_add(members, fixed[i], ".", &first) == 0;
     }
     const json_t *props = json_object_get(schema, "properties");
@@ -207,6 +315,40 @@ static bool build_struct(build *b, gen_type *t, const json_t *schema, const char
     }
     gen_nameset_free(members);
     return ok;
+}
+
+/* Whether an element's schema makes a GEN_JSON element (model.h). */
+static bool elem_as_json(const json_t *s)
+{
+    const char *type = json_string_value(json_object_get(s, "type"));
+    bool nullable = flag(s, "nullable");
+    if (flag(s, "x-kubernetes-int-or-string"))
+        return nullable;
+    if (!type || flag(s, "x-kubernetes-embedded-resource"))
+        return false; /* (JSON already, or an error build_type reports) */
+    if (!strcmp(type, "array"))
+        return true;
+    if (!strcmp(type, "object") && !json_object_get(s, "properties") &&
+        json_is_object(json_object_get(s, "additionalProperties")))
+        return true;
+    return nullable && strcmp(type, "string");
+}
+
+/* An array's or map's element type. */
+static gen_type *build_elem(build *b, const json_t *schema, const char *path,
+                            const char *struct_name, int depth)
+{
+    if (!json_is_object(schema) || !elem_as_json(schema))
+        return build_type(b, schema, path, struct_name, depth);
+    gen_type *t = calloc(1, sizeof *t);
+    if (!t || !(t->path = strdup(path))) {
+        ckube__set_err(b->err, "out of memory");
+        free(t);
+        return NULL;
+    }
+    t->kind = GEN_JSON;
+    t->nullable = flag(schema, "nullable");
+    return t;
 }
 
 static gen_type *build_type(build *b, const json_t *schema, const char *path,
@@ -235,6 +377,7 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
     bool ok = true;
     if (format && !(t->format = strdup(format)))
         ok = false;
+    t->nullable = flag(schema, "nullable");
     json_t *def = json_object_get(schema, "default");
     if (def)
         t->default_value = json_incref(def);
@@ -263,7 +406,7 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
         } else if (json_is_object(addl)) {
             t->kind = GEN_MAP;
             char *vpath = dupf("%s[*]", where), *vname = dupf("%s_value", struct_name);
-            t->items = vpath && vname ? build_type(b, addl, vpath, vname, depth + 1) : NULL;
+            t->items = vpath && vname ? build_elem(b, addl, vpath, vname, depth + 1) : NULL;
             ok = t->items != NULL;
             free(vpath);
             free(vname);
@@ -279,7 +422,7 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
             ok = false;
         } else {
             char *ipath = dupf("%s[*]", where), *iname = dupf("%s_item", struct_name);
-            t->items = ipath && iname ? build_type(b, items, ipath, iname, depth + 1) : NULL;
+            t->items = ipath && iname ? build_elem(b, items, ipath, iname, depth + 1) : NULL;
             ok = t->items != NULL;
             free(ipath);
             free(iname);

@@ -24,6 +24,11 @@ typedef enum {
     GEN_JSON,          /* preserve-unknown-fields, embedded resources: a json_t */
 } gen_type_kind;
 
+/* Elements of arrays and maps are held in place (ckube/typed.h), so an
+ * element that is itself an array or a map, or a nullable number,
+ * boolean, object or int-or-string (C has no null of those), is a GEN_JSON
+ * element: kept whole, as JSON. */
+
 typedef struct gen_type gen_type;
 
 typedef struct gen_field {
@@ -42,7 +47,9 @@ struct gen_type {
     size_t nfields;
     gen_type *items;       /* GEN_ARRAY's items, GEN_MAP's values (owned) */
     char **enum_values;    /* strings only; NULL-terminated, or NULL */
+    char **enum_macros;    /* each value's constant (NULL: the value names none) */
     json_t *default_value; /* a reference, or NULL */
+    bool nullable;
 };
 
 typedef struct gen_kind {

@@ -282,6 +282,86 @@ static void test_bad_input(void **state)
     assert_string_equal(field(m->kinds[0].root, "default")->c_name, "default_");
     assert_string_equal(field(m->kinds[0].root, "struct")->c_name, "struct_");
     gen_model_free(m);
+    /* and C++'s: a generated header can be included from C++ */
+    m = widget("          template: {type: string}\n"
+               "          namespace: {type: string}\n"
+               "          class: {type: string}\n",
+               &err);
+    if (!m)
+        fail_msg("%s", err);
+    assert_string_equal(field(m->kinds[0].root, "template")->c_name, "template_");
+    assert_string_equal(field(m->kinds[0].root, "namespace")->c_name, "namespace_");
+    assert_string_equal(field(m->kinds[0].root, "class")->c_name, "class_");
+    gen_model_free(m);
+    /* what the generated code names after a struct: S_free, S_info... */
+    expect_refused("          free: {type: object, properties: {a: {type: string}}}\n",
+                   "Widget v1 . (its function free) and Widget v1 .free would both be the C "
+                   "type pkg_v1_widget_free");
+    expect_refused("          spec:\n"
+                   "            type: object\n"
+                   "            properties:\n"
+                   "              info: {type: object, properties: {a: {type: string}}}\n",
+                   "would both be the C type pkg_v1_widget_spec_info");
+    /* a map's keys member */
+    expect_refused("          env: {type: object, additionalProperties: {type: string}}\n"
+                   "          envKeys: {type: string}\n",
+                   ".env and .envKeys are both \"env_keys\" in C");
+}
+
+/* Enum constants: STRUCT_FIELD_VALUE; values that mangle alike get none. */
+static void test_enums(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    gen_model *m = widget("          action: {type: string, enum: [replace, Replace, keep, \"\", "
+                          "\"True\", REPLACE]}\n"
+                          "          modes: {type: array, items: {type: string, enum: [A]}}\n",
+                          &err);
+    if (!m)
+        fail_msg("%s", err);
+    const gen_type *t = field(m->kinds[0].root, "action")->type;
+    assert_null(t->enum_macros[0]); /* replace, Replace and REPLACE: twins */
+    assert_null(t->enum_macros[1]);
+    assert_string_equal(t->enum_macros[2], "PKG_V1_WIDGET_ACTION_KEEP");
+    assert_null(t->enum_macros[3]); /* "" names nothing */
+    assert_string_equal(t->enum_macros[4], "PKG_V1_WIDGET_ACTION_TRUE"); /* no '_' inside */
+    assert_null(t->enum_macros[5]);
+    const gen_type *modes = field(m->kinds[0].root, "modes")->type;
+    assert_string_equal(modes->items->enum_macros[0], "PKG_V1_WIDGET_MODES_A");
+    gen_model_free(m);
+}
+
+/* Elements held as JSON: arrays and maps of arrays or maps, and nullable
+ * elements C cannot hold a null of (model.h). */
+static void test_json_elements(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    gen_model *m = widget("          matrix: {type: array, items: {type: array, items: {type: "
+                          "integer}}}\n"
+                          "          groups: {type: object, additionalProperties: {type: array, "
+                          "items: {type: string}}}\n"
+                          "          nested: {type: object, additionalProperties: {type: object, "
+                          "additionalProperties: {type: string}}}\n"
+                          "          maybe: {type: array, items: {type: number, nullable: true}}\n"
+                          "          maybeObj: {type: array, items: {type: object, nullable: "
+                          "true, properties: {a: {type: string}}}}\n"
+                          "          names: {type: array, items: {type: string, nullable: true}}\n"
+                          "          objs: {type: array, items: {type: object, properties: {a: "
+                          "{type: string}}}}\n",
+                          &err);
+    if (!m)
+        fail_msg("%s", err);
+    const gen_type *root = m->kinds[0].root;
+    assert_int_equal(field(root, "matrix")->type->items->kind, GEN_JSON);
+    assert_int_equal(field(root, "groups")->type->items->kind, GEN_JSON);
+    assert_int_equal(field(root, "nested")->type->items->kind, GEN_JSON);
+    assert_int_equal(field(root, "maybe")->type->items->kind, GEN_JSON);
+    assert_int_equal(field(root, "maybeObj")->type->items->kind, GEN_JSON);
+    assert_int_equal(field(root, "names")->type->items->kind, GEN_STRING); /* NULL is null */
+    assert_int_equal(field(root, "objs")->type->items->kind, GEN_OBJECT);
+    assert_string_equal(field(root, "objs")->type->items->c_name, "pkg_v1_widget_objs_item");
+    gen_model_free(m);
 }
 
 /* Two kinds of one package whose type names meet: Network's .spec and a
@@ -345,6 +425,8 @@ int main(void)
         cmocka_unit_test(test_seed_crd_without_schema),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_enums),
+        cmocka_unit_test(test_json_elements),
         cmocka_unit_test(test_clash_across_kinds),
         cmocka_unit_test(test_not_a_crd),
     };
