@@ -5,7 +5,9 @@
  * added. Invariants of a built model: every C name is an identifier that
  * is no C keyword, every struct has its own name, and within a struct
  * no two members share a name. The input's first line is also tried as
- * a JSON property name (gen_c_name: an identifier or NULL). */
+ * a JSON property name (gen_c_name: an identifier or NULL). A built
+ * model is emitted too (header and source, to /dev/null): the emitters
+ * take whatever the model holds. */
 #include <ctype.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "ckube/yaml.h"
+#include "gen/emit.h"
 #include "gen/model.h"
 #include "gen/names.h"
 
@@ -95,6 +98,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t k = 0; k < m->nkinds; k++)
         check_type(m->kinds[k].root, &seen, &nseen);
     free(seen);
+    if (m->nkinds) {
+        FILE *null = fopen("/dev/null", "w");
+        if (!null || gen_emit_header(m, null) || gen_emit_source(m, null))
+            abort();
+        fclose(null);
+    }
     gen_model_free(m);
     json_decref(docs);
     return 0;
