@@ -247,6 +247,79 @@ static void struct_protos(FILE *f, const char *s, bool root)
     fprintf(f, "json_t *%s_to_json(const %s *obj);\n", s, s);
 }
 
+/* The parameters a kind's calls take for where the object is: a
+ * namespace for a namespaced kind, nothing for a cluster-scoped one. */
+static const char *ns_param(const gen_kind *k)
+{
+    return k->namespaced ? ", const char *ns" : "";
+}
+
+static const char *ns_arg(const gen_kind *k)
+{
+    return k->namespaced ? "ns" : "NULL";
+}
+
+/* The list type and the typed client's prototypes (ckube/typed_client.h). */
+static void client_protos(FILE *f, const gen_kind *k)
+{
+    const char *s = k->root->c_name, *p = k->client, *ns = ns_param(k);
+    fprintf(f,
+            "\n/* A list of %s; %s_list_at(l, i) is its item i. */\n"
+            "typedef ckube_typed_list %s_list;\n"
+            "static inline %s *%s_list_at(const %s_list *l, size_t i)\n{\n"
+            "    return (%s *)l->items[i];\n}\n"
+            "static inline void %s_list_free(%s_list *l)\n{\n"
+            "    ckube_typed_list_free(l);\n}\n\n",
+            s, s, s, s, s, s, s, s, s);
+    fprintf(f, "/* The typed client (ckube/typed_client.h). */\n");
+    fprintf(f, "int %s_get(ckube_client *c%s, const char *name, %s **out, ckube_status **err);\n",
+            p, ns, s);
+    fprintf(f,
+            "int %s_list(ckube_client *c%s, const ckube_list_opts *opts, %s_list **out,\n"
+            "    ckube_status **err);\n",
+            p, ns, s);
+    fprintf(f,
+            "int %s_watch(ckube_client *c%s, const ckube_list_opts *opts, ckube_watch **out,\n"
+            "    ckube_status **err);\n",
+            p, ns);
+    fprintf(f,
+            "int %s_watch_next(ckube_watch *w, ckube_watch_event_type *type, %s **obj,\n"
+            "    ckube_status **err);\n",
+            p, s);
+    const char *writes[] = {"create", "update", "update_status"};
+    for (size_t i = 0; i < 3; i++) {
+        if (i == 2 && !k->status_subresource)
+            break;
+        fprintf(f,
+                "int %s_%s(ckube_client *c%s, const %s *obj, const ckube_write_opts *wo,\n"
+                "    %s **out, ckube_status **err);\n",
+                p, writes[i], ns, s, s);
+    }
+    if (k->scale_subresource) {
+        fprintf(f,
+                "int %s_get_scale(ckube_client *c%s, const char *name, ckube_scale **out,\n"
+                "    ckube_status **err);\n",
+                p, ns);
+        fprintf(f,
+                "int %s_update_scale(ckube_client *c%s, const ckube_scale *scale,\n"
+                "    const ckube_write_opts *wo, ckube_scale **out, ckube_status **err);\n",
+                p, ns);
+    }
+    fprintf(f,
+            "int %s_patch(ckube_client *c%s, const char *name, ckube_patch_type type,\n"
+            "    const char *patch, size_t len, const ckube_write_opts *wo, %s **out,\n"
+            "    ckube_status **err);\n",
+            p, ns, s);
+    fprintf(f,
+            "int %s_delete(ckube_client *c%s, const char *name, const ckube_delete_opts *o,\n"
+            "    ckube_status **err);\n",
+            p, ns);
+    fprintf(f,
+            "int %s_delete_collection(ckube_client *c%s, const ckube_list_opts *sel,\n"
+            "    const ckube_delete_opts *o, ckube_status **err);\n",
+            p, ns);
+}
+
 static int kind_header(FILE *f, const gen_kind *k)
 {
     structs all = {0};
@@ -274,6 +347,7 @@ static int kind_header(FILE *f, const gen_kind *k)
         struct_def(f, all.v[i], i == 0);
     for (size_t i = 0; i < all.n; i++)
         struct_protos(f, all.v[i]->c_name, i == 0);
+    client_protos(f, k);
     fputc('\n', f);
     free(all.v);
     return 0;
@@ -304,7 +378,8 @@ int gen_emit_header(const gen_model *m, FILE *f)
     upper(f, m->package);
     fputs("_H_CKUBE_GEN\n\n"
           "#include <ckube/scheme.h>\n"
-          "#include <ckube/typed.h>\n\n"
+          "#include <ckube/typed.h>\n"
+          "#include <ckube/typed_client.h>\n\n"
           "#ifdef __cplusplus\n"
           "extern \"C\" {\n"
           "#endif\n\n",
@@ -483,6 +558,85 @@ static void functions(FILE *f, const char *s, bool root)
             s, s, s);
 }
 
+/* The typed client: each call is the runtime's, with the kind's type and
+ * the object cast back (a kind's struct begins with ckube_typed). */
+static void client_functions(FILE *f, const gen_kind *k)
+{
+    const char *s = k->root->c_name, *p = k->client, *ns = ns_param(k), *na = ns_arg(k);
+    fprintf(f,
+            "int %s_get(ckube_client *c%s, const char *name, %s **out, ckube_status **err)\n{\n"
+            "    ckube_typed *t = NULL;\n"
+            "    int rc = ckube_typed_get(c, &%s_type, %s, name, &t, err);\n"
+            "    *out = (%s *)t;\n"
+            "    return rc;\n}\n\n",
+            p, ns, s, s, na, s);
+    fprintf(f,
+            "int %s_list(ckube_client *c%s, const ckube_list_opts *opts, %s_list **out,\n"
+            "    ckube_status **err)\n{\n"
+            "    return ckube_typed_list_page(c, &%s_type, %s, opts, out, err);\n}\n\n",
+            p, ns, s, s, na);
+    fprintf(f,
+            "int %s_watch(ckube_client *c%s, const ckube_list_opts *opts, ckube_watch **out,\n"
+            "    ckube_status **err)\n{\n"
+            "    return ckube_typed_watch(c, &%s_type, %s, opts, out, err);\n}\n\n",
+            p, ns, s, na);
+    fprintf(f,
+            "int %s_watch_next(ckube_watch *w, ckube_watch_event_type *type, %s **obj,\n"
+            "    ckube_status **err)\n{\n"
+            "    ckube_typed *t = NULL;\n"
+            "    int rc = ckube_typed_watch_next(w, &%s_type, type, &t, err);\n"
+            "    *obj = (%s *)t;\n"
+            "    return rc;\n}\n\n",
+            p, s, s, s);
+    const char *writes[] = {"create", "update", "update_status"};
+    for (size_t i = 0; i < 3; i++) {
+        if (i == 2 && !k->status_subresource)
+            break;
+        fprintf(f,
+                "int %s_%s(ckube_client *c%s, const %s *obj, const ckube_write_opts *wo,\n"
+                "    %s **out, ckube_status **err)\n{\n"
+                "    ckube_typed *t = NULL;\n"
+                "    int rc = ckube_typed_%s(c, %s, &obj->base, wo, out ? &t : NULL, err);\n"
+                "    if (out)\n"
+                "        *out = (%s *)t;\n"
+                "    return rc;\n}\n\n",
+                p, writes[i], ns, s, s, writes[i], na, s);
+    }
+    if (k->scale_subresource) {
+        fprintf(f,
+                "int %s_get_scale(ckube_client *c%s, const char *name, ckube_scale **out,\n"
+                "    ckube_status **err)\n{\n"
+                "    return ckube_typed_get_scale(c, &%s_type, %s, name, out, err);\n}\n\n",
+                p, ns, s, na);
+        fprintf(f,
+                "int %s_update_scale(ckube_client *c%s, const ckube_scale *scale,\n"
+                "    const ckube_write_opts *wo, ckube_scale **out, ckube_status **err)\n{\n"
+                "    return ckube_typed_update_scale(c, &%s_type, %s, scale, wo, out, err);\n}\n\n",
+                p, ns, s, na);
+    }
+    fprintf(f,
+            "int %s_patch(ckube_client *c%s, const char *name, ckube_patch_type type,\n"
+            "    const char *patch, size_t len, const ckube_write_opts *wo, %s **out,\n"
+            "    ckube_status **err)\n{\n"
+            "    ckube_typed *t = NULL;\n"
+            "    int rc = ckube_typed_patch(c, &%s_type, %s, name, type, patch, len, wo,\n"
+            "                               out ? &t : NULL, err);\n"
+            "    if (out)\n"
+            "        *out = (%s *)t;\n"
+            "    return rc;\n}\n\n",
+            p, ns, s, s, na, s);
+    fprintf(f,
+            "int %s_delete(ckube_client *c%s, const char *name, const ckube_delete_opts *o,\n"
+            "    ckube_status **err)\n{\n"
+            "    return ckube_typed_delete(c, &%s_type, %s, name, o, err);\n}\n\n",
+            p, ns, s, na);
+    fprintf(f,
+            "int %s_delete_collection(ckube_client *c%s, const ckube_list_opts *sel,\n"
+            "    const ckube_delete_opts *o, ckube_status **err)\n{\n"
+            "    return ckube_typed_delete_collection(c, &%s_type, %s, sel, o, err);\n}\n\n",
+            p, ns, s, na);
+}
+
 static int kind_source(FILE *f, const gen_kind *k)
 {
     structs all = {0};
@@ -501,6 +655,7 @@ static int kind_source(FILE *f, const gen_kind *k)
         struct_info(f, all.v[i], i == 0);
     for (size_t i = 0; i < all.n; i++)
         functions(f, all.v[i]->c_name, i == 0);
+    client_functions(f, k);
     free(all.v);
     return 0;
 }

@@ -244,13 +244,40 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
 static bool name_functions(build *b, const char *struct_name, const char *path, bool root)
 {
     static const char *const every[] = {"info", "new", "free", "copy", "set_defaults"};
-    static const char *const kind[] = {"type", "decode", "encode", "to_json", "from_json"};
-    for (size_t i = 0; i < 10; i++) {
+    static const char *const kind[] = {"type",    "decode", "encode",  "to_json",
+                                       "from_json", "list", "list_at", "list_free"};
+    for (size_t i = 0; i < 13; i++) {
         if (i >= 5 && !root)
             break;
         const char *suffix = i < 5 ? every[i] : kind[i - 5];
         char *name = dupf("%s_%s", struct_name, suffix);
         char *at = dupf("%s %s (its function %s)", b->kindver, *path ? path : ".", suffix);
+        const char *first = NULL;
+        int rc = name && at ? gen_nameset_add(b->types, name, at, &first) : -1;
+        if (rc > 0)
+            ckube__set_err(b->err, "%s: %s and %s would both be %s in C; rename one", b->where,
+                           first, at, name);
+        else if (rc < 0)
+            ckube__set_err(b->err, "out of memory");
+        free(name);
+        free(at);
+        if (rc)
+            return false;
+    }
+    return true;
+}
+
+/* The typed client's functions of a kind, PKG_VERSION_PLURAL_get...,
+ * reserved with the type names. false after an error. */
+static bool name_client(build *b, const char *prefix)
+{
+    static const char *const verbs[] = {
+        "get",    "list",          "watch", "watch_next", "create",    "update",
+        "update_status", "patch", "delete", "delete_collection", "get_scale", "update_scale",
+    };
+    for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) {
+        char *name = dupf("%s_%s", prefix, verbs[i]);
+        char *at = dupf("%s (its client's %s)", b->kindver, verbs[i]);
         const char *first = NULL;
         int rc = name && at ? gen_nameset_add(b->types, name, at, &first) : -1;
         if (rc > 0)
@@ -492,6 +519,7 @@ static void kind_clear(gen_kind *k)
     free(k->version);
     free(k->kind);
     free(k->plural);
+    free(k->client);
     type_free(k->root);
 }
 
@@ -550,11 +578,21 @@ static int add_version(gen_model *m, build *b, const json_t *spec, const char *v
 {
     const char *kind = str_at(spec, "names", "kind");
     char *cv = gen_c_name(version), *ck = gen_c_name(kind);
+    char *cp = gen_c_name(str_at(spec, "names", "plural"));
     char *root = cv && ck ? dupf("%s_%s_%s", m->package, cv, ck) : NULL;
+    char *client = cv && cp ? dupf("%s_%s_%s", m->package, cv, cp) : NULL;
     free(cv);
     free(ck);
-    if (!root) {
+    free(cp);
+    if (!root || !client) {
         ckube__set_err(b->err, "%s: no C name for kind %s", b->where, kind);
+        free(root);
+        free(client);
+        return -1;
+    }
+    if (!name_client(b, client)) {
+        free(root);
+        free(client);
         return -1;
     }
     /* no schema (v1beta1 without validation): apiVersion, kind and
@@ -565,8 +603,10 @@ static int add_version(gen_model *m, build *b, const json_t *spec, const char *v
     gen_type *t = build_type(b, schema ? schema : none, "", root, 0);
     json_decref(none);
     free(root);
-    if (!t)
+    if (!t) {
+        free(client);
         return -1;
+    }
     *out = (gen_kind){
         .group = strdup(str_at(spec, "group", NULL)),
         .version = strdup(version),
@@ -576,6 +616,7 @@ static int add_version(gen_model *m, build *b, const json_t *spec, const char *v
             !str_at(spec, "scope", NULL) || !strcmp(str_at(spec, "scope", NULL), "Namespaced"),
         .status_subresource = json_object_get(subresources, "status") != NULL,
         .scale_subresource = json_object_get(subresources, "scale") != NULL,
+        .client = client,
         .root = t,
     };
     if (!out->group || !out->version || !out->kind || !out->plural) {

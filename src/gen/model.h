@@ -57,6 +57,7 @@ typedef struct gen_kind {
     bool namespaced;
     bool status_subresource, scale_subresource;
     gen_type *root; /* the object (apiVersion, kind and metadata included) */
+    char *client;   /* the typed client's prefix: PKG_VERSION_PLURAL */
 } gen_kind;
 
 typedef struct gen_model {

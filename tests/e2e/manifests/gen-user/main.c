@@ -5,8 +5,9 @@
  *   networks KUBECONFIG create NAME CIDR GATEWAY
  *   networks KUBECONFIG list
  *
- * create builds a typed Network, writes it, and reads the server's answer
- * back into the struct; list decodes every Network of the namespace. */
+ * create builds a typed Network and writes it with the generated client,
+ * which hands back what the server stored as the struct; list reads the
+ * namespace's Networks as structs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,6 @@
 #include <ckube/config.h>
 
 #include "samplecrd.h"
-
-static const ckube_gvr NETWORKS = {"samplecrd.k8s.io", "v1", "networks"};
 
 static int fail(const char *what, ckube_status *err)
 {
@@ -33,17 +32,12 @@ static int create(ckube_client *c, const char *name, const char *cidr, const cha
         !(n->spec = samplecrd_v1_network_spec_new()) || ckube_set_string(&n->spec->cidr, cidr) ||
         ckube_set_string(&n->spec->gateway, gw))
         return fail("create", NULL);
-    json_t *body = samplecrd_v1_network_to_json(n), *out = NULL;
+    samplecrd_v1_network *got = NULL;
     ckube_status *err = NULL;
-    int rc = ckube_create(c, &NETWORKS, ckube_client_namespace(c), body, NULL, &out, &err);
-    json_decref(body);
+    int rc = samplecrd_v1_networks_create(c, ckube_client_namespace(c), n, NULL, &got, &err);
     samplecrd_v1_network_free(n);
     if (rc)
         return fail("create", err);
-    samplecrd_v1_network *got = samplecrd_v1_network_from_json(out, &err);
-    json_decref(out);
-    if (!got)
-        return fail("decode", err);
     printf("created %s uid=%s generation=%lld cidr=%s\n", got->metadata.name,
            got->metadata.uid ? "set" : "none", (long long)got->metadata.generation,
            got->spec->cidr);
@@ -53,26 +47,17 @@ static int create(ckube_client *c, const char *name, const char *cidr, const cha
 
 static int list(ckube_client *c)
 {
-    json_t *out = NULL;
+    samplecrd_v1_network_list *l = NULL;
     ckube_status *err = NULL;
-    if (ckube_list(c, &NETWORKS, ckube_client_namespace(c), NULL, &out, &err))
+    if (samplecrd_v1_networks_list(c, ckube_client_namespace(c), NULL, &l, &err))
         return fail("list", err);
-    size_t i;
-    json_t *item;
-    json_array_foreach(json_object_get(out, "items"), i, item)
-    {
-        samplecrd_v1_network *n = samplecrd_v1_network_from_json(item, &err);
-        if (!n) {
-            json_decref(out);
-            return fail("decode", err);
-        }
+    for (size_t i = 0; i < l->n_items; i++) {
+        const samplecrd_v1_network *n = samplecrd_v1_network_list_at(l, i);
         const char *phase = n->status && n->status->phase ? n->status->phase : "-";
-        printf("%s %s %s %s%s\n", n->metadata.name, n->spec ? n->spec->cidr : "-",
-               n->spec ? n->spec->gateway : "-", phase,
-               n->spec && n->spec->unknown ? " (with fields this code does not know)" : "");
-        samplecrd_v1_network_free(n);
+        printf("%s %s %s %s\n", n->metadata.name, n->spec ? n->spec->cidr : "-",
+               n->spec ? n->spec->gateway : "-", phase);
     }
-    json_decref(out);
+    samplecrd_v1_network_list_free(l);
     return 0;
 }
 
