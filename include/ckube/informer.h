@@ -57,6 +57,7 @@
 #include <ckube/clock.h>
 #include <ckube/selector.h>
 #include <ckube/status.h>
+#include <ckube/typed.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -293,6 +294,21 @@ int ckube_lister_list(const ckube_lister *l, const char *ns, const ckube_selecto
 int ckube_lister_by_index(const ckube_lister *l, const char *index, const char *value,
                           ckube_obj_list *out);
 
+/* The same reads as ckube_objects (declared below): nothing is decoded
+ * until asked (ckube_object_json, or ckube_object_typed for code that
+ * ckube-gen wrote, whose decoding is kept with the cached object and
+ * shared by every reader of that version). New references: release with
+ * ckube_object_unref / ckube_object_list_free. NULL (get) when absent;
+ * -1 (lists) when out of memory or no such index. */
+typedef struct ckube_object ckube_object;
+ckube_object *ckube_lister_get_object(const ckube_lister *l, const char *ns, const char *name);
+int ckube_lister_list_objects(const ckube_lister *l, const char *ns, const ckube_selector *sel,
+                              ckube_object ***out, size_t *n);
+int ckube_lister_by_index_objects(const ckube_lister *l, const char *index, const char *value,
+                                  ckube_object ***out, size_t *n);
+/* Releases n objects and the array. NULL-safe. */
+void ckube_object_list_free(ckube_object **v, size_t n);
+
 /* ======================================================================
  * DeltaFIFO
  * ====================================================================== */
@@ -469,8 +485,6 @@ char *ckube_reflector_last_sync_resource_version(ckube_reflector *r);
  * time any handler asks (one tree per notification). A handler that
  * only maps objects to keys, as most controllers' handlers do, never
  * pays for a tree. All functions are thread-safe. */
-typedef struct ckube_object ckube_object;
-
 /* "namespace/name" or "name" (ckube_meta_namespace_key's); "" when the
  * object has no name. Borrowed from o. */
 const char *ckube_object_key(const ckube_object *o);
@@ -486,6 +500,15 @@ int64_t ckube_object_generation(const ckube_object *o);
  * (borrowed from o, read-only like every cache object; ckube_obj_ref to
  * keep it beyond o). NULL only when out of memory. */
 const json_t *ckube_object_json(const ckube_object *o);
+/* The object decoded as kind t (ckube/typed.h; what ckube-gen's
+ * PKG_..._of() calls): built the first time any reader asks and then
+ * kept with the cached object, so every handler and lister read of this
+ * version shares one decoding. Borrowed from o and READ-ONLY like every
+ * cache object (copy it with its _copy() to change it). NULL with *err
+ * (may be NULL) when the object does not decode as t, or was decoded as
+ * another kind already. */
+const ckube_typed *ckube_object_typed(const ckube_object *o, const ckube_type_info *t,
+                                     ckube_status **err);
 /* A new reference to o (returned) / releases one. NULL-safe. */
 ckube_object *ckube_object_ref(const ckube_object *o);
 void ckube_object_unref(ckube_object *o);

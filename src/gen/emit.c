@@ -318,6 +318,16 @@ static void client_protos(FILE *f, const gen_kind *k)
             "int %s_delete_collection(ckube_client *c%s, const ckube_list_opts *sel,\n"
             "    const ckube_delete_opts *o, ckube_status **err);\n",
             p, ns);
+    fprintf(f,
+            "\n/* Informers and listers (ckube/informer.h): the factory's shared informer\n"
+            " * of this kind (in the factory's namespace; a cluster-scoped kind whole),\n"
+            " * and an informer's or lister's object as %s, decoded\n"
+            " * once per version and shared by every reader (borrowed from obj and\n"
+            " * read-only; NULL with *err when it does not decode). */\n"
+            "ckube_shared_informer *%s_informer(ckube_informer_factory *f);\n"
+            "static inline const %s *%s_of(const ckube_object *obj, ckube_status **err)\n{\n"
+            "    return (const %s *)ckube_object_typed(obj, &%s_type, err);\n}\n",
+            s, p, s, s, s, s);
 }
 
 static int kind_header(FILE *f, const gen_kind *k)
@@ -377,6 +387,7 @@ int gen_emit_header(const gen_model *m, FILE *f)
     fputs("_H_CKUBE_GEN\n#define ", f);
     upper(f, m->package);
     fputs("_H_CKUBE_GEN\n\n"
+          "#include <ckube/informer.h>\n"
           "#include <ckube/scheme.h>\n"
           "#include <ckube/typed.h>\n"
           "#include <ckube/typed_client.h>\n\n"
@@ -635,6 +646,15 @@ static void client_functions(FILE *f, const gen_kind *k)
             "    const ckube_delete_opts *o, ckube_status **err)\n{\n"
             "    return ckube_typed_delete_collection(c, &%s_type, %s, sel, o, err);\n}\n\n",
             p, ns, s, na);
+    /* (a cluster-scoped kind is watched whole, whatever the factory's
+     * namespace) */
+    fprintf(f,
+            "ckube_shared_informer *%s_informer(ckube_informer_factory *f)\n{\n"
+            "    const ckube_gvr r = {%s_type.group, %s_type.version, %s_type.plural};\n"
+            "    return %s;\n}\n\n",
+            p, s, s, s,
+            k->namespaced ? "ckube_informer_factory_for(f, &r)"
+                          : "ckube_informer_factory_for_namespace(f, &r, NULL)");
 }
 
 static int kind_source(FILE *f, const gen_kind *k)

@@ -244,9 +244,9 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
 static bool name_functions(build *b, const char *struct_name, const char *path, bool root)
 {
     static const char *const every[] = {"info", "new", "free", "copy", "set_defaults"};
-    static const char *const kind[] = {"type",    "decode", "encode",  "to_json",
-                                       "from_json", "list", "list_at", "list_free"};
-    for (size_t i = 0; i < 13; i++) {
+    static const char *const kind[] = {"type", "decode",  "encode",    "to_json", "from_json",
+                                       "list", "list_at", "list_free", "of"};
+    for (size_t i = 0; i < 14; i++) {
         if (i >= 5 && !root)
             break;
         const char *suffix = i < 5 ? every[i] : kind[i - 5];
@@ -274,6 +274,7 @@ static bool name_client(build *b, const char *prefix)
     static const char *const verbs[] = {
         "get",    "list",          "watch", "watch_next", "create",    "update",
         "update_status", "patch", "delete", "delete_collection", "get_scale", "update_scale",
+        "informer",
     };
     for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) {
         char *name = dupf("%s_%s", prefix, verbs[i]);

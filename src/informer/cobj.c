@@ -91,8 +91,10 @@ ckube__cobj *ckube__cobj_ref(ckube__cobj *c)
 void ckube__cobj_unref(ckube__cobj *c)
 {
     /* acq_rel: whoever frees sees every other holder's reads. */
-    if (c && __atomic_sub_fetch(&c->refcount, 1, __ATOMIC_ACQ_REL) == 0)
+    if (c && __atomic_sub_fetch(&c->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
+        ckube_typed_free(c->typed);
         free(c);
+    }
 }
 
 static size_t cobj_alloc_size(size_t json_len, size_t key_len, size_t ns_len, size_t rv_len)
@@ -123,6 +125,7 @@ static ckube__cobj *cobj_build(const char *json, size_t json_len, field ns, fiel
     if (!c)
         return NULL;
     c->refcount = 1;
+    c->typed = NULL;
     c->generation = generation;
     c->json_len = (uint32_t)json_len;
     c->key_len = (uint32_t)key_len;

@@ -16,6 +16,7 @@
 
 #include "ckube/client.h"
 #include "ckube/informer.h"
+#include "ckube/scheme.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -35,6 +36,10 @@ void ckube__delta_fifo_kick(ckube_delta_fifo *f);
  * json NUL key NUL namespace NUL resourceVersion NUL. */
 typedef struct ckube__cobj {
     size_t refcount;
+    /* The object decoded as a typed struct, by the first reader that asked
+     * (ckube_object_typed), then shared by every reader of this version;
+     * freed with the block. NULL until then. (atomic) */
+    ckube_typed *typed;
     int64_t generation; /* metadata.generation; 0 when absent or not an integer */
     uint32_t json_len;  /* the JSON text's bytes (without the NUL) */
     uint32_t key_len;   /* 0: the object has no metadata.name */
@@ -185,6 +190,11 @@ const char *ckube__obj_key(ckube__obj o, char **tofree);
 const char *ckube__obj_rv(ckube__obj o);
 /* A new reference to the tree: o.j, or one built from o.c. */
 json_t *ckube__obj_tree(ckube__obj o);
+
+/* A notification's object (ckube_object) holding new references to o's
+ * parts, as handlers and lister reads get them; NULL when out of memory.
+ * (shared_informer.c) */
+ckube_object *ckube__object_new(ckube__obj o);
 
 /* ======================================================================
  * Store internals (store.c)

@@ -53,6 +53,10 @@ struct ckube_object {
     /* A tree without a compact form (from the public json_t APIs): its
      * key, computed once (malloc'd; NULL when it has no name). */
     char *tree_key;
+    /* Such an object decoded as a typed struct (ckube_object_typed; a
+     * compact object keeps its decoding in the block instead, shared
+     * with the cache). NULL until asked. (atomic) */
+    ckube_typed *typed;
 };
 
 struct note {
@@ -116,6 +120,7 @@ static struct ckube_object *lazy_new(ckube__obj o, const char *detect)
         return NULL;
     l->refcount = 1;
     l->tree_key = NULL;
+    l->typed = NULL;
     if (!o.c && o.j) {
         const char *name = ckube_obj_name(o.j);
         if (name && *name && !(l->tree_key = ckube_meta_namespace_key(o.j))) {
@@ -164,6 +169,7 @@ static void lazy_unref(struct ckube_object *l)
     }
     ckube__obj_unref(l->obj);
     free(l->tree_key);
+    ckube_typed_free(l->typed);
     free(l);
 }
 
@@ -240,6 +246,54 @@ const json_t *ckube_object_json(const ckube_object *o)
     /* Building the tree once for everybody is not a visible change: the
      * object stays immutable from the caller's point of view. */
     return o ? lazy_tree((ckube_object *)o) : NULL;
+}
+
+/* One object, one typed decoding: asked as another kind, the error. */
+static const ckube_typed *typed_clash(const ckube_object *o, const ckube_typed *have,
+                                      const ckube_type_info *t, ckube_status **err)
+{
+    if (err)
+        *err = ckube_status_new(0, NULL, "%s is already decoded as %s%s%s %s, not as %s%s%s %s",
+                                ckube_object_key(o), have->type->group, *have->type->group ? "/" : "",
+                                have->type->version, have->type->kind, t->group,
+                                *t->group ? "/" : "", t->version, t->kind);
+    return NULL;
+}
+
+const ckube_typed *ckube_object_typed(const ckube_object *o, const ckube_type_info *t,
+                                     ckube_status **err)
+{
+    if (err)
+        *err = NULL;
+    if (!o || !t)
+        return NULL;
+    ckube_object *l = (ckube_object *)o;
+    ckube_typed **slot = l->obj.c ? &l->obj.c->typed : &l->typed;
+    ckube_typed *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (cur) {
+        if (cur->type == t)
+            return cur;
+        return typed_clash(o, cur, t, err);
+    }
+    /* Decoded from a tree of its own (the compact form's trees are cheap
+     * to build) rather than the notification's, which may never be
+     * built. */
+    json_t *tree = l->obj.c ? ckube__cobj_tree(l->obj.c) : json_incref(l->obj.j);
+    ckube_typed *made = tree ? ckube_struct_from_json(t->object, tree, err) : NULL;
+    json_decref(tree);
+    if (!made)
+        return NULL;
+    ckube_typed *expected = NULL;
+    if (__atomic_compare_exchange_n(slot, &expected, made, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return made;
+    ckube_typed_free(made); /* another reader was first */
+    return expected->type == t ? expected : typed_clash(o, expected, t, err);
+}
+
+ckube_object *ckube__object_new(ckube__obj o)
+{
+    return lazy_new(o, NULL);
 }
 
 ckube_object *ckube_object_ref(const ckube_object *o)

@@ -1286,6 +1286,57 @@ json_t *ckube_lister_get(const ckube_lister *l, const char *ns, const char *name
     return o;
 }
 
+/* The item's object with new references: its compact form when it has
+ * one (so that a typed decoding lands in the block, shared), else its
+ * tree. */
+static ckube__obj item_obj_ref(const struct item *it)
+{
+    ckube__obj o = {0};
+    if (it->c)
+        o.c = ckube__cobj_ref(it->c);
+    else
+        o.j = json_incref(it->tree);
+    return o;
+}
+
+static char *lister_key(const char *ns, const char *name)
+{
+    char *key = NULL;
+    if (ns && *ns)
+        return asprintf(&key, "%s/%s", ns, name) < 0 ? NULL : key;
+    return strdup(name);
+}
+
+ckube_object *ckube_lister_get_object(const ckube_lister *l, const char *ns, const char *name)
+{
+    if (!l || !l->store || !name || !*name)
+        return NULL;
+    char *key = lister_key(ns, name);
+    if (!key)
+        return NULL;
+    ckube__obj o = {0};
+    pthread_rwlock_rdlock(&l->store->lock);
+    struct item *it = find_locked(l->store, key);
+    if (it) {
+        o = item_obj_ref(it);
+        __atomic_store_n(&it->used, true, __ATOMIC_RELAXED);
+    }
+    pthread_rwlock_unlock(&l->store->lock);
+    free(key);
+    if (ckube__obj_none(o))
+        return NULL;
+    ckube_object *obj = ckube__object_new(o);
+    ckube__obj_unref(o);
+    return obj;
+}
+
+void ckube_object_list_free(ckube_object **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        ckube_object_unref(v[i]);
+    free(v);
+}
+
 static const char *label_lookup(void *ctx, const char *key)
 {
     json_t *labels = ctx;
@@ -1338,6 +1389,74 @@ static int select_items(ckube_store *s, const char *ns, const ckube_selector *se
     if (rc != 0)
         ckube_obj_list_free(out);
     return rc;
+}
+
+/* The objects of index `index` = value (every object when index is
+ * NULL) whose labels match sel (NULL: all), as ckube_objects: collected
+ * under the read lock with references, wrapped after it. No tree is
+ * built: labels are read from the blocks. */
+static int collect_objects(ckube_store *s, const char *index, const char *value,
+                           const ckube_selector *sel, ckube_object ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (sel && ckube_selector_empty(sel))
+        sel = NULL;
+    pthread_rwlock_rdlock(&s->lock);
+    int rc = 0;
+    struct item **items = NULL;
+    size_t cap = index ? index_members(s, index, value, &items, &rc) : s->count, got = 0;
+    ckube__obj *objs = rc == 0 ? calloc(cap ? cap : 1, sizeof *objs) : NULL;
+    if (!objs)
+        rc = -1;
+    if (rc == 0 && index) {
+        for (size_t i = 0; i < cap; i++)
+            if (!sel || item_matches(items[i], sel))
+                objs[got++] = item_obj_ref(items[i]);
+    } else if (rc == 0) {
+        struct item *it;
+        RB_FOREACH(it, item_tree, &s->items)
+        {
+            if (got < cap && (!sel || item_matches(it, sel)))
+                objs[got++] = item_obj_ref(it);
+        }
+    }
+    pthread_rwlock_unlock(&s->lock);
+    free(items);
+    ckube_object **v = rc == 0 ? calloc(got ? got : 1, sizeof *v) : NULL;
+    for (size_t i = 0; i < got; i++) {
+        if (v && !(v[i] = ckube__object_new(objs[i])))
+            rc = -1;
+        ckube__obj_unref(objs[i]);
+    }
+    free(objs);
+    if (rc || !v) {
+        ckube_object_list_free(v, got);
+        return -1;
+    }
+    *out = v;
+    *n = got;
+    return 0;
+}
+
+int ckube_lister_list_objects(const ckube_lister *l, const char *ns, const ckube_selector *sel,
+                              ckube_object ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!l || !l->store)
+        return -1;
+    return collect_objects(l->store, ns ? CKUBE_INDEX_NAMESPACE : NULL, ns, sel, out, n);
+}
+
+int ckube_lister_by_index_objects(const ckube_lister *l, const char *index, const char *value,
+                                  ckube_object ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!l || !l->store || !index || !value)
+        return -1;
+    return collect_objects(l->store, index, value, NULL, out, n);
 }
 
 int ckube_lister_list(const ckube_lister *l, const char *ns, const ckube_selector *sel,

@@ -4,11 +4,16 @@
  * on a namespaced kind with status and scale subresources (kitchen's Sink)
  * and a cluster-scoped one (Pantry), the server's defaults seen through the
  * struct, watches, and the server's errors as its Status; an answer that
- * does not decode into the struct is a local error (code 0). */
+ * does not decode into the struct is a local error (code 0). Informers
+ * and listers: handlers that only map keys decode nothing, a typed view
+ * is decoded once per version and shared by handlers and lister reads. */
 #include "util/inproc_server.h"
 
 #include "ckube/client.h"
+#include "ckube/informer.h"
+#include "ckube/selector.h"
 #include "ckube/typed_client.h"
+#include "informer/informer_internal.h"
 #include "ckube/yaml.h"
 #include "kitchen.h"
 
@@ -351,6 +356,159 @@ static void test_undecodable_answer(void **state)
     must(kitchen_v1_sinks_delete(f->c, "default", "odd", NULL, &err), err, "delete");
 }
 
+/* What the handlers saw (under mu). */
+typedef struct seen {
+    pthread_mutex_t mu;
+    int keys;                       /* handler A: keys only */
+    const kitchen_v1_sink *typed_a; /* handler B: the typed view of "a" */
+    ckube_object *held_a;           /* (a reference, so the view stays valid) */
+    int64_t replicas_a;
+    int typed_events;
+} seen;
+
+static void keys_only(void *ud, const ckube_object *obj, bool initial)
+{
+    (void)initial;
+    seen *sn = ud;
+    pthread_mutex_lock(&sn->mu);
+    if (*ckube_object_key(obj))
+        sn->keys++;
+    pthread_mutex_unlock(&sn->mu);
+}
+
+static void typed_view(seen *sn, const ckube_object *obj)
+{
+    ckube_status *err = NULL;
+    const kitchen_v1_sink *s = kitchen_v1_sink_of(obj, &err);
+    assert_non_null(s);
+    pthread_mutex_lock(&sn->mu);
+    sn->typed_events++;
+    if (!strcmp(s->metadata.name, "a")) {
+        ckube_object_unref(sn->held_a);
+        sn->held_a = ckube_object_ref(obj);
+        sn->typed_a = s;
+        sn->replicas_a = s->spec->replicas;
+    }
+    pthread_mutex_unlock(&sn->mu);
+}
+
+static void typed_add(void *ud, const ckube_object *obj, bool initial)
+{
+    (void)initial;
+    typed_view(ud, obj);
+}
+
+static void typed_update(void *ud, const ckube_object *old, const ckube_object *obj)
+{
+    (void)old;
+    typed_view(ud, obj);
+}
+
+static bool wait_until(seen *sn, int keys, int typed_events, int64_t replicas)
+{
+    for (int i = 0; i < 1000; i++) {
+        pthread_mutex_lock(&sn->mu);
+        bool ok =
+            sn->keys >= keys && sn->typed_events >= typed_events && sn->replicas_a == replicas;
+        pthread_mutex_unlock(&sn->mu);
+        if (ok)
+            return true;
+        ips_sleep_ms(10);
+    }
+    return false;
+}
+
+static void test_informer_and_lister(void **state)
+{
+    fixture *f = *state;
+    ckube_status *err = NULL;
+    kitchen_v1_sink *a = new_sink("a", 2), *b = new_sink("b", 1);
+    ckube_string_map_set(&b->metadata.labels_keys, &b->metadata.labels, &b->metadata.n_labels,
+                         &b->metadata.has_labels, "app", "web");
+    must(kitchen_v1_sinks_create(f->c, "default", a, NULL, NULL, &err), err, "create a");
+    must(kitchen_v1_sinks_create(f->c, "default", b, NULL, NULL, &err), err, "create b");
+    kitchen_v1_sink_free(b);
+
+    ckube_informer_factory_opts fo = {.namespace_ = "default"};
+    ckube_informer_factory *fac = ckube_informer_factory_new(f->c, &fo);
+    assert_non_null(fac);
+    ckube_shared_informer *inf = kitchen_v1_sinks_informer(fac);
+    assert_non_null(inf);
+    assert_ptr_equal(kitchen_v1_sinks_informer(fac), inf); /* one per kind */
+    seen sn = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    ckube_event_handler ha = {.ud = &sn, .on_add_object = keys_only};
+    ckube_event_handler hb = {
+        .ud = &sn, .on_add_object = typed_add, .on_update_object = typed_update};
+    size_t trees0 = __atomic_load_n(&ckube__cobj_trees_built, __ATOMIC_RELAXED);
+    assert_non_null(ckube_shared_informer_add_handler(inf, &ha));
+    assert_int_equal(ckube_informer_factory_start(fac), 0);
+    assert_true(ckube_informer_factory_wait_for_cache_sync(fac, CKUBE_SEC(10)));
+    assert_true(wait_until(&sn, 2, 0, 0));
+    /* keys only: no tree was built for anyone */
+    assert_int_equal(__atomic_load_n(&ckube__cobj_trees_built, __ATOMIC_RELAXED), trees0);
+
+    /* lister reads as objects build nothing either */
+    ckube_lister l = ckube_shared_informer_lister(inf);
+    ckube_object **v = NULL;
+    size_t n = 0;
+    assert_int_equal(ckube_lister_list_objects(&l, "default", NULL, &v, &n), 0);
+    assert_int_equal(n, 2);
+    ckube_object_list_free(v, n);
+    ckube_selector *sel = NULL;
+    assert_int_equal(ckube_label_selector_parse("app=web", &sel, NULL), 0);
+    assert_int_equal(ckube_lister_list_objects(&l, NULL, sel, &v, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(ckube_object_name(v[0]), "b");
+    ckube_object_list_free(v, n);
+    ckube_selector_free(sel);
+    assert_int_equal(ckube_lister_by_index_objects(&l, CKUBE_INDEX_NAMESPACE, "default", &v, &n),
+                     0);
+    assert_int_equal(n, 2);
+    ckube_object_list_free(v, n);
+    assert_int_equal(__atomic_load_n(&ckube__cobj_trees_built, __ATOMIC_RELAXED), trees0);
+    assert_null(ckube_lister_get_object(&l, "default", "none"));
+
+    /* a typed handler, added later, gets the contents; its view of "a" is
+     * the lister's: one decoding per version, shared */
+    assert_non_null(ckube_shared_informer_add_handler(inf, &hb));
+    assert_true(wait_until(&sn, 2, 2, 2));
+    ckube_object *oa = ckube_lister_get_object(&l, "default", "a");
+    assert_non_null(oa);
+    const kitchen_v1_sink *ta = kitchen_v1_sink_of(oa, &err);
+    assert_non_null(ta);
+    pthread_mutex_lock(&sn.mu);
+    assert_ptr_equal(ta, sn.typed_a);
+    pthread_mutex_unlock(&sn.mu);
+    assert_int_equal(ta->spec->replicas, 2);
+    assert_string_equal(ta->spec->mode, "Slow"); /* the server's default */
+    /* the same object as another kind: refused, not decoded twice */
+    assert_null(ckube_object_typed(oa, &kitchen_v2_sink_type, &err));
+    assert_string_equal(err->message, "default/a is already decoded as kitchen.example.com/v1 "
+                                      "Sink, not as kitchen.example.com/v2 Sink");
+    ckube_status_free(err);
+    err = NULL;
+    ckube_object_unref(oa);
+
+    /* a new version is a new decoding */
+    kitchen_v1_sink *cur = NULL;
+    must(kitchen_v1_sinks_get(f->c, "default", "a", &cur, &err), err, "get");
+    cur->spec->replicas = 7;
+    must(kitchen_v1_sinks_update(f->c, "default", cur, NULL, NULL, &err), err, "update");
+    kitchen_v1_sink_free(cur);
+    assert_true(wait_until(&sn, 2, 3, 7));
+    oa = ckube_lister_get_object(&l, "default", "a");
+    ta = kitchen_v1_sink_of(oa, NULL);
+    assert_int_equal(ta->spec->replicas, 7);
+    pthread_mutex_lock(&sn.mu);
+    assert_ptr_equal(ta, sn.typed_a);
+    ckube_object_unref(sn.held_a);
+    sn.held_a = NULL;
+    pthread_mutex_unlock(&sn.mu);
+    ckube_object_unref(oa);
+    ckube_informer_factory_free(fac);
+    kitchen_v1_sink_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +516,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_watch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cluster_scoped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_undecodable_answer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_informer_and_lister, setup, teardown),
     };
     return cmocka_run_group_tests(tests, ips_global_setup, ips_global_teardown);
 }
