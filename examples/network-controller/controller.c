@@ -5,8 +5,18 @@
  * syncHandler compares desired state (the lister) with actual state (the
  * backend) and acts on the difference. libckube's controller provides the
  * queue, the workers and the handler plumbing; this file is the logic.
+ *
+ * Networks are read and written as the structs ckube-gen generated from
+ * manifests/crd.yaml (samplecrd.h, made at build time), as the seed's
+ * controller uses its generated clientset, informers and listers: the
+ * lister's objects are viewed as samplecrd_v1_network (decoded once per
+ * version, shared with every other reader), the status is built as a
+ * samplecrd_v1_network_status. Deployments stay JSON (built-in types are
+ * not generated yet).
  */
 #include "controller.h"
+
+#include "samplecrd.h"
 
 #include <ckube/json.h>
 #include <ckube/log.h>
@@ -67,81 +77,137 @@ static void record(netctl *n, const json_t *obj, const char *type, const char *r
     va_end(ap);
 }
 
+/* A Network as the Event recorder and the finalizer helper take objects:
+ * its JSON (a new reference; NULL when out of memory). */
+static json_t *net_json(const samplecrd_v1_network *net)
+{
+    return samplecrd_v1_network_to_json(net);
+}
+
+static void record_net(netctl *n, const samplecrd_v1_network *net, const char *type,
+                       const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void record_net(netctl *n, const samplecrd_v1_network *net, const char *type,
+                       const char *reason, const char *fmt, ...)
+{
+    if (!n->o.recorder)
+        return;
+    json_t *j = net_json(net);
+    va_list ap;
+    va_start(ap, fmt);
+    if (j)
+        ckube_event_vrecordf(n->o.recorder, j, type, reason, fmt, ap);
+    va_end(ap);
+    json_decref(j);
+}
+
+/* The cached Network ns/name viewed as a struct (borrowed from *hold,
+ * which the caller releases with ckube_object_unref), or NULL: absent, or
+ * (with *hold set) an object that does not decode, *err saying why. */
+static const samplecrd_v1_network *cached_network(netctl *n, const char *ns, const char *name,
+                                                  ckube_object **hold, ckube_status **err)
+{
+    *err = NULL;
+    *hold = ckube_lister_get_object(&n->networks, ns, name);
+    return *hold ? samplecrd_v1_network_of(*hold, err) : NULL;
+}
+
 /* ====================================================================
  * Status
  * ==================================================================== */
 
 /* The status we want on `net`: Ready (or Failed with reason/message). The
  * condition's lastTransitionTime is kept from the current status when
- * the condition's status did not change, as the API conventions ask. */
-static json_t *desired_status(const json_t *net, bool ready, const char *reason,
-                              const char *message, const char *device, bool with_generation)
+ * the condition's status did not change, as the API conventions ask.
+ * NULL when out of memory. */
+static samplecrd_v1_network_status *desired_status(const samplecrd_v1_network *net, bool ready,
+                                                   const char *reason, const char *message,
+                                                   const char *device, bool with_generation)
 {
-    const json_t *cur = json_object_get(net, "status");
     const char *cond_status = ready ? "True" : "False";
     char now[64];
     ckube_now_rfc3339(now, sizeof(now));
     const char *ltt = now;
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(cur, "conditions"), i, c)
-    {
-        const char *t = json_string_value(json_object_get(c, "type"));
-        const char *s = json_string_value(json_object_get(c, "status"));
-        const char *l = json_string_value(json_object_get(c, "lastTransitionTime"));
-        if (t && s && l && strcmp(t, "Ready") == 0 && strcmp(s, cond_status) == 0)
-            ltt = l;
+    for (size_t i = 0; net->status && i < net->status->n_conditions; i++) {
+        const samplecrd_v1_network_status_conditions_item *c = &net->status->conditions[i];
+        if (c->type && c->status && c->last_transition_time && !strcmp(c->type, "Ready") &&
+            !strcmp(c->status, cond_status))
+            ltt = c->last_transition_time;
     }
-    json_int_t gen = json_integer_value(ckube_json_get_path(net, "metadata.generation"));
-    json_t *cond = json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "Ready", "status", cond_status,
-                             "reason", reason, "message", message, "lastTransitionTime", ltt);
-    json_t *st = json_pack("{s:s, s:o}", "phase", ready ? "Ready" : "Failed", "conditions",
-                           json_pack("[o]", cond));
+    samplecrd_v1_network_status *st = samplecrd_v1_network_status_new();
+    samplecrd_v1_network_status_conditions_item *cond =
+        st ? calloc(1, sizeof *st->conditions) : NULL;
+    if (!cond) {
+        samplecrd_v1_network_status_free(st);
+        return NULL;
+    }
+    st->conditions = cond;
+    st->n_conditions = 1;
+    bool oom = ckube_set_string(&cond->type, "Ready") ||
+               ckube_set_string(&cond->status, cond_status) ||
+               ckube_set_string(&cond->reason, reason) ||
+               ckube_set_string(&cond->message, message) ||
+               ckube_set_string(&cond->last_transition_time, ltt) ||
+               ckube_set_string(&st->phase, ready ? SAMPLECRD_V1_NETWORK_STATUS_PHASE_READY
+                                                  : SAMPLECRD_V1_NETWORK_STATUS_PHASE_FAILED) ||
+               (device && *device && ckube_set_string(&st->bridge, device));
     if (with_generation) {
-        json_object_set_new(cond, "observedGeneration", json_integer(gen));
-        json_object_set_new(st, "observedGeneration", json_integer(gen));
+        cond->observed_generation = st->observed_generation = net->metadata.generation;
+        cond->has_observed_generation = st->has_observed_generation = true;
     }
-    if (device && *device)
-        json_object_set_new(st, "bridge", json_string(device));
+    if (oom) {
+        samplecrd_v1_network_status_free(st);
+        return NULL;
+    }
     return st;
+}
+
+/* A status as JSON for comparing and writing; without observedGeneration
+ * when `drop_generation`. */
+static json_t *status_json(const samplecrd_v1_network_status *st, bool drop_generation)
+{
+    if (!st)
+        return json_null();
+    json_t *j = ckube_struct_to_json(&samplecrd_v1_network_status_info, st);
+    if (j && drop_generation) {
+        json_object_del(j, "observedGeneration");
+        json_object_del(json_array_get(json_object_get(j, "conditions"), 0), "observedGeneration");
+    }
+    return j;
 }
 
 /* Writes `want` (taken) as net's status unless it already is. Returns 0,
  * or -1 after logging (the caller requeues). */
-static int write_status(netctl *n, ckube_reconcile_ctx *rc, const json_t *net, json_t *want)
+static int write_status(netctl *n, ckube_reconcile_ctx *rc, const samplecrd_v1_network *net,
+                        samplecrd_v1_network_status *want)
 {
+    if (!want)
+        return -1;
     pthread_mutex_lock(&n->mu);
     bool main_resource = n->no_status_subresource;
     pthread_mutex_unlock(&n->mu);
-    /* The cache's status (borrowed, never modified: a copy is made only
-     * when fields must be dropped from it). */
-    json_t *cur = json_object_get(net, "status"), *cur_copy = NULL;
-    if (main_resource) {
-        /* Without a status subresource every write bumps the generation,
-         * so observedGeneration could never catch up: leave it out of
-         * what is written and of the comparison. */
-        cur = cur_copy = json_deep_copy(cur);
-        json_t *both[2] = {cur, want};
-        for (int i = 0; i < 2; i++) {
-            json_object_del(both[i], "observedGeneration");
-            json_object_del(json_array_get(json_object_get(both[i], "conditions"), 0),
-                            "observedGeneration");
-        }
+    /* Without a status subresource every write bumps the generation, so
+     * observedGeneration could never catch up: leave it out of what is
+     * written and of the comparison. */
+    json_t *cur = status_json(net->status, main_resource);
+    json_t *wantj = status_json(want, main_resource);
+    samplecrd_v1_network_status_free(want);
+    bool same = cur && wantj && json_equal(cur, wantj);
+    json_decref(cur);
+    if (same || !wantj) {
+        json_decref(wantj);
+        return same ? 0 : -1;
     }
-    bool same = json_equal(cur, want);
-    json_decref(cur_copy);
-    if (same) {
-        json_decref(want);
-        return 0;
-    }
-    const char *ns = ckube_obj_namespace(net), *name = ckube_obj_name(net);
+    const char *ns = net->metadata.namespace_, *name = net->metadata.name;
     /* A merge patch carrying the resourceVersion: a status computed from
      * a stale object is refused (409) rather than written. */
-    json_t *patch = json_pack("{s:{s:s}, s:o}", "metadata", "resourceVersion",
-                              ckube_obj_resource_version(net), "status", want);
+    json_t *patch = json_pack("{s:{s:s?}, s:o}", "metadata", "resourceVersion",
+                              net->metadata.resource_version, "status", wantj);
     size_t len = 0;
-    char *body = ckube_json_dumps(patch, &len);
+    char *body = patch ? ckube_json_dumps(patch, &len) : NULL;
     json_decref(patch);
+    if (!body)
+        return -1;
     ckube_write_opts wo = {.field_manager = NETCTL_COMPONENT,
                            .subresource = main_resource ? NULL : "status"};
     json_t *out = NULL;
@@ -206,49 +272,84 @@ static int cleanup_network(void *ctx, const json_t *net)
     return 0;
 }
 
-/* When several Networks overlap, the oldest (creationTimestamp, then key)
- * keeps its CIDR and the others fail. Returns the winner of a conflict
- * with `net` (a new reference) or NULL. */
-static json_t *find_conflict(netctl *n, const json_t *net, const netaddr_prefix *cidr)
+/* Calls fn(ud, net, hold) for every cached Network that decodes, viewed
+ * as a struct (borrowed for the call; fn returns false to stop). */
+static void each_network(netctl *n, const char *ns,
+                         bool (*fn)(void *ud, const samplecrd_v1_network *net), void *ud)
 {
-    ckube_obj_list all = {0};
-    if (ckube_lister_list(&n->networks, NULL, NULL, &all) != 0)
-        return NULL;
-    const char *my_ts = json_string_value(ckube_json_get_path(net, "metadata.creationTimestamp"));
-    char *my_key = ckube_meta_namespace_key(net);
-    json_t *winner = NULL;
-    for (size_t i = 0; i < all.n && !winner; i++) {
-        json_t *o = all.items[i];
-        char *key = ckube_meta_namespace_key(o);
-        bool self = strcmp(key, my_key) == 0;
-        netaddr_prefix p;
-        netaddr gw;
-        const char *c = json_string_value(ckube_json_get_path(o, "spec.cidr"));
-        const char *g = json_string_value(ckube_json_get_path(o, "spec.gateway"));
-        bool deleting = ckube_json_get_path(o, "metadata.deletionTimestamp") != NULL;
-        if (!self && !deleting && netaddr_check_spec(c, g, &p, &gw, NULL) == 0 &&
-            netaddr_prefix_overlaps(&p, cidr)) {
-            const char *ts =
-                json_string_value(ckube_json_get_path(o, "metadata.creationTimestamp"));
-            int cmp = strcmp(ts ? ts : "", my_ts ? my_ts : "");
-            if (cmp < 0 || (cmp == 0 && strcmp(key, my_key) < 0))
-                winner = ckube_obj_ref(o);
-        }
-        free(key);
+    ckube_object **all = NULL;
+    size_t count = 0;
+    if (ckube_lister_list_objects(&n->networks, ns, NULL, &all, &count) != 0)
+        return;
+    for (size_t i = 0; i < count; i++) {
+        const samplecrd_v1_network *o = samplecrd_v1_network_of(all[i], NULL);
+        if (o && !fn(ud, o))
+            break;
     }
-    free(my_key);
-    ckube_obj_list_free(&all);
-    return winner;
+    ckube_object_list_free(all, count);
+}
+
+static const char *spec_cidr(const samplecrd_v1_network *net)
+{
+    return net->spec ? net->spec->cidr : NULL;
+}
+
+static const char *spec_gateway(const samplecrd_v1_network *net)
+{
+    return net->spec ? net->spec->gateway : NULL;
+}
+
+struct conflict {
+    const samplecrd_v1_network *me;
+    const netaddr_prefix *cidr;
+    char *winner; /* "namespace/name cidr" of the winner, malloc'd */
+};
+
+static int key_cmp(const samplecrd_v1_network *a, const samplecrd_v1_network *b)
+{
+    int c = strcmp(a->metadata.namespace_ ? a->metadata.namespace_ : "",
+                   b->metadata.namespace_ ? b->metadata.namespace_ : "");
+    return c ? c : strcmp(a->metadata.name ? a->metadata.name : "", b->metadata.name ? b->metadata.name : "");
+}
+
+static bool check_conflict(void *ud, const samplecrd_v1_network *o)
+{
+    struct conflict *c = ud;
+    netaddr_prefix p;
+    netaddr gw;
+    if (key_cmp(o, c->me) == 0 || o->metadata.deletion_timestamp ||
+        netaddr_check_spec(spec_cidr(o), spec_gateway(o), &p, &gw, NULL) != 0 ||
+        !netaddr_prefix_overlaps(&p, c->cidr))
+        return true;
+    const char *ts = o->metadata.creation_timestamp, *my_ts = c->me->metadata.creation_timestamp;
+    int cmp = strcmp(ts ? ts : "", my_ts ? my_ts : "");
+    if (cmp < 0 || (cmp == 0 && key_cmp(o, c->me) < 0)) {
+        netctl_set_err(&c->winner, "%s of Network %s/%s", spec_cidr(o),
+                       o->metadata.namespace_ ? o->metadata.namespace_ : "", o->metadata.name);
+        return false;
+    }
+    return true;
+}
+
+/* When several Networks overlap, the oldest (creationTimestamp, then key)
+ * keeps its CIDR and the others fail. Returns a description of the winner
+ * of a conflict with `net` ("CIDR of Network ns/name", malloc'd) or NULL. */
+static char *find_conflict(netctl *n, const samplecrd_v1_network *net, const netaddr_prefix *cidr)
+{
+    struct conflict c = {net, cidr, NULL};
+    each_network(n, NULL, check_conflict, &c);
+    return c.winner;
 }
 
 /* Sets status Failed and records a Warning. `terminal`: the spec itself is
  * wrong, so retrying cannot help until it changes. */
-static ckube_result fail_network(netctl *n, ckube_reconcile_ctx *rc, const json_t *net,
-                                 const char *reason, const char *msg, bool terminal)
+static ckube_result fail_network(netctl *n, ckube_reconcile_ctx *rc,
+                                 const samplecrd_v1_network *net, const char *reason,
+                                 const char *msg, bool terminal)
 {
-    const char *ns = ckube_obj_namespace(net), *name = ckube_obj_name(net);
-    CKUBE_ERROR("error syncing '%s/%s': %s: %s", ns, name, reason, msg);
-    record(n, net, CKUBE_EVENT_WARNING, "Failed", "%s", msg);
+    CKUBE_ERROR("error syncing '%s/%s': %s: %s", net->metadata.namespace_, net->metadata.name,
+                reason, msg);
+    record_net(n, net, CKUBE_EVENT_WARNING, "Failed", "%s", msg);
     if (write_status(n, rc, net, desired_status(net, false, reason, msg, NULL, true)) != 0)
         return ckube_result_error();
     if (terminal)
@@ -268,7 +369,20 @@ static ckube_result sync_network(void *ctx, ckube_reconcile_ctx *rc, const char 
     snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
     CKUBE_V(4, "sync %s: %s", key, ckube_reconcile_reason(rc));
 
-    json_t *net = ckube_lister_get(&n->networks, ns, name);
+    ckube_object *hold = NULL;
+    ckube_status *derr = NULL;
+    const samplecrd_v1_network *net = cached_network(n, ns, name, &hold, &derr);
+    if (hold && !net) {
+        /* There, but not a Network this code can read (a schema-less
+         * v1beta1 CRD lets anything in): nothing is touched. */
+        CKUBE_ERROR("error syncing '%s': %s", key, errtext(derr));
+        if (n->o.recorder)
+            ckube_event_recordf(n->o.recorder, ckube_object_json(hold), CKUBE_EVENT_WARNING,
+                                "Failed", "%s", errtext(derr));
+        ckube_status_free(derr);
+        ckube_object_unref(hold);
+        return ckube_result_terminal();
+    }
     if (!net) {
         /* The seed's NotFound branch: the Network is gone, so is its
          * network (normally the finalizer did this already). */
@@ -298,30 +412,34 @@ static ckube_result sync_network(void *ctx, ckube_reconcile_ctx *rc, const char 
     /* Finalizer: added while the Network lives; on deletion the real
      * network is removed first. */
     struct cleanup_ctx cc = {n, key};
-    json_t *updated = NULL;
+    json_t *updated = NULL, *netj = net_json(net);
     ckube_status *err = NULL;
-    int fr = ckube_finalizer_handle(n->o.client, &NETCTL_NETWORKS, net, NETCTL_FINALIZER,
-                                    cleanup_network, &cc, &updated, &err);
+    samplecrd_v1_network *owned = NULL; /* what the server answered, when it did */
+    int fr = netj ? ckube_finalizer_handle(n->o.client, &NETCTL_NETWORKS, netj, NETCTL_FINALIZER,
+                                           cleanup_network, &cc, &updated, &err)
+                  : -1;
+    json_decref(netj);
     if (updated)
         ckube_reconcile_wrote(rc, n->o.networks, updated);
+    if (fr > 0 && updated) {
+        /* Continue with what the server answered (it has the finalizer
+         * and the resourceVersion our status patch must carry). */
+        if (!(owned = samplecrd_v1_network_from_json(updated, &err)))
+            fr = -1;
+        else
+            net = owned;
+    }
+    json_decref(updated);
     if (fr <= 0) {
         if (fr < 0)
             CKUBE_ERROR("error syncing '%s': %s, requeuing", key, errtext(err));
         ckube_status_free(err);
-        json_decref(updated);
-        ckube_obj_unref(net);
+        ckube_object_unref(hold);
         return fr < 0 ? ckube_result_error() : ckube_result_ok();
-    }
-    if (updated) {
-        /* Continue with what the server answered (it has the finalizer
-         * and the resourceVersion our status patch must carry). */
-        ckube_obj_unref(net);
-        net = updated;
     }
 
     /* Desired state. */
-    const char *cidr_s = json_string_value(ckube_json_get_path(net, "spec.cidr"));
-    const char *gw_s = json_string_value(ckube_json_get_path(net, "spec.gateway"));
+    const char *cidr_s = spec_cidr(net), *gw_s = spec_gateway(net);
     netctl_want want;
     char *verr = NULL;
     ckube_result res;
@@ -330,13 +448,11 @@ static ckube_result sync_network(void *ctx, ckube_reconcile_ctx *rc, const char 
         free(verr);
         goto out;
     }
-    json_t *winner = find_conflict(n, net, &want.cidr);
+    char *winner = find_conflict(n, net, &want.cidr);
     if (winner) {
         char *msg = NULL;
-        netctl_set_err(&msg, "spec.cidr %s overlaps %s of Network %s/%s", cidr_s,
-                       json_string_value(ckube_json_get_path(winner, "spec.cidr")),
-                       ckube_obj_namespace(winner), ckube_obj_name(winner));
-        ckube_obj_unref(winner);
+        netctl_set_err(&msg, "spec.cidr %s overlaps %s", cidr_s, winner);
+        free(winner);
         res = fail_network(n, rc, net, REASON_CONFLICT, msg ? msg : "CIDR conflict", false);
         free(msg);
         goto out;
@@ -368,10 +484,10 @@ static ckube_result sync_network(void *ctx, ckube_reconcile_ctx *rc, const char 
     }
     if (!act.exists) {
         CKUBE_INFO("[%s] Created network %s: bridge %s with %s", backend, key, dev, addr);
-        record(n, net, CKUBE_EVENT_NORMAL, "Created", "Created bridge %s with %s", dev, addr);
+        record_net(n, net, CKUBE_EVENT_NORMAL, "Created", "Created bridge %s with %s", dev, addr);
     } else if (!netctl_actual_matches(&act, &want)) {
         CKUBE_INFO("[%s] Updated network %s: bridge %s now carries %s", backend, key, dev, addr);
-        record(n, net, CKUBE_EVENT_NORMAL, "Updated", "Updated bridge %s to %s", dev, addr);
+        record_net(n, net, CKUBE_EVENT_NORMAL, "Updated", "Updated bridge %s to %s", dev, addr);
     }
     char *msg = NULL;
     netctl_set_err(&msg, "bridge %s carries %s", dev, addr);
@@ -386,8 +502,18 @@ static ckube_result sync_network(void *ctx, ckube_reconcile_ctx *rc, const char 
     /* Drift by hand (a deleted bridge) is repaired on the next check. */
     res = ckube_result_requeue_after(n->o.resync_ns);
 out:
-    ckube_obj_unref(net);
+    samplecrd_v1_network_free(owned);
+    ckube_object_unref(hold);
     return res;
+}
+
+static bool enqueue_if_conflicted(void *ud, const samplecrd_v1_network *o)
+{
+    const samplecrd_v1_network_status *st = o->status;
+    const char *r = st && st->n_conditions ? st->conditions[0].reason : NULL;
+    if (r && strcmp(r, REASON_CONFLICT) == 0)
+        ckube_enqueue(ud, o->metadata.namespace_, o->metadata.name);
+    return true;
 }
 
 /* Any Network event also re-checks the Networks that lost a CIDR conflict:
@@ -396,29 +522,41 @@ static void map_network(void *ctx, const json_t *obj, ckube_key_sink *out)
 {
     netctl *n = ctx;
     ckube_enqueue(out, ckube_obj_namespace(obj), ckube_obj_name(obj));
-    ckube_obj_list all = {0};
-    if (ckube_lister_list(&n->networks, NULL, NULL, &all) != 0)
-        return;
-    for (size_t i = 0; i < all.n; i++) {
-        const char *r = json_string_value(json_object_get(
-            json_array_get(ckube_json_get_path(all.items[i], "status.conditions"), 0), "reason"));
-        if (r && strcmp(r, REASON_CONFLICT) == 0)
-            ckube_enqueue(out, ckube_obj_namespace(all.items[i]), ckube_obj_name(all.items[i]));
-    }
-    ckube_obj_list_free(&all);
+    each_network(n, NULL, enqueue_if_conflicted, out);
 }
 
 /* ====================================================================
  * The Deployment extension
  * ==================================================================== */
 
+/* The CIDRs the cached Networks hold. */
+struct taken {
+    netaddr_prefix *p;
+    size_t n;
+};
+
+static bool collect_taken(void *ud, const samplecrd_v1_network *o)
+{
+    struct taken *t = ud;
+    netaddr_prefix p;
+    netaddr gw;
+    if (netaddr_check_spec(spec_cidr(o), spec_gateway(o), &p, &gw, NULL) != 0)
+        return true;
+    netaddr_prefix *np = realloc(t->p, (t->n + 1) * sizeof *np);
+    if (!np)
+        return false;
+    t->p = np;
+    t->p[t->n++] = p;
+    return true;
+}
+
 /* Picks a free /auto_prefix_len of the pool: the first one overlapping no
  * Network and no CIDR handed out in the last minute. Returns 0 or -1
  * when the pool is full. */
 static int allocate_cidr(netctl *n, netaddr_prefix *out)
 {
-    ckube_obj_list all = {0};
-    ckube_lister_list(&n->networks, NULL, NULL, &all);
+    struct taken taken = {0};
+    each_network(n, NULL, collect_taken, &taken);
     uint64_t now = ckube_monotonic_ns();
     int rc = -1;
     pthread_mutex_lock(&n->mu);
@@ -439,16 +577,8 @@ static int allocate_cidr(netctl *n, netaddr_prefix *out)
         for (int b = 0; b < 4; b++)
             cand.net.addr[b] = (uint8_t)(base >> (24 - 8 * b));
         bool used = false;
-        for (size_t i = 0; i < all.n && !used; i++) {
-            netaddr_prefix p;
-            netaddr gw;
-            if (netaddr_check_spec(
-                    json_string_value(ckube_json_get_path(all.items[i], "spec.cidr")),
-                    json_string_value(ckube_json_get_path(all.items[i], "spec.gateway")), &p, &gw,
-                    NULL) == 0 &&
-                netaddr_prefix_overlaps(&p, &cand))
-                used = true;
-        }
+        for (size_t i = 0; i < taken.n && !used; i++)
+            used = netaddr_prefix_overlaps(&taken.p[i], &cand);
         for (size_t i = 0; i < n->nrecent && !used; i++)
             used = netaddr_prefix_overlaps(&n->recent[i].p, &cand);
         if (!used) {
@@ -462,17 +592,14 @@ static int allocate_cidr(netctl *n, netaddr_prefix *out)
         }
     }
     pthread_mutex_unlock(&n->mu);
-    ckube_obj_list_free(&all);
+    free(taken.p);
     return rc;
 }
 
-static bool owned_by(const json_t *obj, const char *uid)
+static bool owned_by(const samplecrd_v1_network *net, const char *uid)
 {
-    size_t i;
-    json_t *r;
-    json_array_foreach(ckube_json_get_path(obj, "metadata.ownerReferences"), i, r)
-    {
-        const char *u = json_string_value(json_object_get(r, "uid"));
+    for (size_t i = 0; uid && i < net->metadata.n_owner_references; i++) {
+        const char *u = net->metadata.owner_references[i].uid;
         if (u && strcmp(u, uid) == 0)
             return true;
     }
@@ -572,25 +699,33 @@ static ckube_result sync_deployment(void *ctx, ckube_reconcile_ctx *rc, const ch
         res = ckube_result_terminal();
         goto out;
     }
-    json_t *net = ckube_lister_get(&n->networks, ns, netname);
-    if (!net) {
+    ckube_object *hold = NULL;
+    ckube_status *derr = NULL;
+    const samplecrd_v1_network *net = cached_network(n, ns, netname, &hold, &derr);
+    ckube_status_free(derr); /* (one that does not decode is not ours to co-own) */
+    if (!hold) {
         res = create_network_for(n, rc, dep, netname);
         goto out;
     }
     /* It exists. When we made it for Deployments, this one co-owns it so
      * it lives as long as any of them; a user's own Network is left alone. */
-    const char *by = json_string_value(json_object_get(
-        ckube_json_get_path(net, "metadata.annotations"), NETCTL_CREATED_BY_ANNOTATION));
+    const char *by = net ? ckube_string_map_get(net->metadata.annotations_keys,
+                                                net->metadata.annotations,
+                                                net->metadata.n_annotations,
+                                                NETCTL_CREATED_BY_ANNOTATION)
+                         : NULL;
     if (by && strcmp(by, NETCTL_COMPONENT) == 0 && !owned_by(net, ckube_obj_uid(dep)) &&
-        !ckube_json_get_path(net, "metadata.deletionTimestamp")) {
-        json_t *refs = json_deep_copy(ckube_json_get_path(net, "metadata.ownerReferences"));
+        !net->metadata.deletion_timestamp) {
+        json_t *netj = net_json(net);
+        json_t *refs = json_deep_copy(ckube_json_get_path(netj, "metadata.ownerReferences"));
+        json_decref(netj);
         if (!json_is_array(refs)) {
             json_decref(refs);
             refs = json_array();
         }
         json_array_append_new(refs, owner_ref(dep));
-        json_t *patch = json_pack("{s:{s:s, s:o}}", "metadata", "resourceVersion",
-                                  ckube_obj_resource_version(net), "ownerReferences", refs);
+        json_t *patch = json_pack("{s:{s:s?, s:o}}", "metadata", "resourceVersion",
+                                  net->metadata.resource_version, "ownerReferences", refs);
         size_t len;
         char *body = ckube_json_dumps(patch, &len);
         json_decref(patch);
@@ -610,7 +745,7 @@ static ckube_result sync_deployment(void *ctx, ckube_reconcile_ctx *rc, const ch
         }
         free(body);
     }
-    ckube_obj_unref(net);
+    ckube_object_unref(hold);
 out:
     ckube_obj_unref(dep);
     return res;
@@ -744,10 +879,10 @@ void netctl_cleanup_orphans(netctl *n)
     for (size_t i = 0; i < nk; i++) {
         char *ns = NULL, *name = NULL;
         if (ckube_split_meta_namespace_key(keys[i], &ns, &name) == 0) {
-            json_t *net = ckube_lister_get(&n->networks, ns, name);
+            ckube_object *net = ckube_lister_get_object(&n->networks, ns, name);
             if (!net) /* the sync handler's NotFound branch removes it */
                 ckube_controller_enqueue(n->net_ctl, ns, name);
-            ckube_obj_unref(net);
+            ckube_object_unref(net);
         }
         free(ns);
         free(name);
