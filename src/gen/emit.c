@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "client/client_internal.h"
+#include "gen/names.h"
 
 /* ---- the structs of a kind, in order --------------------------------------- */
 
@@ -15,14 +16,23 @@ typedef struct structs {
     const gen_type **v;
     size_t n;
     bool oom;
+    gen_nameset *done; /* the package's structs emitted before (by name) */
 } structs;
 
-/* t's structs, pre-order: the kind's own first, then as the schema nests. */
+/* t's structs, pre-order: the kind's own first, then as the schema nests;
+ * each name once in the package (an OpenAPI document's shared types are
+ * built once per reference), libckube's own (ObjectMeta) never. */
 static void collect(const gen_type *t, structs *out)
 {
-    if (!t)
+    if (!t || (t->kind == GEN_OBJECT && t->external))
         return;
     if (t->kind == GEN_OBJECT) {
+        const char *first = NULL;
+        int rc = gen_nameset_add(out->done, t->c_name, "", &first);
+        if (rc < 0)
+            out->oom = true;
+        if (rc)
+            return; /* emitted already (its fields too) */
         const gen_type **nv = realloc(out->v, (out->n + 1) * sizeof *nv);
         if (!nv) {
             out->oom = true;
@@ -330,9 +340,9 @@ static void client_protos(FILE *f, const gen_kind *k)
             s, p, s, s, s, s);
 }
 
-static int kind_header(FILE *f, const gen_kind *k)
+static int kind_header(FILE *f, const gen_kind *k, gen_nameset *done)
 {
-    structs all = {0};
+    structs all = {.done = done};
     collect(k->root, &all);
     if (all.oom) {
         free(all.v);
@@ -399,9 +409,16 @@ int gen_emit_header(const gen_model *m, FILE *f)
             "/* Adds this package's kinds to s: 0, or -1 (see ckube_scheme_add). */\n"
             "int %s_add_to_scheme(ckube_scheme *s);\n\n",
             m->package);
-    for (size_t i = 0; i < m->nkinds; i++)
-        if (kind_header(f, &m->kinds[i]))
+    gen_nameset *done = gen_nameset_new();
+    for (size_t i = 0; done && i < m->nkinds; i++) {
+        if (kind_header(f, &m->kinds[i], done)) {
+            gen_nameset_free(done);
             return -1;
+        }
+    }
+    if (!done)
+        return -1;
+    gen_nameset_free(done);
     fputs("#ifdef __cplusplus\n}\n#endif\n\n#endif\n", f);
     return ferror(f) ? -1 : 0;
 }
@@ -657,9 +674,9 @@ static void client_functions(FILE *f, const gen_kind *k)
                           : "ckube_informer_factory_for_namespace(f, &r, NULL)");
 }
 
-static int kind_source(FILE *f, const gen_kind *k)
+static int kind_source(FILE *f, const gen_kind *k, gen_nameset *done)
 {
-    structs all = {0};
+    structs all = {.done = done};
     collect(k->root, &all);
     if (all.oom) {
         free(all.v);
@@ -687,9 +704,16 @@ int gen_emit_source(const gen_model *m, FILE *f)
             "#include \"%s.h\"\n\n"
             "#include <stddef.h>\n\n",
             m->package, m->package);
-    for (size_t i = 0; i < m->nkinds; i++)
-        if (kind_source(f, &m->kinds[i]))
+    gen_nameset *done = gen_nameset_new();
+    for (size_t i = 0; done && i < m->nkinds; i++) {
+        if (kind_source(f, &m->kinds[i], done)) {
+            gen_nameset_free(done);
             return -1;
+        }
+    }
+    if (!done)
+        return -1;
+    gen_nameset_free(done);
     fprintf(f, "int %s_add_to_scheme(ckube_scheme *s)\n{\n", m->package);
     for (size_t i = 0; i < m->nkinds; i++)
         fprintf(f, "    if (ckube_scheme_add(s, &%s_type))\n        return -1;\n",

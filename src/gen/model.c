@@ -25,7 +25,37 @@ typedef struct build {
     const char *kindver; /* "Network v1": with a path, names a type in clashes */
     gen_nameset *types;
     char **err;
+    /* OpenAPI documents: their components.schemas (NULL for a CRD), the
+     * package (definitions' type names), and the definitions being built,
+     * innermost last (a $ref back into one of them is recursion). */
+    const json_t *schemas;
+    const char *package;
+    const char *chain[MAX_DEPTH + 1];
+    size_t nchain;
 } build;
+
+/* Where a name comes from, for clash messages and to let one origin
+ * reserve a name twice: a CRD's types by kind and path; an OpenAPI
+ * definition's by the definition, whichever path reached it (a shared
+ * type such as Container is built once per reference, emitted once). */
+static char *origin(const build *b, const char *path, const char *what);
+
+/* Reserves `name` for `at` (its origin, origin()'s). true when new or
+ * reserved by the same origin before; false with *b->err after a clash
+ * ("%s: FIRST and AT would both be WHAT NAME; rename one"). */
+static bool reserve(build *b, const char *name, const char *at, const char *what)
+{
+    const char *first = NULL;
+    int rc = name && at ? gen_nameset_add(b->types, name, at, &first) : -1;
+    if (rc > 0 && strcmp(first, at) == 0)
+        return true;
+    if (rc > 0)
+        ckube__set_err(b->err, "%s: %s and %s would both be %s%s; rename one", b->where, first,
+                       at, what, name);
+    else if (rc < 0)
+        ckube__set_err(b->err, "out of memory");
+    return rc == 0;
+}
 
 static char *dupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *dupf(const char *fmt, ...)
@@ -36,6 +66,14 @@ static char *dupf(const char *fmt, ...)
     int n = vasprintf(&s, fmt, ap);
     va_end(ap);
     return n < 0 ? NULL : s;
+}
+
+static char *origin(const build *b, const char *path, const char *what)
+{
+    if (b->nchain)
+        return dupf("definition %s%s%s", b->chain[b->nchain - 1], what ? " " : "",
+                    what ? what : "");
+    return dupf("%s %s%s%s", b->kindver, *path ? path : ".", what ? " " : "", what ? what : "");
 }
 
 static void type_free(gen_type *t);
@@ -60,6 +98,7 @@ static void type_free(gen_type *t)
         return;
     free(t->path);
     free(t->c_name);
+    free(t->origin);
     free(t->format);
     fields_free(t->fields, t->nfields);
     type_free(t->items);
@@ -83,6 +122,9 @@ static bool flag(const json_t *schema, const char *key)
 
 static gen_type *build_type(build *b, const json_t *schema, const char *path,
                             const char *struct_name, int depth);
+static const char *schema_ref(const json_t *schema);
+static gen_type *build_ref(build *b, const json_t *schema, const char *ref, const char *path,
+                           int depth);
 
 /* A struct's member names besides the field's own: what the generated
  * code adds for presence (docs/ckube-gen.md's table), which must not
@@ -107,15 +149,9 @@ static size_t companions(const gen_field *f, char out[4][300])
  * no letter or digit ("", "*") or out of memory. */
 static char *enum_macro(const char *st, const char *field, const char *value)
 {
-    char *v = gen_c_name(value);
+    char *v = gen_c_part(value);
     if (!v)
         return NULL;
-    size_t vl = strlen(v); /* inside a longer name a keyword needs no '_' */
-    if (vl > 1 && v[vl - 1] == '_') {
-        v[vl - 1] = 0;
-        if (!gen_reserved(v))
-            v[vl - 1] = '_';
-    }
     char *m = dupf("%s_%s_%s", st, field, v);
     free(v);
     for (char *c = m; c && *c; c++)
@@ -152,14 +188,14 @@ static bool name_enums(build *b, gen_field *f, const char *struct_name, const ch
         }
         if (!m[i])
             continue;
-        char *at = dupf("%s %s enum \"%s\"", b->kindver, fpath, t->enum_values[i]);
-        const char *first = NULL;
-        int rc = at ? gen_nameset_add(b->types, m[i], at, &first) : -1;
-        if (rc > 0)
-            ckube__set_err(b->err, "%s: %s and %s would both be the constant %s; rename one",
-                           b->where, first, at, m[i]);
+        char *what = dupf(".%s enum \"%s\"", f->json_name, t->enum_values[i]);
+        char *at = what ? (b->nchain ? origin(b, fpath, what)
+                                     : dupf("%s %s enum \"%s\"", b->kindver, fpath,
+                                            t->enum_values[i]))
+                        : NULL;
+        ok = reserve(b, m[i], at, "the constant ");
+        free(what);
         free(at);
-        ok = rc == 0;
     }
     if (!ok)
         ckube__set_err(b->err, "out of memory"); /* (only if nothing else said why) */
@@ -185,7 +221,9 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
     }
     gen_field f = {.json_name = strdup(json_name), .c_name = c};
     /* a nested struct's name: its parent's and the member's */
-    char *sub = dupf("%s_%s", struct_name, c);
+    char *part = gen_c_part(json_name);
+    char *sub = part ? dupf("%s_%s", struct_name, part) : NULL;
+    free(part);
     f.type = f.json_name && sub ? build_type(b, schema, fpath, sub, depth + 1) : NULL;
     free(sub);
     if (!f.type) {
@@ -251,17 +289,13 @@ static bool name_functions(build *b, const char *struct_name, const char *path, 
             break;
         const char *suffix = i < 5 ? every[i] : kind[i - 5];
         char *name = dupf("%s_%s", struct_name, suffix);
-        char *at = dupf("%s %s (its function %s)", b->kindver, *path ? path : ".", suffix);
-        const char *first = NULL;
-        int rc = name && at ? gen_nameset_add(b->types, name, at, &first) : -1;
-        if (rc > 0)
-            ckube__set_err(b->err, "%s: %s and %s would both be %s in C; rename one", b->where,
-                           first, at, name);
-        else if (rc < 0)
-            ckube__set_err(b->err, "out of memory");
+        char *what = dupf("(its function %s)", suffix);
+        char *at = what ? origin(b, path, what) : NULL;
+        bool ok = reserve(b, name, at, "");
         free(name);
+        free(what);
         free(at);
-        if (rc)
+        if (!ok)
             return false;
     }
     return true;
@@ -279,16 +313,10 @@ static bool name_client(build *b, const char *prefix)
     for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) {
         char *name = dupf("%s_%s", prefix, verbs[i]);
         char *at = dupf("%s (its client's %s)", b->kindver, verbs[i]);
-        const char *first = NULL;
-        int rc = name && at ? gen_nameset_add(b->types, name, at, &first) : -1;
-        if (rc > 0)
-            ckube__set_err(b->err, "%s: %s and %s would both be %s in C; rename one", b->where,
-                           first, at, name);
-        else if (rc < 0)
-            ckube__set_err(b->err, "out of memory");
+        bool ok = reserve(b, name, at, "");
         free(name);
         free(at);
-        if (rc)
+        if (!ok)
             return false;
     }
     return true;
@@ -299,18 +327,12 @@ static bool build_struct(build *b, gen_type *t, const json_t *schema, const char
                          const char *struct_name, int depth)
 {
     const char *first = NULL;
-    char *at = dupf("%s %s", b->kindver, *path ? path : ".");
-    int rc = at ? gen_nameset_add(b->types, struct_name, at, &first) : -1;
-    if (rc != 0) {
-        if (rc > 0)
-            ckube__set_err(b->err, "%s: %s and %s would both be the C type %s; rename one",
-                           b->where, first, at, struct_name);
-        else
-            ckube__set_err(b->err, "out of memory");
+    char *at = origin(b, path, NULL);
+    if (!reserve(b, struct_name, at, "the C type ")) {
         free(at);
         return false;
     }
-    free(at);
+    t->origin = at;
     if (!name_functions(b, struct_name, path, depth == 0))
         return false;
     if (!(t->c_name = strdup(struct_name))) {
@@ -379,6 +401,124 @@ static gen_type *build_elem(build *b, const json_t *schema, const char *path,
     return t;
 }
 
+/* ---- OpenAPI documents ------------------------------------------------------ */
+
+#define SCHEMAS_PREFIX "#/components/schemas/"
+
+/* The definition a schema stands for: {"$ref": R}, or Kubernetes' way of
+ * describing a field of a named type, {"allOf": [{"$ref": R}], ...}.
+ * NULL when it is a schema of its own. */
+static const char *schema_ref(const json_t *schema)
+{
+    const char *ref = json_string_value(json_object_get(schema, "$ref"));
+    const json_t *all = json_object_get(schema, "allOf");
+    if (!ref && json_array_size(all) == 1)
+        ref = json_string_value(json_object_get(json_array_get(all, 0), "$ref"));
+    return ref;
+}
+
+/* A type that is no struct of the package: made from its kind. */
+static gen_type *simple_type(build *b, const char *path, gen_type_kind kind, const char *format)
+{
+    gen_type *t = calloc(1, sizeof *t);
+    if (!t || !(t->path = strdup(*path ? path : ".")) || (format && !(t->format = strdup(format)))) {
+        ckube__set_err(b->err, "out of memory");
+        if (t)
+            free(t->path);
+        free(t);
+        return NULL;
+    }
+    t->kind = kind;
+    return t;
+}
+
+/* Definitions held by libckube's own types, or as the API conventions
+ * write them (a Quantity and a Time are strings on the wire). */
+static gen_type *known_definition(build *b, const char *def, const char *path)
+{
+    static const char meta[] = "io.k8s.apimachinery.pkg.apis.meta.v1.";
+    if (!strcmp(def, "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")) {
+        gen_type *t = simple_type(b, path, GEN_OBJECT, NULL);
+        if (t && (!(t->c_name = strdup("ckube_object_meta")))) {
+            ckube__set_err(b->err, "out of memory");
+            type_free(t);
+            return NULL;
+        }
+        if (t)
+            t->external = true;
+        return t;
+    }
+    if (!strncmp(def, meta, sizeof meta - 1) &&
+        (!strcmp(def + sizeof meta - 1, "Time") || !strcmp(def + sizeof meta - 1, "MicroTime")))
+        return simple_type(b, path, GEN_STRING, "date-time");
+    if (!strcmp(def, "io.k8s.apimachinery.pkg.api.resource.Quantity"))
+        return simple_type(b, path, GEN_STRING, "quantity");
+    if (!strcmp(def, "io.k8s.apimachinery.pkg.util.intstr.IntOrString"))
+        return simple_type(b, path, GEN_INT_OR_STRING, NULL);
+    return NULL;
+}
+
+/* A definition's struct name: PKG_VERSION_NAME from the definition's own
+ * last two segments ("io.k8s.api.core.v1.PodSpec": core_v1_pod_spec), so
+ * that a type shared by many fields (Container) is one C type. */
+static char *definition_name(const build *b, const char *def)
+{
+    const char *last = strrchr(def, '.');
+    if (!last || last == def)
+        return NULL;
+    const char *ver = last - 1;
+    while (ver > def && ver[-1] != '.')
+        ver--;
+    char *v = strndup(ver, (size_t)(last - ver)), *cv = v ? gen_c_part(v) : NULL;
+    char *cn = gen_c_part(last + 1);
+    char *name = cv && cn ? dupf("%s_%s_%s", b->package, cv, cn) : NULL;
+    free(v);
+    free(cv);
+    free(cn);
+    return name;
+}
+
+/* The type of a field that refers to definition `ref`. */
+static gen_type *build_ref(build *b, const json_t *schema, const char *ref, const char *path,
+                           int depth)
+{
+    const char *where = *path ? path : ".";
+    if (strncmp(ref, SCHEMAS_PREFIX, sizeof SCHEMAS_PREFIX - 1)) {
+        ckube__set_err(b->err, "%s: %s: $ref %s: only references to %s... are supported",
+                       b->where, where, ref, SCHEMAS_PREFIX);
+        return NULL;
+    }
+    const char *def = ref + sizeof SCHEMAS_PREFIX - 1;
+    gen_type *t = known_definition(b, def, path);
+    if (!t && !(b->err && *b->err)) {
+        bool recursive = false;
+        for (size_t i = 0; i < b->nchain; i++)
+            recursive |= !strcmp(b->chain[i], def);
+        const json_t *target = json_object_get(b->schemas, def);
+        char *name = definition_name(b, def);
+        if (!target) {
+            ckube__set_err(b->err, "%s: %s: $ref %s: no such schema in the document", b->where,
+                           where, ref);
+        } else if (recursive || b->nchain > MAX_DEPTH) {
+            t = simple_type(b, path, GEN_JSON, NULL); /* (JSONSchemaProps holds itself) */
+        } else if (!name) {
+            ckube__set_err(b->err, "%s: %s: $ref %s: no C name for it", b->where, where, ref);
+        } else {
+            b->chain[b->nchain++] = def;
+            t = build_type(b, target, path, name, depth);
+            b->nchain--;
+        }
+        free(name);
+    }
+    if (t) { /* what the referring field says of itself */
+        const json_t *dflt = json_object_get(schema, "default");
+        if (dflt && !t->default_value)
+            t->default_value = json_incref((json_t *)dflt);
+        t->nullable |= flag(schema, "nullable");
+    }
+    return t;
+}
+
 static gen_type *build_type(build *b, const json_t *schema, const char *path,
                             const char *struct_name, int depth)
 {
@@ -391,6 +531,9 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
         ckube__set_err(b->err, "%s: %s: nested more than %d deep", b->where, where, MAX_DEPTH);
         return NULL;
     }
+    const char *ref = b->schemas ? schema_ref(schema) : NULL;
+    if (ref)
+        return build_ref(b, schema, ref, path, depth);
     gen_type *t = calloc(1, sizeof *t);
     if (!t || !(t->path = strdup(where))) {
         ckube__set_err(b->err, "out of memory");
@@ -398,6 +541,8 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
         return NULL;
     }
     const char *type = json_string_value(json_object_get(schema, "type"));
+    if (!type && b->schemas && json_object_get(schema, "properties"))
+        type = "object"; /* (OpenAPI documents leave it out at times) */
     const char *format = json_string_value(json_object_get(schema, "format"));
     const json_t *props = json_object_get(schema, "properties");
     const json_t *addl = json_object_get(schema, "additionalProperties");
@@ -413,8 +558,8 @@ static gen_type *build_type(build *b, const json_t *schema, const char *path,
         t->kind = GEN_INT_OR_STRING;
     } else if (flag(schema, "x-kubernetes-embedded-resource")) {
         t->kind = GEN_JSON; /* an object of any kind: apiVersion and kind say */
-    } else if (!type && preserve && !props) {
-        t->kind = GEN_JSON;
+    } else if (!type && (preserve || b->schemas) && !props) {
+        t->kind = GEN_JSON; /* (in an OpenAPI document: RawExtension, JSON...) */
     } else if (!type) {
         /* upstream's structural rule, in its words */
         ckube__set_err(b->err,
@@ -532,6 +677,10 @@ void gen_model_free(gen_model *m)
         kind_clear(&m->kinds[i]);
     free(m->kinds);
     free(m->package);
+    if (m->kinds_filter)
+        for (char **f = m->kinds_filter; *f; f++)
+            free(*f);
+    free(m->kinds_filter);
     free(m);
 }
 
@@ -541,10 +690,8 @@ static int tree_types(const gen_type *t, const gen_kind *k, gen_nameset *set)
     const char *first;
     if (!t)
         return 0;
-    if (t->c_name) {
-        char *at = dupf("%s %s %s", k->kind, k->version, t->path);
-        int rc = at ? gen_nameset_add(set, t->c_name, at, &first) : -1;
-        free(at);
+    if (t->c_name && !t->external) {
+        int rc = t->origin ? gen_nameset_add(set, t->c_name, t->origin, &first) : -1;
         if (rc < 0)
             return -1;
     }
@@ -578,8 +725,8 @@ static int add_version(gen_model *m, build *b, const json_t *spec, const char *v
                        const json_t *schema, const json_t *subresources, gen_kind *out)
 {
     const char *kind = str_at(spec, "names", "kind");
-    char *cv = gen_c_name(version), *ck = gen_c_name(kind);
-    char *cp = gen_c_name(str_at(spec, "names", "plural"));
+    char *cv = gen_c_part(version), *ck = gen_c_part(kind);
+    char *cp = gen_c_part(str_at(spec, "names", "plural"));
     char *root = cv && ck ? dupf("%s_%s_%s", m->package, cv, ck) : NULL;
     char *client = cv && cp ? dupf("%s_%s_%s", m->package, cv, cp) : NULL;
     free(cv);
@@ -678,7 +825,7 @@ int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char 
         const json_t *sub = json_object_get(ver, "subresources");
         char *where = dupf("%s: CRD %s, version %s", source, name ? name : "(no name)", vname);
         char *kindver = dupf("%s %s", str_at(spec, "names", "kind"), vname);
-        build b = {where, kindver, types, err};
+        build b = {.where = where, .kindver = kindver, .types = types, .err = err};
         gen_kind *nk = where && kindver ? realloc(m->kinds, (m->nkinds + 1) * sizeof *nk) : NULL;
         if (!nk) {
             ckube__set_err(err, "out of memory");
@@ -706,6 +853,203 @@ int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char 
     return rc;
 }
 
+/* ---- kinds of an OpenAPI document -------------------------------------------- */
+
+/* The "get" operation of a path item, when it reads one object of a kind
+ * (not a subresource): its group, version and kind. */
+static const json_t *get_gvk(const char *p, const json_t *item)
+{
+    const json_t *get = json_object_get(item, "get");
+    const char *action = json_string_value(json_object_get(get, "x-kubernetes-action"));
+    size_t n = strlen(p);
+    if (!action || strcmp(action, "get") || n < 7 || strcmp(p + n - 7, "/{name}"))
+        return NULL;
+    return json_object_get(get, "x-kubernetes-group-version-kind");
+}
+
+/* The definition a get answers with. */
+static const char *answer_ref(const json_t *item)
+{
+    const json_t *content = json_object_get(
+        json_object_get(json_object_get(json_object_get(item, "get"), "responses"), "200"),
+        "content");
+    const char *ref = json_string_value(
+        json_object_get(json_object_get(json_object_get(content, "application/json"), "schema"),
+                        "$ref"));
+    return ref && !strncmp(ref, SCHEMAS_PREFIX, sizeof SCHEMAS_PREFIX - 1)
+               ? ref + sizeof SCHEMAS_PREFIX - 1
+               : NULL;
+}
+
+static bool wanted(const gen_model *m, const char *kind)
+{
+    if (!m->kinds_filter)
+        return true;
+    for (char **k = m->kinds_filter; *k; k++)
+        if (!strcmp(*k, kind))
+            return true;
+    return false;
+}
+
+/* One kind of the document: the one of path p (".../PLURAL/{name}"). */
+static int add_openapi_kind(gen_model *m, build *b, const json_t *paths, const char *p,
+                            const json_t *gvk, const char *def, gen_kind *out)
+{
+    const char *group = json_string_value(json_object_get(gvk, "group"));
+    const char *version = json_string_value(json_object_get(gvk, "version"));
+    const char *kind = json_string_value(json_object_get(gvk, "kind"));
+    size_t n = strlen(p) - 7; /* without "/{name}" */
+    const char *slash = n ? memrchr(p, '/', n) : NULL;
+    char *plural = slash ? strndup(slash + 1, n - (size_t)(slash + 1 - p)) : NULL;
+    char *status = dupf("%s/status", p), *scale = dupf("%s/scale", p);
+    char *cv = version ? gen_c_part(version) : NULL, *ck = kind ? gen_c_part(kind) : NULL;
+    char *cp = plural ? gen_c_part(plural) : NULL;
+    char *root = cv && ck ? dupf("%s_%s_%s", m->package, cv, ck) : NULL;
+    char *client = cv && cp ? dupf("%s_%s_%s", m->package, cv, cp) : NULL;
+    gen_type *t = NULL;
+    int rc = -1;
+    if (!group || !version || !kind || !root || !client || !status || !scale) {
+        ckube__set_err(b->err, "%s: %s: no group, version, kind or plural to name it", b->where,
+                       p);
+    } else if (name_client(b, client)) {
+        b->chain[b->nchain++] = def;
+        t = build_type(b, json_object_get(b->schemas, def), "", root, 0);
+        b->nchain--;
+    }
+    if (t) {
+        *out = (gen_kind){
+            .group = strdup(group),
+            .version = strdup(version),
+            .kind = strdup(kind),
+            .plural = plural,
+            .namespaced = strstr(p, "/namespaces/{namespace}/") != NULL,
+            .status_subresource = json_object_get(paths, status) != NULL,
+            .scale_subresource = json_object_get(paths, scale) != NULL,
+            .client = client,
+            .root = t,
+        };
+        plural = client = NULL;
+        rc = 0;
+        if (!out->group || !out->version || !out->kind) {
+            kind_clear(out);
+            ckube__set_err(b->err, "out of memory");
+            rc = -1;
+        }
+    }
+    free(plural);
+    free(client);
+    free(root);
+    free(status);
+    free(scale);
+    free(cv);
+    free(ck);
+    free(cp);
+    return rc;
+}
+
+int gen_model_add_openapi(gen_model *m, const json_t *doc, const char *source, char **err)
+{
+    const json_t *schemas = json_object_get(json_object_get(doc, "components"), "schemas");
+    const json_t *paths = json_object_get(doc, "paths");
+    if (!json_is_object(schemas) || !json_is_object(paths)) {
+        ckube__set_err(err, "%s: an OpenAPI v3 document needs paths and components.schemas",
+                       source);
+        return -1;
+    }
+    gen_nameset *types = gen_nameset_new();
+    size_t n0 = m->nkinds;
+    int rc = types && model_types(m, types) == 0 ? 0 : -1;
+    if (rc)
+        ckube__set_err(err, "out of memory");
+    const char *p;
+    const json_t *item;
+    json_object_foreach((json_t *)paths, p, item)
+    {
+        const json_t *gvk = rc ? NULL : get_gvk(p, item);
+        const char *kind = json_string_value(json_object_get(gvk, "kind"));
+        const char *def = gvk ? answer_ref(item) : NULL;
+        if (!kind || !def || !wanted(m, kind))
+            continue;
+        bool seen = false; /* (a kind's namespaced and all-namespaces paths) */
+        for (size_t i = n0; i < m->nkinds; i++)
+            seen |= !strcmp(m->kinds[i].kind, kind) &&
+                    !strcmp(m->kinds[i].version,
+                            json_string_value(json_object_get(gvk, "version")));
+        if (seen)
+            continue;
+        char *where = dupf("%s: %s", source, def);
+        char *kindver = dupf("%s %s", kind, json_string_value(json_object_get(gvk, "version")));
+        build b = {.where = where, .kindver = kindver, .types = types, .err = err,
+                   .schemas = schemas, .package = m->package};
+        gen_kind *nk = where && kindver ? realloc(m->kinds, (m->nkinds + 1) * sizeof *nk) : NULL;
+        if (!nk) {
+            ckube__set_err(err, "out of memory");
+            rc = -1;
+        } else {
+            m->kinds = nk;
+            rc = add_openapi_kind(m, &b, paths, p, gvk, def, &m->kinds[m->nkinds]);
+            if (!rc)
+                m->nkinds++;
+        }
+        free(where);
+        free(kindver);
+    }
+    if (!rc && m->nkinds == n0 && !m->kinds_filter) {
+        ckube__set_err(err, "%s: the document serves no kind", source);
+        rc = -1;
+    }
+    if (rc) {
+        while (m->nkinds > n0)
+            kind_clear(&m->kinds[--m->nkinds]);
+    }
+    gen_nameset_free(types);
+    return rc;
+}
+
+int gen_model_check_kinds(const gen_model *m, char **err)
+{
+    for (char **k = m->kinds_filter; k && *k; k++) {
+        bool found = false;
+        for (size_t i = 0; i < m->nkinds; i++)
+            found |= !strcmp(m->kinds[i].kind, *k);
+        if (!found) {
+            ckube__set_err(err, "--kinds: no kind %s is served by the OpenAPI documents given",
+                           *k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int gen_model_set_kinds(gen_model *m, const char *list, char **err)
+{
+    size_t n = 1;
+    for (const char *c = list; *c; c++)
+        n += *c == ',';
+    char **v = calloc(n + 1, sizeof *v);
+    char *copy = strdup(list);
+    size_t k = 0;
+    char *save = NULL;
+    for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; v && tok;
+         tok = strtok_r(NULL, ",", &save))
+        if (*tok && !(v[k++] = strdup(tok)))
+            break;
+    free(copy);
+    if (!v || !copy || !k) {
+        for (size_t i = 0; v && i < k; i++)
+            free(v[i]);
+        free(v);
+        ckube__set_err(err, v && copy ? "--kinds: name at least one kind" : "out of memory");
+        return -1;
+    }
+    if (m->kinds_filter)
+        for (char **f = m->kinds_filter; *f; f++)
+            free(*f);
+    free(m->kinds_filter);
+    m->kinds_filter = v;
+    return 0;
+}
+
 int gen_model_add_file(gen_model *m, const char *path, char **err)
 {
     size_t len = 0;
@@ -730,7 +1074,9 @@ int gen_model_add_file(gen_model *m, const char *path, char **err)
     {
         if (json_is_null(doc))
             continue; /* an empty document ("---" at the end) */
-        if ((rc = gen_model_add_crd(m, doc, path, err)) != 0)
+        rc = json_object_get(doc, "openapi") ? gen_model_add_openapi(m, doc, path, err)
+                                             : gen_model_add_crd(m, doc, path, err);
+        if (rc != 0)
             break;
     }
     if (rc) {

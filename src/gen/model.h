@@ -42,6 +42,8 @@ struct gen_type {
     gen_type_kind kind;
     char *path;        /* the JSON path from the object: ".spec.ports[*].port" */
     char *c_name;      /* GEN_OBJECT: the struct's name (PKG_VERSION_KIND...) */
+    char *origin;      /* GEN_OBJECT: where the name comes from (model.c's origin()) */
+    bool external;     /* GEN_OBJECT: libckube's own (ckube_object_meta), not generated */
     char *format;      /* "date-time", "quantity", "int32", ... or NULL */
     gen_field *fields; /* GEN_OBJECT, in the schema's order */
     size_t nfields;
@@ -64,6 +66,7 @@ typedef struct gen_model {
     char *package;
     gen_kind *kinds;
     size_t nkinds;
+    char **kinds_filter; /* OpenAPI kinds to take (NULL-terminated), or NULL: all */
 } gen_model;
 
 /* An empty model for package `package` (a C identifier's prefix: letters,
@@ -78,9 +81,27 @@ void gen_model_free(gen_model *m);
  * unchanged. */
 int gen_model_add_crd(gen_model *m, const json_t *crd, const char *source, char **err);
 
+/* Adds the kinds an OpenAPI v3 document (a Kubernetes /openapi/v3/...
+ * document, decoded; borrowed) serves: every kind with a path that gets
+ * one object (.../PLURAL/{name}), or those of gen_model_set_kinds. Plural,
+ * scope and the status and scale subresources come from the paths. Named
+ * types ($ref) are one C type each, named after the definition
+ * (io.k8s.api.core.v1.PodSpec: PKG_v1_pod_spec), shared by every field
+ * that refers to it; ObjectMeta is libckube's ckube_object_meta, Quantity
+ * and Time strings, IntOrString ckube_int_or_string, a definition that
+ * refers back to itself JSON. 0, or -1 with *err, the model unchanged. */
+int gen_model_add_openapi(gen_model *m, const json_t *doc, const char *source, char **err);
+
+/* Restricts the kinds OpenAPI documents add to a comma-separated list
+ * ("Pod,ConfigMap"). 0, or -1 with *err. */
+int gen_model_set_kinds(gen_model *m, const char *list, char **err);
+/* Once every input is in: each kind of gen_model_set_kinds must have been
+ * found. 0, or -1 with *err naming the first missing. */
+int gen_model_check_kinds(const gen_model *m, char **err);
+
 /* Adds what the file at `path` holds: YAML or JSON documents, of which
- * the CustomResourceDefinitions are taken (other kinds are an error: a
- * file given to ckube-gen is a file of CRDs). 0, or -1 with *err. */
+ * the CustomResourceDefinitions and OpenAPI v3 documents are taken
+ * (anything else is an error). 0, or -1 with *err. */
 int gen_model_add_file(gen_model *m, const char *path, char **err);
 
 #endif

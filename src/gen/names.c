@@ -236,3 +236,15 @@ int gen_nameset_add(gen_nameset *s, const char *name, const char *path, const ch
     s->n++;
     return 0;
 }
+
+char *gen_c_part(const char *name)
+{
+    char *c = gen_c_name(name);
+    size_t n = c ? strlen(c) : 0;
+    if (n > 1 && c[n - 1] == '_') {
+        c[n - 1] = 0;
+        if (!gen_reserved(c)) /* (a name of its own that ends in '_') */
+            c[n - 1] = '_';
+    }
+    return c;
+}

@@ -16,6 +16,12 @@
  * usable (it has no letter or digit) or out of memory. */
 char *gen_c_name(const char *name);
 
+/* The same for a part of a longer identifier (a kind, version or
+ * property inside a type's name, an enum value inside a constant's): a
+ * keyword needs no '_' there ("Namespace" -> "namespace", so the kind's
+ * type is PKG_v1_namespace). */
+char *gen_c_part(const char *name);
+
 /* Whether `s` is a C keyword or a member name the generated structs use
  * for themselves ("base", "unknown"). */
 bool gen_reserved(const char *s);

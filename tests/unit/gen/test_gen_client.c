@@ -6,7 +6,10 @@
  * struct, watches, and the server's errors as its Status; an answer that
  * does not decode into the struct is a local error (code 0). Informers
  * and listers: handlers that only map keys decode nothing, a typed view
- * is decoded once per version and shared by handlers and lister reads. */
+ * is decoded once per version and shared by handlers and lister reads.
+ * Built-in kinds generated from the server's own OpenAPI documents
+ * (tests/unit/gen/openapi/): objects the server returns round-trip, and
+ * the typed clients work on them; the live documents build a model. */
 #include "util/inproc_server.h"
 
 #include "ckube/client.h"
@@ -15,6 +18,8 @@
 #include "ckube/typed_client.h"
 #include "informer/informer_internal.h"
 #include "ckube/yaml.h"
+#include "gen/model.h"
+#include "k8s.h"
 #include "kitchen.h"
 
 static const ckube_gvr CRDS = {"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
@@ -509,6 +514,186 @@ static void test_informer_and_lister(void **state)
     kitchen_v1_sink_free(a);
 }
 
+/* JSON equality, numbers by value. */
+static bool same(const json_t *a, const json_t *b)
+{
+    if (json_is_number(a) && json_is_number(b))
+        return json_number_value(a) == json_number_value(b);
+    if (json_typeof(a) != json_typeof(b))
+        return false;
+    if (json_is_object(a)) {
+        if (json_object_size(a) != json_object_size(b))
+            return false;
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)a, k, v)
+        {
+            if (!json_object_get(b, k) || !same(v, json_object_get(b, k)))
+                return false;
+        }
+        return true;
+    }
+    if (json_is_array(a)) {
+        if (json_array_size(a) != json_array_size(b))
+            return false;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!same(json_array_get(a, i), json_array_get(b, i)))
+                return false;
+        return true;
+    }
+    return json_equal(a, b);
+}
+
+static json_t *must_json(const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    if (!j)
+        fail_msg("test JSON: %s", e.text);
+    return j;
+}
+
+/* Built-in objects created through the dynamic client and read back: each
+ * decodes into its generated struct (through the scheme) and encodes to
+ * what the server sent. */
+static void test_builtin_round_trip(void **state)
+{
+    fixture *f = *state;
+    ckube_status *err = NULL;
+    ckube_scheme *sch = ckube_scheme_new();
+    assert_int_equal(k8s_add_to_scheme(sch), 0);
+    struct {
+        ckube_gvr r;
+        const char *ns;
+        const char *body;
+    } objs[] = {
+        {{"", "v1", "configmaps"},
+         "default",
+         "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"cm\","
+         "\"labels\":{\"a\":\"b\"},\"annotations\":{\"x\":\"y\"}},\"data\":{\"k\":\"v\"},"
+         "\"binaryData\":{\"b\":\"AAE=\"}}"},
+        {{"", "v1", "secrets"},
+         "default",
+         "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{\"name\":\"s\"},"
+         "\"type\":\"Opaque\",\"stringData\":{\"p\":\"w\"}}"},
+        {{"", "v1", "services"},
+         "default",
+         "{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"svc\"},"
+         "\"spec\":{\"selector\":{\"app\":\"web\"},\"ports\":[{\"port\":80,"
+         "\"targetPort\":\"http\"},{\"name\":\"m\",\"port\":9090,\"targetPort\":9091}]}}"},
+        {{"", "v1", "namespaces"},
+         NULL,
+         "{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{\"name\":\"ns1\"}}"},
+        {{"", "v1", "pods"},
+         "default",
+         "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"},"
+         "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"busybox\",\"args\":[\"sleep\","
+         "\"1\"],\"ports\":[{\"containerPort\":8080}],\"resources\":{\"limits\":{\"cpu\":"
+         "\"500m\",\"memory\":\"64Mi\"}},\"env\":[{\"name\":\"A\",\"value\":\"1\"}]}],"
+         "\"restartPolicy\":\"Never\"}}"},
+        {{"apps", "v1", "deployments"},
+         "default",
+         "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"d\"},"
+         "\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{\"app\":\"web\"}},"
+         "\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{"
+         "\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}}}"},
+    };
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) {
+        json_t *body = must_json(objs[i].body), *stored = NULL;
+        must(ckube_create(f->c, &objs[i].r, objs[i].ns, body, NULL, &stored, &err), err,
+             objs[i].body);
+        json_decref(body);
+        char *text = json_dumps(stored, JSON_COMPACT);
+        ckube_typed *t = NULL;
+        if (ckube_scheme_decode(sch, text, strlen(text), &t, &err))
+            fail_msg("%s: %s", text, err ? err->message : "?");
+        json_t *back = ckube_typed_to_json(t);
+        if (!same(stored, back)) {
+            char *b = json_dumps(back, JSON_COMPACT);
+            fail_msg("round trip:\nwant %s\ngot  %s", text, b);
+        }
+        json_decref(back);
+        ckube_typed_free(t);
+        free(text);
+        json_decref(stored);
+    }
+    ckube_scheme_free(sch);
+
+    /* typed access and typed clients on built-in kinds */
+    k8s_v1_service *svc = NULL;
+    must(k8s_v1_services_get(f->c, "default", "svc", &svc, &err), err, "get service");
+    assert_int_equal(svc->spec->n_ports, 2);
+    assert_int_equal(svc->spec->ports[0].target_port.type, CKUBE_IOS_STRING);
+    assert_int_equal(svc->spec->ports[1].target_port.int_value, 9091);
+    k8s_v1_service_free(svc);
+    k8s_v1_pod *pod = NULL;
+    must(k8s_v1_pods_get(f->c, "default", "p", &pod, &err), err, "get pod");
+    const k8s_v1_container *c = &pod->spec->containers[0];
+    assert_string_equal(c->image, "busybox");
+    assert_string_equal(ckube_string_map_get(c->resources->limits_keys, c->resources->limits,
+                                             c->resources->n_limits, "memory"),
+                        "64Mi");
+    k8s_v1_pod_free(pod);
+    k8s_v1_namespace *ns = NULL;
+    must(k8s_v1_namespaces_get(f->c, "ns1", &ns, &err), err, "get namespace");
+    assert_string_equal(ns->metadata.name, "ns1");
+    k8s_v1_namespace_free(ns);
+    k8s_v1_deployment_list *dl = NULL;
+    must(k8s_v1_deployments_list(f->c, "default", NULL, &dl, &err), err, "list deployments");
+    assert_int_equal(dl->n_items, 1);
+    const k8s_v1_deployment *d = k8s_v1_deployment_list_at(dl, 0);
+    assert_int_equal(d->spec->replicas, 2);
+    assert_string_equal(ckube_string_map_get(d->spec->template_->metadata->labels_keys,
+                                             d->spec->template_->metadata->labels,
+                                             d->spec->template_->metadata->n_labels, "app"),
+                        "web");
+    assert_true(k8s_v1_deployment_type.namespaced);
+    k8s_v1_deployment_list_free(dl);
+    /* a Deployment's scale, through the generated client */
+    ckube_scale *sc = NULL;
+    must(k8s_v1_deployments_get_scale(f->c, "default", "d", &sc, &err), err, "scale");
+    assert_int_equal(sc->spec->replicas, 2);
+    ckube_typed_free(&sc->base);
+}
+
+/* The live documents make a model; --kinds names what must be there. */
+static void test_openapi_live(void **state)
+{
+    fixture *f = *state;
+    ckube_status *err = NULL;
+    ckube_request rq = {.method = "GET", .path = "/openapi/v3/apis/apps/v1"};
+    ckube_response resp = {0};
+    must(ckube_client_do(f->c, &rq, &resp, &err), err, "openapi");
+    json_t *doc = json_loadb(resp.body, resp.body_len, 0, NULL);
+    ckube_response_free(&resp);
+    assert_non_null(doc);
+    char *gerr = NULL;
+    gen_model *m = gen_model_new("apps", &gerr);
+    assert_int_equal(gen_model_add_openapi(m, doc, "live", &gerr), 0);
+    bool deployment = false;
+    for (size_t i = 0; i < m->nkinds; i++) {
+        if (strcmp(m->kinds[i].kind, "Deployment"))
+            continue;
+        deployment = true;
+        assert_string_equal(m->kinds[i].plural, "deployments");
+        assert_string_equal(m->kinds[i].group, "apps");
+        assert_true(m->kinds[i].namespaced && m->kinds[i].status_subresource &&
+                    m->kinds[i].scale_subresource);
+        assert_string_equal(m->kinds[i].root->c_name, "apps_v1_deployment");
+    }
+    assert_true(deployment);
+    gen_model_free(m);
+    m = gen_model_new("apps", &gerr);
+    assert_int_equal(gen_model_set_kinds(m, "Deployment,Bogus", &gerr), 0);
+    assert_int_equal(gen_model_add_openapi(m, doc, "live", &gerr), 0);
+    assert_int_equal(m->nkinds, 1); /* Deployment only */
+    assert_int_equal(gen_model_check_kinds(m, &gerr), -1);
+    assert_string_equal(gerr, "--kinds: no kind Bogus is served by the OpenAPI documents given");
+    free(gerr);
+    gen_model_free(m);
+    json_decref(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -517,6 +702,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cluster_scoped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_undecodable_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_informer_and_lister, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_builtin_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_openapi_live, setup, teardown),
     };
     return cmocka_run_group_tests(tests, ips_global_setup, ips_global_teardown);
 }
