@@ -1,6 +1,7 @@
 /* Fuzzes ckube-gen's model of its inputs (src/gen/model.h, names.h).
  *
- * The input is YAML (one or more documents) given as a CRD file. Whatever
+ * The input is YAML (one or more documents) given as a CRD file, or an
+ * OpenAPI v3 document (a document with "openapi"). Whatever
  * it holds, the model is built or refused with an error and nothing
  * added. Invariants of a built model: every C name is an identifier that
  * is no C keyword, every struct has its own name, and within a struct
@@ -31,17 +32,23 @@ static void check_ident(const char *s)
             abort();
 }
 
-static void check_type(const gen_type *t, char ***seen, size_t *nseen)
+static void check_type(const gen_type *t, const gen_type ***seen, size_t *nseen)
 {
+    if (t->kind == GEN_OBJECT && t->external) {
+        if (strcmp(t->c_name, "ckube_object_meta") || t->nfields)
+            abort();
+        return;
+    }
     if (t->kind == GEN_OBJECT) {
         check_ident(t->c_name);
         for (size_t i = 0; i < *nseen; i++)
-            if (!strcmp((*seen)[i], t->c_name))
-                abort(); /* two structs, one name */
+            if (!strcmp((*seen)[i]->c_name, t->c_name) &&
+                strcmp((*seen)[i]->origin, t->origin))
+                abort(); /* two structs, one name (one origin may build it twice) */
         *seen = realloc(*seen, (*nseen + 1) * sizeof **seen);
         if (!*seen)
             abort();
-        (*seen)[(*nseen)++] = t->c_name;
+        (*seen)[(*nseen)++] = t;
         for (size_t i = 0; i < t->nfields; i++) {
             check_ident(t->fields[i].c_name);
             for (size_t j = 0; j < i; j++)
@@ -86,14 +93,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_array_foreach(docs, i, doc)
     {
         size_t before = m->nkinds;
-        if (gen_model_add_crd(m, doc, "fuzz.yaml", &err) != 0) {
+        int rc = json_object_get(doc, "openapi") ? gen_model_add_openapi(m, doc, "fuzz.json", &err)
+                                                 : gen_model_add_crd(m, doc, "fuzz.yaml", &err);
+        if (rc != 0) {
             if (!err || m->nkinds != before)
                 abort(); /* refused: said why, added nothing */
             free(err);
             err = NULL;
         }
     }
-    char **seen = NULL;
+    const gen_type **seen = NULL;
     size_t nseen = 0;
     for (size_t k = 0; k < m->nkinds; k++)
         check_type(m->kinds[k].root, &seen, &nseen);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "ckube/yaml.h"
+#include "gen/emit.h"
 #include "gen/model.h"
 #include "gen/names.h"
 
@@ -323,7 +324,7 @@ static void test_enums(void **state)
     assert_null(t->enum_macros[0]); /* replace, Replace and REPLACE: twins */
     assert_null(t->enum_macros[1]);
     assert_string_equal(t->enum_macros[2], "PKG_V1_WIDGET_ACTION_KEEP");
-    assert_null(t->enum_macros[3]); /* "" names nothing */
+    assert_null(t->enum_macros[3]);                                      /* "" names nothing */
     assert_string_equal(t->enum_macros[4], "PKG_V1_WIDGET_ACTION_TRUE"); /* no '_' inside */
     assert_null(t->enum_macros[5]);
     const gen_type *modes = field(m->kinds[0].root, "modes")->type;
@@ -396,6 +397,136 @@ static void test_clash_across_kinds(void **state)
     gen_model_free(m);
 }
 
+/* An OpenAPI document: a kind from its paths, named types shared, the
+ * definitions libckube types itself, recursion held as JSON. */
+static const char OPENAPI[] =
+    "{\"openapi\": \"3.0.0\", \"paths\": {"
+    " \"/apis/x.io/v1/namespaces/{namespace}/things/{name}\": {\"get\": {"
+    "  \"x-kubernetes-action\": \"get\","
+    "  \"x-kubernetes-group-version-kind\": {\"group\": \"x.io\", \"version\": \"v1\","
+    "   \"kind\": \"Thing\"},"
+    "  \"responses\": {\"200\": {\"content\": {\"application/json\": {\"schema\":"
+    "   {\"$ref\": \"#/components/schemas/io.x.v1.Thing\"}}}}}}},"
+    " \"/apis/x.io/v1/namespaces/{namespace}/things/{name}/status\": {},"
+    " \"/apis/x.io/v1/things\": {\"get\": {\"x-kubernetes-action\": \"list\"}}},"
+    " \"components\": {\"schemas\": {"
+    "  \"io.x.v1.Thing\": {\"type\": \"object\", \"properties\": {"
+    "   \"metadata\": {\"allOf\": [{\"$ref\": "
+    "\"#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta\"}]},"
+    "   \"spec\": {\"$ref\": \"#/components/schemas/io.x.v1.Tree\"},"
+    "   \"other\": {\"allOf\": [{\"$ref\": \"#/components/schemas/io.x.v1.Tree\"}],"
+    "    \"description\": \"the same type again\"},"
+    "   \"size\": {\"$ref\": "
+    "\"#/components/schemas/io.k8s.apimachinery.pkg.api.resource.Quantity\"},"
+    "   \"when\": {\"$ref\": \"#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Time\"},"
+    "   \"port\": {\"$ref\": "
+    "\"#/components/schemas/io.k8s.apimachinery.pkg.util.intstr.IntOrString\"},"
+    "   \"raw\": {\"description\": \"anything\"}}},"
+    "  \"io.x.v1.Tree\": {\"type\": \"object\", \"properties\": {"
+    "   \"name\": {\"type\": \"string\"},"
+    "   \"template\": {\"type\": \"object\", \"properties\": {"
+    "    \"metadata\": {\"$ref\": "
+    "\"#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta\"}}},"
+    "   \"children\": {\"type\": \"array\", \"items\": {\"$ref\": "
+    "\"#/components/schemas/io.x.v1.Tree\"}}}},"
+    "  \"io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta\": {\"type\": \"object\"},"
+    "  \"io.k8s.apimachinery.pkg.api.resource.Quantity\": {},"
+    "  \"io.k8s.apimachinery.pkg.util.intstr.IntOrString\": {}}}}";
+
+static gen_model *openapi_model(const char *text, char **err)
+{
+    json_t *doc = json_loads(text, 0, NULL);
+    assert_non_null(doc);
+    gen_model *m = gen_model_new("pkg", err);
+    int rc = gen_model_add_openapi(m, doc, "doc.json", err);
+    json_decref(doc);
+    if (rc) {
+        assert_int_equal(m->nkinds, 0);
+        gen_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void test_openapi(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    gen_model *m = openapi_model(OPENAPI, &err);
+    if (!m)
+        fail_msg("%s", err);
+    assert_int_equal(m->nkinds, 1);
+    const gen_kind *k = &m->kinds[0];
+    assert_string_equal(k->group, "x.io");
+    assert_string_equal(k->kind, "Thing");
+    assert_string_equal(k->plural, "things");
+    assert_true(k->namespaced && k->status_subresource && !k->scale_subresource);
+    assert_string_equal(k->client, "pkg_v1_things");
+    const gen_type *spec = field(k->root, "spec")->type, *other = field(k->root, "other")->type;
+    assert_string_equal(spec->c_name, "pkg_v1_tree");  /* named after the definition */
+    assert_string_equal(other->c_name, "pkg_v1_tree"); /* and shared */
+    assert_int_equal(field(spec, "children")->type->items->kind, GEN_JSON); /* recursion */
+    const gen_type *meta = field(field(spec, "template")->type, "metadata")->type;
+    assert_true(meta->external);
+    assert_string_equal(meta->c_name, "ckube_object_meta");
+    assert_int_equal(field(k->root, "size")->type->kind, GEN_STRING);
+    assert_string_equal(field(k->root, "size")->type->format, "quantity");
+    assert_string_equal(field(k->root, "when")->type->format, "date-time");
+    assert_int_equal(field(k->root, "port")->type->kind, GEN_INT_OR_STRING);
+    assert_int_equal(field(k->root, "raw")->type->kind, GEN_JSON);
+    /* the emitters write the shared type once */
+    char *h = NULL;
+    size_t hl = 0;
+    FILE *f = open_memstream(&h, &hl);
+    assert_int_equal(gen_emit_header(m, f), 0);
+    fclose(f);
+    const char *first = strstr(h, "struct pkg_v1_tree {");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "struct pkg_v1_tree {"));
+    assert_null(strstr(h, "struct ckube_object_meta {"));
+    free(h);
+    gen_model_free(m);
+
+    /* bad documents */
+    assert_null(openapi_model("{\"openapi\": \"3.0.0\"}", &err));
+    assert_string_equal(err, "doc.json: an OpenAPI v3 document needs paths and components.schemas");
+    free(err);
+    err = NULL;
+    char *bad = strdup(OPENAPI);
+    char *at = strstr(bad, "io.x.v1.Tree\"},");
+    memcpy(at, "io.x.v1.Gone", 12);
+    assert_null(openapi_model(bad, &err));
+    if (!strstr(err, "doc.json: io.x.v1.Thing: .spec: $ref #/components/schemas/io.x.v1.Gone: "
+                     "no such schema in the document"))
+        fail_msg("%s", err);
+    free(err);
+    err = NULL;
+    free(bad);
+    bad = strdup(OPENAPI);
+    at = strstr(bad, "#/components/schemas/io.x.v1.Tree\"},");
+    memcpy(at, "other.json#/", 12);
+    assert_null(openapi_model(bad, &err));
+    if (!strstr(err, "only references to #/components/schemas/... are supported"))
+        fail_msg("%s", err);
+    free(err);
+    err = NULL;
+    free(bad);
+    /* --kinds */
+    json_t *doc = json_loads(OPENAPI, 0, NULL);
+    m = gen_model_new("pkg", &err);
+    assert_int_equal(gen_model_set_kinds(m, "Other", &err), 0);
+    assert_int_equal(gen_model_add_openapi(m, doc, "doc.json", &err), 0);
+    assert_int_equal(m->nkinds, 0);
+    assert_int_equal(gen_model_check_kinds(m, &err), -1);
+    assert_string_equal(err, "--kinds: no kind Other is served by the OpenAPI documents given");
+    free(err);
+    err = NULL;
+    assert_int_equal(gen_model_set_kinds(m, ",", &err), -1);
+    free(err);
+    gen_model_free(m);
+    json_decref(doc);
+}
+
 static void test_not_a_crd(void **state)
 {
     (void)state;
@@ -426,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_enums),
+        cmocka_unit_test(test_openapi),
         cmocka_unit_test(test_json_elements),
         cmocka_unit_test(test_clash_across_kinds),
         cmocka_unit_test(test_not_a_crd),
