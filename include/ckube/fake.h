@@ -38,6 +38,7 @@
 #include <ckube/client.h>
 #include <ckube/clock.h>
 #include <ckube/informer.h>
+#include <ckube/typed.h>
 #include <ckube/status.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -88,6 +89,17 @@ json_t *ckube_fake_lw_get(ckube_fake_lw *f, const char *ns, const char *name);
 /* Deep copies of every object, sorted by key (a JSON array; caller
  * decrefs). */
 json_t *ckube_fake_lw_objects(ckube_fake_lw *f);
+
+/* The same on typed objects (ckube/typed.h; what ckube-gen's
+ * PKG_VERSION_PLURAL_fake_add() and the rest call): obj is borrowed and
+ * encoded; get decodes a copy as kind t (the caller's, ckube_typed_free),
+ * NULL when absent or when it does not decode. A typed object that does
+ * not encode (out of memory) adds nothing (0). */
+uint64_t ckube_fake_lw_add_typed(ckube_fake_lw *f, const ckube_typed *obj);
+uint64_t ckube_fake_lw_update_typed(ckube_fake_lw *f, const ckube_typed *obj);
+uint64_t ckube_fake_lw_apply_typed(ckube_fake_lw *f, const ckube_typed *obj);
+ckube_typed *ckube_fake_lw_get_typed(ckube_fake_lw *f, const ckube_type_info *t, const char *ns,
+                                     const char *name);
 size_t ckube_fake_lw_count(ckube_fake_lw *f);
 /* The current revision. */
 uint64_t ckube_fake_lw_resource_version(ckube_fake_lw *f);

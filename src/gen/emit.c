@@ -338,6 +338,14 @@ static void client_protos(FILE *f, const gen_kind *k)
             "static inline const %s *%s_of(const ckube_object *obj, ckube_status **err)\n{\n"
             "    return (const %s *)ckube_object_typed(obj, &%s_type, err);\n}\n",
             s, p, s, s, s, s);
+    fprintf(f,
+            "\n/* The fake for controller tests (ckube/fake.h): the object written as\n"
+            " * the fake's add, update or apply (0: not written), or read back. */\n"
+            "uint64_t %s_fake_add(ckube_fake_lw *f, const %s *obj);\n"
+            "uint64_t %s_fake_update(ckube_fake_lw *f, const %s *obj);\n"
+            "uint64_t %s_fake_apply(ckube_fake_lw *f, const %s *obj);\n"
+            "%s *%s_fake_get(ckube_fake_lw *f%s, const char *name);\n",
+            p, s, p, s, p, s, s, p, ns);
 }
 
 static int kind_header(FILE *f, const gen_kind *k, gen_nameset *done)
@@ -397,6 +405,7 @@ int gen_emit_header(const gen_model *m, FILE *f)
     fputs("_H_CKUBE_GEN\n#define ", f);
     upper(f, m->package);
     fputs("_H_CKUBE_GEN\n\n"
+          "#include <ckube/fake.h>\n"
           "#include <ckube/informer.h>\n"
           "#include <ckube/scheme.h>\n"
           "#include <ckube/typed.h>\n"
@@ -663,6 +672,16 @@ static void client_functions(FILE *f, const gen_kind *k)
             "    const ckube_delete_opts *o, ckube_status **err)\n{\n"
             "    return ckube_typed_delete_collection(c, &%s_type, %s, sel, o, err);\n}\n\n",
             p, ns, s, na);
+    const char *verbs[] = {"add", "update", "apply"};
+    for (size_t i = 0; i < 3; i++)
+        fprintf(f,
+                "uint64_t %s_fake_%s(ckube_fake_lw *f, const %s *obj)\n{\n"
+                "    return ckube_fake_lw_%s_typed(f, &obj->base);\n}\n\n",
+                p, verbs[i], s, verbs[i]);
+    fprintf(f,
+            "%s *%s_fake_get(ckube_fake_lw *f%s, const char *name)\n{\n"
+            "    return (%s *)ckube_fake_lw_get_typed(f, &%s_type, %s, name);\n}\n\n",
+            s, p, ns_param(k)[0] ? ", const char *ns" : "", s, s, na);
     /* (a cluster-scoped kind is watched whole, whatever the factory's
      * namespace) */
     fprintf(f,

@@ -308,7 +308,7 @@ static bool name_client(build *b, const char *prefix)
     static const char *const verbs[] = {
         "get",    "list",          "watch", "watch_next", "create",    "update",
         "update_status", "patch", "delete", "delete_collection", "get_scale", "update_scale",
-        "informer",
+        "informer", "fake_add", "fake_update", "fake_apply", "fake_get",
     };
     for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) {
         char *name = dupf("%s_%s", prefix, verbs[i]);

@@ -5,6 +5,7 @@
  * in a JSON object keyed by "ns/name"; every change is appended to a
  * history (for watches that start in the past) until compacted. */
 #include "ckube/fake.h"
+#include "ckube/scheme.h"
 
 #include "ckube/json.h"
 #include "ckube/log.h"
@@ -991,4 +992,39 @@ ckube_list_watch *ckube_fake_lw_list_watch(ckube_fake_lw *f)
     f->refs++;
     pthread_mutex_unlock(&f->mu);
     return ckube_list_watch_new(&fake_ops, f, f->resource);
+}
+
+/* ---- typed objects ---------------------------------------------------------- */
+
+static uint64_t typed_write(ckube_fake_lw *f, const ckube_typed *obj,
+                            uint64_t (*write)(ckube_fake_lw *, const json_t *))
+{
+    json_t *j = obj ? ckube_typed_to_json(obj) : NULL;
+    uint64_t rv = j ? write(f, j) : 0;
+    json_decref(j);
+    return rv;
+}
+
+uint64_t ckube_fake_lw_add_typed(ckube_fake_lw *f, const ckube_typed *obj)
+{
+    return typed_write(f, obj, ckube_fake_lw_add);
+}
+
+uint64_t ckube_fake_lw_update_typed(ckube_fake_lw *f, const ckube_typed *obj)
+{
+    return typed_write(f, obj, ckube_fake_lw_update);
+}
+
+uint64_t ckube_fake_lw_apply_typed(ckube_fake_lw *f, const ckube_typed *obj)
+{
+    return typed_write(f, obj, ckube_fake_lw_apply);
+}
+
+ckube_typed *ckube_fake_lw_get_typed(ckube_fake_lw *f, const ckube_type_info *t, const char *ns,
+                                     const char *name)
+{
+    json_t *j = ckube_fake_lw_get(f, ns, name);
+    ckube_typed *obj = j ? ckube_struct_from_json(t->object, j, NULL) : NULL;
+    json_decref(j);
+    return obj;
 }

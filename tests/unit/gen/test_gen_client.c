@@ -13,6 +13,7 @@
 #include "util/inproc_server.h"
 
 #include "ckube/client.h"
+#include "ckube/fake.h"
 #include "ckube/informer.h"
 #include "ckube/selector.h"
 #include "ckube/typed_client.h"
@@ -514,6 +515,64 @@ static void test_informer_and_lister(void **state)
     kitchen_v1_sink_free(a);
 }
 
+/* The typed fake: objects in as structs, out as structs, and an informer
+ * on it hands out typed views (of objects the fake keeps as trees: the
+ * view then lives with the notification's object). */
+static void test_typed_fake(void **state)
+{
+    (void)state;
+    ckube_fake_lw_opts fo = {.resource = "sinks.kitchen.example.com",
+                             .api_version = "kitchen.example.com/v1",
+                             .kind = "Sink"};
+    ckube_fake_lw *fake = ckube_fake_lw_new(&fo);
+    kitchen_v1_sink *a = new_sink("a", 3);
+    ckube_set_string(&a->metadata.namespace_, "default");
+    assert_true(kitchen_v1_sinks_fake_add(fake, a) > 0);
+    assert_int_equal(kitchen_v1_sinks_fake_add(fake, a), 0); /* exists */
+    a->spec->replicas = 4;
+    assert_true(kitchen_v1_sinks_fake_update(fake, a) > 0);
+    kitchen_v1_sink *got = kitchen_v1_sinks_fake_get(fake, "default", "a");
+    assert_non_null(got);
+    assert_int_equal(got->spec->replicas, 4);
+    assert_non_null(got->metadata.resource_version); /* the fake's */
+    kitchen_v1_sink_free(got);
+    assert_null(kitchen_v1_sinks_fake_get(fake, "default", "none"));
+    kitchen_v1_pantry *p = kitchen_v1_pantry_new();
+    ckube_set_string(&p->metadata.name, "pp");
+    ckube_fake_lw *pf = ckube_fake_lw_new(NULL);
+    assert_true(kitchen_v1_pantries_fake_apply(pf, p) > 0);
+    kitchen_v1_pantry *pg = kitchen_v1_pantries_fake_get(pf, "pp");
+    assert_non_null(pg);
+    kitchen_v1_pantry_free(pg);
+    kitchen_v1_pantry_free(p);
+    ckube_fake_lw_unref(pf);
+
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), NULL);
+    seen sn = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    ckube_event_handler hb = {
+        .ud = &sn, .on_add_object = typed_add, .on_update_object = typed_update};
+    assert_non_null(ckube_shared_informer_add_handler(inf, &hb));
+    assert_int_equal(ckube_shared_informer_start(inf), 0);
+    assert_true(wait_until(&sn, 0, 1, 4));
+    a->spec->replicas = 9;
+    assert_true(kitchen_v1_sinks_fake_update(fake, a) > 0);
+    assert_true(wait_until(&sn, 0, 2, 9));
+    ckube_lister l = ckube_shared_informer_lister(inf);
+    ckube_object *o = ckube_lister_get_object(&l, "default", "a");
+    const kitchen_v1_sink *v = kitchen_v1_sink_of(o, NULL);
+    assert_non_null(v);
+    assert_int_equal(v->spec->replicas, 9);
+    assert_ptr_equal(kitchen_v1_sink_of(o, NULL), v); /* once per object */
+    ckube_object_unref(o);
+    ckube_shared_informer_free(inf);
+    pthread_mutex_lock(&sn.mu);
+    ckube_object_unref(sn.held_a);
+    sn.held_a = NULL;
+    pthread_mutex_unlock(&sn.mu);
+    kitchen_v1_sink_free(a);
+    ckube_fake_lw_unref(fake);
+}
+
 /* JSON equality, numbers by value. */
 static bool same(const json_t *a, const json_t *b)
 {
@@ -704,6 +763,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_informer_and_lister, setup, teardown),
         cmocka_unit_test_setup_teardown(test_builtin_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_openapi_live, setup, teardown),
+        cmocka_unit_test(test_typed_fake),
     };
     return cmocka_run_group_tests(tests, ips_global_setup, ips_global_teardown);
 }
