@@ -862,6 +862,26 @@ def phase_workqueue():
     print("  workqueue: %s" % (d if d else why))
 
 
+def phase_typed():
+    """ckube-gen's typed objects next to jansson trees (bench_typed): decode
+    and encode per object, bytes held per object."""
+    exe = os.path.join(ARGS.build, "bench_typed")
+    if not os.access(exe, os.X_OK):
+        STATE["typed_skip"] = "%s not built" % exe
+        return
+    d, why = run_json_tool([exe, "--json"], 120)
+    STATE["typed"] = d.get("typed") if d else None
+    STATE["typed_skip"] = why
+    for o in STATE["typed"] or []:
+        print("  typed %-10s %5d B: decode %.2f us (jansson %.2f), encode %.2f us (jansson %.2f), "
+              "held %d B (tree %d, text %d)" % (
+                  o["object"], o["bytes"], o["typed_decode_us"], o["jansson_decode_us"],
+                  o["typed_encode_us"], o["jansson_encode_us"], o["typed_bytes"],
+                  o["tree_bytes"], o["text_bytes"]), flush=True)
+    if not STATE["typed"]:
+        print("  typed: %s" % why)
+
+
 def phase_rbac():
     """The RBAC authorizer's cost per decision with 1,000 RoleBindings and
     50 ClusterRoleBindings (bench_rbac), one thread."""
@@ -1448,6 +1468,21 @@ def build_results():
     else:
         skip("workqueue_ops_per_s", "1/s", S.get("wq_skip") or "workqueue phase did not run")
 
+    typed = S.get("typed")
+    for o in typed or []:
+        n = o["object"]
+        put("typed_decode_us_" + n, o["typed_decode_us"], "us", o["jansson_decode_us"],
+            "jansson json_loadb", bytes=o["bytes"],
+            note="ckube-gen's T_decode (jansson parse, then the struct) per object")
+        put("typed_encode_us_" + n, o["typed_encode_us"], "us", o["jansson_encode_us"],
+            "jansson json_dumps", bytes=o["bytes"])
+        put("typed_bytes_" + n, o["typed_bytes"], "B", o["tree_bytes"], "jansson tree",
+            text_bytes=o["text_bytes"],
+            note="malloc's bytes held per decoded object; an informer keeps about text_bytes "
+            "per cached object plus the struct once a reader asks for the typed view")
+    if not typed:
+        skip("typed_decode_us_network", "us", S.get("typed_skip") or "typed phase did not run")
+
     rb = S.get("rbac")
     if rb and rb.get("rbac_allow_ns") is not None:
         put("rbac_authorize_ns", rb["rbac_allow_ns"], "ns",
@@ -1757,7 +1792,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build", help="build dir with ckube and bench_load")
     ap.add_argument("--full", action="store_true", help="100k objects, longer runs")
-    ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,"
+    ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,typed,"
                     "populated,restart,tls,workqueue,rbac,etcdstore (default: all); get,list,watch,"
                     "informers run only that part of the populated phase; etcdcreate only "
                     "the creates of etcdstore")
@@ -1830,6 +1865,9 @@ def main():
         if want("rbac"):
             with Phase("RBAC authorizer"):
                 phase_rbac()
+        if want("typed"):
+            with Phase("typed objects (ckube-gen)"):
+                phase_typed()
         if want("etcdstore") or "etcdcreate" in only:
             with Phase("etcd storage backend"):
                 phase_etcdstore(tmp, creates_only=not want("etcdstore"))

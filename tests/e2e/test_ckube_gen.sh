@@ -7,7 +7,9 @@
 # struct is created and read back typed, a status set by kubectl is read
 # typed, the server's 422 reaches the program as its Status. Bad input to
 # the generator gets its exit code and a message naming what is wrong,
-# and writes nothing.
+# and writes nothing. Built-in kinds are generated from the server's own
+# OpenAPI documents (--openapi, over TLS with the test's identity) and
+# compile.
 source "$(dirname "$0")/lib.sh"
 command -v pkg-config >/dev/null || fail "pkg-config is required"
 export HOME=$TMP/home
@@ -121,5 +123,22 @@ rc=0
 expect_eq "$rc" 1 "exit status for a refused create"
 expect_contains "$(cat "$TMP/err")" \
     "create: Network.samplecrd.k8s.io \"bad\" is invalid: spec.gateway" "the server's Status"
+
+echo "--- built-in kinds from the server's OpenAPI documents"
+mkdir -p "$TMP/k8s"
+ckube-gen --package k8s --out "$TMP/k8s" --kinds ConfigMap,Deployment --kubeconfig "$KUBECONFIG" \
+    --openapi /openapi/v3/api/v1 --openapi /openapi/v3/apis/apps/v1 ||
+    fail "ckube-gen --openapi failed"
+grep -q "int k8s_v1_deployments_get_scale(" "$TMP/k8s/k8s.h" || fail "no Deployment client"
+grep -q "^struct k8s_v1_config_map {" "$TMP/k8s/k8s.h" || fail "no ConfigMap struct"
+$CC_SAN -std=c17 -Wall -Wextra -Werror $(pkg-config --cflags ckube) -c "$TMP/k8s/k8s.c" \
+    -o "$TMP/k8s/k8s.o" || fail "the generated built-in package does not compile"
+rc=0
+ckube-gen --package k8s --out "$TMP/k8s" --kubeconfig "$KUBECONFIG" --openapi /openapi/v3/nope \
+    2>"$TMP/err" || rc=$?
+expect_eq "$rc" 1 "exit status for a missing document"
+expect_contains "$(cat "$TMP/err")" \
+    "ckube-gen: --openapi /openapi/v3/nope: the server could not find the requested resource" \
+    "a missing document"
 stop_server
 echo PASS
