@@ -9,6 +9,11 @@
  * take keys from a rate-limited workqueue, and a sync handler that reads
  * the lister and writes only when actual state differs from desired.
  *
+ * ConfigMaps are read as the struct ckube-gen generates for them (k8s.h,
+ * made by the Makefile from configmap.openapi.json, the ConfigMap part of
+ * the server's /openapi/v3/api/v1), as a Go controller reads a
+ * *corev1.ConfigMap from its lister.
+ *
  *   hello-controller --kubeconfig ~/.kube/config [--workers 2] [-v 2]
  */
 #include <ckube/client.h>
@@ -17,6 +22,8 @@
 #include <ckube/informer.h>
 #include <ckube/json.h>
 #include <ckube/log.h>
+
+#include "k8s.h"
 
 #include <getopt.h>
 #include <pthread.h>
@@ -42,19 +49,30 @@ static ckube_result sync_handler(void *ctx, ckube_reconcile_ctx *rc, const char 
                                  const char *name)
 {
     struct app *app = ctx;
-    json_t *cm = ckube_lister_get(&app->lister, ns, name);
-    if (!cm) {
+    ckube_object *obj = ckube_lister_get_object(&app->lister, ns, name);
+    if (!obj) {
         /* Deleted (or no longer labelled): nothing of ours to clean up. */
         CKUBE_V(2, "configmap %s/%s is gone; nothing to do", ns, name);
         return ckube_result_ok();
     }
-    json_t *data = json_object_get(cm, "data");
+    /* The cached ConfigMap as a struct: decoded once per version, shared
+     * with every other reader, read-only. */
+    ckube_status *err = NULL;
+    const k8s_v1_config_map *cm = k8s_v1_config_map_of(obj, &err);
+    if (!cm) {
+        CKUBE_ERROR("configmap %s/%s: %s", ns, name,
+                    err && err->message ? err->message : "unknown error");
+        ckube_status_free(err);
+        ckube_object_unref(obj);
+        return ckube_result_terminal();
+    }
     char want[32];
-    snprintf(want, sizeof(want), "%zu", json_is_object(data) ? json_object_size(data) : 0);
-    const char *have = json_string_value(
-        json_object_get(ckube_json_get_path(cm, "metadata.annotations"), ANNOTATION));
+    snprintf(want, sizeof(want), "%zu", cm->n_data);
+    const char *have = ckube_string_map_get(cm->metadata.annotations_keys,
+                                            cm->metadata.annotations,
+                                            cm->metadata.n_annotations, ANNOTATION);
     if (have && strcmp(have, want) == 0) {
-        ckube_obj_unref(cm);
+        ckube_object_unref(obj);
         return ckube_result_ok();
     }
 
@@ -64,10 +82,9 @@ static ckube_result sync_handler(void *ctx, ckube_reconcile_ctx *rc, const char 
     char patch[256];
     snprintf(patch, sizeof(patch),
              "{\"metadata\":{\"resourceVersion\":\"%s\",\"annotations\":{\"%s\":\"%s\"}}}",
-             ckube_obj_resource_version(cm), ANNOTATION, want);
-    ckube_obj_unref(cm);
+             cm->metadata.resource_version ? cm->metadata.resource_version : "", ANNOTATION, want);
+    ckube_object_unref(obj);
     json_t *out = NULL;
-    ckube_status *err = NULL;
     ckube_write_opts wo = {.field_manager = "hello-controller"};
     if (ckube_patch(app->client, &CONFIGMAPS, ns, name, CKUBE_PATCH_MERGE, patch, strlen(patch),
                     &wo, &out, &err) != 0) {

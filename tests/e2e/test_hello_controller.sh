@@ -20,6 +20,7 @@ cmake --install "$BUILD" --prefix "$PREFIX" >"$TMP/install.log" 2>&1 ||
 PC=$(dirname "$(find "$PREFIX" -name ckube.pc | head -1)")
 [ -n "$PC" ] || fail "no ckube.pc installed"
 export PKG_CONFIG_PATH=$PC
+export PATH=$PREFIX/bin:$PATH # the installed ckube-gen
 expect_contains "$(pkg-config --libs ckube)" "-lckube" "pkg-config --libs"
 
 # A sanitized build tree installs a sanitized library: link the example
