@@ -90,6 +90,9 @@ cp -r "$SRC/tests/e2e/manifests/gen-user" "$TMP/mk"
 cp "$CRD" "$TMP/mk/crd.yaml"
 make -C "$TMP/mk" CC="$CC_SAN" CFLAGS="-O1 -g -Wall -Wextra -Werror" >"$TMP/make.log" 2>&1 ||
     fail "make failed: $(cat "$TMP/make.log")"
+cp "$SRC/examples/network/crd.yaml" "$TMP/mk/seed-crd.yaml"
+make -C "$TMP/mk" CC="$CC_SAN" CFLAGS="-O1 -g -Wall -Wextra -Werror" seed-controller \
+    >>"$TMP/make.log" 2>&1 || fail "make seed-controller failed: $(cat "$TMP/make.log")"
 grep -q "ckube-gen --package samplecrd --out gen crd.yaml" "$TMP/make.log" ||
     fail "make did not run ckube-gen: $(cat "$TMP/make.log")"
 if grep -qE -- "-I$SRC/(include|src)( |/|$)" "$TMP/make.log"; then
@@ -123,6 +126,32 @@ rc=0
 expect_eq "$rc" 1 "exit status for a refused create"
 expect_contains "$(cat "$TMP/err")" \
     "create: Network.samplecrd.k8s.io \"bad\" is invalid: spec.gateway" "the server's Status"
+
+echo "--- the seed's controller shape on the seed's CRD"
+# A second server, on a data dir of its own, with the seed's v1beta1 CRD
+# (no schema): the generated views type the metadata and keep the spec
+# as JSON.
+stop_server
+DATA_DIR=$TMP/data-seed start_server
+kubectl apply -f "$SRC/examples/network/crd.yaml" >/dev/null
+kubectl wait --for=condition=Established crd/networks.samplecrd.k8s.io >/dev/null
+"$TMP/mk/seed-controller" "$KUBECONFIG" 60 >"$TMP/seed.log" 2>&1 &
+SEED_PID=$!
+trap 'rc=$?; set +e; kill -KILL "$SEED_PID" 2>/dev/null; (exit $rc); cleanup' EXIT
+wait_for grep -q "Starting workers" "$TMP/seed.log"
+kubectl apply -f "$SRC/examples/network/example-network.yaml" >/dev/null
+wait_for grep -q "Try to process network: default/example-network .* cidr 192.168.0.0/16" \
+    "$TMP/seed.log"
+kubectl patch network example-network --type=merge -p '{"spec":{"cidr":"192.168.1.0/24"}}' \
+    >/dev/null
+wait_for grep -q "Try to process network: default/example-network .* cidr 192.168.1.0/24" \
+    "$TMP/seed.log"
+kubectl delete network example-network >/dev/null
+wait_for grep -q "Deleting network: default/example-network" "$TMP/seed.log"
+kill -TERM "$SEED_PID"
+rc=0
+wait "$SEED_PID" || rc=$?
+expect_eq "$rc" 0 "seed controller exit status ($(tail -3 "$TMP/seed.log"))"
 
 echo "--- built-in kinds from the server's OpenAPI documents"
 mkdir -p "$TMP/k8s"
