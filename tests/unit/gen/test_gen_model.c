@@ -309,6 +309,41 @@ static void test_bad_input(void **state)
                    ".env and .envKeys are both \"env_keys\" in C");
 }
 
+/* A schema nested past the limit (no real CRD nests so far; the
+ * generated C would be unreadable long before) is refused, naming the
+ * path, whether the nesting is of objects or of preserve-unknown objects
+ * with properties. */
+static void test_too_deep(void **state)
+{
+    (void)state;
+    for (int preserve = 0; preserve < 2; preserve++) {
+        json_t *leaf = json_pack("{s:s}", "type", "string");
+        for (int i = 0; i < 60; i++) {
+            json_t *o = json_pack("{s:s, s:{s:o}}", "type", "object", "properties", "a", leaf);
+            if (preserve)
+                json_object_set_new(o, "x-kubernetes-preserve-unknown-fields", json_true());
+            leaf = o;
+        }
+        json_t *crd = json_pack(
+            "{s:s, s:s, s:{s:s}, s:{s:s, s:{s:s, s:s}, s:s, s:[{s:s, s:b, s:b, s:{s:o}}]}}",
+            "apiVersion", "apiextensions.k8s.io/v1", "kind", "CustomResourceDefinition",
+            "metadata", "name", "deeps.example.com", "spec", "group", "example.com", "names",
+            "kind", "Deep", "plural", "deeps", "scope", "Namespaced", "versions", "name", "v1",
+            "served", 1, "storage", 1, "schema", "openAPIV3Schema", leaf);
+        assert_non_null(crd);
+        char *err = NULL;
+        gen_model *m = gen_model_new("pkg", &err);
+        assert_int_equal(gen_model_add_crd(m, crd, "deep.yaml", &err), -1);
+        assert_int_equal(m->nkinds, 0);
+        if (!strstr(err, "deep.yaml: CRD deeps.example.com, version v1: .a.a.a.a") ||
+            !strstr(err, ": nested more than 48 deep"))
+            fail_msg("%s", err);
+        free(err);
+        gen_model_free(m);
+        json_decref(crd);
+    }
+}
+
 /* Enum constants: STRUCT_FIELD_VALUE; values that mangle alike get none. */
 static void test_enums(void **state)
 {
@@ -556,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_seed_crd_without_schema),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_too_deep),
         cmocka_unit_test(test_enums),
         cmocka_unit_test(test_openapi),
         cmocka_unit_test(test_json_elements),
