@@ -274,20 +274,18 @@ static void client_protos(FILE *f, const gen_kind *k)
 {
     const char *s = k->root->c_name, *p = k->client, *ns = ns_param(k);
     fprintf(f,
-            "\n/* A list of %s; %s_list_at(l, i) is its item i. */\n"
-            "typedef ckube_typed_list %s_list;\n"
-            "static inline %s *%s_list_at(const %s_list *l, size_t i)\n{\n"
-            "    return (%s *)l->items[i];\n}\n"
-            "static inline void %s_list_free(%s_list *l)\n{\n"
-            "    ckube_typed_list_free(l);\n}\n\n",
-            s, s, s, s, s, s, s, s, s);
+            "\n/* Item i of a list of %s (ckube_typed_list; free it with\n"
+            " * ckube_typed_list_free). */\n"
+            "static inline %s *%s_list_at(const ckube_typed_list *l, size_t i)\n{\n"
+            "    return (%s *)l->items[i];\n}\n\n",
+            s, s, s, s);
     fprintf(f, "/* The typed client (ckube/typed_client.h). */\n");
     fprintf(f, "int %s_get(ckube_client *c%s, const char *name, %s **out, ckube_status **err);\n",
             p, ns, s);
     fprintf(f,
-            "int %s_list(ckube_client *c%s, const ckube_list_opts *opts, %s_list **out,\n"
+            "int %s_list(ckube_client *c%s, const ckube_list_opts *opts, ckube_typed_list **out,\n"
             "    ckube_status **err);\n",
-            p, ns, s);
+            p, ns);
     fprintf(f,
             "int %s_watch(ckube_client *c%s, const ckube_list_opts *opts, ckube_watch **out,\n"
             "    ckube_status **err);\n",
@@ -608,10 +606,10 @@ static void client_functions(FILE *f, const gen_kind *k)
             "    return rc;\n}\n\n",
             p, ns, s, s, na, s);
     fprintf(f,
-            "int %s_list(ckube_client *c%s, const ckube_list_opts *opts, %s_list **out,\n"
+            "int %s_list(ckube_client *c%s, const ckube_list_opts *opts, ckube_typed_list **out,\n"
             "    ckube_status **err)\n{\n"
             "    return ckube_typed_list_page(c, &%s_type, %s, opts, out, err);\n}\n\n",
-            p, ns, s, s, na);
+            p, ns, s, na);
     fprintf(f,
             "int %s_watch(ckube_client *c%s, const ckube_list_opts *opts, ckube_watch **out,\n"
             "    ckube_status **err)\n{\n"

@@ -282,9 +282,11 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
 static bool name_functions(build *b, const char *struct_name, const char *path, bool root)
 {
     static const char *const every[] = {"info", "new", "free", "copy", "set_defaults"};
-    static const char *const kind[] = {"type", "decode",  "encode",    "to_json", "from_json",
-                                       "list", "list_at", "list_free", "of"};
-    for (size_t i = 0; i < 14; i++) {
+    /* (no "list": a kind whose plural is its name, Endpoints, has its
+     * client's PKG_v1_endpoints_list) */
+    static const char *const kind[] = {"type",      "decode",  "encode", "to_json",
+                                       "from_json", "list_at", "of"};
+    for (size_t i = 0; i < 12; i++) {
         if (i >= 5 && !root)
             break;
         const char *suffix = i < 5 ? every[i] : kind[i - 5];

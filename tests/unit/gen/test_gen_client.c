@@ -22,6 +22,7 @@
 #include "gen/model.h"
 #include "k8s.h"
 #include "kitchen.h"
+#include "up.h"
 
 static const ckube_gvr CRDS = {"apiextensions.k8s.io", "v1", "customresourcedefinitions"};
 
@@ -69,12 +70,12 @@ static int setup(void **state)
     }
     json_decref(docs);
     for (int tries = 0;; tries++) {
-        kitchen_v1_sink_list *l = NULL;
+        ckube_typed_list *l = NULL;
         int rc = kitchen_v1_sinks_list(f->c, "default", NULL, &l, &err);
-        kitchen_v1_sink_list_free(l);
-        kitchen_v1_pantry_list *p = NULL;
+        ckube_typed_list_free(l);
+        ckube_typed_list *p = NULL;
         int rc2 = rc ? -1 : kitchen_v1_pantries_list(f->c, NULL, &p, rc ? NULL : &err);
-        kitchen_v1_pantry_list_free(p);
+        ckube_typed_list_free(p);
         if (!rc && !rc2)
             break;
         ckube_status_free(err);
@@ -193,19 +194,19 @@ static void test_namespaced_verbs(void **state)
     /* list */
     in = new_sink("b", 1);
     must(kitchen_v1_sinks_create(f->c, "default", in, NULL, NULL, &err), err, "create b");
-    kitchen_v1_sink_list *l = NULL;
+    ckube_typed_list *l = NULL;
     must(kitchen_v1_sinks_list(f->c, "default", NULL, &l, &err), err, "list");
     assert_int_equal(l->n_items, 2);
     assert_non_null(l->metadata.resource_version);
     assert_string_equal(kitchen_v1_sink_list_at(l, 0)->metadata.name, "a");
     assert_string_equal(kitchen_v1_sink_list_at(l, 1)->metadata.name, "b");
-    kitchen_v1_sink_list_free(l);
+    ckube_typed_list_free(l);
     /* a page */
     ckube_list_opts lo = {.limit = 1};
     must(kitchen_v1_sinks_list(f->c, "default", &lo, &l, &err), err, "list page");
     assert_int_equal(l->n_items, 1);
     assert_non_null(l->metadata.continue_);
-    kitchen_v1_sink_list_free(l);
+    ckube_typed_list_free(l);
 
     /* errors */
     assert_int_equal(kitchen_v1_sinks_create(f->c, "default", in, NULL, NULL, &err), -1);
@@ -228,20 +229,20 @@ static void test_namespaced_verbs(void **state)
     must(kitchen_v1_sinks_delete_collection(f->c, "default", NULL, NULL, &err), err, "deletecol");
     must(kitchen_v1_sinks_list(f->c, "default", NULL, &l, &err), err, "list after");
     assert_int_equal(l->n_items, 0);
-    kitchen_v1_sink_list_free(l);
+    ckube_typed_list_free(l);
 }
 
 static void test_watch(void **state)
 {
     fixture *f = *state;
     ckube_status *err = NULL;
-    kitchen_v1_sink_list *l = NULL;
+    ckube_typed_list *l = NULL;
     must(kitchen_v1_sinks_list(f->c, "default", NULL, &l, &err), err, "list");
     ckube_list_opts lo = {.resource_version = l->metadata.resource_version,
                           .timeout_seconds = {true, 10}};
     ckube_watch *w = NULL;
     must(kitchen_v1_sinks_watch(f->c, "default", &lo, &w, &err), err, "watch");
-    kitchen_v1_sink_list_free(l);
+    ckube_typed_list_free(l);
     kitchen_v1_sink *in = new_sink("w", 1);
     must(kitchen_v1_sinks_create(f->c, "default", in, NULL, NULL, &err), err, "create");
     kitchen_v1_sink_free(in);
@@ -282,10 +283,10 @@ static void test_cluster_scoped(void **state)
     must(kitchen_v1_pantries_get(f->c, "main", &got, &err), err, "get");
     assert_int_equal(got->shelves, 4);
     kitchen_v1_pantry_free(got);
-    kitchen_v1_pantry_list *l = NULL;
+    ckube_typed_list *l = NULL;
     must(kitchen_v1_pantries_list(f->c, NULL, &l, &err), err, "list");
     assert_int_equal(l->n_items, 1);
-    kitchen_v1_pantry_list_free(l);
+    ckube_typed_list_free(l);
     must(kitchen_v1_pantries_delete(f->c, "main", NULL, &err), err, "delete");
     assert_int_equal(kitchen_v1_pantries_get(f->c, "main", &got, &err), -1);
     assert_int_equal(err->code, 404);
@@ -697,7 +698,7 @@ static void test_builtin_round_trip(void **state)
     must(k8s_v1_namespaces_get(f->c, "ns1", &ns, &err), err, "get namespace");
     assert_string_equal(ns->metadata.name, "ns1");
     k8s_v1_namespace_free(ns);
-    k8s_v1_deployment_list *dl = NULL;
+    ckube_typed_list *dl = NULL;
     must(k8s_v1_deployments_list(f->c, "default", NULL, &dl, &err), err, "list deployments");
     assert_int_equal(dl->n_items, 1);
     const k8s_v1_deployment *d = k8s_v1_deployment_list_at(dl, 0);
@@ -707,12 +708,49 @@ static void test_builtin_round_trip(void **state)
                                              d->spec->template_->metadata->n_labels, "app"),
                         "web");
     assert_true(k8s_v1_deployment_type.namespaced);
-    k8s_v1_deployment_list_free(dl);
+    ckube_typed_list_free(dl);
     /* a Deployment's scale, through the generated client */
     ckube_scale *sc = NULL;
     must(k8s_v1_deployments_get_scale(f->c, "default", "d", &sc, &err), err, "scale");
     assert_int_equal(sc->spec->replicas, 2);
     ckube_typed_free(&sc->base);
+}
+
+/* A Lease through the struct generated from kube-apiserver 1.32's own
+ * document for coordination.k8s.io/v1: the upstream form ($ref beside
+ * default and description, MicroTime) reads what ckube serves. */
+static void test_upstream_document(void **state)
+{
+    fixture *f = *state;
+    ckube_status *err = NULL;
+    const ckube_gvr leases = {"coordination.k8s.io", "v1", "leases"};
+    json_t *body = must_json("{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\","
+                             "\"metadata\":{\"name\":\"l1\"},\"spec\":{\"holderIdentity\":"
+                             "\"me\",\"leaseDurationSeconds\":15,\"acquireTime\":"
+                             "\"2026-11-27T10:00:00.000000Z\",\"renewTime\":"
+                             "\"2026-11-27T10:00:05.123456Z\",\"leaseTransitions\":2}}");
+    json_t *stored = NULL;
+    must(ckube_create(f->c, &leases, "default", body, NULL, &stored, &err), err, "lease");
+    json_decref(body);
+    up_v1_lease *l = up_v1_lease_from_json(stored, &err);
+    if (!l)
+        fail_msg("%s", err ? err->message : "?");
+    json_t *back = up_v1_lease_to_json(l);
+    assert_true(same(stored, back));
+    assert_string_equal(l->spec->holder_identity, "me");
+    assert_string_equal(l->spec->renew_time, "2026-11-27T10:00:05.123456Z");
+    assert_int_equal(l->spec->lease_duration_seconds, 15);
+    json_decref(back);
+    json_decref(stored);
+    up_v1_lease_free(l);
+    must(up_v1_leases_get(f->c, "default", "l1", &l, &err), err, "typed get");
+    assert_int_equal(l->spec->lease_transitions, 2);
+    up_v1_lease_free(l);
+    /* upstream's default: {} on spec makes an empty spec */
+    up_v1_lease *e = up_v1_lease_new();
+    assert_int_equal(up_v1_lease_set_defaults(e), 0);
+    assert_non_null(e->spec);
+    up_v1_lease_free(e);
 }
 
 /* The live documents make a model; --kinds names what must be there. */
@@ -763,6 +801,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_informer_and_lister, setup, teardown),
         cmocka_unit_test_setup_teardown(test_builtin_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_openapi_live, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upstream_document, setup, teardown),
         cmocka_unit_test(test_typed_fake),
     };
     return cmocka_run_group_tests(tests, ips_global_setup, ips_global_teardown);

@@ -47,7 +47,7 @@ static int create(ckube_client *c, const char *name, const char *cidr, const cha
 
 static int list(ckube_client *c)
 {
-    samplecrd_v1_network_list *l = NULL;
+    ckube_typed_list *l = NULL;
     ckube_status *err = NULL;
     if (samplecrd_v1_networks_list(c, ckube_client_namespace(c), NULL, &l, &err))
         return fail("list", err);
@@ -57,7 +57,7 @@ static int list(ckube_client *c)
         printf("%s %s %s %s\n", n->metadata.name, n->spec ? n->spec->cidr : "-",
                n->spec ? n->spec->gateway : "-", phase);
     }
-    samplecrd_v1_network_list_free(l);
+    ckube_typed_list_free(l);
     return 0;
 }
 
