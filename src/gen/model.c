@@ -869,12 +869,30 @@ static const json_t *get_gvk(const char *p, const json_t *item)
     return json_object_get(get, "x-kubernetes-group-version-kind");
 }
 
-/* The definition a get answers with. */
-static const char *answer_ref(const json_t *item)
+/* A kind that is only ever created (TokenReview, SubjectAccessReview):
+ * the "post" of its collection path. */
+static const json_t *post_gvk(const char *p, const json_t *item)
 {
-    const json_t *content = json_object_get(
-        json_object_get(json_object_get(json_object_get(item, "get"), "responses"), "200"),
-        "content");
+    const json_t *post = json_object_get(item, "post");
+    const char *action = json_string_value(json_object_get(post, "x-kubernetes-action"));
+    if (!action || strcmp(action, "post"))
+        return NULL;
+    /* a collection: no parameter but the namespace (not a subresource of
+     * one object, such as pods/{name}/binding) */
+    for (const char *b = strchr(p, '{'); b; b = strchr(b + 1, '{'))
+        if (strncmp(b, "{namespace}", 11))
+            return NULL;
+    return json_object_get(post, "x-kubernetes-group-version-kind");
+}
+
+/* The definition an operation (get, or post) answers with. */
+static const char *answer_ref(const json_t *item, const char *op)
+{
+    const json_t *responses = json_object_get(json_object_get(item, op), "responses");
+    const json_t *ok = json_object_get(responses, "200");
+    if (!ok)
+        ok = json_object_get(responses, "201");
+    const json_t *content = json_object_get(ok, "content");
     const char *ref = json_string_value(
         json_object_get(json_object_get(json_object_get(content, "application/json"), "schema"),
                         "$ref"));
@@ -965,11 +983,14 @@ int gen_model_add_openapi(gen_model *m, const json_t *doc, const char *source, c
         ckube__set_err(err, "out of memory");
     const char *p;
     const json_t *item;
+    /* kinds read one by one (.../PLURAL/{name}); then kinds that are only
+     * created, which no get path names */
+    for (int pass = 0; pass < 2; pass++) {
     json_object_foreach((json_t *)paths, p, item)
     {
-        const json_t *gvk = rc ? NULL : get_gvk(p, item);
+        const json_t *gvk = rc ? NULL : pass ? post_gvk(p, item) : get_gvk(p, item);
         const char *kind = json_string_value(json_object_get(gvk, "kind"));
-        const char *def = gvk ? answer_ref(item) : NULL;
+        const char *def = gvk ? answer_ref(item, pass ? "post" : "get") : NULL;
         if (!kind || !def || !wanted(m, kind))
             continue;
         bool seen = false; /* (a kind's namespaced and all-namespaces paths) */
@@ -981,20 +1002,24 @@ int gen_model_add_openapi(gen_model *m, const json_t *doc, const char *source, c
             continue;
         char *where = dupf("%s: %s", source, def);
         char *kindver = dupf("%s %s", kind, json_string_value(json_object_get(gvk, "version")));
+        char *one = pass ? dupf("%s/{name}", p) : strdup(p); /* (the path of one) */
         build b = {.where = where, .kindver = kindver, .types = types, .err = err,
                    .schemas = schemas, .package = m->package};
-        gen_kind *nk = where && kindver ? realloc(m->kinds, (m->nkinds + 1) * sizeof *nk) : NULL;
+        gen_kind *nk =
+            where && kindver && one ? realloc(m->kinds, (m->nkinds + 1) * sizeof *nk) : NULL;
         if (!nk) {
             ckube__set_err(err, "out of memory");
             rc = -1;
         } else {
             m->kinds = nk;
-            rc = add_openapi_kind(m, &b, paths, p, gvk, def, &m->kinds[m->nkinds]);
+            rc = add_openapi_kind(m, &b, paths, one, gvk, def, &m->kinds[m->nkinds]);
             if (!rc)
                 m->nkinds++;
         }
         free(where);
         free(kindver);
+        free(one);
+    }
     }
     if (!rc && m->nkinds == n0 && !m->kinds_filter) {
         ckube__set_err(err, "%s: the document serves no kind", source);

@@ -326,10 +326,10 @@ static void test_too_deep(void **state)
         }
         json_t *crd = json_pack(
             "{s:s, s:s, s:{s:s}, s:{s:s, s:{s:s, s:s}, s:s, s:[{s:s, s:b, s:b, s:{s:o}}]}}",
-            "apiVersion", "apiextensions.k8s.io/v1", "kind", "CustomResourceDefinition",
-            "metadata", "name", "deeps.example.com", "spec", "group", "example.com", "names",
-            "kind", "Deep", "plural", "deeps", "scope", "Namespaced", "versions", "name", "v1",
-            "served", 1, "storage", 1, "schema", "openAPIV3Schema", leaf);
+            "apiVersion", "apiextensions.k8s.io/v1", "kind", "CustomResourceDefinition", "metadata",
+            "name", "deeps.example.com", "spec", "group", "example.com", "names", "kind", "Deep",
+            "plural", "deeps", "scope", "Namespaced", "versions", "name", "v1", "served", 1,
+            "storage", 1, "schema", "openAPIV3Schema", leaf);
         assert_non_null(crd);
         char *err = NULL;
         gen_model *m = gen_model_new("pkg", &err);
@@ -546,8 +546,37 @@ static void test_openapi(void **state)
     free(err);
     err = NULL;
     free(bad);
-    /* --kinds */
+    /* kinds that are only created (TokenReview's shape), but not a
+     * subresource's (pods/{name}/eviction's) */
     json_t *doc = json_loads(OPENAPI, 0, NULL);
+    json_t *paths = json_object_get(doc, "paths");
+    json_t *schemas = json_object_get(json_object_get(doc, "components"), "schemas");
+    json_object_set_new(
+        schemas, "io.x.v1.Review",
+        json_pack("{s:s, s:{s:{s:s}}}", "type", "object", "properties", "token", "type", "string"));
+    json_object_set_new(paths, "/apis/x.io/v1/reviews",
+                        json_pack("{s:{s:s, s:{s:s, s:s, s:s}, s:{s:{s:{s:{s:{s:s}}}}}}}", "post",
+                                  "x-kubernetes-action", "post", "x-kubernetes-group-version-kind",
+                                  "group", "x.io", "version", "v1", "kind", "Review", "responses",
+                                  "201", "content", "application/json", "schema", "$ref",
+                                  "#/components/schemas/io.x.v1.Review"));
+    json_object_set_new(paths, "/apis/x.io/v1/namespaces/{namespace}/things/{name}/eviction",
+                        json_pack("{s:{s:s, s:{s:s, s:s, s:s}, s:{s:{s:{s:{s:{s:s}}}}}}}", "post",
+                                  "x-kubernetes-action", "post", "x-kubernetes-group-version-kind",
+                                  "group", "x.io", "version", "v1", "kind", "Eviction", "responses",
+                                  "201", "content", "application/json", "schema", "$ref",
+                                  "#/components/schemas/io.x.v1.Review"));
+    m = gen_model_new("pkg", &err);
+    assert_int_equal(gen_model_add_openapi(m, doc, "doc.json", &err), 0);
+    assert_int_equal(m->nkinds, 2);
+    assert_string_equal(m->kinds[1].kind, "Review");
+    assert_string_equal(m->kinds[1].plural, "reviews");
+    assert_false(m->kinds[1].namespaced);
+    gen_model_free(m);
+    json_decref(doc);
+
+    /* --kinds */
+    doc = json_loads(OPENAPI, 0, NULL);
     m = gen_model_new("pkg", &err);
     assert_int_equal(gen_model_set_kinds(m, "Other", &err), 0);
     assert_int_equal(gen_model_add_openapi(m, doc, "doc.json", &err), 0);
