@@ -246,6 +246,24 @@ const char *ckube_string_map_get(char *const *keys, char *const *values, size_t 
 int ckube_string_map_set(char ***keys, char ***values, size_t *n, bool *has, const char *key,
                          const char *value);
 
+/* ---- the values held as strings ------------------------------------------ */
+
+/* A resource.Quantity ("500m", "64Mi", "1.5", "2e3", "-1k") as its value
+ * in milli-units (upstream's MilliValue) or in units (Value), rounded away
+ * from zero as upstream rounds. 0, or -1 for text that is not a quantity
+ * (upstream's expression: sign, digits with at most one '.', then one of
+ * the binary suffixes Ki Mi Gi Ti Pi Ei, the decimal n u m k M G T P E, or
+ * an exponent e/E with a signed integer), a value beyond int64, or more
+ * than 19 significant digits (upstream keeps any precision; an int64
+ * holds 19). */
+int ckube_quantity_milli(const char *s, int64_t *milli);
+int ckube_quantity_value(const char *s, int64_t *value);
+
+/* A date-time field (RFC 3339, "2026-11-27T10:00:00Z", fractions and
+ * offsets allowed) as Unix seconds and nanoseconds. 0, or -1 when it is
+ * not one. */
+int ckube_time_parse(const char *s, int64_t *seconds, int32_t *nanos);
+
 #ifdef __cplusplus
 }
 #endif

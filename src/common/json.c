@@ -127,9 +127,12 @@ int64_t ckube_parse_rfc3339(const char *s)
     if (*p == 'Z' || *p == 'z') {
         p++;
     } else if (*p == '+' || *p == '-') {
-        int hh, mm;
-        if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
-            return -1;
+        /* exactly "+hh:mm" (sscanf's %2d would take "+1:5" and the six
+         * bytes skipped below would run past the end) */
+        for (int i = 1; i <= 5; i++)
+            if (i == 3 ? p[i] != ':' : (p[i] < '0' || p[i] > '9'))
+                return -1;
+        int hh = (p[1] - '0') * 10 + (p[2] - '0'), mm = (p[4] - '0') * 10 + (p[5] - '0');
         off = (hh * 3600 + mm * 60) * (*p == '+' ? 1 : -1);
         p += 6;
     } else {

@@ -7,7 +7,8 @@
  * encoding decodes again and encodes to the same bytes; a copy encodes to
  * those bytes too; defaults apply and leave an object that encodes and
  * decodes. When it does not decode, the error is a Status (400 or 422) with
- * a message, and nothing leaks (ASan). */
+ * a message, and nothing leaks (ASan). The input is also read as a
+ * Quantity and a date-time (ckube_quantity_*, ckube_time_parse). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (t)
             abort();
         check_error(err);
+    }
+    /* the input as a Quantity and a date-time: an answer or -1, never a
+     * crash; a milli value is the unit value scaled, when both fit */
+    char *text = strndup((const char *)data, size);
+    if (text) {
+        int64_t m = 0, v = 0, secs = 0;
+        int32_t ns = 0;
+        int rm = ckube_quantity_milli(text, &m), rv = ckube_quantity_value(text, &v);
+        if (rm == 0 && rv != 0)
+            abort(); /* milli-units fit, units must */
+        if (rm == 0 && (m > 0 ? v < 0 : m < 0 ? v > 0 : v != 0))
+            abort(); /* the same sign */
+        if (ckube_time_parse(text, &secs, &ns) == 0 && (ns < 0 || ns > 999999999))
+            abort();
+        free(text);
     }
     kitchen_v1_sink *s = kitchen_v1_sink_decode((const char *)data, size, &err);
     if (s) {

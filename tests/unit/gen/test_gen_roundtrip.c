@@ -806,6 +806,69 @@ static void test_output_stable(void **state)
     free(crds);
 }
 
+/* Quantities and times, kept as strings, read as upstream reads them. */
+static void expect_quantity(const char *s, int rc, int64_t milli, int64_t value)
+{
+    int64_t m = 0, v = 0;
+    int r1 = ckube_quantity_milli(s, &m), r2 = ckube_quantity_value(s, &v);
+    if (rc == 0 && (r1 || r2 || m != milli || v != value))
+        fail_msg("%s: want %lld m %lld, got rc %d %d, %lld m %lld", s, (long long)milli,
+                 (long long)value, r1, r2, (long long)m, (long long)v);
+    if (rc != 0 && r1 == 0 && r2 == 0)
+        fail_msg("%s: want an error", s);
+}
+
+static void test_values(void **state)
+{
+    (void)state;
+    expect_quantity("500m", 0, 500, 1); /* rounded away from zero */
+    expect_quantity("64Mi", 0, 67108864000LL, 67108864);
+    expect_quantity("1.5", 0, 1500, 2);
+    expect_quantity("2e3", 0, 2000000, 2000);
+    expect_quantity("-1k", 0, -1000000, -1000);
+    expect_quantity("0.1m", 0, 1, 1);
+    expect_quantity("0.05", 0, 50, 1);
+    expect_quantity("+5", 0, 5000, 5);
+    expect_quantity("0", 0, 0, 0);
+    expect_quantity("1E-3", 0, 1, 1);
+    expect_quantity("100n", 0, 1, 1);
+    int64_t v = 0; /* 1Ei: its value, but not in milli-units (beyond int64) */
+    assert_int_equal(ckube_quantity_value("1Ei", &v), 0);
+    assert_int_equal(v, 1152921504606846976LL);
+    assert_int_equal(ckube_quantity_milli("1Ei", &v), -1);
+    assert_int_equal(ckube_quantity_value("9223372036854775807", &v), 0);
+    assert_int_equal(v, INT64_MAX);
+    assert_int_equal(ckube_quantity_value("9223372036854775808", &v), -1);
+    /* 19 significant digits at most; zeros past them are fine */
+    assert_int_equal(ckube_quantity_value("1.000000000000000039803985Ei", &v), -1);
+    assert_int_equal(ckube_quantity_value("1000000000000000000000m", &v), 0);
+    assert_int_equal(v, 1000000000000000000LL);
+    assert_int_equal(ckube_quantity_milli("0.00000000000000000000000001", &v), 0);
+    assert_int_equal(v, 1);
+    const char *bad[] = {"", "Mi", ".", "1.5.5", "1Ki1", "5X", "--1", "1 Ki", "e3", "1e", "1e99999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (ckube_quantity_value(bad[i], &v) == 0)
+            fail_msg("%s: want an error", bad[i]);
+    int64_t secs = 0;
+    int32_t ns = 0;
+    assert_int_equal(ckube_time_parse("2026-11-27T10:00:05.123456Z", &secs, &ns), 0);
+    assert_int_equal(secs, 1795773605);
+    assert_int_equal(ns, 123456000);
+    assert_int_equal(ckube_time_parse("2026-11-27T11:00:05+01:00", &secs, &ns), 0);
+    assert_int_equal(secs, 1795773605);
+    assert_int_equal(ns, 0);
+    assert_int_equal(ckube_time_parse("yesterday", &secs, &ns), -1);
+    /* offsets are exactly +hh:mm (fuzz_typed found "-11:5" read past the
+     * end of the text in ckube_parse_rfc3339) */
+    assert_int_equal(ckube_time_parse("2026-11-27T10:00:26-11:5", &secs, &ns), -1);
+    assert_int_equal(ckube_time_parse("2026-11-27T10:00:26+1:05", &secs, &ns), -1);
+    assert_int_equal(ckube_time_parse("2026-11-27T10:00:26-11", &secs, &ns), -1);
+    assert_int_equal(ckube_time_parse("2026-11-27T10:00:26-11:00x", &secs, &ns), -1);
+    assert_int_equal(ckube_time_parse("2026-11-27T10:00:26-11:00", &secs, &ns), 0);
+    assert_int_equal(secs, 1795773626 + 11 * 3600);
+    assert_int_equal(ckube_time_parse(NULL, &secs, &ns), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -819,6 +882,7 @@ int main(void)
         cmocka_unit_test(test_build_in_code),
         cmocka_unit_test(test_newer_schema),
         cmocka_unit_test(test_output_stable),
+        cmocka_unit_test(test_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
