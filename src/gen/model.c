@@ -279,7 +279,7 @@ static bool add_field(build *b, gen_type *t, gen_nameset *members, const char *j
  * a kind also has S_type, S_decode...), reserved with the type names so
  * that a property named "free" or "info" is a clear error, not C that
  * does not compile. false after an error. */
-static bool name_functions(build *b, const char *struct_name, const char *path, bool root)
+static bool name_functions(build *b, const char *struct_name, const char *from, bool root)
 {
     static const char *const every[] = {"info", "new", "free", "copy", "set_defaults"};
     /* (no "list": a kind whose plural is its name, Endpoints, has its
@@ -291,11 +291,9 @@ static bool name_functions(build *b, const char *struct_name, const char *path, 
             break;
         const char *suffix = i < 5 ? every[i] : kind[i - 5];
         char *name = dupf("%s_%s", struct_name, suffix);
-        char *what = dupf("(its function %s)", suffix);
-        char *at = what ? origin(b, path, what) : NULL;
+        char *at = dupf("%s (its function %s)", from, suffix);
         bool ok = reserve(b, name, at, "");
         free(name);
-        free(what);
         free(at);
         if (!ok)
             return false;
@@ -335,7 +333,7 @@ static bool build_struct(build *b, gen_type *t, const json_t *schema, const char
         return false;
     }
     t->origin = at;
-    if (!name_functions(b, struct_name, path, depth == 0))
+    if (!name_functions(b, struct_name, at, depth == 0))
         return false;
     if (!(t->c_name = strdup(struct_name))) {
         ckube__set_err(b->err, "out of memory");
@@ -687,20 +685,18 @@ void gen_model_free(gen_model *m)
 }
 
 /* Adds every struct name of the tree at t to set. */
-static int tree_types(const gen_type *t, const gen_kind *k, gen_nameset *set)
+static int tree_types(build *b, const gen_type *t, const gen_kind *k)
 {
-    const char *first;
     if (!t)
         return 0;
-    if (t->c_name && !t->external) {
-        int rc = t->origin ? gen_nameset_add(set, t->c_name, t->origin, &first) : -1;
-        if (rc < 0)
-            return -1;
-    }
+    if (t->c_name && !t->external &&
+        (!reserve(b, t->c_name, t->origin, "the C type ") ||
+         !name_functions(b, t->c_name, t->origin, t == k->root)))
+        return -1;
     for (size_t i = 0; i < t->nfields; i++)
-        if (tree_types(t->fields[i].type, k, set) < 0)
+        if (tree_types(b, t->fields[i].type, k) < 0)
             return -1;
-    return tree_types(t->items, k, set);
+    return tree_types(b, t->items, k);
 }
 
 /* The type names the model has already, so that a new kind's cannot
@@ -708,9 +704,16 @@ static int tree_types(const gen_type *t, const gen_kind *k, gen_nameset *set)
  * the second's root would be one name). */
 static int model_types(const gen_model *m, gen_nameset *set)
 {
-    for (size_t i = 0; i < m->nkinds; i++)
-        if (tree_types(m->kinds[i].root, &m->kinds[i], set) < 0)
+    for (size_t i = 0; i < m->nkinds; i++) {
+        const gen_kind *k = &m->kinds[i];
+        char *kindver = dupf("%s %s", k->kind, k->version);
+        /* (the same origins as when the kind was built: no clash here) */
+        build b = {.where = "", .kindver = kindver, .types = set};
+        bool ok = kindver && tree_types(&b, k->root, k) == 0 && name_client(&b, k->client);
+        free(kindver);
+        if (!ok)
             return -1;
+    }
     return 0;
 }
 

@@ -428,6 +428,25 @@ static void test_clash_across_kinds(void **state)
         fail_msg("%s", err);
     assert_int_equal(m->nkinds, 1); /* the first kind kept, nothing of the second */
     free(err);
+    err = NULL;
+    json_decref(crd);
+    /* a later input's type against an earlier kind's function */
+    const char *third = "apiVersion: apiextensions.k8s.io/v1\n"
+                        "kind: CustomResourceDefinition\n"
+                        "metadata: {name: widgetnews.example.com}\n"
+                        "spec:\n"
+                        "  group: example.com\n"
+                        "  names: {kind: WidgetNew, plural: widgetnews}\n"
+                        "  scope: Namespaced\n"
+                        "  versions:\n"
+                        "  - {name: v1, served: true, storage: true,\n"
+                        "     schema: {openAPIV3Schema: {type: object}}}\n";
+    crd = ckube_yaml_load(third, strlen(third), NULL);
+    assert_int_equal(gen_model_add_crd(m, crd, "third.yaml", &err), -1);
+    if (!strstr(err, "Widget v1 . (its function new) and WidgetNew v1 . would both be the C "
+                     "type pkg_v1_widget_new"))
+        fail_msg("%s", err);
+    free(err);
     json_decref(crd);
     gen_model_free(m);
 }
