@@ -50,8 +50,8 @@ static bool reserve(build *b, const char *name, const char *at, const char *what
     if (rc > 0 && strcmp(first, at) == 0)
         return true;
     if (rc > 0)
-        ckube__set_err(b->err, "%s: %s and %s would both be %s%s; rename one", b->where, first,
-                       at, what, name);
+        ckube__set_err(b->err, "%s: %s and %s would both be %s%s; rename one", b->where, first, at,
+                       what, name);
     else if (rc < 0)
         ckube__set_err(b->err, "out of memory");
     return rc == 0;
@@ -189,10 +189,10 @@ static bool name_enums(build *b, gen_field *f, const char *struct_name, const ch
         if (!m[i])
             continue;
         char *what = dupf(".%s enum \"%s\"", f->json_name, t->enum_values[i]);
-        char *at = what ? (b->nchain ? origin(b, fpath, what)
-                                     : dupf("%s %s enum \"%s\"", b->kindver, fpath,
-                                            t->enum_values[i]))
-                        : NULL;
+        char *at =
+            what ? (b->nchain ? origin(b, fpath, what)
+                              : dupf("%s %s enum \"%s\"", b->kindver, fpath, t->enum_values[i]))
+                 : NULL;
         ok = reserve(b, m[i], at, "the constant ");
         free(what);
         free(at);
@@ -306,9 +306,10 @@ static bool name_functions(build *b, const char *struct_name, const char *from, 
 static bool name_client(build *b, const char *prefix)
 {
     static const char *const verbs[] = {
-        "get",    "list",          "watch", "watch_next", "create",    "update",
-        "update_status", "patch", "delete", "delete_collection", "get_scale", "update_scale",
-        "informer", "fake_add", "fake_update", "fake_apply", "fake_get",
+        "get",        "list",          "watch",    "watch_next", "create",
+        "update",     "update_status", "patch",    "delete",     "delete_collection",
+        "get_scale",  "update_scale",  "informer", "fake_add",   "fake_update",
+        "fake_apply", "fake_get",
     };
     for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++) {
         char *name = dupf("%s_%s", prefix, verbs[i]);
@@ -421,7 +422,8 @@ static const char *schema_ref(const json_t *schema)
 static gen_type *simple_type(build *b, const char *path, gen_type_kind kind, const char *format)
 {
     gen_type *t = calloc(1, sizeof *t);
-    if (!t || !(t->path = strdup(*path ? path : ".")) || (format && !(t->format = strdup(format)))) {
+    if (!t || !(t->path = strdup(*path ? path : ".")) ||
+        (format && !(t->format = strdup(format)))) {
         ckube__set_err(b->err, "out of memory");
         if (t)
             free(t->path);
@@ -484,8 +486,8 @@ static gen_type *build_ref(build *b, const json_t *schema, const char *ref, cons
 {
     const char *where = *path ? path : ".";
     if (strncmp(ref, SCHEMAS_PREFIX, sizeof SCHEMAS_PREFIX - 1)) {
-        ckube__set_err(b->err, "%s: %s: $ref %s: only references to %s... are supported",
-                       b->where, where, ref, SCHEMAS_PREFIX);
+        ckube__set_err(b->err, "%s: %s: $ref %s: only references to %s... are supported", b->where,
+                       where, ref, SCHEMAS_PREFIX);
         return NULL;
     }
     const char *def = ref + sizeof SCHEMAS_PREFIX - 1;
@@ -896,9 +898,8 @@ static const char *answer_ref(const json_t *item, const char *op)
     if (!ok)
         ok = json_object_get(responses, "201");
     const json_t *content = json_object_get(ok, "content");
-    const char *ref = json_string_value(
-        json_object_get(json_object_get(json_object_get(content, "application/json"), "schema"),
-                        "$ref"));
+    const char *ref = json_string_value(json_object_get(
+        json_object_get(json_object_get(content, "application/json"), "schema"), "$ref"));
     return ref && !strncmp(ref, SCHEMAS_PREFIX, sizeof SCHEMAS_PREFIX - 1)
                ? ref + sizeof SCHEMAS_PREFIX - 1
                : NULL;
@@ -932,8 +933,7 @@ static int add_openapi_kind(gen_model *m, build *b, const json_t *paths, const c
     gen_type *t = NULL;
     int rc = -1;
     if (!group || !version || !kind || !root || !client || !status || !scale) {
-        ckube__set_err(b->err, "%s: %s: no group, version, kind or plural to name it", b->where,
-                       p);
+        ckube__set_err(b->err, "%s: %s: no group, version, kind or plural to name it", b->where, p);
     } else if (name_client(b, client)) {
         b->chain[b->nchain++] = def;
         t = build_type(b, json_object_get(b->schemas, def), "", root, 0);
@@ -989,40 +989,44 @@ int gen_model_add_openapi(gen_model *m, const json_t *doc, const char *source, c
     /* kinds read one by one (.../PLURAL/{name}); then kinds that are only
      * created, which no get path names */
     for (int pass = 0; pass < 2; pass++) {
-    json_object_foreach((json_t *)paths, p, item)
-    {
-        const json_t *gvk = rc ? NULL : pass ? post_gvk(p, item) : get_gvk(p, item);
-        const char *kind = json_string_value(json_object_get(gvk, "kind"));
-        const char *def = gvk ? answer_ref(item, pass ? "post" : "get") : NULL;
-        if (!kind || !def || !wanted(m, kind))
-            continue;
-        bool seen = false; /* (a kind's namespaced and all-namespaces paths) */
-        for (size_t i = n0; i < m->nkinds; i++)
-            seen |= !strcmp(m->kinds[i].kind, kind) &&
-                    !strcmp(m->kinds[i].version,
-                            json_string_value(json_object_get(gvk, "version")));
-        if (seen)
-            continue;
-        char *where = dupf("%s: %s", source, def);
-        char *kindver = dupf("%s %s", kind, json_string_value(json_object_get(gvk, "version")));
-        char *one = pass ? dupf("%s/{name}", p) : strdup(p); /* (the path of one) */
-        build b = {.where = where, .kindver = kindver, .types = types, .err = err,
-                   .schemas = schemas, .package = m->package};
-        gen_kind *nk =
-            where && kindver && one ? realloc(m->kinds, (m->nkinds + 1) * sizeof *nk) : NULL;
-        if (!nk) {
-            ckube__set_err(err, "out of memory");
-            rc = -1;
-        } else {
-            m->kinds = nk;
-            rc = add_openapi_kind(m, &b, paths, one, gvk, def, &m->kinds[m->nkinds]);
-            if (!rc)
-                m->nkinds++;
+        json_object_foreach((json_t *)paths, p, item)
+        {
+            const json_t *gvk = rc ? NULL : pass ? post_gvk(p, item) : get_gvk(p, item);
+            const char *kind = json_string_value(json_object_get(gvk, "kind"));
+            const char *def = gvk ? answer_ref(item, pass ? "post" : "get") : NULL;
+            if (!kind || !def || !wanted(m, kind))
+                continue;
+            bool seen = false; /* (a kind's namespaced and all-namespaces paths) */
+            for (size_t i = n0; i < m->nkinds; i++)
+                seen |= !strcmp(m->kinds[i].kind, kind) &&
+                        !strcmp(m->kinds[i].version,
+                                json_string_value(json_object_get(gvk, "version")));
+            if (seen)
+                continue;
+            char *where = dupf("%s: %s", source, def);
+            char *kindver = dupf("%s %s", kind, json_string_value(json_object_get(gvk, "version")));
+            char *one = pass ? dupf("%s/{name}", p) : strdup(p); /* (the path of one) */
+            build b = {.where = where,
+                       .kindver = kindver,
+                       .types = types,
+                       .err = err,
+                       .schemas = schemas,
+                       .package = m->package};
+            gen_kind *nk =
+                where && kindver && one ? realloc(m->kinds, (m->nkinds + 1) * sizeof *nk) : NULL;
+            if (!nk) {
+                ckube__set_err(err, "out of memory");
+                rc = -1;
+            } else {
+                m->kinds = nk;
+                rc = add_openapi_kind(m, &b, paths, one, gvk, def, &m->kinds[m->nkinds]);
+                if (!rc)
+                    m->nkinds++;
+            }
+            free(where);
+            free(kindver);
+            free(one);
         }
-        free(where);
-        free(kindver);
-        free(one);
-    }
     }
     if (!rc && m->nkinds == n0 && !m->kinds_filter) {
         ckube__set_err(err, "%s: the document serves no kind", source);
@@ -1043,8 +1047,7 @@ int gen_model_check_kinds(const gen_model *m, char **err)
         for (size_t i = 0; i < m->nkinds; i++)
             found |= !strcmp(m->kinds[i].kind, *k);
         if (!found) {
-            ckube__set_err(err, "--kinds: no kind %s is served by the OpenAPI documents given",
-                           *k);
+            ckube__set_err(err, "--kinds: no kind %s is served by the OpenAPI documents given", *k);
             return -1;
         }
     }
