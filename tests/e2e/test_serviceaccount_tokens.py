@@ -777,10 +777,22 @@ class ServiceAccountTokensTest(unittest.TestCase):
             san = ["-fsanitize=thread"]
         jansson = subprocess.run(["pkg-config", "--cflags", "--libs", "jansson"],
                                  stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+        # its ConfigMap type, as its Makefile makes it (ckube-gen is built
+        # beside $CKUBE_BIN)
+        gen = os.path.join(FIX, "hello-gen")
+        os.makedirs(gen, exist_ok=True)
+        r = subprocess.run([os.path.join(libdir, "ckube-gen"), "--package", "k8s", "--out", gen,
+                            "--kinds", "ConfigMap",
+                            os.path.join(SRC, "examples", "hello-controller",
+                                         "configmap.openapi.json")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout)
         exe = os.path.join(FIX, "hello-controller")
         r = subprocess.run([cc, *san, "-O1", "-g", "-Wall", "-Wextra", "-Werror",
-                            "-I" + os.path.join(SRC, "include"),
+                            "-I" + os.path.join(SRC, "include"), "-I" + gen,
                             os.path.join(SRC, "examples", "hello-controller", "main.c"),
+                            os.path.join(gen, "k8s.c"),
                             "-o", exe, lib, "-Wl,-rpath," + libdir, *jansson, "-lpthread"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=120)
