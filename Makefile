@@ -53,16 +53,14 @@ bench: build
 	@/usr/bin/python3 bench/run.py --build $(BUILD) $(if $(FULL),--full)
 
 # libFuzzer on every parser, FUZZ_SECONDS (30) each, from the committed
-# corpus (new inputs go to build/fuzz/work/); an input slower than 1 s is
-# reported ("Slowest unit") and saved as slow-unit-*.
+# corpus (new inputs go to build/fuzz/work/). Every target runs even when
+# one fails; findings (crashes, leaks, timeouts, units slower than 1 s) go
+# to build/fuzz/findings/NAME/ and are listed at the end (scripts/fuzz.sh).
 fuzz: deps
 	@cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DCKUBE_FUZZ=ON \
 	    -DCKUBE_SANITIZE=address,undefined >/dev/null
 	@cmake --build build/fuzz -j $(JOBS)
-	@for f in build/fuzz/fuzz_*; do \
-	    n=$${f##*/fuzz_}; w=build/fuzz/work/$$n; mkdir -p $$w; echo "== $$f"; \
-	    $$f -max_total_time=$${FUZZ_SECONDS:-30} -report_slow_units=1 $$w tests/fuzz/corpus/$$n \
-	        || exit 1; done
+	@./scripts/fuzz.sh build/fuzz
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
