@@ -46,6 +46,16 @@ static void collect(const gen_type *t, structs *out)
     collect(t->items, out);
 }
 
+/* A kind's structs not emitted before; -1 when out of memory. */
+static int collect_kind(const gen_kind *k, structs *all)
+{
+    collect(k->root, all);
+    if (!all->oom)
+        return 0;
+    free(all->v);
+    return -1;
+}
+
 /* ---- text ----------------------------------------------------------------- */
 
 /* s as a C string literal: quotes, backslashes, '?' (trigraphs) and every
@@ -349,11 +359,8 @@ static void client_protos(FILE *f, const gen_kind *k)
 static int kind_header(FILE *f, const gen_kind *k, gen_nameset *done)
 {
     structs all = {.done = done};
-    collect(k->root, &all);
-    if (all.oom) {
-        free(all.v);
+    if (collect_kind(k, &all))
         return -1;
-    }
     fputs("/* ==== ", f);
     c_comment(f, k->kind);
     fputs(", ", f);
@@ -694,11 +701,8 @@ static void client_functions(FILE *f, const gen_kind *k)
 static int kind_source(FILE *f, const gen_kind *k, gen_nameset *done)
 {
     structs all = {.done = done};
-    collect(k->root, &all);
-    if (all.oom) {
-        free(all.v);
+    if (collect_kind(k, &all))
         return -1;
-    }
     fputs("/* ==== ", f);
     c_comment(f, k->kind);
     fputs(" ", f);

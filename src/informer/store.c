@@ -1270,17 +1270,22 @@ size_t ckube_store_bytes(ckube_store *s)
 /* ------------------------------------------------------------------------ */
 /* Listers.                                                                 */
 
+/* A lister's key: "ns/name", or "name" for cluster-scoped objects. */
+static char *lister_key(const char *ns, const char *name)
+{
+    char *key = NULL;
+    if (ns && *ns)
+        return asprintf(&key, "%s/%s", ns, name) < 0 ? NULL : key;
+    return strdup(name);
+}
+
 json_t *ckube_lister_get(const ckube_lister *l, const char *ns, const char *name)
 {
     if (!l || !l->store || !name || !*name)
         return NULL;
-    char *key = NULL;
-    if (ns && *ns) {
-        if (asprintf(&key, "%s/%s", ns, name) < 0)
-            return NULL;
-    } else if (!(key = strdup(name))) {
+    char *key = lister_key(ns, name);
+    if (!key)
         return NULL;
-    }
     json_t *o = ckube_store_get(l->store, key);
     free(key);
     return o;
@@ -1297,14 +1302,6 @@ static ckube__obj item_obj_ref(const struct item *it)
     else
         o.j = json_incref(it->tree);
     return o;
-}
-
-static char *lister_key(const char *ns, const char *name)
-{
-    char *key = NULL;
-    if (ns && *ns)
-        return asprintf(&key, "%s/%s", ns, name) < 0 ? NULL : key;
-    return strdup(name);
 }
 
 ckube_object *ckube_lister_get_object(const ckube_lister *l, const char *ns, const char *name)

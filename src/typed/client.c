@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "typed/tables.h"
 
 static ckube_gvr gvr_of(const ckube_type_info *t)
 {
@@ -212,21 +213,11 @@ int ckube_typed_watch_next(ckube_watch *w, const ckube_type_info *t, ckube_watch
 
 /* ---- the scale subresource ---- */
 
-#define NO CKUBE_NO_MEMBER
-
 static const ckube_struct_info SCALE_SPEC_INFO = {
     .name = "ckube_scale_spec",
     .size = sizeof(ckube_scale_spec),
-    .fields =
-        (const ckube_field_info[]){
-            {.json_name = "replicas",
-             .value = {.kind = CKUBE_VALUE_INT},
-             .offset = offsetof(ckube_scale_spec, replicas),
-             .has_offset = offsetof(ckube_scale_spec, has_replicas),
-             .n_offset = NO,
-             .keys_offset = NO,
-             .null_offset = NO},
-        },
+    .fields = (const ckube_field_info[]){FLAGGED("replicas", ckube_scale_spec, replicas,
+                                                 CKUBE_VALUE_INT)},
     .nfields = 1,
     .unknown_offset = offsetof(ckube_scale_spec, unknown),
 };
@@ -236,20 +227,8 @@ static const ckube_struct_info SCALE_STATUS_INFO = {
     .size = sizeof(ckube_scale_status),
     .fields =
         (const ckube_field_info[]){
-            {.json_name = "replicas",
-             .value = {.kind = CKUBE_VALUE_INT},
-             .offset = offsetof(ckube_scale_status, replicas),
-             .has_offset = offsetof(ckube_scale_status, has_replicas),
-             .n_offset = NO,
-             .keys_offset = NO,
-             .null_offset = NO},
-            {.json_name = "selector",
-             .value = {.kind = CKUBE_VALUE_STRING},
-             .offset = offsetof(ckube_scale_status, selector),
-             .has_offset = NO,
-             .n_offset = NO,
-             .keys_offset = NO,
-             .null_offset = NO},
+            FLAGGED("replicas", ckube_scale_status, replicas, CKUBE_VALUE_INT),
+            SCALAR("selector", ckube_scale_status, selector, CKUBE_VALUE_STRING),
         },
     .nfields = 2,
     .unknown_offset = offsetof(ckube_scale_status, unknown),
@@ -269,42 +248,11 @@ const ckube_struct_info ckube_scale_info = {
     .size = sizeof(ckube_scale),
     .fields =
         (const ckube_field_info[]){
-            {.json_name = "apiVersion",
-             .value = {.kind = CKUBE_VALUE_STRING},
-             .offset = offsetof(ckube_scale, api_version),
-             .has_offset = NO,
-             .n_offset = NO,
-             .keys_offset = NO,
-             .null_offset = NO},
-            {.json_name = "kind",
-             .value = {.kind = CKUBE_VALUE_STRING},
-             .offset = offsetof(ckube_scale, kind),
-             .has_offset = NO,
-             .n_offset = NO,
-             .keys_offset = NO,
-             .null_offset = NO},
-            {.json_name = "metadata",
-             .value = {.kind = CKUBE_VALUE_OBJECT, .object = &ckube_object_meta_info},
-             .inline_object = true,
-             .offset = offsetof(ckube_scale, metadata),
-             .has_offset = offsetof(ckube_scale, has_metadata),
-             .n_offset = NO,
-             .keys_offset = NO,
-             .null_offset = NO},
-            {.json_name = "spec",
-             .value = {.kind = CKUBE_VALUE_OBJECT, .object = &SCALE_SPEC_INFO},
-             .offset = offsetof(ckube_scale, spec),
-             .has_offset = NO,
-             .n_offset = NO,
-             .keys_offset = NO,
-             .null_offset = NO},
-            {.json_name = "status",
-             .value = {.kind = CKUBE_VALUE_OBJECT, .object = &SCALE_STATUS_INFO},
-             .offset = offsetof(ckube_scale, status),
-             .has_offset = NO,
-             .n_offset = NO,
-             .keys_offset = NO,
-             .null_offset = NO},
+            SCALAR("apiVersion", ckube_scale, api_version, CKUBE_VALUE_STRING),
+            SCALAR("kind", ckube_scale, kind, CKUBE_VALUE_STRING),
+            METADATA(ckube_scale),
+            OBJECT("spec", ckube_scale, spec, &SCALE_SPEC_INFO),
+            OBJECT("status", ckube_scale, status, &SCALE_STATUS_INFO),
         },
     .nfields = 5,
     .unknown_offset = offsetof(ckube_scale, unknown),

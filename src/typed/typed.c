@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ckube/validation.h"
+#include "typed/tables.h"
 
 #define AT(p, off, T) ((T *)((char *)(p) + (off)))
 #define CAT(p, off, T) ((const T *)((const char *)(p) + (off)))
@@ -27,30 +28,6 @@ typedef char **strv; /* (for CAT: a const pointer to char **) */
 static const ckube_value_info V_STRING = {.kind = CKUBE_VALUE_STRING};
 static const ckube_value_info V_OWNER = {.kind = CKUBE_VALUE_OBJECT,
                                          .object = &ckube_owner_reference_info};
-
-#define NO CKUBE_NO_MEMBER
-#define SCALAR(json, T, m, k)                                                                      \
-    {                                                                                              \
-        .json_name = json, .value = {.kind = k}, .offset = offsetof(T, m), .has_offset = NO,       \
-        .n_offset = NO, .keys_offset = NO, .null_offset = NO                                       \
-    }
-#define FLAGGED(json, T, m, k)                                                                     \
-    {                                                                                              \
-        .json_name = json, .value = {.kind = k}, .offset = offsetof(T, m),                         \
-        .has_offset = offsetof(T, has_##m), .n_offset = NO, .keys_offset = NO, .null_offset = NO   \
-    }
-#define ARRAY(json, T, m, elem)                                                                    \
-    {                                                                                              \
-        .json_name = json, .value = {.kind = CKUBE_VALUE_ARRAY, .items = elem},                    \
-        .offset = offsetof(T, m), .has_offset = offsetof(T, has_##m),                              \
-        .n_offset = offsetof(T, n_##m), .keys_offset = NO, .null_offset = NO                       \
-    }
-#define MAP(json, T, m, elem)                                                                      \
-    {                                                                                              \
-        .json_name = json, .value = {.kind = CKUBE_VALUE_MAP, .items = elem},                      \
-        .offset = offsetof(T, m), .has_offset = offsetof(T, has_##m),                              \
-        .n_offset = offsetof(T, n_##m), .keys_offset = offsetof(T, m##_keys), .null_offset = NO    \
-    }
 
 static const ckube_field_info OWNER_FIELDS[] = {
     SCALAR("apiVersion", ckube_owner_reference, api_version, CKUBE_VALUE_STRING),

@@ -19,6 +19,7 @@
 #include "ckube/typed_client.h"
 #include "informer/informer_internal.h"
 #include "ckube/yaml.h"
+#include "util/json_same.h"
 #include "gen/model.h"
 #include "k8s.h"
 #include "kitchen.h"
@@ -574,36 +575,6 @@ static void test_typed_fake(void **state)
     ckube_fake_lw_unref(fake);
 }
 
-/* JSON equality, numbers by value. */
-static bool same(const json_t *a, const json_t *b)
-{
-    if (json_is_number(a) && json_is_number(b))
-        return json_number_value(a) == json_number_value(b);
-    if (json_typeof(a) != json_typeof(b))
-        return false;
-    if (json_is_object(a)) {
-        if (json_object_size(a) != json_object_size(b))
-            return false;
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)a, k, v)
-        {
-            if (!json_object_get(b, k) || !same(v, json_object_get(b, k)))
-                return false;
-        }
-        return true;
-    }
-    if (json_is_array(a)) {
-        if (json_array_size(a) != json_array_size(b))
-            return false;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (!same(json_array_get(a, i), json_array_get(b, i)))
-                return false;
-        return true;
-    }
-    return json_equal(a, b);
-}
-
 static json_t *must_json(const char *text)
 {
     json_error_t e;
@@ -668,7 +639,7 @@ static void test_builtin_round_trip(void **state)
         if (ckube_scheme_decode(sch, text, strlen(text), &t, &err))
             fail_msg("%s: %s", text, err ? err->message : "?");
         json_t *back = ckube_typed_to_json(t);
-        if (!same(stored, back)) {
+        if (!json_same(stored, back)) {
             char *b = json_dumps(back, JSON_COMPACT);
             fail_msg("round trip:\nwant %s\ngot  %s", text, b);
         }
@@ -736,7 +707,7 @@ static void test_upstream_document(void **state)
     if (!l)
         fail_msg("%s", err ? err->message : "?");
     json_t *back = up_v1_lease_to_json(l);
-    assert_true(same(stored, back));
+    assert_true(json_same(stored, back));
     assert_string_equal(l->spec->holder_identity, "me");
     assert_string_equal(l->spec->renew_time, "2026-11-27T10:00:05.123456Z");
     assert_int_equal(l->spec->lease_duration_seconds, 15);

@@ -27,6 +27,7 @@
 
 #include "ckube/scheme.h"
 #include "ckube/yaml.h"
+#include "util/json_same.h"
 #include "gen/emit.h"
 #include "gen/model.h"
 #include "kitchen.h"
@@ -68,47 +69,9 @@ static json_t *load_docs(const char *rel)
     return docs;
 }
 
-/* JSON equality where numbers compare by value (3 and 3.0 are one
- * number: encoding writes integral numbers as integers, as Go does). */
-static bool same(const json_t *a, const json_t *b)
-{
-    if (json_is_number(a) && json_is_number(b)) {
-        if (json_is_integer(a) && json_is_integer(b))
-            return json_integer_value(a) == json_integer_value(b);
-        return json_number_value(a) == json_number_value(b);
-    }
-    if (json_typeof(a) != json_typeof(b))
-        return false;
-    if (json_is_string(a))
-        return json_string_length(a) == json_string_length(b) &&
-               !memcmp(json_string_value(a), json_string_value(b), json_string_length(a));
-    if (json_is_array(a)) {
-        if (json_array_size(a) != json_array_size(b))
-            return false;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (!same(json_array_get(a, i), json_array_get(b, i)))
-                return false;
-        return true;
-    }
-    if (json_is_object(a)) {
-        if (json_object_size(a) != json_object_size(b))
-            return false;
-        const char *k;
-        json_t *v;
-        json_object_foreach((json_t *)a, k, v)
-        {
-            json_t *w = json_object_get(b, k);
-            if (!w || !same(v, w))
-                return false;
-        }
-        return true;
-    }
-    return true; /* true, false, null */
-}
-
 static void assert_same(const json_t *want, const json_t *got, const char *what)
 {
-    if (same(want, got))
+    if (json_same(want, got))
         return;
     char *w = json_dumps(want, JSON_COMPACT | JSON_ENCODE_ANY);
     char *g = got ? json_dumps(got, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("(null)");
@@ -845,7 +808,8 @@ static void test_values(void **state)
     assert_int_equal(v, 1000000000000000000LL);
     assert_int_equal(ckube_quantity_milli("0.00000000000000000000000001", &v), 0);
     assert_int_equal(v, 1);
-    const char *bad[] = {"", "Mi", ".", "1.5.5", "1Ki1", "5X", "--1", "1 Ki", "e3", "1e", "1e99999"};
+    const char *bad[] = {"",    "Mi",   ".",  "1.5.5", "1Ki1",   "5X",
+                         "--1", "1 Ki", "e3", "1e",    "1e99999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         if (ckube_quantity_value(bad[i], &v) == 0)
             fail_msg("%s: want an error", bad[i]);
