@@ -29,6 +29,7 @@ LAYERS = [
     ("apiserver/endpoints/metrics", "server", 80),
     ("apiserver/endpoints/filters", "server", 72),
     ("apiserver/endpoints/request", "server", 70),
+    ("apiserver/admission", "server", 65),  # admission webhooks (docs/webhooks.md)
     ("apiserver/fieldmanager", "server", 60),
     ("apiserver/apiextensions", "server", 55),
     ("apiserver/apiextensions/schema", "server", 52),
@@ -37,6 +38,7 @@ LAYERS = [
     ("apiserver/registry/coordination", "server", 50),
     ("apiserver/registry/events", "server", 50),
     ("apiserver/registry/rbac", "server", 50),
+    ("apiserver/registry/admissionregistration", "server", 50),
     ("apiserver/registry/builtin", "server", 49),
     ("apiserver/registry/authorization", "server", 50),
     ("apiserver/registry/generic", "server", 48),
@@ -45,6 +47,7 @@ LAYERS = [
     ("apiserver/authorization", "server", 43),
     ("apiserver/authorization/rbac", "server", 42),
     ("apiserver/cacher", "server", 40),
+    ("apiserver/outbound", "server", 37),  # calls out: webhooks, aggregated APIs
     ("apiserver/httpd", "server", 35),
     ("apiserver/authentication", "server", 36),
     ("apiserver/authentication/serviceaccount", "server", 34),

@@ -1,0 +1,719 @@
+/* The server's asynchronous HTTPS client (outbound.h): HTTP/1.1 over
+ * libevent's OpenSSL bufferevents, answers read with http_parser (the
+ * parser httpd uses for requests), connections pooled per target.
+ *
+ * Why not evhttp's client: it reconnects a closed connection by reusing
+ * its bufferevent, which an OpenSSL bufferevent cannot do (its SSL object
+ * is spent), and it offers no way to tell "the peer closed an idle
+ * connection" from a failed call, which the retry below needs. A client
+ * exchange is small: a request written in one go, an answer parsed as it
+ * arrives.
+ *
+ * Lifetimes: a call (outbound_call) lives from outbound_post until its
+ * callback returns or it is cancelled. A connection (conn) lives in the
+ * pool's list of all connections until it is closed; it serves at most
+ * one call at a time and sits on its target's idle list in between. */
+#include "apiserver/outbound/outbound.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <http_parser.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
+#include <event2/util.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "common/xalloc.h"
+
+#define IDLE_TIMEOUT_S 90              /* Go's http.Transport IdleConnTimeout */
+#define MAX_ANSWER (16u * 1024 * 1024) /* an answer larger than this fails the call */
+#define MAX_IDLE_PER_TARGET 16         /* idle connections kept per target */
+
+typedef struct conn conn;
+typedef struct target target;
+
+/* One target's TLS context and idle connections. */
+struct target {
+    char *key; /* host, port, server name, insecure, CA digest */
+    SSL_CTX *ctx;
+    char *ctx_error; /* the CA bundle could not be read: every call fails so */
+    TAILQ_HEAD(, conn) idle;
+    size_t nidle;
+    LIST_ENTRY(target) link;
+};
+
+struct conn {
+    outbound *o;
+    target *t;
+    struct bufferevent *bev; /* owns the SSL and the socket */
+    SSL *ssl;                /* borrowed from bev */
+    outbound_call *call;     /* the call it serves; NULL while idle */
+    bool connected;          /* the TLS handshake is done */
+    bool reused;             /* it served a call before this one */
+    bool idle;               /* on its target's idle list */
+    struct event *idle_timer;
+    TAILQ_ENTRY(conn) idle_link;
+    LIST_ENTRY(conn) all_link;
+};
+
+struct outbound_call {
+    outbound *o;
+    target *t;
+    conn *c;
+    /* the request */
+    char *host, *server_name, *authority, *path, *content_type;
+    int port;
+    char *body;
+    size_t len;
+    char *url; /* https://AUTHORITY/PATH, for errors */
+    bool retried;
+    /* the answer */
+    http_parser parser;
+    struct evbuffer *answer;
+    char *answer_ctype;
+    bool in_ctype; /* the header being read is Content-Type */
+    bool got_bytes;
+    bool complete;
+    /* ending */
+    struct event *ev; /* the deadline, and a deferred failure */
+    char *pending_error;
+    outbound_cb cb;
+    void *arg;
+    LIST_ENTRY(outbound_call) link; /* the outbound's calls */
+};
+
+struct outbound {
+    struct event_base *base;
+    struct evdns_base *dns; /* made when a DNS name is first dialled */
+    LIST_HEAD(, target) targets;
+    LIST_HEAD(, conn) conns;
+    LIST_HEAD(, outbound_call) calls;
+    size_t nconns;
+    unsigned long handshakes;
+};
+
+static const http_parser_settings answer_settings;
+
+/* ---- targets ----------------------------------------------------------------- */
+
+/* The system's roots, or the bundle's certificates (PEM). NULL with *err
+ * (malloc'd) when the bundle holds none, in the words Go's x509 pool
+ * uses for what kube-apiserver reports. */
+static SSL_CTX *make_ctx(const outbound_target *t, char **err)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx) {
+        *err = xstrdup("tls: cannot make a TLS context");
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (t->insecure) {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+        return ctx;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    if (!t->ca_pem || !t->ca_len) {
+        SSL_CTX_set_default_verify_paths(ctx);
+        return ctx;
+    }
+    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+    BIO *bio = BIO_new_mem_buf(t->ca_pem, (int)t->ca_len);
+    int n = 0;
+    X509 *x;
+    while (bio && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+        if (X509_STORE_add_cert(store, x) == 1)
+            n++;
+        X509_free(x);
+    }
+    BIO_free(bio);
+    ERR_clear_error();
+    if (!n) {
+        SSL_CTX_free(ctx);
+        *err = xstrdup("unable to load root certificates: unable to parse bytes as PEM block");
+        return NULL;
+    }
+    return ctx;
+}
+
+static target *target_get(outbound *o, const outbound_target *t)
+{
+    unsigned char digest[SHA256_DIGEST_LENGTH] = {0};
+    if (t->ca_pem && t->ca_len)
+        SHA256((const unsigned char *)t->ca_pem, t->ca_len, digest);
+    char hex[2 * SHA256_DIGEST_LENGTH + 1];
+    for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    char *key = NULL;
+    if (asprintf(&key, "%s|%d|%s|%d|%s", t->host, t->port, t->server_name ? t->server_name : "",
+                 t->insecure, hex) < 0)
+        abort();
+    target *tg;
+    LIST_FOREACH(tg, &o->targets, link)
+    {
+        if (!strcmp(tg->key, key)) {
+            free(key);
+            return tg;
+        }
+    }
+    tg = xcalloc(1, sizeof *tg);
+    tg->key = key;
+    TAILQ_INIT(&tg->idle);
+    tg->ctx = make_ctx(t, &tg->ctx_error);
+    LIST_INSERT_HEAD(&o->targets, tg, link);
+    return tg;
+}
+
+/* ---- connections ------------------------------------------------------------- */
+
+static void conn_close(conn *c)
+{
+    if (c->call)
+        c->call->c = NULL;
+    if (c->idle) {
+        TAILQ_REMOVE(&c->t->idle, c, idle_link);
+        c->t->nidle--;
+    }
+    if (c->idle_timer)
+        event_free(c->idle_timer);
+    LIST_REMOVE(c, all_link);
+    c->o->nconns--;
+    if (c->bev)
+        bufferevent_free(c->bev);
+    free(c);
+}
+
+static bool is_ip(const char *host)
+{
+    unsigned char buf[16];
+    return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+static void conn_read(struct bufferevent *bev, void *arg);
+static void conn_event(struct bufferevent *bev, short what, void *arg);
+
+/* A new connection to the call's target, dialling; NULL with the call
+ * failed (deferred) when it cannot even start. */
+static conn *conn_open(outbound_call *call, char **err)
+{
+    outbound *o = call->o;
+    target *t = call->t;
+    SSL *ssl = SSL_new(t->ctx);
+    if (!ssl) {
+        *err = xstrdup("tls: cannot make a TLS connection");
+        return NULL;
+    }
+    const char *name = call->server_name;
+    if (!is_ip(name)) {
+        SSL_set_tlsext_host_name(ssl, name);
+        X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl), name, 0);
+    } else {
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name);
+    }
+    struct bufferevent *bev =
+        bufferevent_openssl_socket_new(o->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+                                       BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    if (!bev) {
+        SSL_free(ssl);
+        *err = xstrdup("tls: cannot make a TLS connection");
+        return NULL;
+    }
+    conn *c = xcalloc(1, sizeof *c);
+    c->o = o;
+    c->t = t;
+    c->bev = bev;
+    c->ssl = ssl;
+    LIST_INSERT_HEAD(&o->conns, c, all_link);
+    o->nconns++;
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    bufferevent_setcb(bev, conn_read, NULL, conn_event, c);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    struct evdns_base *dns = NULL;
+    if (!is_ip(call->host)) {
+        if (!o->dns) {
+            o->dns = evdns_base_new(o->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                                 EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+            if (o->dns)
+                evdns_base_load_hosts(o->dns, NULL);
+        }
+        dns = o->dns;
+    }
+    if (bufferevent_socket_connect_hostname(bev, dns, AF_UNSPEC, call->host, call->port) < 0) {
+        /* The failure was reported through conn_event when it could be;
+         * otherwise say so here. */
+        if (!*err && asprintf(err, "dial tcp %s:%d: %s", call->host, call->port,
+                              strerror(errno ? errno : ECONNREFUSED)) < 0)
+            abort();
+        c->bev = NULL;
+        bufferevent_free(bev);
+        LIST_REMOVE(c, all_link);
+        o->nconns--;
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* ---- calls ------------------------------------------------------------------- */
+
+static void call_free(outbound_call *call)
+{
+    LIST_REMOVE(call, link);
+    if (call->ev)
+        event_free(call->ev);
+    free(call->host);
+    free(call->server_name);
+    free(call->authority);
+    free(call->path);
+    free(call->content_type);
+    free(call->body);
+    free(call->url);
+    free(call->pending_error);
+    free(call->answer_ctype);
+    if (call->answer)
+        evbuffer_free(call->answer);
+    free(call);
+}
+
+/* Ends the call with an answer (error NULL) or Go's words for what went
+ * wrong (`Post "URL": ERROR`), and frees it. */
+static void call_end(outbound_call *call, const char *error)
+{
+    char *msg = NULL;
+    if (error && asprintf(&msg, "Post \"%s\": %s", call->url, error) < 0)
+        abort();
+    outbound_result r = {.status = error ? 0 : (int)call->parser.status_code,
+                         .error = msg,
+                         .body = call->answer,
+                         .content_type = call->answer_ctype ? call->answer_ctype : ""};
+    outbound_cb cb = call->cb;
+    void *arg = call->arg;
+    if (call->c) {
+        call->c->call = NULL;
+        call->c = NULL;
+    }
+    cb(arg, &r);
+    free(msg);
+    call_free(call);
+}
+
+static void conn_idle_event(struct bufferevent *bev, short what, void *arg);
+static void conn_idle_read(struct bufferevent *bev, void *arg);
+static void conn_idle_timeout(evutil_socket_t fd, short what, void *arg);
+
+/* The call on `c` is answered: the connection goes idle (or closes, when
+ * the answer said so) and the call ends. */
+static void call_answered(outbound_call *call)
+{
+    conn *c = call->c;
+    bool keep = http_should_keep_alive(&call->parser) && call->t->nidle < MAX_IDLE_PER_TARGET;
+    c->call = NULL;
+    call->c = NULL;
+    if (keep) {
+        c->reused = true;
+        bufferevent_setcb(c->bev, conn_idle_read, NULL, conn_idle_event, c);
+        if (!c->idle_timer)
+            c->idle_timer = evtimer_new(c->o->base, conn_idle_timeout, c);
+        struct timeval tv = {IDLE_TIMEOUT_S, 0};
+        evtimer_add(c->idle_timer, &tv);
+        TAILQ_INSERT_HEAD(&c->t->idle, c, idle_link);
+        c->t->nidle++;
+        c->idle = true;
+    } else {
+        conn_close(c);
+    }
+    call_end(call, NULL);
+}
+
+static void call_send(outbound_call *call);
+
+/* The connection failed under the call: the call fails, or starts again
+ * once on a new connection when a reused one had been closed by the peer
+ * before anything came back. */
+static void call_conn_failed(outbound_call *call, const char *error)
+{
+    conn *c = call->c;
+    bool retry = c && c->reused && !call->got_bytes && !call->retried;
+    if (c)
+        conn_close(c);
+    call->c = NULL;
+    if (retry) {
+        call->retried = true;
+        call_send(call);
+        return;
+    }
+    call_end(call, error);
+}
+
+/* Go's words for a failed connection. */
+static void dial_error(outbound_call *call, conn *c, char *buf, size_t n)
+{
+    int dns_err = bufferevent_socket_get_dns_error(c->bev);
+    if (dns_err) {
+        snprintf(buf, n, "dial tcp: lookup %s: no such host", call->host);
+        return;
+    }
+    int e = EVUTIL_SOCKET_ERROR();
+    if (e != ECONNREFUSED && e != ETIMEDOUT && e != EHOSTUNREACH && e != ENETUNREACH &&
+        e != EADDRNOTAVAIL)
+        e = ECONNREFUSED; /* the errno is gone with deferred callbacks: the usual cause */
+    const char *h = call->host;
+    bool v6 = strchr(h, ':') != NULL;
+    snprintf(buf, n, "dial tcp %s%s%s:%d: connect: %s", v6 ? "[" : "", h, v6 ? "]" : "", call->port,
+             e ? evutil_socket_error_to_string(e) : "connection refused");
+    /* Go writes errno texts in lower case ("connection refused"). */
+    char *colon = strstr(buf, "connect: ");
+    if (colon)
+        colon[9] = (char)(colon[9] >= 'A' && colon[9] <= 'Z' ? colon[9] + 32 : colon[9]);
+}
+
+/* Go's words for a failed handshake: the certificate's fault when
+ * verification failed, else OpenSSL's reason. */
+static void tls_error(conn *c, const char *name, char *buf, size_t n)
+{
+    long v = c->ssl ? SSL_get_verify_result(c->ssl) : X509_V_OK;
+    unsigned long e = bufferevent_get_openssl_error(c->bev);
+    switch (v) {
+    case X509_V_OK:
+        break;
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+    case X509_V_ERR_CERT_SIGNATURE_FAILURE:
+        snprintf(buf, n,
+                 "tls: failed to verify certificate: x509: certificate signed by unknown "
+                 "authority");
+        return;
+    case X509_V_ERR_HOSTNAME_MISMATCH:
+    case X509_V_ERR_IP_ADDRESS_MISMATCH:
+        snprintf(buf, n, "tls: failed to verify certificate: x509: certificate is not valid for %s",
+                 name);
+        return;
+    case X509_V_ERR_CERT_HAS_EXPIRED:
+    case X509_V_ERR_CERT_NOT_YET_VALID:
+        snprintf(buf, n,
+                 "tls: failed to verify certificate: x509: certificate has expired or is "
+                 "not yet valid");
+        return;
+    default:
+        snprintf(buf, n, "tls: failed to verify certificate: x509: %s",
+                 X509_verify_cert_error_string(v));
+        return;
+    }
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    snprintf(buf, n, "remote error: tls: %s", r ? r : "handshake failure");
+    ERR_clear_error();
+}
+
+static void conn_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    conn *c = arg;
+    outbound_call *call = c->call;
+    if (what & BEV_EVENT_CONNECTED) {
+        c->connected = true;
+        c->o->handshakes++;
+        return;
+    }
+    if (!call) { /* nothing waits on it */
+        conn_close(c);
+        return;
+    }
+    char buf[512];
+    if (!c->connected) {
+        /* Nothing written: the TCP connection never came up (the
+         * ClientHello is the first thing sent on it). */
+        BIO *wbio = SSL_get_wbio(c->ssl);
+        bool dial =
+            bufferevent_socket_get_dns_error(c->bev) || !wbio || BIO_number_written(wbio) == 0;
+        if (dial)
+            dial_error(call, c, buf, sizeof buf);
+        else
+            tls_error(c, call->server_name, buf, sizeof buf);
+        call_conn_failed(call, buf);
+        return;
+    }
+    /* The peer closed, or the connection broke, while the call waited. An
+     * answer that runs to the end of the connection ends here. */
+    if (call->got_bytes && !call->complete)
+        http_parser_execute(&call->parser, &answer_settings, NULL, 0);
+    if (call->complete) {
+        call_answered(call);
+        return;
+    }
+    call_conn_failed(call, call->got_bytes ? "unexpected EOF" : "EOF");
+}
+
+static void conn_read(struct bufferevent *bev, void *arg)
+{
+    conn *c = arg;
+    outbound_call *call = c->call;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    if (!call) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
+    while (evbuffer_get_length(in) && !call->complete) {
+        struct evbuffer_iovec v;
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+            break;
+        call->got_bytes = true;
+        size_t used = http_parser_execute(&call->parser, &answer_settings, v.iov_base, v.iov_len);
+        if (HTTP_PARSER_ERRNO(&call->parser) != HPE_OK && !call->complete) {
+            conn_close(c);
+            call->c = NULL;
+            call_end(call, HTTP_PARSER_ERRNO(&call->parser) == HPE_CB_body
+                               ? "http: response body too large"
+                               : "net/http: HTTP/1.x transport connection broken: malformed "
+                                 "HTTP response");
+            return;
+        }
+        evbuffer_drain(in, used);
+    }
+    if (call->complete) {
+        evbuffer_drain(in, evbuffer_get_length(in)); /* nothing may follow an answer */
+        call_answered(call);
+    }
+}
+
+/* ---- idle connections ------------------------------------------------------- */
+
+static void conn_idle_read(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    conn_close(arg); /* bytes nobody asked for: the connection is not to be trusted */
+}
+
+static void conn_idle_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    conn_close(arg);
+}
+
+static void conn_idle_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_close(arg);
+}
+
+/* ---- the answer ------------------------------------------------------------- */
+
+static int on_message_begin(http_parser *p)
+{
+    outbound_call *call = p->data;
+    evbuffer_drain(call->answer, evbuffer_get_length(call->answer));
+    return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    outbound_call *call = p->data;
+    call->in_ctype = len == 12 && !strncasecmp(at, "Content-Type", 12);
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    outbound_call *call = p->data;
+    if (call->in_ctype && !call->answer_ctype)
+        call->answer_ctype = xstrndup(at, len);
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    outbound_call *call = p->data;
+    if (evbuffer_get_length(call->answer) + len > MAX_ANSWER)
+        return -1;
+    evbuffer_add(call->answer, at, len);
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    outbound_call *call = p->data;
+    if (p->status_code == 100) /* 100 Continue: the real answer follows */
+        return 0;
+    call->complete = true;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings answer_settings = {
+    .on_message_begin = on_message_begin,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- sending ----------------------------------------------------------------- */
+
+/* Writes the call's request on a connection: an idle one of its target
+ * when there is one, else a new one. */
+static void call_send(outbound_call *call)
+{
+    target *t = call->t;
+    conn *c = TAILQ_FIRST(&t->idle);
+    if (c) {
+        TAILQ_REMOVE(&t->idle, c, idle_link);
+        t->nidle--;
+        c->idle = false;
+        evtimer_del(c->idle_timer);
+        bufferevent_setcb(c->bev, conn_read, NULL, conn_event, c);
+    } else {
+        char *err = NULL;
+        c = conn_open(call, &err);
+        if (!c) {
+            call->pending_error = err;
+            event_active(call->ev, EV_READ, 0);
+            return;
+        }
+    }
+    c->call = call;
+    call->c = c;
+    call->got_bytes = false;
+    call->complete = false;
+    free(call->answer_ctype);
+    call->answer_ctype = NULL;
+    http_parser_init(&call->parser, HTTP_RESPONSE);
+    call->parser.data = call;
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    evbuffer_add_printf(out,
+                        "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: ckube-apiserver\r\n"
+                        "Content-Type: %s\r\nAccept: application/json, */*\r\n"
+                        "Content-Length: %zu\r\n\r\n",
+                        call->path, call->authority, call->content_type, call->len);
+    evbuffer_add(out, call->body, call->len);
+}
+
+/* The call's event: its deadline, or a failure found while starting. */
+static void call_event(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    outbound_call *call = arg;
+    if (call->pending_error) {
+        char *e = call->pending_error;
+        call->pending_error = NULL;
+        call_end(call, e);
+        free(e);
+        return;
+    }
+    (void)what;
+    if (call->c) {
+        conn_close(call->c);
+        call->c = NULL;
+    }
+    call_end(call, "context deadline exceeded");
+}
+
+outbound_call *outbound_post(outbound *o, const outbound_target *t, const char *path,
+                             const char *content_type, const void *body, size_t len,
+                             unsigned timeout_ms, outbound_cb cb, void *arg)
+{
+    outbound_call *call = xcalloc(1, sizeof *call);
+    call->o = o;
+    call->cb = cb;
+    call->arg = arg;
+    call->host = xstrdup(t->host);
+    call->port = t->port;
+    call->server_name = xstrdup(t->server_name ? t->server_name : t->host);
+    bool v6 = strchr(call->server_name, ':') != NULL;
+    if (asprintf(&call->authority, "%s%s%s:%d", v6 ? "[" : "", call->server_name, v6 ? "]" : "",
+                 t->url_port ? t->url_port : t->port) < 0 ||
+        asprintf(&call->url, "https://%s%s", call->authority, path) < 0)
+        abort();
+    call->path = xstrdup(path);
+    call->content_type = xstrdup(content_type);
+    call->body = xmalloc(len ? len : 1);
+    memcpy(call->body, body, len);
+    call->len = len;
+    call->answer = evbuffer_new();
+    call->ev = event_new(o->base, -1, 0, call_event, call);
+    call->t = target_get(o, t);
+    LIST_INSERT_HEAD(&o->calls, call, link);
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    evtimer_add(call->ev, &tv);
+    if (call->t->ctx_error) {
+        call->pending_error = xstrdup(call->t->ctx_error);
+        event_active(call->ev, EV_READ, 0);
+        return call;
+    }
+    call_send(call);
+    return call;
+}
+
+void outbound_cancel(outbound_call *call)
+{
+    if (call->c)
+        conn_close(call->c);
+    call->c = NULL;
+    call_free(call);
+}
+
+outbound *outbound_new(struct event_base *base)
+{
+    outbound *o = calloc(1, sizeof *o);
+    if (!o)
+        return NULL;
+    o->base = base;
+    LIST_INIT(&o->targets);
+    LIST_INIT(&o->conns);
+    LIST_INIT(&o->calls);
+    return o;
+}
+
+void outbound_free(outbound *o)
+{
+    if (!o)
+        return;
+    outbound_call *call;
+    while ((call = LIST_FIRST(&o->calls)) != NULL)
+        outbound_cancel(call);
+    conn *c;
+    while ((c = LIST_FIRST(&o->conns)) != NULL)
+        conn_close(c);
+    target *t;
+    while ((t = LIST_FIRST(&o->targets)) != NULL) {
+        LIST_REMOVE(t, link);
+        if (t->ctx)
+            SSL_CTX_free(t->ctx);
+        free(t->ctx_error);
+        free(t->key);
+        free(t);
+    }
+    if (o->dns)
+        evdns_base_free(o->dns, 0);
+    free(o);
+}
+
+struct event_base *outbound_base(const outbound *o)
+{
+    return o->base;
+}
+
+unsigned long outbound_handshakes(const outbound *o)
+{
+    return o->handshakes;
+}
+
+size_t outbound_open_connections(const outbound *o)
+{
+    return o->nconns;
+}
