@@ -17,6 +17,7 @@
 #include "apiserver/registry/authorization/reviews.h"
 #include "apiserver/registry/apps/apps.h"
 #include "apiserver/registry/coordination/coordination.h"
+#include "apiserver/registry/admissionregistration/admissionregistration.h"
 #include "apiserver/registry/core/core.h"
 #include "apiserver/registry/events/events.h"
 #include "apiserver/registry/rbac/rbac.h"
@@ -853,7 +854,8 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
     /* The registry, then each API group's install function. */
     s->registry = registry_new();
     if (!s->registry || core_install(s->registry) != 0 || apps_install(s->registry) != 0 ||
-        coordination_install(s->registry) != 0 || events_install(s->registry) != 0 ||
+        coordination_install(s->registry) != 0 ||
+        admissionregistration_install(s->registry) != 0 || events_install(s->registry) != 0 ||
         authorization_install(s->registry) != 0 || rbac_install(s->registry) != 0 ||
         apiextensions_install(s->registry) != 0) {
         ckube__set_err(err, "registering built-in types failed");

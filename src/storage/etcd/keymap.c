@@ -87,6 +87,10 @@ static const etcd_keymap_resource RESOURCES[] = {
     {"rbac.authorization.k8s.io", "rolebindings", "rolebindings", true},
     {"rbac.authorization.k8s.io", "clusterroles", "clusterroles", false},
     {"rbac.authorization.k8s.io", "clusterrolebindings", "clusterrolebindings", false},
+    {"admissionregistration.k8s.io", "mutatingwebhookconfigurations",
+     "mutatingwebhookconfigurations", false},
+    {"admissionregistration.k8s.io", "validatingwebhookconfigurations",
+     "validatingwebhookconfigurations", false},
     {"apiextensions.k8s.io", "customresourcedefinitions",
      "apiextensions.k8s.io/customresourcedefinitions", false},
 };

@@ -189,15 +189,25 @@ static json_t *maybe_ref(builder *b, json_t *v, int depth)
 
 /* Replaces inlined definitions by references and drops x-ckube-* keys;
  * x-ckube-required (fields upstream publishes as required but checks in
- * validation, see builtin_schemas.h) becomes `required`. */
+ * validation, see builtin_schemas.h) becomes `required`, and
+ * x-ckube-list-type and x-ckube-list-map-keys (list-type maps whose
+ * duplicates validation reports) become x-kubernetes-list-type and
+ * x-kubernetes-list-map-keys. */
 static void process_refs(builder *b, json_t *node, int depth)
 {
+    static const char *const published[][2] = {
+        {"x-ckube-required", "required"},
+        {"x-ckube-list-type", "x-kubernetes-list-type"},
+        {"x-ckube-list-map-keys", "x-kubernetes-list-map-keys"},
+    };
     if (depth > MAX_DEPTH)
         return;
     if (json_is_object(node)) {
-        json_t *xreq = json_object_get(node, "x-ckube-required");
-        if (json_is_array(xreq) && !json_object_get(node, "required"))
-            json_object_set(node, "required", xreq);
+        for (size_t i = 0; i < sizeof published / sizeof *published; i++) {
+            json_t *x = json_object_get(node, published[i][0]);
+            if (x && !json_object_get(node, published[i][1]))
+                json_object_set(node, published[i][1], x);
+        }
         const char *k;
         json_t *v;
         void *tmp;

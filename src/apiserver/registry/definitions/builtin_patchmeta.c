@@ -96,6 +96,22 @@ const ckube_patch_meta_entry patchmeta_serviceaccount[] = {
     END,
 };
 
+/* admissionregistration.k8s.io/v1: webhooks and their matchConditions
+ * merge by name. */
+#define WEBHOOKS {"webhooks", MERGE, "name"}, {"webhooks.matchConditions", MERGE, "name"}
+
+const ckube_patch_meta_entry patchmeta_mutatingwebhookconfiguration[] = {
+    OBJECT_META(""),
+    WEBHOOKS,
+    END,
+};
+
+const ckube_patch_meta_entry patchmeta_validatingwebhookconfiguration[] = {
+    OBJECT_META(""),
+    WEBHOOKS,
+    END,
+};
+
 // clang-format on
 
 const ckube_patch_meta_entry *builtin_patchmeta_for(const char *group, const char *kind)
@@ -121,6 +137,10 @@ const ckube_patch_meta_entry *builtin_patchmeta_for(const char *group, const cha
         {"rbac.authorization.k8s.io", "ClusterRole", patchmeta_clusterrole},
         {"rbac.authorization.k8s.io", "RoleBinding", patchmeta_rolebinding},
         {"rbac.authorization.k8s.io", "ClusterRoleBinding", patchmeta_clusterrolebinding},
+        {"admissionregistration.k8s.io", "MutatingWebhookConfiguration",
+         patchmeta_mutatingwebhookconfiguration},
+        {"admissionregistration.k8s.io", "ValidatingWebhookConfiguration",
+         patchmeta_validatingwebhookconfiguration},
     };
     if (!group || !kind)
         return NULL;

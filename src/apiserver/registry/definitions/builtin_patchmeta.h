@@ -24,6 +24,9 @@ extern const ckube_patch_meta_entry patchmeta_service[];        /* core/v1 Servi
 extern const ckube_patch_meta_entry patchmeta_node[];           /* core/v1 Node */
 extern const ckube_patch_meta_entry patchmeta_namespace[];      /* core/v1 Namespace */
 extern const ckube_patch_meta_entry patchmeta_serviceaccount[]; /* core/v1 ServiceAccount */
+/* admissionregistration.k8s.io/v1 */
+extern const ckube_patch_meta_entry patchmeta_mutatingwebhookconfiguration[];
+extern const ckube_patch_meta_entry patchmeta_validatingwebhookconfiguration[];
 
 /* Kinds whose only merge lists are the ObjectMeta ones. */
 #define patchmeta_endpoints patchmeta_metadata_only       /* core/v1 Endpoints (subsets: replace) */

@@ -29,6 +29,7 @@
 #define AUTHZ "io.k8s.api.authorization.v1."
 #define AUTHN "io.k8s.api.authentication.v1."
 #define RBAC "io.k8s.api.rbac.v1."
+#define ADMREG "io.k8s.api.admissionregistration.v1."
 
 /* The macros and tables are laid out by hand: one property per line reads
  * better than what a formatter makes of long string concatenations. */
@@ -57,6 +58,15 @@
     "`" n "`:{`type`:`array`,`items`:{`$ckref`:`" r "`},`description`:`" d "`},"
 #define P_REFMAP(n, r, d)                                                                          \
     "`" n "`:{`type`:`object`,`additionalProperties`:{`$ckref`:`" r "`},`description`:`" d "`},"
+/* A list of objects keyed by their `name`: strategic merge patches merge
+ * it by name, and it is published as upstream publishes it (a list-type
+ * map on name). The x-ckube-list-* keys are published as the
+ * x-kubernetes-list-* ones but not enforced by the schema engine: the
+ * type's validation reports a name given twice, in upstream's words. */
+#define P_NAMEDLIST(n, r, d)                                                                       \
+    "`" n "`:{`type`:`array`,`items`:{`$ckref`:`" r "`},"                                         \
+    "`x-kubernetes-patch-merge-key`:`name`,`x-kubernetes-patch-strategy`:`merge`,"                \
+    "`x-ckube-list-type`:`map`,`x-ckube-list-map-keys`:[`name`],`description`:`" d "`},"
 /* Subtrees ckube does not describe field by field. */
 #define P_ANYOBJ(n, d)                                                                             \
     "`" n "`:{`type`:`object`,`x-kubernetes-preserve-unknown-fields`:true,`description`:`" d "`},"
@@ -98,6 +108,34 @@
     P_REF("resourceAttributes", AUTHZ "ResourceAttributes", "A request on a resource.")           \
     P_REF("nonResourceAttributes", AUTHZ "NonResourceAttributes",                                \
           "A request on a non-resource URL.")
+
+/* What a mutating and a validating webhook share. */
+#define WEBHOOK_PROPS                                                                              \
+    P_STR("name", "Fully qualified name of the webhook, at least three DNS labels, such as "     \
+                  "policy.example.com.")                                                         \
+    P_REF("clientConfig", ADMREG "WebhookClientConfig", "How to call the webhook.")              \
+    P_REFLIST("rules", ADMREG "RuleWithOperations",                                              \
+              "The requests the webhook is called for: those any of the rules match. Webhook "    \
+              "configurations themselves are never sent to webhooks.")                           \
+    P_STR("failurePolicy", "What happens when calling the webhook fails: Fail (the default) "    \
+                           "rejects the request, Ignore lets it through.")                       \
+    P_STR("matchPolicy", "Exact: only requests the rules name. Equivalent (the default): also "  \
+                         "requests for the same resources through another group or version.")  \
+    P_REF("namespaceSelector", META "LabelSelector",                                             \
+          "Which namespaces' objects the webhook is called for, by the namespace's labels (a "    \
+          "Namespace by its own). Empty: all of them.")                                          \
+    P_REF("objectSelector", META "LabelSelector",                                                \
+          "Which objects the webhook is called for, by their labels, old or new. Empty: all of "  \
+          "them.")                                                                               \
+    P_STR("sideEffects", "None or NoneOnDryRun: whether calling the webhook changes anything "   \
+                         "outside the request. Dry-run requests skip webhooks with side "         \
+                         "effects.")                                                             \
+    P_I32("timeoutSeconds", "How long a call may take, 1 to 30 seconds; 10 when not given.")     \
+    P_STRLIST("admissionReviewVersions", "AdmissionReview versions the webhook understands, "    \
+                                         "preferred first; one of them must be v1 or v1beta1.")  \
+    P_NAMEDLIST("matchConditions", ADMREG "MatchCondition",                                      \
+                "Conditions a matched request must also meet, at most 64; all of them must "     \
+                "hold for the webhook to be called.")
 
 typedef struct schema_text {
     const char *name; /* definition name */
@@ -839,6 +877,54 @@ static const schema_text fragments[] = {
                      P_STR("kind", "Role or ClusterRole.")
                      P_STR("name", "Name of the role."))},
 
+    /* --- admissionregistration.k8s.io/v1. What a webhook must hold is
+     * the types' validation's (registry/admissionregistration), defaults
+     * included. --- */
+    {ADMREG "ServiceReference",
+     OBJ_XREQ("The Service in front of a webhook.", "`namespace`,`name`",
+              P_STR("namespace", "Namespace of the Service.")
+              P_STR("name", "Name of the Service.")
+              P_STR("path", "URL path the requests are sent to.")
+              P_I32("port", "Port of the Service, 1 to 65535; 443 when not given."))},
+    {ADMREG "WebhookClientConfig",
+     OBJ("How the API server calls a webhook: at a URL or through a Service, exactly one of "
+         "the two.",
+         P_STR("url", "Where to call the webhook, https://host[:port][/path]; no user "
+                      "information, query or fragment.")
+         P_REF("service", ADMREG "ServiceReference", "The Service to call the webhook through.")
+         P_BYTES("caBundle", "PEM certificates of the CAs to trust for the webhook's serving "
+                             "certificate; the system's trust roots when empty."))},
+    {ADMREG "RuleWithOperations",
+     OBJ("Operations on resources that a webhook is called for.",
+         P_STRLIST("operations", "CREATE, UPDATE, DELETE or CONNECT; '*' alone for all of them.")
+         P_STRLIST("apiGroups", "API groups of the resources ('' is the core group); '*' alone "
+                                "for all.")
+         P_STRLIST("apiVersions", "API versions of the resources; '*' alone for all.")
+         P_STRLIST("resources", "Resources, and subresources as resource/subresource: '*' is "
+                                "every resource, 'pods/*' every subresource of pods, '*/status' "
+                                "every status subresource, '*/*' everything.")
+         P_STR("scope", "Cluster, Namespaced or '*' (the default): the scope of the resources "
+                        "the rule matches."))},
+    {ADMREG "MatchCondition",
+     OBJ_XREQ("A CEL condition a request must meet for the webhook to be called.",
+              "`name`,`expression`",
+              P_STR("name", "Name of the condition: a qualified name, unique among the webhook's "
+                            "conditions.")
+              P_STR("expression", "CEL expression that evaluates to a bool."))},
+    {ADMREG "MutatingWebhook",
+     OBJ_XREQ("A webhook that may change the objects of the requests it is called for, or "
+              "reject them.",
+              "`name`,`clientConfig`,`sideEffects`,`admissionReviewVersions`",
+              WEBHOOK_PROPS
+              P_STR("reinvocationPolicy", "Never (the default), or IfNeeded: call the webhook "
+                                          "once more when a later mutation changed the "
+                                          "object."))},
+    {ADMREG "ValidatingWebhook",
+     OBJ_XREQ("A webhook that accepts or rejects the requests it is called for, without "
+              "changing them.",
+              "`name`,`clientConfig`,`sideEffects`,`admissionReviewVersions`",
+              WEBHOOK_PROPS)},
+
     /* --- authorization.k8s.io/v1, authentication.k8s.io/v1: the review
      * types. Nothing is marked required: as upstream, their own
      * validation (reviews.c) decides what a question must hold. --- */
@@ -1081,6 +1167,18 @@ static const root_text roots[] = {
                P_REF("roleRef", RBAC "RoleRef",
                      "The ClusterRole granted. It cannot change; bind another role with another "
                      "binding."))}},
+    {"admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration",
+     {ADMREG "MutatingWebhookConfiguration",
+      OBJ("Admission webhooks that may change objects before they are stored, or reject them.",
+          TYPEMETA OBJMETA
+          P_NAMEDLIST("webhooks", ADMREG "MutatingWebhook",
+                      "The webhooks, with the requests each is called for."))}},
+    {"admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
+     {ADMREG "ValidatingWebhookConfiguration",
+      OBJ("Admission webhooks that accept or reject requests without changing them.",
+          TYPEMETA OBJMETA
+          P_NAMEDLIST("webhooks", ADMREG "ValidatingWebhook",
+                      "The webhooks, with the requests each is called for."))}},
     {"authorization.k8s.io", "v1", "SelfSubjectAccessReview",
      {AUTHZ "SelfSubjectAccessReview",
       OBJ("Asks whether the requester may do something. Answered, never stored.",

@@ -5,7 +5,9 @@
  * Endpoints, Pod, Node, Event; apps/v1 Deployment, ReplicaSet;
  * coordination.k8s.io/v1 Lease; events.k8s.io/v1 Event;
  * rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding,
- * ClusterRoleBinding; the review types). They are
+ * ClusterRoleBinding; admissionregistration.k8s.io/v1
+ * MutatingWebhookConfiguration, ValidatingWebhookConfiguration; the review
+ * types). They are
  * self-contained (no $ref): shared definitions are inlined, each inlined
  * copy marked with "x-ckube-ref": "<definition name>" (e.g.
  * "io.k8s.api.core.v1.Container") so the OpenAPI publisher can turn it back
@@ -21,7 +23,12 @@
  * "x-ckube-required" lists fields upstream's OpenAPI marks required but
  * its decoding does not enforce (its validation reports them, in its own
  * words): the schema engine ignores the key, the OpenAPI publisher turns
- * it into `required`.
+ * it into `required`. In the same way "x-ckube-list-type" and
+ * "x-ckube-list-map-keys" are published as x-kubernetes-list-type and
+ * x-kubernetes-list-map-keys: lists upstream publishes as list-type maps
+ * whose duplicate keys its validation reports (Duplicate value at the
+ * key's field), which the schema engine would otherwise report first in
+ * its own words.
  *
  * All functions are thread-safe; parsing happens once.
  */

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "apiserver/apiextensions/crd.h"
+#include "apiserver/registry/admissionregistration/admissionregistration.h"
 #include "apiserver/registry/apps/apps.h"
 #include "apiserver/registry/authorization/reviews.h"
 #include "apiserver/registry/coordination/coordination.h"
@@ -53,6 +54,10 @@ static const struct want {
     {"rbac.authorization.k8s.io", "rolebindings", true, "rolebindings"},
     {"rbac.authorization.k8s.io", "clusterroles", false, "clusterroles"},
     {"rbac.authorization.k8s.io", "clusterrolebindings", false, "clusterrolebindings"},
+    {"admissionregistration.k8s.io", "mutatingwebhookconfigurations", false,
+     "mutatingwebhookconfigurations"},
+    {"admissionregistration.k8s.io", "validatingwebhookconfigurations", false,
+     "validatingwebhookconfigurations"},
     {"apiextensions.k8s.io", "customresourcedefinitions", false,
      "apiextensions.k8s.io/customresourcedefinitions"},
 };
@@ -256,6 +261,7 @@ static void test_registered_types(void **state)
     assert_int_equal(events_install(reg), 0);
     assert_int_equal(authorization_install(reg), 0);
     assert_int_equal(rbac_install(reg), 0);
+    assert_int_equal(admissionregistration_install(reg), 0);
     assert_int_equal(apiextensions_install(reg), 0);
     etcd_keymap *m = etcd_keymap_new("/registry");
     size_t n;
