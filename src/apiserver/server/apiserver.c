@@ -17,6 +17,7 @@
 #include "apiserver/registry/authorization/reviews.h"
 #include "apiserver/registry/apps/apps.h"
 #include "apiserver/registry/coordination/coordination.h"
+#include "apiserver/admission/admission.h"
 #include "apiserver/registry/admissionregistration/admissionregistration.h"
 #include "apiserver/registry/core/core.h"
 #include "apiserver/registry/events/events.h"
@@ -888,6 +889,7 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
     s->rbac = rbac_index_new();
     authorization_set_authorizer(s->registry, s->rbac);
     cacher_add_listener(s->cache, "/registry/rbac.authorization.k8s.io/", on_rbac_event, s);
+    s->admission = admission_new(s->cache);
     s->crds = crd_attach(s->registry, s->store);
     if (!(s->metrics = apimetrics_new(s)))
         CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
@@ -961,13 +963,14 @@ int apiserver_start(apiserver *s, char **err)
         lp->mcache = apimetrics_cache_new(); /* NULL: metrics without the cache */
         lp->base = event_base_new();
         lp->wake = lp->base ? event_new(lp->base, -1, 0, on_wake, lp) : NULL;
+        lp->out = lp->base ? outbound_new(lp->base) : NULL;
         /* A body over the limit is answered with a Status 413 as soon as
          * its length is known, and not read. */
         httpd_config hc = {.max_body = APISERVER_MAX_BODY,
                            .idle_timeout = 3600,
                            .tls = s->tls,
                            .slot_free = conn_identity_free};
-        lp->http = lp->wake ? httpd_new(lp->base, fd, &hc, handle_request, lp) : NULL;
+        lp->http = lp->wake && lp->out ? httpd_new(lp->base, fd, &hc, handle_request, lp) : NULL;
         if (!lp->http) {
             ckube__set_err(err, "starting the HTTP loop: out of memory");
             return -1;
@@ -1054,6 +1057,7 @@ void apiserver_free(apiserver *s)
         watch_loop_close_all(lp);
         list_stream_close_all(lp);
         event_base_loop(lp->base, EVLOOP_NONBLOCK);
+        outbound_free(lp->out);
         httpd_free(lp->http);
         event_free(lp->wake);
         event_base_free(lp->base);
@@ -1070,6 +1074,7 @@ void apiserver_free(apiserver *s)
     cacher_free(s->cache); /* before the CRD state its listeners use */
     crd_detach(s->crds);
     rbac_index_free(s->rbac); /* the same */
+    admission_free(s->admission);
     registry_free(s->registry);
     json_decref(s->openapi_v3_index);
     json_decref(s->openapi_v3_docs);

@@ -74,6 +74,8 @@ struct audit_req {
     json_t *request_object;
     char *decision_text, *reason;
     bool started; /* ResponseStarted written */
+    char **ann_keys, **ann_values; /* audit_req_annotate's, owned */
+    size_t nann;
 };
 
 static char *dup0(const char *s)
@@ -141,8 +143,10 @@ static void emit(audit_req *a, audit_stage stage, const audit_response_status *s
     if (a->as)
         user_info_fill(&as, a->as);
     audit_object_ref ref = ref_view(&a->ref);
-    audit_annotation ann[2];
+    audit_annotation *ann = xcalloc(2 + a->nann, sizeof *ann);
     size_t nann = 0;
+    for (size_t i = 0; i < a->nann; i++)
+        ann[nann++] = (audit_annotation){a->ann_keys[i], a->ann_values[i]};
     if (a->decision_text) {
         ann[nann++] = (audit_annotation){AUDIT_ANNOTATION_DECISION, a->decision_text};
         if (a->reason && *a->reason)
@@ -173,6 +177,7 @@ static void emit(audit_req *a, audit_stage stage, const audit_response_status *s
     else
         clock_gettime(CLOCK_REALTIME, &e.stage_timestamp);
     audit_log_write_event(a->log, &e);
+    free(ann);
     user_info_clear(&u);
     if (a->as)
         user_info_clear(&as);
@@ -383,7 +388,28 @@ void audit_req_free(audit_req *a)
     json_decref(a->request_object);
     free(a->decision_text);
     free(a->reason);
+    for (size_t i = 0; i < a->nann; i++) {
+        free(a->ann_keys[i]);
+        free(a->ann_values[i]);
+    }
+    free(a->ann_keys);
+    free(a->ann_values);
     free(a);
+}
+
+void audit_req_annotate(audit_req *a, const char *key, const char *value)
+{
+    if (!a)
+        return;
+    for (size_t i = 0; i < a->nann; i++) {
+        if (!strcmp(a->ann_keys[i], key))
+            return; /* upstream keeps the first value of a key */
+    }
+    a->ann_keys = xrealloc(a->ann_keys, (a->nann + 1) * sizeof *a->ann_keys);
+    a->ann_values = xrealloc(a->ann_values, (a->nann + 1) * sizeof *a->ann_values);
+    a->ann_keys[a->nann] = xstrdup(key);
+    a->ann_values[a->nann] = xstrdup(value);
+    a->nann++;
 }
 
 void audit_unauthenticated(const audit_policy *p, audit_log *log, const audit_req_info *in)

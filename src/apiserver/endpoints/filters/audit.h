@@ -95,6 +95,11 @@ void audit_req_started(audit_req *a, int code);
 void audit_req_complete(audit_req *a, int code, const json_t *reply);
 
 void audit_req_free(audit_req *a);
+/* An annotation on the request's later events (admission's: a webhook's
+ * auditAnnotations, failed-open and patch records). Copied; a key given
+ * again keeps its first value, as upstream's AddAnnotation. NULL a:
+ * nothing. */
+void audit_req_annotate(audit_req *a, const char *key, const char *value);
 
 /* Authentication failed (a 401): one ResponseStarted event with no user
  * when the policy records requests without one. */

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "apiserver/endpoints/handlers/handlers.h"
+#include "apiserver/admission/admission.h"
+#include "apiserver/endpoints/filters/audit.h"
 #include "apiserver/endpoints/request/partial.h"
 #include "apiserver/endpoints/request/table.h"
 #include "apiserver/authorization/escalation.h"
@@ -594,6 +596,9 @@ struct write_req {
     char *pre_uid;
     char *pre_rv;
     collection_del *parent;
+    /* admission: the webhooks being asked, and the options they see */
+    adm_run *adm;
+    json_t *adm_options;
 };
 
 /* A deletecollection: the objects matched when it arrived, deleted at
@@ -616,6 +621,9 @@ struct collection_del {
 
 static void write_free(write_req *w)
 {
+    if (w->adm)
+        adm_run_cancel(w->adm);
+    json_decref(w->adm_options);
     json_decref(w->body);
     free(w->manager);
     fm_managed_free(w->applied);
@@ -970,11 +978,97 @@ static const char *explicit_rv(store_write *sw, const json_t *result)
     return NULL;
 }
 
+/* ---- admission webhooks (apiserver/admission) ---------------------------- */
+
+static req_ctx *write_rc(const write_req *w)
+{
+    return w->rc ? w->rc : w->parent->rc;
+}
+
+static void admit_done(void *arg, ckube_status *st)
+{
+    write_req *w = arg;
+    w->adm = NULL;
+    store_admit_resume(&w->sw, st);
+}
+
+static void admit_warn(void *arg, const char *text)
+{
+    req_add_warning(write_rc(arg), text);
+}
+
+static void admit_annotate(void *arg, const char *key, const char *value)
+{
+    audit_req *a = write_rc(arg)->audit;
+    /* the patches a webhook made are recorded from level Request up, as
+     * upstream's AddAnnotationWithLevel */
+    if (!strncmp(key, "patch.webhook.admission.k8s.io/", 31) &&
+        (!a || audit_req_level(a) < AUDIT_LEVEL_REQUEST))
+        return;
+    audit_req_annotate(a, key, value);
+}
+
+static const adm_callbacks admit_callbacks = {admit_done, admit_warn, admit_annotate};
+
+/* The operation's options as webhooks see them (metav1's CreateOptions,
+ * UpdateOptions, DeleteOptions). */
+static json_t *admission_options(const write_req *w, const char *op)
+{
+    const char *kind = !strcmp(op, "CREATE")   ? "CreateOptions"
+                       : !strcmp(op, "UPDATE") ? (w->kind == W_PATCH ? "PatchOptions"
+                                                                     : "UpdateOptions")
+                                               : "DeleteOptions";
+    json_t *o = json_pack("{s:s,s:s}", "kind", kind, "apiVersion", "meta.k8s.io/v1");
+    if (w->sw.dry_run)
+        json_object_set_new(o, "dryRun", json_pack("[s]", "All"));
+    if (w->manager && strcmp(kind, "DeleteOptions"))
+        json_object_set_new(o, "fieldManager", json_string(w->manager));
+    if (w->force)
+        json_object_set_new(o, "force", json_true());
+    if (w->sw.propagation)
+        json_object_set_new(o, "propagationPolicy", json_string(w->sw.propagation));
+    return o;
+}
+
+/* The store's admit hook: the matching webhooks, asked while the write
+ * waits. Nothing matching (the common case) costs a look at the
+ * configurations' snapshot. */
+static bool write_admit(store_write *sw, store_admit_stage stage, json_t *obj, const json_t *old,
+                        ckube_status **st)
+{
+    (void)st;
+    write_req *w = (write_req *)sw;
+    req_ctx *rc = write_rc(w);
+    if (!rc->srv->admission || !rc->lp->out)
+        return true;
+    const resource_type *t = rc->type;
+    const char *op = sw->verb == STORE_DELETE ? "DELETE" : old ? "UPDATE" : "CREATE";
+    const char *name = obj ? ckube_obj_name(obj) : old ? ckube_obj_name(old) : NULL;
+    json_decref(w->adm_options);
+    w->adm_options = admission_options(w, op);
+    adm_attrs at = {.operation = op,
+                    .group = t->group,
+                    .version = t->version,
+                    .resource = t->resource,
+                    .kind = t->kind,
+                    .subresource = w->subresource ? w->subresource : "",
+                    .namespaced = t->namespaced,
+                    .ns = t->namespaced ? sw->ns : "",
+                    .name = name ? name : "",
+                    .user = rc->user,
+                    .dry_run = sw->dry_run,
+                    .options = w->adm_options};
+    w->adm = admission_run(rc->srv->admission, rc->lp->out, stage == STORE_ADMIT_MUTATE, &at, obj,
+                           old, &admit_callbacks, w);
+    return w->adm == NULL;
+}
+
 static const store_hooks write_hooks = {
     .transform = write_transform,
     .precondition_rv = explicit_rv,
     .validate = write_validate,
     .decorate = record_managed_fields,
+    .admit = write_admit,
     .done = write_done,
 };
 

@@ -105,6 +105,7 @@ struct loop {
     int index;
     struct event_base *base;
     httpd *http; /* connections accepted by this loop */
+    struct outbound *out; /* calls out (admission webhooks) from this loop */
     pthread_t thread;
     struct event *wake;
     pthread_mutex_t mu;
@@ -133,6 +134,7 @@ struct apiserver {
     struct authenticator *authn; /* who requests are from (owned) */
     struct sa_tokens *sa;        /* ServiceAccount tokens, NULL: not served (owned) */
     json_t *api_audiences;       /* the audiences the API accepts (owned) */
+    struct admission *admission; /* admission webhooks' configurations (owned) */
     struct rbac_index *rbac;     /* RBAC's view of the cluster's roles and bindings, fed
                                   * by the watch cache (owned; authorization/rbac) */
     /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain_begin): */

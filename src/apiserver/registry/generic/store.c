@@ -160,6 +160,8 @@ static void end(store_write *w, store_result *r)
     w->obj = NULL;
     free(w->gen_base);
     w->gen_base = NULL;
+    json_decref(w->old);
+    w->old = NULL;
     w->hooks->done(w, r);
 }
 
@@ -359,25 +361,36 @@ static ckube_status *check_namespace_open(const store_write *w, const char *name
     return st;
 }
 
-/* Creates `obj` (taken): a generated name, the fields the server owns,
- * the strategy, validation, then the storage create. */
+
+/* Asks admission at `stage`: true when the write goes on at once, false
+ * when it ended (a Status) or waits (store_admit_resume continues it). */
+static bool admit(store_write *w, store_admit_stage stage, json_t *obj, const json_t *old)
+{
+    if (!w->hooks->admit)
+        return true;
+    ckube_status *st = NULL;
+    w->admit_stage = stage;
+    if (!w->hooks->admit(w, stage, obj, old, &st))
+        return false;
+    if (st) {
+        finish(w, 0, NULL, st);
+        return false;
+    }
+    return true;
+}
+
+static void create_prepare(store_write *w);
+static void create_submit(store_write *w);
+
+/* Creates `obj` (taken): the namespace of the request, mutating
+ * admission (which sees the object before the server fills anything in,
+ * as upstream's create handler calls it), then create_prepare. */
 static void create_object(store_write *w, json_t *obj)
 {
     const resource_type *t = w->type;
     json_decref(w->obj);
     w->obj = obj;
     json_t *meta = meta_of(obj);
-    const char *name = json_string_value(json_object_get(meta, "name"));
-    const char *gen = json_string_value(json_object_get(meta, "generateName"));
-    if ((!name || !*name) && gen && *gen) {
-        if (!w->gen_base)
-            w->gen_base = xstrndup(gen, 58);
-        char suffix[6], full[128];
-        ckube_random_suffix(suffix, 5);
-        snprintf(full, sizeof full, "%s%s", w->gen_base, suffix);
-        json_object_set_new(meta, "name", json_string(full));
-        name = json_string_value(json_object_get(meta, "name"));
-    }
     if (t->namespaced) {
         const char *bns = json_string_value(json_object_get(meta, "namespace"));
         if (bns && *bns && strcmp(bns, w->ns)) {
@@ -390,6 +403,31 @@ static void create_object(store_write *w, json_t *obj)
     } else {
         json_object_del(meta, "namespace");
     }
+    if (admit(w, STORE_ADMIT_MUTATE, obj, NULL))
+        create_prepare(w);
+}
+
+/* A generated name, the fields the server owns, the strategy,
+ * validation, then validating admission and create_submit. */
+static void create_prepare(store_write *w)
+{
+    const resource_type *t = w->type;
+    json_t *obj = w->obj;
+    json_t *meta = meta_of(obj);
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *gen = json_string_value(json_object_get(meta, "generateName"));
+    if ((!name || !*name) && gen && *gen) {
+        if (!w->gen_base)
+            w->gen_base = xstrndup(gen, 58);
+        char suffix[6], full[128];
+        ckube_random_suffix(suffix, 5);
+        snprintf(full, sizeof full, "%s%s", w->gen_base, suffix);
+        json_object_set_new(meta, "name", json_string(full));
+    }
+    if (t->namespaced)
+        json_object_set_new(meta, "namespace", json_string(w->ns));
+    else
+        json_object_del(meta, "namespace");
     /* Fields the server owns. */
     char uid[40], now[32];
     ckube_uuid4(uid, sizeof uid);
@@ -415,10 +453,19 @@ static void create_object(store_write *w, json_t *obj)
         finish(w, 0, NULL, st);
         return;
     }
+    if (admit(w, STORE_ADMIT_VALIDATE, obj, NULL))
+        create_submit(w);
+}
+
+/* The object admitted: managedFields, the key, the storage create. */
+static void create_submit(store_write *w)
+{
+    const resource_type *t = w->type;
+    json_t *obj = w->obj;
     if (w->hooks->decorate)
         w->hooks->decorate(w, NULL, obj);
     /* The hooks may have set the name: read it again. */
-    name = json_string_value(json_object_get(meta_of(obj), "name"));
+    const char *name = json_string_value(json_object_get(meta_of(obj), "name"));
     store_object_key(t, w->ns, name ? name : "", w->key, sizeof w->key);
     if (t->to_storage)
         t->to_storage(t, obj);
@@ -575,6 +622,12 @@ static ckube_status *check_rv(store_write *w, const json_t *obj, int64_t cur_rev
     return NULL;
 }
 
+static void update_prepare(store_write *w);
+static void update_submit(store_write *w);
+
+/* The current object, the new one from the transform, the
+ * resourceVersion precondition, then mutating admission (upstream calls
+ * it among the update's transformers) and update_prepare. */
 static void run_update(store_write *w)
 {
     const resource_type *t = w->type;
@@ -606,21 +659,46 @@ static void run_update(store_write *w)
     if (w->status_only)
         obj = status_of(obj, old);
     st = check_rv(w, obj, cur_rev);
-    if (!st)
-        st = prepare_update(w, obj, old);
-    if (!st && w->hooks->validate)
-        st = w->hooks->validate(w, obj, old);
     if (st) {
         json_decref(old);
         json_decref(obj);
         finish(w, 0, NULL, st);
         return;
     }
+    json_decref(w->obj);
+    w->obj = obj;
+    json_decref(w->old);
+    w->old = old;
+    w->cur_rev = cur_rev;
+    if (admit(w, STORE_ADMIT_MUTATE, obj, old))
+        update_prepare(w);
+}
+
+/* The strategy and validation, then validating admission. */
+static void update_prepare(store_write *w)
+{
+    ckube_status *st = prepare_update(w, w->obj, w->old);
+    if (!st && w->hooks->validate)
+        st = w->hooks->validate(w, w->obj, w->old);
+    if (st) {
+        finish(w, 0, NULL, st);
+        return;
+    }
+    if (admit(w, STORE_ADMIT_VALIDATE, w->obj, w->old))
+        update_submit(w);
+}
+
+/* The object admitted: the generation, managedFields, then the storage
+ * update (or delete, or nothing for a no-op). */
+static void update_submit(store_write *w)
+{
+    const resource_type *t = w->type;
+    json_t *obj = w->obj, *old = w->old;
+    int64_t cur_rev = w->cur_rev;
+    w->old = NULL;
     bump_generation(t, obj, old);
     if (w->hooks->decorate)
         w->hooks->decorate(w, old, obj);
-    json_decref(w->obj);
-    w->obj = obj;
     set_rv(obj, cur_rev);
     /* A deleting object whose last finalizer is gone is deleted now. */
     if (json_object_get(meta_of(obj), "deletionTimestamp") && !has_finalizers(t, obj)) {
@@ -702,6 +780,10 @@ static ckube_status *precondition_failed(const store_write *w, const char *what,
     return st;
 }
 
+static void delete_admitted(store_write *w);
+
+/* The current object and the preconditions, then validating admission
+ * and delete_admitted. */
 static void run_delete(store_write *w)
 {
     const resource_type *t = w->type;
@@ -727,6 +809,19 @@ static void run_delete(store_write *w)
         finish(w, 0, NULL, precondition_failed(w, "ResourceVersion", w->pre_rv, rv ? rv : ""));
         return;
     }
+    w->cur_rev = cur_rev;
+    /* Validating admission sees the object as it is (upstream's
+     * AdmissionToValidateObjectDeleteFunc); deletes are not mutated. */
+    if (admit(w, STORE_ADMIT_VALIDATE, NULL, obj))
+        delete_admitted(w);
+}
+
+/* Finalizers decide: a storage delete, or a deletionTimestamp. */
+static void delete_admitted(store_write *w)
+{
+    const resource_type *t = w->type;
+    json_t *obj = w->obj;
+    int64_t cur_rev = w->cur_rev;
     bool gc_changed = apply_propagation_finalizers(obj, w->propagation);
     if (!has_finalizers(t, obj)) {
         submit(w, STORAGE_OP_DELETE, cur_rev);
@@ -769,9 +864,25 @@ static void run_verb(store_write *w)
     }
 }
 
+void store_admit_resume(store_write *w, ckube_status *st)
+{
+    if (st) {
+        finish(w, 0, NULL, st);
+        return;
+    }
+    if (w->verb == STORE_DELETE)
+        delete_admitted(w);
+    else if (w->verb == STORE_CREATE || w->creating)
+        w->admit_stage == STORE_ADMIT_MUTATE ? create_prepare(w) : create_submit(w);
+    else
+        w->admit_stage == STORE_ADMIT_MUTATE ? update_prepare(w) : update_submit(w);
+}
+
 void store_write_start(store_write *w)
 {
     w->op = (storage_op){0};
+    w->old = NULL;
+    w->cur_rev = 0;
     w->value = NULL;
     w->obj = NULL;
     w->gen_base = NULL;

@@ -81,6 +81,12 @@ typedef enum { STORE_CREATE, STORE_UPDATE, STORE_DELETE } store_verb;
 
 typedef struct store_write store_write;
 
+/* Where a write asks admission (store_hooks.admit). */
+typedef enum {
+    STORE_ADMIT_MUTATE,  /* create/update: the object as built, before the store prepares it */
+    STORE_ADMIT_VALIDATE /* create/update: the prepared, validated object; delete: obj NULL */
+} store_admit_stage;
+
 /* How a write ended, handed to hooks->done. On success st is NULL and
  * code is 201 (created) or 200; on failure st says why and code is 0. */
 typedef struct store_result {
@@ -117,6 +123,20 @@ typedef struct store_hooks {
     /* Last word before the object is stored, after validation and the
      * generation (managedFields); old is NULL on create. Optional. */
     void (*decorate)(store_write *w, const json_t *old, json_t *obj);
+    /* Admission (optional; upstream's mutating and validating admission,
+     * in the order its create, update and delete handlers call them):
+     *  - STORE_ADMIT_MUTATE on create and update, with the object as the
+     *    transform built it (old: the current one, NULL on create); the
+     *    hook may change obj;
+     *  - STORE_ADMIT_VALIDATE on create and update after validation,
+     *    before the object is stored, and on delete with obj NULL and old
+     *    the object being deleted.
+     * Returns true when it decided at once (*st: NULL admits, a Status
+     * fails the write), false when the write must wait: the hook then
+     * calls store_admit_resume exactly once, later, on the write's
+     * thread. Called again on every retry of a lost race. */
+    bool (*admit)(store_write *w, store_admit_stage stage, json_t *obj, const json_t *old,
+                  ckube_status **st);
     /* Required: the write ended (see store_result). */
     void (*done)(store_write *w, store_result *r);
 } store_hooks;
@@ -166,9 +186,19 @@ struct store_write {
     int64_t user_rv; /* the resourceVersion the caller named */
     bool deleting;   /* the op is a storage delete */
     bool creating;   /* an update creating its object (create_on_missing) */
+    /* Waiting for admission: the stage asked, and what the write goes on
+     * with (the current object and its revision; update and delete). */
+    store_admit_stage admit_stage;
+    json_t *old;
+    int64_t cur_rev;
 };
 
 /* Starts a write (see above). The caller must not touch w until done. */
 void store_write_start(store_write *w);
+
+/* Admission answered a write that waited (store_hooks.admit returned
+ * false): st NULL goes on, a Status (taken) fails the write. On the
+ * write's thread; the write may end before this returns. */
+void store_admit_resume(store_write *w, ckube_status *st);
 
 #endif

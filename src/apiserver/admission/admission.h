@@ -1,0 +1,91 @@
+/* admission.h - admission webhooks (issue #25): the
+ * MutatingWebhookConfigurations and ValidatingWebhookConfigurations in
+ * the cache, which of their webhooks a write must ask, and the asking
+ * (AdmissionReview v1 or v1beta1 over outbound/), in the order and with
+ * the wording of k8s.io/apiserver's admission/plugin/webhook
+ * (docs/webhooks.md, "1. Admission webhooks").
+ *
+ * The write path (the generic store's admit hook, handlers.c) calls
+ * admission_run twice per write: mutating webhooks (one at a time,
+ * configurations in name order, each patch applied before the next
+ * webhook sees the object; those with reinvocationPolicy IfNeeded once
+ * more when a later one changed it), then, once the object is prepared
+ * and validated, validating webhooks (all at once; the first failure in
+ * webhook order wins). A webhook answers allow, deny (its Status, the
+ * message prefixed `admission webhook "NAME" denied the request`), or
+ * fails: unreachable, timed out, a garbage answer, the wrong uid, an
+ * undecodable patch. A failure is a 500 (`Internal error occurred:
+ * failed calling webhook "NAME": ...`) under failurePolicy Fail, and
+ * ignored under Ignore (with a failed-open audit annotation).
+ * Webhook configurations themselves are never sent to webhooks, so a
+ * broken webhook cannot lock anybody out of fixing it.
+ *
+ * Not yet: matchConditions (CEL) are not evaluated (a webhook with
+ * them is called as if they all held), and matchPolicy Equivalent
+ * matches only the version the request names (ckube serves each
+ * resource at one version, CRDs aside).
+ *
+ * Threading: the configurations are compiled once per change into an
+ * immutable snapshot shared by every loop; a run lives on one loop.
+ */
+#ifndef CKUBE_APISERVER_ADMISSION_ADMISSION_H
+#define CKUBE_APISERVER_ADMISSION_ADMISSION_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "apiserver/authentication/user.h"
+#include "apiserver/cacher/cacher.h"
+#include "apiserver/outbound/outbound.h"
+#include "ckube/status.h"
+
+typedef struct admission admission;
+typedef struct adm_run adm_run;
+
+/* The webhook configurations of `c` (borrowed; outlives the admission),
+ * followed through a cacher listener (so call before cacher_start). */
+admission *admission_new(cacher *c);
+void admission_free(admission *a);
+
+/* What is being admitted (every pointer borrowed for the call). */
+typedef struct adm_attrs {
+    const char *operation; /* "CREATE", "UPDATE" or "DELETE" */
+    const char *group, *version, *resource, *kind;
+    const char *subresource; /* "" for the object itself */
+    bool namespaced;
+    const char *ns;   /* the request's namespace ("" cluster-scoped) */
+    const char *name; /* the object's name ("" when generated later) */
+    const auth_user *user;
+    bool dry_run;
+    /* The operation's options (CreateOptions, UpdateOptions,
+     * DeleteOptions with apiVersion and kind), or NULL. */
+    const json_t *options;
+} adm_attrs;
+
+/* How a run reports (on the run's loop thread). */
+typedef struct adm_callbacks {
+    /* The run ended: st NULL admits, a Status (taken) refuses. */
+    void (*done)(void *arg, ckube_status *st);
+    /* A webhook's warning, for the reply's Warning headers (optional). */
+    void (*warn)(void *arg, const char *text);
+    /* An audit annotation (optional). */
+    void (*annotate)(void *arg, const char *key, const char *value);
+} adm_callbacks;
+
+/* Asks the mutating (mutating true; obj is changed in place) or
+ * validating webhooks that match the request about obj (NULL on DELETE)
+ * and old (NULL on CREATE), both borrowed until done. Returns NULL when
+ * no webhook matches: nothing to wait for, no callback. Otherwise the
+ * run, and cb->done comes later, once, never from inside this call.
+ * `o` is the loop's outbound; `cb` must outlive the run. */
+adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs *at, json_t *obj,
+                       const json_t *old, const adm_callbacks *cb, void *arg);
+
+/* Stops a run before done (its calls are cancelled); no callback. */
+void adm_run_cancel(adm_run *r);
+
+/* How many webhooks the current configurations hold (mutating and
+ * validating), compiling them if they changed. For tests. */
+size_t admission_webhook_count(admission *a);
+
+#endif

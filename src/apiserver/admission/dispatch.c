@@ -1,0 +1,823 @@
+/* Calling admission webhooks (admission.h): which webhooks match a
+ * request (upstream's predicates: rules, namespaceSelector,
+ * objectSelector), the AdmissionReview sent, the answer checked, and the
+ * mutating and validating dispatch with upstream's failure handling
+ * (k8s.io/apiserver/pkg/admission/plugin/webhook/{mutating,validating}).
+ *
+ * A run never calls back from inside admission_run: it starts on its own
+ * event, made active at once, and goes on from outbound's callbacks. */
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "apiserver/admission/internal.h"
+#include "ckube/json.h"
+#include "ckube/patch.h"
+#include "common/xalloc.h"
+
+/* ---- matching ----------------------------------------------------------------- */
+
+static bool exact_or_wildcard(char **items, size_t n, const char *want)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(items[i], "*") || !strcmp(items[i], want))
+            return true;
+    return false;
+}
+
+static unsigned op_bit(const char *op)
+{
+    return !strcmp(op, "CREATE")   ? ADM_OP_CREATE
+           : !strcmp(op, "UPDATE") ? ADM_OP_UPDATE
+           : !strcmp(op, "DELETE") ? ADM_OP_DELETE
+                                   : ADM_OP_CONNECT;
+}
+
+static bool is_namespace_resource(const adm_attrs *at)
+{
+    return !*at->group && !strcmp(at->resource, "namespaces");
+}
+
+static bool rule_matches(const adm_rule *r, const adm_attrs *at)
+{
+    bool cluster = is_namespace_resource(at) || !at->ns || !*at->ns;
+    if ((r->scope == ADM_SCOPE_CLUSTER && !cluster) ||
+        (r->scope == ADM_SCOPE_NAMESPACED && cluster) || r->scope == ADM_SCOPE_NONE)
+        return false;
+    if (!(r->ops & op_bit(at->operation)) || !exact_or_wildcard(r->groups, r->ngroups, at->group) ||
+        !exact_or_wildcard(r->versions, r->nversions, at->version))
+        return false;
+    for (size_t i = 0; i < r->nresources; i++) {
+        const char *res = r->resources[i];
+        const char *slash = strchr(res, '/');
+        size_t rlen = slash ? (size_t)(slash - res) : strlen(res);
+        const char *sub = slash ? slash + 1 : "";
+        bool res_match = (rlen == 1 && *res == '*') ||
+                         (strlen(at->resource) == rlen && !strncmp(res, at->resource, rlen));
+        bool sub_match = !strcmp(sub, "*") || !strcmp(sub, at->subresource);
+        if (res_match && sub_match)
+            return true;
+    }
+    return false;
+}
+
+static const char *label_of(void *ctx, const char *key)
+{
+    return json_string_value(json_object_get(ctx, key));
+}
+
+static bool labels_match(const ckube_selector *sel, const json_t *obj)
+{
+    json_t *labels = ckube_json_get_path(obj, "metadata.labels");
+    json_t *empty = NULL;
+    if (!labels)
+        labels = empty = json_object();
+    bool m = ckube_selector_matches(sel, label_of, labels);
+    json_decref(empty);
+    return m;
+}
+
+/* The namespace's labels: of the object itself for a namespace, of the
+ * request's namespace otherwise; cluster-scoped objects always match. */
+static bool namespace_matches(admission *a, const adm_hook *h, const adm_attrs *at,
+                              const json_t *obj, const json_t *old)
+{
+    if (!h->ns_sel)
+        return true;
+    if (is_namespace_resource(at))
+        return labels_match(h->ns_sel, obj ? obj : old);
+    if (!at->ns || !*at->ns)
+        return true;
+    char key[512];
+    snprintf(key, sizeof key, "/registry/core/namespaces/%s", at->ns);
+    cobj *ns = cacher_get(a->cache, key);
+    json_t *nsobj = ns ? cobj_decode(ns) : NULL;
+    cobj_unref(ns);
+    bool m = labels_match(h->ns_sel, nsobj);
+    json_decref(nsobj);
+    return m;
+}
+
+static bool object_matches(const adm_hook *h, const json_t *obj, const json_t *old)
+{
+    if (!h->obj_sel)
+        return true;
+    return (obj && labels_match(h->obj_sel, obj)) || (old && labels_match(h->obj_sel, old));
+}
+
+/* Upstream never sends these to webhooks (rules.IsExemptAdmissionConfigurationResource). */
+static bool exempt(const adm_attrs *at)
+{
+    if (strcmp(at->group, "admissionregistration.k8s.io"))
+        return false;
+    static const char *const kinds[] = {
+        "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",      "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",        "MutatingAdmissionPolicyBinding"};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (!strcmp(at->kind, kinds[i]))
+            return true;
+    return false;
+}
+
+static bool hook_matches(admission *a, const adm_hook *h, const adm_attrs *at, const json_t *obj,
+                         const json_t *old)
+{
+    bool any = false;
+    for (size_t i = 0; i < h->nrules && !any; i++)
+        any = rule_matches(&h->rules[i], at);
+    return any && namespace_matches(a, h, at, obj, old) && object_matches(h, obj, old);
+}
+
+/* ---- a run -------------------------------------------------------------------- */
+
+/* Outcomes of one webhook call. */
+typedef enum {
+    OUT_PENDING,
+    OUT_ALLOWED,
+    OUT_CALLING, /* could not get a usable answer: failurePolicy decides */
+    OUT_REFUSED, /* denied, or an error no policy forgives */
+} outcome;
+
+typedef struct slot {
+    adm_run *run;
+    const adm_hook *h;
+    int index;  /* for annotation keys */
+    bool again; /* mutating: to be asked again in round 1 */
+    bool asked; /* mutating: asked in round 0 */
+    outbound_call *call;
+    char uid[40];
+    outcome out;
+    ckube_status *st; /* OUT_CALLING / OUT_REFUSED */
+} slot;
+
+struct adm_run {
+    admission *a;
+    outbound *o;
+    adm_snapshot *snap;
+    bool mutating;
+    adm_attrs at;
+    json_t *obj;
+    const json_t *old;
+    const adm_callbacks *cb;
+    void *arg;
+    slot *slots;
+    size_t n, next, pending;
+    int round;
+    struct event *ev;
+    char *name; /* at.name, kept: a patch may free the object's own */
+};
+
+static void run_free(adm_run *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->slots[i].call)
+            outbound_cancel(r->slots[i].call);
+        ckube_status_free(r->slots[i].st);
+    }
+    free(r->slots);
+    free(r->name);
+    if (r->ev)
+        event_free(r->ev);
+    adm_snapshot_unref(r->snap);
+    free(r);
+}
+
+static void run_finish(adm_run *r, ckube_status *st)
+{
+    const adm_callbacks *cb = r->cb;
+    void *arg = r->arg;
+    run_free(r);
+    cb->done(arg, st);
+}
+
+static void annotate(adm_run *r, const char *key, const char *value)
+{
+    if (r->cb->annotate)
+        r->cb->annotate(r->arg, key, value);
+}
+
+/* upstream's apierrors.NewInternalError(err). */
+static ckube_status *internal_error(const char *msg)
+{
+    ckube_status *st = ckube_status_internal("Internal error occurred: %s", msg);
+    ckube_status_add_cause(st, NULL, NULL, "%s", msg);
+    return st;
+}
+
+/* A failure to get a usable answer (webhookutil.ErrCallingWebhook). */
+static void calling_error(slot *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void calling_error(slot *s, const char *fmt, ...)
+{
+    char reason[4096], msg[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof msg, "failed calling webhook \"%s\": %s", s->h->name, reason);
+    ckube_status_free(s->st);
+    s->st = internal_error(msg);
+    s->out = OUT_CALLING;
+}
+
+static void refused(slot *s, ckube_status *st)
+{
+    ckube_status_free(s->st);
+    s->st = st;
+    s->out = OUT_REFUSED;
+}
+
+/* webhookerrors.ToStatusErr: the webhook's Status, its message prefixed. */
+static ckube_status *denial(const adm_hook *h, const json_t *result)
+{
+    const char *msg = json_string_value(json_object_get(result, "message"));
+    const char *reason = json_string_value(json_object_get(result, "reason"));
+    json_t *code = json_object_get(result, "code");
+    int c = json_is_integer(code) ? (int)json_integer_value(code) : 0;
+    if (c < 400)
+        c = 400;
+    ckube_status *st;
+    if (msg && *msg)
+        st = ckube_status_new(c, NULL, "admission webhook \"%s\" denied the request: %s", h->name,
+                              msg);
+    else if (reason && *reason)
+        st = ckube_status_new(c, NULL, "admission webhook \"%s\" denied the request: %s", h->name,
+                              reason);
+    else
+        st = ckube_status_new(c, NULL,
+                              "admission webhook \"%s\" denied the request without "
+                              "explanation",
+                              h->name);
+    if (reason && *reason)
+        st->reason = xstrdup(reason);
+    const json_t *d = json_object_get(result, "details");
+    if (json_is_object(d)) {
+        const char *n = json_string_value(json_object_get(d, "name"));
+        const char *g = json_string_value(json_object_get(d, "group"));
+        const char *k = json_string_value(json_object_get(d, "kind"));
+        if (n || g || k) {
+            st->has_details = 1;
+            st->name = n ? xstrdup(n) : NULL;
+            st->group = g ? xstrdup(g) : NULL;
+            st->kind = k ? xstrdup(k) : NULL;
+        }
+        size_t i;
+        json_t *cause;
+        json_array_foreach(json_object_get(d, "causes"), i, cause)
+        {
+            ckube_status_add_cause(st, json_string_value(json_object_get(cause, "reason")),
+                                   json_string_value(json_object_get(cause, "field")), "%s",
+                                   json_string_value(json_object_get(cause, "message"))
+                                       ? json_string_value(json_object_get(cause, "message"))
+                                       : "");
+        }
+    }
+    return st;
+}
+
+/* ---- the AdmissionReview ------------------------------------------------------ */
+
+static json_t *gvk(const char *g, const char *v, const char *k)
+{
+    return json_pack("{s:s,s:s,s:s}", "group", g, "version", v, "kind", k);
+}
+
+static json_t *gvr(const char *g, const char *v, const char *r)
+{
+    return json_pack("{s:s,s:s,s:s}", "group", g, "version", v, "resource", r);
+}
+
+static char *review_body(const slot *s, size_t *len)
+{
+    const adm_run *r = s->run;
+    const adm_attrs *at = &r->at;
+    json_t *req = json_object();
+    json_object_set_new(req, "uid", json_string(s->uid));
+    json_object_set_new(req, "kind", gvk(at->group, at->version, at->kind));
+    json_object_set_new(req, "resource", gvr(at->group, at->version, at->resource));
+    if (*at->subresource)
+        json_object_set_new(req, "subResource", json_string(at->subresource));
+    json_object_set_new(req, "requestKind", gvk(at->group, at->version, at->kind));
+    json_object_set_new(req, "requestResource", gvr(at->group, at->version, at->resource));
+    if (*at->subresource)
+        json_object_set_new(req, "requestSubResource", json_string(at->subresource));
+    if (at->name && *at->name)
+        json_object_set_new(req, "name", json_string(at->name));
+    if (at->ns && *at->ns)
+        json_object_set_new(req, "namespace", json_string(at->ns));
+    json_object_set_new(req, "operation", json_string(at->operation));
+    json_object_set_new(req, "userInfo",
+                        at->user ? auth_user_info_json(at->user)
+                                 : json_pack("{s:s}", "username", ""));
+    json_object_set(req, "object", r->obj ? r->obj : json_null());
+    json_object_set(req, "oldObject", r->old ? (json_t *)r->old : json_null());
+    json_object_set_new(req, "dryRun", json_boolean(at->dry_run));
+    json_object_set(req, "options", at->options ? (json_t *)at->options : json_null());
+    json_t *review = json_pack("{s:s,s:s,s:o}", "kind", "AdmissionReview", "apiVersion",
+                               !strcmp(s->h->review_version, "v1") ? "admission.k8s.io/v1"
+                                                                   : "admission.k8s.io/v1beta1",
+                               "request", req);
+    char *body = ckube_json_dumps(review, len);
+    json_decref(review);
+    return body;
+}
+
+static char *base64_decode(const char *s, size_t *out_len)
+{
+    size_t n = strlen(s);
+    *out_len = 0;
+    if (n % 4)
+        return NULL;
+    unsigned char *out = xmalloc(n / 4 * 3 + 1);
+    int got = n ? EVP_DecodeBlock(out, (const unsigned char *)s, (int)n) : 0;
+    if (got < 0) {
+        free(out);
+        return NULL;
+    }
+    size_t len = (size_t)got;
+    for (size_t i = n; i > 0 && s[i - 1] == '=' && len; i--)
+        len--;
+    out[len] = 0;
+    *out_len = len;
+    return (char *)out;
+}
+
+/* {"configuration":..,"webhook":..,...} as upstream's annotation values. */
+static void annotate_json(adm_run *r, const char *prefix, const slot *s, json_t *extra)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%sround_%d_index_%d", prefix, r->round, s->index);
+    json_t *v = json_pack("{s:s,s:s}", "configuration", s->h->config, "webhook", s->h->name);
+    json_object_update(v, extra);
+    json_decref(extra);
+    char *text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    annotate(r, key, text);
+    free(text);
+    json_decref(v);
+}
+
+/* Applies a mutating webhook's JSON Patch to the run's object. Returns
+ * whether it changed the object; a failure is recorded in s. */
+static bool apply_patch(slot *s, const json_t *resp)
+{
+    adm_run *r = s->run;
+    const char *b64 = json_string_value(json_object_get(resp, "patch"));
+    size_t plen = 0;
+    char *raw = b64 ? base64_decode(b64, &plen) : NULL;
+    json_error_t jerr;
+    json_t *patch = raw ? json_loadb(raw, plen, 0, &jerr) : NULL;
+    free(raw);
+    if (!json_is_array(patch)) {
+        calling_error(s, "received undecodable patch in webhook response: %s",
+                      !b64 || !patch ? "illegal base64 data or invalid JSON"
+                                     : "json: cannot unmarshal object into Go value of type "
+                                       "jsonpatch.Patch");
+        json_decref(patch);
+        return false;
+    }
+    if (!json_array_size(patch)) {
+        json_decref(patch);
+        return false;
+    }
+    if (!r->obj) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "admission webhook \"%s\" attempted to modify the object, which is not supported "
+                 "for this operation",
+                 s->h->name);
+        refused(s, internal_error(msg));
+        json_decref(patch);
+        return false;
+    }
+    char *err = NULL;
+    json_t *out = ckube_json_patch_apply(r->obj, patch, &err);
+    if (!out || !json_is_object(out)) {
+        refused(s, internal_error(err ? err : "the patch did not produce an object"));
+        free(err);
+        json_decref(out);
+        json_decref(patch);
+        return false;
+    }
+    const char *keep[] = {"apiVersion", "kind"};
+    for (size_t i = 0; i < 2; i++) {
+        if (!json_equal(json_object_get(out, keep[i]), json_object_get(r->obj, keep[i]))) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "admission webhook \"%s\" changed the object's %s",
+                     s->h->name, keep[i]);
+            refused(s, internal_error(msg));
+            json_decref(out);
+            json_decref(patch);
+            return false;
+        }
+    }
+    bool changed = !json_equal(out, r->obj);
+    annotate_json(r, "patch.webhook.admission.k8s.io/", s,
+                  json_pack("{s:O,s:s}", "patch", patch, "patchType", "JSONPatch"));
+    json_object_clear(r->obj);
+    json_object_update(r->obj, out);
+    json_decref(out);
+    json_decref(patch);
+    return changed;
+}
+
+/* The webhook's answer: allowed, denied, or not usable. Returns whether a
+ * mutating webhook changed the object. */
+static bool take_answer(slot *s, const outbound_result *res)
+{
+    adm_run *r = s->run;
+    if (res->error) {
+        calling_error(s, "failed to call webhook: %s", res->error);
+        return false;
+    }
+    size_t blen = evbuffer_get_length(res->body);
+    const char *bytes = (const char *)evbuffer_pullup(res->body, -1);
+    json_error_t jerr;
+    json_t *review = blen ? json_loadb(bytes, blen, 0, &jerr) : NULL;
+    if (res->status < 200 || res->status > 299) {
+        const char *m = json_string_value(json_object_get(review, "message"));
+        if (m)
+            calling_error(s, "failed to call webhook: %s", m);
+        else
+            calling_error(s,
+                          "failed to call webhook: the server responded with the status code %d "
+                          "but did not return more information",
+                          res->status);
+        json_decref(review);
+        return false;
+    }
+    if (!json_is_object(review)) {
+        calling_error(s, "failed to call webhook: couldn't get version/kind; json parse error: %s",
+                      review ? "not a JSON object" : jerr.text);
+        json_decref(review);
+        return false;
+    }
+    const char *want =
+        !strcmp(s->h->review_version, "v1") ? "admission.k8s.io/v1" : "admission.k8s.io/v1beta1";
+    const char *av = json_string_value(json_object_get(review, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(review, "kind"));
+    const json_t *resp = json_object_get(review, "response");
+    bool changed = false;
+    if (!json_is_object(resp)) {
+        calling_error(s, "received invalid webhook response: webhook response was absent");
+    } else if (strcmp(json_string_value(json_object_get(resp, "uid")) ?: "", s->uid)) {
+        calling_error(s,
+                      "received invalid webhook response: expected response.uid=\"%s\", got \"%s\"",
+                      s->uid, json_string_value(json_object_get(resp, "uid")) ?: "");
+    } else if (!av || !kind || strcmp(av, want) || strcmp(kind, "AdmissionReview")) {
+        calling_error(s,
+                      "received invalid webhook response: expected webhook response of %s, "
+                      "Kind=AdmissionReview, got %s, Kind=%s",
+                      want, av ? av : "", kind ? kind : "");
+    } else {
+        const json_t *patch = json_object_get(resp, "patch");
+        const json_t *ptype = json_object_get(resp, "patchType");
+        bool has_patch = json_string_length(patch) > 0;
+        if (r->mutating && has_patch && !ptype)
+            calling_error(s, "received invalid webhook response: webhook returned response.patch "
+                             "but not response.patchType");
+        else if (r->mutating && !has_patch && ptype)
+            calling_error(s, "received invalid webhook response: webhook returned "
+                             "response.patchType but not response.patch");
+        else if (!r->mutating && has_patch)
+            calling_error(s, "received invalid webhook response: validating webhook may not "
+                             "return response.patch");
+        else if (!r->mutating && ptype)
+            calling_error(s, "received invalid webhook response: validating webhook may not "
+                             "return response.patchType");
+        else {
+            const char *k;
+            json_t *v;
+            json_object_foreach((json_t *)json_object_get(resp, "auditAnnotations"), k, v)
+            {
+                char key[512];
+                snprintf(key, sizeof key, "%s/%s", s->h->name, k);
+                if (json_is_string(v))
+                    annotate(r, key, json_string_value(v));
+            }
+            size_t i;
+            json_array_foreach(json_object_get(resp, "warnings"), i, v)
+            {
+                if (json_is_string(v) && r->cb->warn)
+                    r->cb->warn(r->arg, json_string_value(v));
+            }
+            if (!json_is_true(json_object_get(resp, "allowed"))) {
+                refused(s, denial(s->h, json_object_get(resp, "status")));
+            } else if (has_patch) {
+                const char *pt = json_string_value(ptype);
+                if (!pt || strcmp(pt, "JSONPatch"))
+                    calling_error(s, "unsupported patch type \"%s\"", pt ? pt : "");
+                else
+                    changed = apply_patch(s, resp);
+                if (s->out == OUT_PENDING)
+                    s->out = OUT_ALLOWED;
+            } else {
+                s->out = OUT_ALLOWED;
+            }
+        }
+    }
+    json_decref(review);
+    return changed;
+}
+
+/* ---- calling ------------------------------------------------------------------ */
+
+/* Where a Service's webhook is served: an address of its endpoints for
+ * the service port (upstream's endpoint service resolver). NULL with
+ * *err on failure. */
+static char *resolve_service(admission *a, const adm_hook *h, int *port, char *err, size_t n)
+{
+    char key[1024];
+    snprintf(key, sizeof key, "/registry/core/services/%s/%s", h->svc_ns, h->svc_name);
+    cobj *c = cacher_get(a->cache, key);
+    if (!c) {
+        snprintf(err, n, "service \"%s\" not found", h->svc_name);
+        return NULL;
+    }
+    json_t *svc = cobj_decode(c);
+    cobj_unref(c);
+    const char *port_name = NULL;
+    bool found = false;
+    size_t i;
+    json_t *p;
+    json_array_foreach(ckube_json_get_path(svc, "spec.ports"), i, p)
+    {
+        if (json_integer_value(json_object_get(p, "port")) == h->svc_port) {
+            port_name = json_string_value(json_object_get(p, "name"));
+            found = true;
+            break;
+        }
+    }
+    char *pname = xstrdup(port_name ? port_name : "");
+    json_decref(svc);
+    if (!found) {
+        snprintf(err, n, "no service port %d found for service \"%s\"", h->svc_port, h->svc_name);
+        free(pname);
+        return NULL;
+    }
+    snprintf(key, sizeof key, "/registry/core/endpoints/%s/%s", h->svc_ns, h->svc_name);
+    c = cacher_get(a->cache, key);
+    if (!c) {
+        snprintf(err, n, "endpoints \"%s\" not found", h->svc_name);
+        free(pname);
+        return NULL;
+    }
+    json_t *ep = cobj_decode(c);
+    cobj_unref(c);
+    char *ip = NULL;
+    json_t *sub;
+    json_array_foreach(json_object_get(ep, "subsets"), i, sub)
+    {
+        json_t *addrs = json_object_get(sub, "addresses");
+        if (!json_array_size(addrs))
+            continue;
+        size_t k;
+        json_t *ptj;
+        json_array_foreach(json_object_get(sub, "ports"), k, ptj)
+        {
+            const char *nm = json_string_value(json_object_get(ptj, "name"));
+            if (strcmp(nm ? nm : "", pname))
+                continue;
+            const char *addr = json_string_value(json_object_get(json_array_get(addrs, 0), "ip"));
+            if (addr) {
+                ip = xstrdup(addr);
+                *port = (int)json_integer_value(json_object_get(ptj, "port"));
+            }
+            break;
+        }
+        if (ip)
+            break;
+    }
+    json_decref(ep);
+    free(pname);
+    if (!ip)
+        snprintf(err, n, "no endpoints available for service \"%s\"", h->svc_name);
+    return ip;
+}
+
+static void step(adm_run *r);
+
+static void on_answer(void *arg, const outbound_result *res)
+{
+    slot *s = arg;
+    adm_run *r = s->run;
+    s->call = NULL;
+    bool changed = take_answer(s, res);
+    if (r->mutating) {
+        annotate_json(r, "mutation.webhook.admission.k8s.io/", s,
+                      json_pack("{s:b}", "mutated", changed));
+        /* A change makes every earlier IfNeeded webhook worth asking again. */
+        if (changed && r->round == 0)
+            for (size_t i = 0; i < r->n; i++)
+                if (&r->slots[i] != s && r->slots[i].asked && r->slots[i].h->reinvoke)
+                    r->slots[i].again = true;
+    }
+    r->pending--;
+    step(r);
+}
+
+/* Starts slot s's call, or settles it at once (a dry run it cannot take,
+ * a Service that does not resolve). */
+static void start_call(slot *s)
+{
+    adm_run *r = s->run;
+    const adm_hook *h = s->h;
+    s->out = OUT_PENDING;
+    s->asked = true;
+    if (r->at.dry_run) {
+        if (!h->side_effects_set) {
+            calling_error(s, "Webhook SideEffects is nil");
+            return;
+        }
+        if (!h->side_effects_none) {
+            refused(s, ckube_status_bad_request("admission webhook \"%s\" does not support dry run",
+                                                h->name));
+            return;
+        }
+    }
+    if (!h->review_version) {
+        calling_error(s, "could not create admission objects: webhook does not accept known "
+                         "AdmissionReview versions (v1, v1beta1)");
+        return;
+    }
+    ckube_uuid4(s->uid, sizeof s->uid);
+    char path[2048], url[2800], err[512];
+    outbound_target t = {0};
+    char *ip = NULL;
+    if (h->svc_name) {
+        snprintf(path, sizeof path, "%s?timeout=%us", *h->svc_path ? h->svc_path : "/",
+                 h->timeout_s);
+        char server[600];
+        snprintf(server, sizeof server, "%s.%s.svc", h->svc_name, h->svc_ns);
+        int port = 0;
+        ip = resolve_service(r->a, h, &port, err, sizeof err);
+        if (!ip) {
+            snprintf(url, sizeof url, "https://%s:%d%s", server, h->svc_port, path);
+            calling_error(s, "failed to call webhook: Post \"%s\": %s", url, err);
+            return;
+        }
+        t.host = ip;
+        t.port = port;
+        t.url_port = h->svc_port;
+        t.server_name = server;
+        t.ca_pem = h->ca;
+        t.ca_len = h->ca_len;
+        size_t len;
+        char *body = review_body(s, &len);
+        s->call = outbound_post(r->o, &t, path, "application/json", body, len, h->timeout_s * 1000,
+                                on_answer, s);
+        free(body);
+        free(ip);
+    } else {
+        snprintf(path, sizeof path, "%s?timeout=%us", *h->url_path ? h->url_path : "/",
+                 h->timeout_s);
+        t.host = h->url_host;
+        t.port = h->url_port;
+        t.server_name = h->url_host;
+        t.ca_pem = h->ca;
+        t.ca_len = h->ca_len;
+        size_t len;
+        char *body = review_body(s, &len);
+        s->call = outbound_post(r->o, &t, path, "application/json", body, len, h->timeout_s * 1000,
+                                on_answer, s);
+        free(body);
+    }
+    r->pending++;
+}
+
+/* A settled slot under its failure policy: true when the run goes on. */
+static bool settle(adm_run *r, slot *s)
+{
+    if (s->out == OUT_ALLOWED)
+        return true;
+    if (s->out == OUT_CALLING && s->h->ignore) {
+        char key[160];
+        snprintf(key, sizeof key, "failed-open.%s.webhook.admission.k8s.io/round_%d_index_%d",
+                 r->mutating ? "mutation" : "validating", r->round, s->index);
+        annotate(r, key, s->h->name);
+        return true;
+    }
+    return false;
+}
+
+static void step_mutating(adm_run *r)
+{
+    for (;;) {
+        if (r->pending)
+            return;
+        if (r->next > 0) {
+            slot *prev = &r->slots[r->next - 1];
+            if (prev->out != OUT_PENDING && !settle(r, prev)) {
+                ckube_status *st = prev->st;
+                prev->st = NULL;
+                run_finish(r, st);
+                return;
+            }
+        }
+        /* The next webhook to ask in this round. */
+        while (r->next < r->n && r->round == 1 && !r->slots[r->next].again)
+            r->next++;
+        if (r->next == r->n) {
+            bool again = false;
+            for (size_t i = 0; i < r->n && r->round == 0; i++)
+                again |= r->slots[i].again;
+            if (!again) {
+                run_finish(r, NULL);
+                return;
+            }
+            r->round = 1;
+            r->next = 0;
+            continue;
+        }
+        slot *s = &r->slots[r->next++];
+        start_call(s);
+        if (s->out == OUT_PENDING && s->call)
+            return; /* on_answer goes on */
+    }
+}
+
+static void step_validating(adm_run *r)
+{
+    if (r->next == 0) {
+        r->next = r->n;
+        for (size_t i = 0; i < r->n; i++)
+            start_call(&r->slots[i]);
+    }
+    if (r->pending)
+        return;
+    for (size_t i = 0; i < r->n; i++) {
+        if (!settle(r, &r->slots[i])) {
+            ckube_status *st = r->slots[i].st;
+            r->slots[i].st = NULL;
+            run_finish(r, st);
+            return;
+        }
+    }
+    run_finish(r, NULL);
+}
+
+static void step(adm_run *r)
+{
+    if (r->mutating)
+        step_mutating(r);
+    else
+        step_validating(r);
+}
+
+static void on_start(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    step(arg);
+}
+
+adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs *at, json_t *obj,
+                       const json_t *old, const adm_callbacks *cb, void *arg)
+{
+    if (exempt(at))
+        return NULL;
+    adm_snapshot *snap = adm_snapshot_get(a);
+    const adm_hook *hooks = mutating ? snap->mutating : snap->validating;
+    size_t nhooks = mutating ? snap->nmutating : snap->nvalidating;
+    adm_run *r = NULL;
+    for (size_t i = 0; i < nhooks; i++) {
+        if (!hook_matches(a, &hooks[i], at, obj, old))
+            continue;
+        if (!r) {
+            r = xcalloc(1, sizeof *r);
+            r->slots = xcalloc(nhooks, sizeof *r->slots);
+        }
+        slot *s = &r->slots[r->n];
+        s->run = r;
+        s->h = &hooks[i];
+        /* upstream's keys count every mutating webhook, only the matched
+         * validating ones */
+        s->index = mutating ? (int)i : (int)r->n;
+        r->n++;
+    }
+    if (!r) {
+        adm_snapshot_unref(snap);
+        return NULL;
+    }
+    r->a = a;
+    r->o = o;
+    r->snap = snap;
+    r->mutating = mutating;
+    r->at = *at;
+    r->name = xstrdup(at->name ? at->name : "");
+    r->at.name = r->name;
+    r->obj = obj;
+    r->old = old;
+    r->cb = cb;
+    r->arg = arg;
+    r->ev = event_new(outbound_base(o), -1, 0, on_start, r);
+    event_active(r->ev, EV_TIMEOUT, 0);
+    return r;
+}
+
+void adm_run_cancel(adm_run *r)
+{
+    run_free(r);
+}

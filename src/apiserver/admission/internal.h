@@ -1,0 +1,71 @@
+/* internal.h - what admission's files share: a webhook compiled from its
+ * configuration, and the snapshot of all of them (config.c), which the
+ * runs (dispatch.c) hold a reference to while they call out. */
+#ifndef CKUBE_APISERVER_ADMISSION_INTERNAL_H
+#define CKUBE_APISERVER_ADMISSION_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "apiserver/admission/admission.h"
+#include "ckube/selector.h"
+
+enum {
+    ADM_OP_CREATE = 1,
+    ADM_OP_UPDATE = 2,
+    ADM_OP_DELETE = 4,
+    ADM_OP_CONNECT = 8,
+    ADM_OP_ALL = 15
+};
+enum { ADM_SCOPE_ALL, ADM_SCOPE_CLUSTER, ADM_SCOPE_NAMESPACED, ADM_SCOPE_NONE };
+
+typedef struct adm_rule {
+    unsigned ops; /* ADM_OP_* bits */
+    char **groups, **versions, **resources;
+    size_t ngroups, nversions, nresources;
+    int scope; /* ADM_SCOPE_* */
+} adm_rule;
+
+typedef struct adm_hook {
+    char *config, *name;
+    bool mutating;
+    adm_rule *rules;
+    size_t nrules;
+    bool ignore;                      /* failurePolicy: Ignore */
+    ckube_selector *ns_sel, *obj_sel; /* NULL: everything */
+    bool side_effects_none;           /* None or NoneOnDryRun */
+    bool side_effects_set;
+    unsigned timeout_s;
+    const char *review_version; /* "v1", "v1beta1" (static), NULL: none known */
+    bool reinvoke;              /* reinvocationPolicy: IfNeeded */
+    bool has_match_conditions;
+    /* clientConfig: a URL ... */
+    char *url_host, *url_authority, *url_path;
+    int url_port;
+    /* ... or a Service */
+    char *svc_ns, *svc_name, *svc_path;
+    int svc_port;
+    char *ca; /* PEM, decoded from caBundle; NULL: the system's roots */
+    size_t ca_len;
+} adm_hook;
+
+typedef struct adm_snapshot {
+    atomic_int refs;
+    adm_hook *mutating, *validating;
+    size_t nmutating, nvalidating;
+} adm_snapshot;
+
+struct admission {
+    cacher *cache;
+    atomic_ulong generation; /* bumped by the cacher listener */
+    pthread_mutex_t mu;
+    adm_snapshot *snap; /* guarded by mu */
+    unsigned long snap_generation;
+};
+
+/* The current snapshot (a reference). */
+adm_snapshot *adm_snapshot_get(admission *a);
+void adm_snapshot_unref(adm_snapshot *s);
+
+#endif
