@@ -12,6 +12,7 @@
  * host, user information, query and fragment it finds, and its errors). */
 #include "apiserver/registry/admissionregistration/admissionregistration.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,18 @@
 #include "ckube/validation.h"
 #include "common/text.h"
 #include "common/xalloc.h"
+
+/* A field path into buf (cut at n bytes: paths are short, and a cut one
+ * still names the field). A function, not snprintf, because GCC's
+ * truncation check cannot know how deep paths nest. */
+static void fpath(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fpath(char *buf, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+}
 
 #define GROUP "admissionregistration.k8s.io"
 #define URL_FORM "; desired format: https://host[/path]"
@@ -517,16 +530,16 @@ static void validate_service(const json_t *svc, const char *path, ckube_status *
 {
     char field[256];
     if (!*str_or_empty(json_object_get(svc, "name"))) {
-        snprintf(field, sizeof field, "%s.name", path);
+        fpath(field, sizeof field, "%s.name", path);
         ckube_field_required(st, field, "service name is required");
     }
     if (!*str_or_empty(json_object_get(svc, "namespace"))) {
-        snprintf(field, sizeof field, "%s.namespace", path);
+        fpath(field, sizeof field, "%s.namespace", path);
         ckube_field_required(st, field, "service namespace is required");
     }
     json_int_t port = json_integer_value(json_object_get(svc, "port"));
     if (port < 1 || port > 65535) {
-        snprintf(field, sizeof field, "%s.port", path);
+        fpath(field, sizeof field, "%s.port", path);
         ckube_field_invalid_int(st, field, port,
                                 "port is not valid: must be between 1 and 65535, inclusive");
     }
@@ -536,7 +549,7 @@ static void validate_service(const json_t *svc, const char *path, ckube_status *
     const char *up = str_or_empty(p);
     if (!*up || !strcmp(up, "/"))
         return;
-    snprintf(field, sizeof field, "%s.path", path);
+    fpath(field, sizeof field, "%s.path", path);
     if (!strcmp(up, "//")) {
         ckube_field_invalid(st, field, up, "segment[0] may not be empty");
         return;
@@ -580,13 +593,13 @@ static void validate_client_config(const json_t *hook, const char *path, ckube_s
     const json_t *url = member(cc, "url");
     const json_t *svc = member(cc, "service");
     if (!url == !svc) {
-        snprintf(field, sizeof field, "%s.clientConfig", path);
+        fpath(field, sizeof field, "%s.clientConfig", path);
         ckube_field_required(st, field, "exactly one of url or service is required");
     } else if (url) {
-        snprintf(field, sizeof field, "%s.clientConfig.url", path);
+        fpath(field, sizeof field, "%s.clientConfig.url", path);
         validate_url(str_or_empty(url), field, st);
     } else {
-        snprintf(field, sizeof field, "%s.clientConfig.service", path);
+        fpath(field, sizeof field, "%s.clientConfig.service", path);
         validate_service(svc, field, st);
     }
 }
@@ -624,7 +637,7 @@ static void validate_resources(const json_t *resources, const char *field, ckube
     json_array_foreach(resources, i, v)
     {
         const char *rs = str_or_empty(v);
-        snprintf(f, sizeof f, "%s[%zu]", field, i);
+        fpath(f, sizeof f, "%s[%zu]", field, i);
         if (!*rs) {
             ckube_field_required(st, f, NULL);
             continue;
@@ -694,7 +707,7 @@ static void validate_rule(const json_t *rule, const char *path, ckube_status *st
     static const char *const scopes[] = {"*", "Cluster", "Namespaced", NULL};
     char field[320];
     const json_t *ops = json_object_get(rule, "operations");
-    snprintf(field, sizeof field, "%s.operations", path);
+    fpath(field, sizeof field, "%s.operations", path);
     if (!json_array_size(ops))
         ckube_field_required(st, field, NULL);
     if (json_array_size(ops) > 1 && has_wildcard(ops))
@@ -705,19 +718,19 @@ static void validate_rule(const json_t *rule, const char *path, ckube_status *st
     json_array_foreach(ops, i, v)
     {
         if (!in_list(str_or_empty(v), operations)) {
-            snprintf(field, sizeof field, "%s.operations[%zu]", path, i);
+            fpath(field, sizeof field, "%s.operations[%zu]", path, i);
             not_supported(st, field, str_or_empty(v), operations);
         }
     }
     const json_t *groups = json_object_get(rule, "apiGroups");
-    snprintf(field, sizeof field, "%s.apiGroups", path);
+    fpath(field, sizeof field, "%s.apiGroups", path);
     if (!json_array_size(groups))
         ckube_field_required(st, field, NULL);
     if (json_array_size(groups) > 1 && has_wildcard(groups))
         invalid_slice(st, field, "string", groups,
                       "if '*' is present, must not specify other API groups");
     const json_t *versions = json_object_get(rule, "apiVersions");
-    snprintf(field, sizeof field, "%s.apiVersions", path);
+    fpath(field, sizeof field, "%s.apiVersions", path);
     if (!json_array_size(versions))
         ckube_field_required(st, field, NULL);
     if (json_array_size(versions) > 1 && has_wildcard(versions))
@@ -726,15 +739,15 @@ static void validate_rule(const json_t *rule, const char *path, ckube_status *st
     json_array_foreach(versions, i, v)
     {
         if (!*str_or_empty(v)) {
-            snprintf(field, sizeof field, "%s.apiVersions[%zu]", path, i);
+            fpath(field, sizeof field, "%s.apiVersions[%zu]", path, i);
             ckube_field_required(st, field, NULL);
         }
     }
-    snprintf(field, sizeof field, "%s.resources", path);
+    fpath(field, sizeof field, "%s.resources", path);
     validate_resources(json_object_get(rule, "resources"), field, st);
     const json_t *scope = member(rule, "scope");
     if (scope && !in_list(str_or_empty(scope), scopes)) {
-        snprintf(field, sizeof field, "%s.scope", path);
+        fpath(field, sizeof field, "%s.scope", path);
         not_supported(st, field, str_or_empty(scope), scopes);
     }
 }
@@ -747,7 +760,7 @@ static size_t validate_selector(const json_t *sel, const char *path, bool allow_
 {
     size_t before = st->ncauses + st->ncauses_dropped;
     char field[320];
-    snprintf(field, sizeof field, "%s.matchLabels", path);
+    fpath(field, sizeof field, "%s.matchLabels", path);
     ckube_validate_labels(json_object_get(sel, "matchLabels"), field, st);
     size_t i, j;
     json_t *expr, *v;
@@ -757,29 +770,29 @@ static size_t validate_selector(const json_t *sel, const char *path, bool allow_
         size_t nvalues = json_array_size(json_object_get(expr, "values"));
         if (!strcmp(op, "In") || !strcmp(op, "NotIn")) {
             if (!nvalues) {
-                snprintf(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
+                fpath(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
                 ckube_field_required(st, field,
                                      "must be specified when `operator` is 'In' or 'NotIn'");
             }
         } else if (!strcmp(op, "Exists") || !strcmp(op, "DoesNotExist")) {
             if (nvalues) {
-                snprintf(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
+                fpath(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
                 ckube_field_forbidden(
                     st, field,
                     "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
             }
         } else {
-            snprintf(field, sizeof field, "%s.matchExpressions[%zu].operator", path, i);
+            fpath(field, sizeof field, "%s.matchExpressions[%zu].operator", path, i);
             ckube_field_invalid(st, field, op, "not a valid selector operator");
         }
         const char *key = str_or_empty(json_object_get(expr, "key"));
-        snprintf(field, sizeof field, "%s.matchExpressions[%zu].key", path, i);
+        fpath(field, sizeof field, "%s.matchExpressions[%zu].key", path, i);
         invalid_each(st, field, key, ckube_is_qualified_name(key), "");
         if (allow_invalid_values)
             continue;
         json_array_foreach(json_object_get(expr, "values"), j, v)
         {
-            snprintf(field, sizeof field, "%s.matchExpressions[%zu].values[%zu]", path, i, j);
+            fpath(field, sizeof field, "%s.matchExpressions[%zu].values[%zu]", path, i, j);
             invalid_each(st, field, str_or_empty(v), ckube_is_label_value(str_or_empty(v)), "");
         }
     }
@@ -796,7 +809,7 @@ static void validate_match_conditions(const json_t *list, const char *path, ckub
     char field[320];
     size_t n = json_array_size(list);
     if (n > MAX_MATCH_CONDITIONS) {
-        snprintf(field, sizeof field, "%s.matchConditions", path);
+        fpath(field, sizeof field, "%s.matchConditions", path);
         ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_TOO_MANY, field,
                                "Too many: %zu: must have at most %d items", n,
                                MAX_MATCH_CONDITIONS);
@@ -806,11 +819,11 @@ static void validate_match_conditions(const json_t *list, const char *path, ckub
     json_array_foreach(list, i, mc)
     {
         if (blank(str_or_empty(json_object_get(mc, "expression")))) {
-            snprintf(field, sizeof field, "%s.matchConditions[%zu].expression", path, i);
+            fpath(field, sizeof field, "%s.matchConditions[%zu].expression", path, i);
             ckube_field_required(st, field, NULL);
         }
         const char *name = str_or_empty(json_object_get(mc, "name"));
-        snprintf(field, sizeof field, "%s.matchConditions[%zu].name", path, i);
+        fpath(field, sizeof field, "%s.matchConditions[%zu].name", path, i);
         if (!*name) {
             ckube_field_required(st, field, NULL);
             continue;
@@ -870,28 +883,28 @@ static void validate_hook(const json_t *hook, const char *path, const opts *o, c
     static const char *const match[] = {"Equivalent", "Exact", NULL};
     static const char *const reinvocation[] = {"IfNeeded", "Never", NULL};
     char field[320];
-    snprintf(field, sizeof field, "%s.name", path);
+    fpath(field, sizeof field, "%s.name", path);
     validate_hook_name(str_or_empty(json_object_get(hook, "name")), field, st);
     size_t i;
     json_t *rule;
     json_array_foreach(json_object_get(hook, "rules"), i, rule)
     {
-        snprintf(field, sizeof field, "%s.rules[%zu]", path, i);
+        fpath(field, sizeof field, "%s.rules[%zu]", path, i);
         validate_rule(rule, field, st);
     }
     const json_t *v = member(hook, "failurePolicy");
     if (v && !in_list(str_or_empty(v), failure)) {
-        snprintf(field, sizeof field, "%s.failurePolicy", path);
+        fpath(field, sizeof field, "%s.failurePolicy", path);
         not_supported(st, field, str_or_empty(v), failure);
     }
     v = member(hook, "matchPolicy");
     if (v && !in_list(str_or_empty(v), match)) {
-        snprintf(field, sizeof field, "%s.matchPolicy", path);
+        fpath(field, sizeof field, "%s.matchPolicy", path);
         not_supported(st, field, str_or_empty(v), match);
     }
     const char *const *side = o->require_no_side_effects ? no_side_effects : any_side_effects;
     v = member(hook, "sideEffects");
-    snprintf(field, sizeof field, "%s.sideEffects", path);
+    fpath(field, sizeof field, "%s.sideEffects", path);
     if (!v)
         ckube_field_required(st, field,
                              o->require_no_side_effects
@@ -901,23 +914,23 @@ static void validate_hook(const json_t *hook, const char *path, const opts *o, c
         not_supported(st, field, str_or_empty(v), side);
     v = member(hook, "timeoutSeconds");
     if (v && (json_integer_value(v) < 1 || json_integer_value(v) > 30)) {
-        snprintf(field, sizeof field, "%s.timeoutSeconds", path);
+        fpath(field, sizeof field, "%s.timeoutSeconds", path);
         ckube_field_invalid_int(st, field, json_integer_value(v),
                                 "the timeout value must be between 1 and 30 seconds");
     }
     v = member(hook, "namespaceSelector");
     if (v) {
-        snprintf(field, sizeof field, "%s.namespaceSelector", path);
+        fpath(field, sizeof field, "%s.namespaceSelector", path);
         validate_selector(v, field, o->allow_invalid_label_values, st);
     }
     v = member(hook, "objectSelector");
     if (v) {
-        snprintf(field, sizeof field, "%s.objectSelector", path);
+        fpath(field, sizeof field, "%s.objectSelector", path);
         validate_selector(v, field, o->allow_invalid_label_values, st);
     }
     v = member(hook, "reinvocationPolicy");
     if (o->mutating && v && !in_list(str_or_empty(v), reinvocation)) {
-        snprintf(field, sizeof field, "%s.reinvocationPolicy", path);
+        fpath(field, sizeof field, "%s.reinvocationPolicy", path);
         not_supported(st, field, str_or_empty(v), reinvocation);
     }
     validate_client_config(hook, path, st);
@@ -930,7 +943,7 @@ static void validate_review_versions(const json_t *versions, const char *path, b
                                      ckube_status *st)
 {
     char field[320];
-    snprintf(field, sizeof field, "%s.admissionReviewVersions", path);
+    fpath(field, sizeof field, "%s.admissionReviewVersions", path);
     if (!json_array_size(versions)) {
         ckube_field_required(st, field, "must specify one of v1, v1beta1");
         return;
@@ -941,7 +954,7 @@ static void validate_review_versions(const json_t *versions, const char *path, b
     json_array_foreach(versions, i, v)
     {
         const char *s = str_or_empty(v);
-        snprintf(field, sizeof field, "%s.admissionReviewVersions[%zu]", path, i);
+        fpath(field, sizeof field, "%s.admissionReviewVersions[%zu]", path, i);
         bool seen = false;
         for (size_t k = 0; k < i && !seen; k++)
             seen = !strcmp(str_or_empty(json_array_get(versions, k)), s);
@@ -953,7 +966,7 @@ static void validate_review_versions(const json_t *versions, const char *path, b
         known |= in_list(s, review_versions);
     }
     if (require_known && !known) {
-        snprintf(field, sizeof field, "%s.admissionReviewVersions", path);
+        fpath(field, sizeof field, "%s.admissionReviewVersions", path);
         invalid_slice(st, field, "string", versions, "must include at least one of v1, v1beta1");
     }
 }
@@ -966,7 +979,7 @@ static void validate_configuration(const json_t *obj, const opts *o, ckube_statu
     json_array_foreach(hooks, i, hook)
     {
         char path[64], field[96];
-        snprintf(path, sizeof path, "webhooks[%zu]", i);
+        fpath(path, sizeof path, "webhooks[%zu]", i);
         validate_hook(hook, path, o, st);
         validate_review_versions(json_object_get(hook, "admissionReviewVersions"), path,
                                  o->require_known_review, st);
@@ -975,7 +988,7 @@ static void validate_configuration(const json_t *obj, const opts *o, ckube_statu
             continue;
         for (size_t k = 0; k < i; k++) {
             if (!strcmp(str_or_empty(json_object_get(json_array_get(hooks, k), "name")), name)) {
-                snprintf(field, sizeof field, "%s.name", path);
+                fpath(field, sizeof field, "%s.name", path);
                 duplicate(st, field, name);
                 break;
             }
