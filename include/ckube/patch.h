@@ -26,6 +26,15 @@ extern "C" {
  * escapes and "-" for append. Returns a new document (caller decrefs). */
 json_t *ckube_json_patch_apply(const json_t *doc, const json_t *patch, char **err);
 
+/* The RFC 6902 patch that turns `from` into `to` (both borrowed), as
+ * controller-runtime's PatchResponseFromRaw computes a mutating
+ * webhook's answer: per member of objects (add, remove, or a change
+ * below), arrays of equal length element by element, others replaced
+ * whole; keys escaped as RFC 6901 says (~0, ~1). An empty array when
+ * they are equal. Applying it to `from` gives `to` (JSON equality).
+ * Returns a new array (caller decrefs); NULL only on out of memory. */
+json_t *ckube_json_patch_diff(const json_t *from, const json_t *to);
+
 /* Applies an RFC 7386 merge patch. `patch` must be an object or the result
  * is `patch` itself (per the RFC). Returns a new document. */
 json_t *ckube_merge_patch_apply(const json_t *doc, const json_t *patch, char **err);

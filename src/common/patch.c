@@ -606,3 +606,102 @@ json_t *ckube_json_patch_apply(const json_t *doc, const json_t *patch, char **er
     }
     return st.root;
 }
+
+/* ---- diff: the JSON Patch between two documents ----------------------------- */
+
+/* path + "/" + the RFC 6901 escape of key. */
+static char *pointer_join(const char *path, const char *key)
+{
+    size_t extra = 0;
+    for (const char *k = key; *k; k++)
+        extra += *k == '~' || *k == '/';
+    size_t plen = strlen(path), klen = strlen(key);
+    char *out = malloc(plen + 1 + klen + extra + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, path, plen);
+    char *w = out + plen;
+    *w++ = '/';
+    for (const char *k = key; *k; k++) {
+        if (*k == '~') {
+            *w++ = '~';
+            *w++ = '0';
+        } else if (*k == '/') {
+            *w++ = '~';
+            *w++ = '1';
+        } else {
+            *w++ = *k;
+        }
+    }
+    *w = 0;
+    return out;
+}
+
+static int add_op(json_t *ops, const char *op, const char *path, const json_t *value)
+{
+    json_t *o = json_pack("{s:s,s:s}", "op", op, "path", path);
+    if (!o)
+        return -1;
+    if (value && json_object_set_new(o, "value", json_deep_copy(value)) != 0) {
+        json_decref(o);
+        return -1;
+    }
+    return json_array_append_new(ops, o);
+}
+
+static int diff_into(json_t *ops, const char *path, const json_t *a, const json_t *b)
+{
+    if (json_equal(a, b))
+        return 0;
+    if (json_is_object(a) && json_is_object(b)) {
+        const char *k;
+        json_t *v;
+        int rc = 0;
+        /* removals first, in a's order; then changes and additions in b's */
+        json_object_foreach((json_t *)a, k, v)
+        {
+            if (json_object_get(b, k))
+                continue;
+            char *p = pointer_join(path, k);
+            rc = p ? add_op(ops, "remove", p, NULL) : -1;
+            free(p);
+            if (rc)
+                return rc;
+        }
+        json_object_foreach((json_t *)b, k, v)
+        {
+            char *p = pointer_join(path, k);
+            if (!p)
+                return -1;
+            json_t *old = json_object_get(a, k);
+            rc = old ? diff_into(ops, p, old, v) : add_op(ops, "add", p, v);
+            free(p);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    if (json_is_array(a) && json_is_array(b) && json_array_size(a) == json_array_size(b)) {
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            char idx[24], *p;
+            snprintf(idx, sizeof idx, "%zu", i);
+            p = pointer_join(path, idx);
+            int rc = p ? diff_into(ops, p, json_array_get(a, i), json_array_get(b, i)) : -1;
+            free(p);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    return add_op(ops, "replace", path, b);
+}
+
+json_t *ckube_json_patch_diff(const json_t *from, const json_t *to)
+{
+    json_t *ops = json_array();
+    if (ops && diff_into(ops, "", from, to) != 0) {
+        json_decref(ops);
+        return NULL;
+    }
+    return ops;
+}

@@ -893,6 +893,63 @@ static void test_results_are_independent(void **state)
     json_decref(jp);
 }
 
+
+/* ---- ckube_json_patch_diff ---------------------------------------------------- */
+
+/* diff(a, b) applied to a gives b; and the ops are the ones expected. */
+static void check_diff(const char *a, const char *b, const char *want_ops)
+{
+    json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
+    assert_non_null(ja);
+    assert_non_null(jb);
+    json_t *ops = ckube_json_patch_diff(ja, jb);
+    assert_non_null(ops);
+    char *err = NULL;
+    json_t *out = ckube_json_patch_apply(ja, ops, &err);
+    assert_non_null(out);
+    assert_true(json_equal(out, jb));
+    if (want_ops) {
+        json_t *want = json_loads(want_ops, 0, NULL);
+        assert_non_null(want);
+        if (!json_equal(want, ops)) {
+            char *got = json_dumps(ops, JSON_COMPACT);
+            fail_msg("ops %s, want %s", got, want_ops);
+        }
+        json_decref(want);
+    }
+    json_decref(out);
+    json_decref(ops);
+    json_decref(ja);
+    json_decref(jb);
+}
+
+static void test_diff(void **state)
+{
+    (void)state;
+    check_diff("{\"a\":1}", "{\"a\":1}", "[]");
+    check_diff("{\"spec\":{\"cidr\":\"10.0.0.0/8\"}}",
+               "{\"spec\":{\"cidr\":\"10.0.0.0/8\",\"gateway\":\"10.0.0.1\"}}",
+               "[{\"op\":\"add\",\"path\":\"/spec/gateway\",\"value\":\"10.0.0.1\"}]");
+    check_diff("{\"a\":1,\"b\":2}", "{\"b\":3}",
+               "[{\"op\":\"remove\",\"path\":\"/a\"},"
+               "{\"op\":\"replace\",\"path\":\"/b\",\"value\":3}]");
+    /* keys with / and ~ (label keys) are escaped */
+    check_diff("{\"metadata\":{\"labels\":{}}}",
+               "{\"metadata\":{\"labels\":{\"app.kubernetes.io/name\":\"x\",\"a~b\":\"y\"}}}",
+               "[{\"op\":\"add\",\"path\":\"/metadata/labels/app.kubernetes.io~1name\","
+               "\"value\":\"x\"},{\"op\":\"add\",\"path\":\"/metadata/labels/a~0b\","
+               "\"value\":\"y\"}]");
+    /* arrays: element by element when the length stays, whole otherwise */
+    check_diff("{\"l\":[1,{\"x\":1},3]}", "{\"l\":[1,{\"x\":2},3]}",
+               "[{\"op\":\"replace\",\"path\":\"/l/1/x\",\"value\":2}]");
+    check_diff("{\"l\":[1,2]}", "{\"l\":[1,2,3]}",
+               "[{\"op\":\"replace\",\"path\":\"/l\",\"value\":[1,2,3]}]");
+    /* types changing, nulls, the whole document */
+    check_diff("{\"a\":{\"b\":1}}", "{\"a\":[1]}", NULL);
+    check_diff("{\"a\":null}", "{\"a\":0}", NULL);
+    check_diff("[1]", "{\"a\":1}", "[{\"op\":\"replace\",\"path\":\"\",\"value\":{\"a\":1}}]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -920,6 +977,7 @@ int main(void)
         cmocka_unit_test(test_smp_kubectl_apply_deployment),
         cmocka_unit_test(test_patchmeta_tables),
         cmocka_unit_test(test_results_are_independent),
+        cmocka_unit_test(test_diff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
