@@ -61,6 +61,7 @@ LAYERS = [
     # libckube, top to bottom.
     ("gen", "library", 95),  # ckube-gen, the code generator (docs/ckube-gen.md)
     ("controllers", "library", 90),
+    ("webhook", "library", 85),  # the manager's webhook server (ckube/webhook.h)
     ("runtime", "library", 80),
     ("informer", "library", 70),
     ("workqueue", "library", 65),
