@@ -68,4 +68,13 @@ struct admission {
 adm_snapshot *adm_snapshot_get(admission *a);
 void adm_snapshot_unref(adm_snapshot *s);
 
+/* For the fuzzer (tests/fuzz/fuzz_admission_answer.c): takes `body` as
+ * a webhook's answer (HTTP `status`) to a review whose uid is
+ * ADM_FUZZ_UID, patching obj (borrowed; NULL: a delete) when mutating.
+ * Returns whether obj changed; *st is the Status the answer ends in
+ * (NULL: allowed; the caller frees it). */
+#define ADM_FUZZ_UID "00000000-0000-4000-8000-000000000000"
+bool adm__answer(bool mutating, int status, const char *body, size_t len, json_t *obj,
+                 ckube_status **st);
+
 #endif
