@@ -16,6 +16,7 @@
 #include "apiserver/outbound/outbound.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <http_parser.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@
 #include <event2/dns.h>
 #include <event2/util.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/sha.h>
 #include <openssl/ssl.h>
@@ -74,23 +76,31 @@ struct outbound_call {
     target *t;
     conn *c;
     /* the request */
-    char *host, *server_name, *authority, *path, *content_type;
+    char *host, *server_name, *authority, *path;
+    char *method;
+    char *head_lines; /* the caller's header lines, "Name: value\r\n" each */
     int port;
     char *body;
     size_t len;
-    char *url; /* https://AUTHORITY/PATH, for errors */
+    bool send_length; /* Content-Length: 0 too */
+    char *url;        /* https://AUTHORITY/PATH, for errors */
+    char op[16];      /* Go's url.Error Op: "Post", "Get", ... */
     bool retried;
     /* the answer */
     http_parser parser;
-    struct evbuffer *answer;
+    struct evbuffer *answer; /* whole answers */
     char *answer_ctype;
-    bool in_ctype; /* the header being read is Content-Type */
+    char **hnames, **hvalues; /* its headers as they arrive */
+    size_t nh;
+    bool in_value; /* the last header piece was a value */
     bool got_bytes;
+    bool head_sent; /* streamed: head() ran */
     bool complete;
     /* ending */
     struct event *ev; /* the deadline, and a deferred failure */
     char *pending_error;
-    outbound_cb cb;
+    outbound_cb cb;                       /* whole answers */
+    const outbound_stream_callbacks *scb; /* streamed ones */
     void *arg;
     LIST_ENTRY(outbound_call) link; /* the outbound's calls */
 };
@@ -109,6 +119,26 @@ static const http_parser_settings answer_settings;
 
 /* ---- targets ----------------------------------------------------------------- */
 
+/* The client certificate (and its chain) and key of t, from PEM. */
+static bool use_client_cert(SSL_CTX *ctx, const outbound_target *t)
+{
+    BIO *b = BIO_new_mem_buf(t->client_cert_pem, -1);
+    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+    bool ok = x && SSL_CTX_use_certificate(ctx, x) == 1;
+    X509_free(x);
+    while (ok && (x = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL)
+        if (SSL_CTX_add_extra_chain_cert(ctx, x) != 1) /* takes x */
+            X509_free(x);
+    BIO_free(b);
+    b = BIO_new_mem_buf(t->client_key_pem, -1);
+    EVP_PKEY *k = ok && b ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
+    ok = k && SSL_CTX_use_PrivateKey(ctx, k) == 1 && SSL_CTX_check_private_key(ctx) == 1;
+    EVP_PKEY_free(k);
+    BIO_free(b);
+    ERR_clear_error();
+    return ok;
+}
+
 /* The system's roots, or the bundle's certificates (PEM). NULL with *err
  * (malloc'd) when the bundle holds none, in the words Go's x509 pool
  * uses for what kube-apiserver reports. */
@@ -120,6 +150,11 @@ static SSL_CTX *make_ctx(const outbound_target *t, char **err)
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (t->client_cert_pem && t->client_key_pem && !use_client_cert(ctx, t)) {
+        SSL_CTX_free(ctx);
+        *err = xstrdup("tls: failed to find any PEM data in certificate input");
+        return NULL;
+    }
     if (t->insecure) {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
         return ctx;
@@ -151,8 +186,18 @@ static SSL_CTX *make_ctx(const outbound_target *t, char **err)
 static target *target_get(outbound *o, const outbound_target *t)
 {
     unsigned char digest[SHA256_DIGEST_LENGTH] = {0};
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(md, EVP_sha256(), NULL);
     if (t->ca_pem && t->ca_len)
-        SHA256((const unsigned char *)t->ca_pem, t->ca_len, digest);
+        EVP_DigestUpdate(md, t->ca_pem, t->ca_len);
+    EVP_DigestUpdate(md, "|", 1);
+    if (t->client_cert_pem)
+        EVP_DigestUpdate(md, t->client_cert_pem, strlen(t->client_cert_pem));
+    EVP_DigestUpdate(md, "|", 1);
+    if (t->client_key_pem)
+        EVP_DigestUpdate(md, t->client_key_pem, strlen(t->client_key_pem));
+    EVP_DigestFinal_ex(md, digest, NULL);
+    EVP_MD_CTX_free(md);
     char hex[2 * SHA256_DIGEST_LENGTH + 1];
     for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++)
         snprintf(hex + 2 * i, 3, "%02x", digest[i]);
@@ -277,8 +322,15 @@ static void call_free(outbound_call *call)
     free(call->server_name);
     free(call->authority);
     free(call->path);
-    free(call->content_type);
+    free(call->method);
+    free(call->head_lines);
     free(call->body);
+    for (size_t i = 0; i < call->nh; i++) {
+        free(call->hnames[i]);
+        free(call->hvalues[i]);
+    }
+    free(call->hnames);
+    free(call->hvalues);
     free(call->url);
     free(call->pending_error);
     free(call->answer_ctype);
@@ -292,18 +344,25 @@ static void call_free(outbound_call *call)
 static void call_end(outbound_call *call, const char *error)
 {
     char *msg = NULL;
-    if (error && asprintf(&msg, "Post \"%s\": %s", call->url, error) < 0)
+    if (error && asprintf(&msg, "%s \"%s\": %s", call->op, call->url, error) < 0)
         abort();
-    outbound_result r = {.status = error ? 0 : (int)call->parser.status_code,
-                         .error = msg,
-                         .body = call->answer,
-                         .content_type = call->answer_ctype ? call->answer_ctype : ""};
-    outbound_cb cb = call->cb;
     void *arg = call->arg;
     if (call->c) {
         call->c->call = NULL;
         call->c = NULL;
     }
+    if (call->scb) {
+        const outbound_stream_callbacks *scb = call->scb;
+        call_free(call);
+        scb->end(arg, msg);
+        free(msg);
+        return;
+    }
+    outbound_result r = {.status = error ? 0 : (int)call->parser.status_code,
+                         .error = msg,
+                         .body = call->answer,
+                         .content_type = call->answer_ctype ? call->answer_ctype : ""};
+    outbound_cb cb = call->cb;
     cb(arg, &r);
     free(msg);
     call_free(call);
@@ -518,27 +577,76 @@ static int on_message_begin(http_parser *p)
 {
     outbound_call *call = p->data;
     evbuffer_drain(call->answer, evbuffer_get_length(call->answer));
+    for (size_t i = 0; i < call->nh; i++) { /* after a 100 Continue */
+        free(call->hnames[i]);
+        free(call->hvalues[i]);
+    }
+    call->nh = 0;
+    free(call->answer_ctype);
+    call->answer_ctype = NULL;
     return 0;
+}
+
+/* Appends at[0..len) to *s (header names and values may come in pieces). */
+static void append(char **s, const char *at, size_t len)
+{
+    size_t have = *s ? strlen(*s) : 0;
+    char *n = xrealloc(*s, have + len + 1);
+    memcpy(n + have, at, len);
+    n[have + len] = 0;
+    *s = n;
 }
 
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     outbound_call *call = p->data;
-    call->in_ctype = len == 12 && !strncasecmp(at, "Content-Type", 12);
+    if (!call->nh || call->in_value) {
+        if (call->nh >= 256)
+            return -1; /* no answer needs more */
+        call->hnames = xrealloc(call->hnames, (call->nh + 1) * sizeof *call->hnames);
+        call->hvalues = xrealloc(call->hvalues, (call->nh + 1) * sizeof *call->hvalues);
+        call->hnames[call->nh] = NULL;
+        call->hvalues[call->nh] = xstrdup("");
+        call->nh++;
+        call->in_value = false;
+    }
+    append(&call->hnames[call->nh - 1], at, len);
     return 0;
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
     outbound_call *call = p->data;
-    if (call->in_ctype && !call->answer_ctype)
-        call->answer_ctype = xstrndup(at, len);
+    if (!call->nh)
+        return -1;
+    append(&call->hvalues[call->nh - 1], at, len);
+    call->in_value = true;
     return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    outbound_call *call = p->data;
+    for (size_t i = 0; i < call->nh && !call->answer_ctype; i++)
+        if (!strcasecmp(call->hnames[i], "Content-Type"))
+            call->answer_ctype = xstrdup(call->hvalues[i]);
+    if (call->scb && p->status_code != 100) {
+        outbound_header h[256];
+        for (size_t i = 0; i < call->nh; i++)
+            h[i] = (outbound_header){call->hnames[i], call->hvalues[i]};
+        call->head_sent = true;
+        call->scb->head(call->arg, (int)p->status_code, h, call->nh);
+    }
+    return !strcmp(call->method, "HEAD") ? 1 : 0; /* a HEAD answer has no body */
 }
 
 static int on_body(http_parser *p, const char *at, size_t len)
 {
     outbound_call *call = p->data;
+    if (call->scb) {
+        call->scb->data(call->arg, at, len);
+        return 0;
+    }
     if (evbuffer_get_length(call->answer) + len > MAX_ANSWER)
         return -1;
     evbuffer_add(call->answer, at, len);
@@ -559,6 +667,7 @@ static const http_parser_settings answer_settings = {
     .on_message_begin = on_message_begin,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
@@ -590,16 +699,14 @@ static void call_send(outbound_call *call)
     call->c = c;
     call->got_bytes = false;
     call->complete = false;
-    free(call->answer_ctype);
-    call->answer_ctype = NULL;
     http_parser_init(&call->parser, HTTP_RESPONSE);
     call->parser.data = call;
     struct evbuffer *out = bufferevent_get_output(c->bev);
-    evbuffer_add_printf(out,
-                        "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: ckube-apiserver\r\n"
-                        "Content-Type: %s\r\nAccept: application/json, */*\r\n"
-                        "Content-Length: %zu\r\n\r\n",
-                        call->path, call->authority, call->content_type, call->len);
+    evbuffer_add_printf(out, "%s %s HTTP/1.1\r\nHost: %s\r\n%s", call->method, call->path,
+                        call->authority, call->head_lines);
+    if (call->len || call->send_length)
+        evbuffer_add_printf(out, "Content-Length: %zu\r\n", call->len);
+    evbuffer_add(out, "\r\n", 2);
     evbuffer_add(out, call->body, call->len);
 }
 
@@ -623,33 +730,66 @@ static void call_event(evutil_socket_t fd, short what, void *arg)
     call_end(call, "context deadline exceeded");
 }
 
-outbound_call *outbound_post(outbound *o, const outbound_target *t, const char *path,
-                             const char *content_type, const void *body, size_t len,
-                             unsigned timeout_ms, outbound_cb cb, void *arg)
+/* Go's url.Error Op for a method: "Post", "Get", ... */
+static void op_of(char *op, size_t n, const char *method)
+{
+    size_t i = 0;
+    for (; method[i] && i + 1 < n; i++)
+        op[i] = (char)(i ? tolower((unsigned char)method[i]) : method[i]);
+    op[i] = 0;
+}
+
+static bool has_header(const outbound_request *rq, const char *name)
+{
+    for (size_t i = 0; i < rq->nheaders; i++)
+        if (!strcasecmp(rq->headers[i].name, name))
+            return true;
+    return false;
+}
+
+static outbound_call *call_start(outbound *o, const outbound_target *t, const outbound_request *rq,
+                                 outbound_cb cb, const outbound_stream_callbacks *scb, void *arg)
 {
     outbound_call *call = xcalloc(1, sizeof *call);
     call->o = o;
     call->cb = cb;
+    call->scb = scb;
     call->arg = arg;
     call->host = xstrdup(t->host);
     call->port = t->port;
     call->server_name = xstrdup(t->server_name ? t->server_name : t->host);
+    call->method = xstrdup(rq->method ? rq->method : "POST");
+    op_of(call->op, sizeof call->op, call->method);
     bool v6 = strchr(call->server_name, ':') != NULL;
     if (asprintf(&call->authority, "%s%s%s:%d", v6 ? "[" : "", call->server_name, v6 ? "]" : "",
                  t->url_port ? t->url_port : t->port) < 0 ||
-        asprintf(&call->url, "https://%s%s", call->authority, path) < 0)
+        asprintf(&call->url, "https://%s%s", call->authority, rq->path) < 0)
         abort();
-    call->path = xstrdup(path);
-    call->content_type = xstrdup(content_type);
-    call->body = xmalloc(len ? len : 1);
-    memcpy(call->body, body, len);
-    call->len = len;
+    call->path = xstrdup(rq->path);
+    struct evbuffer *lines = evbuffer_new();
+    if (!has_header(rq, "User-Agent"))
+        evbuffer_add_printf(lines, "User-Agent: ckube-apiserver\r\n");
+    for (size_t i = 0; i < rq->nheaders; i++)
+        evbuffer_add_printf(lines, "%s: %s\r\n", rq->headers[i].name, rq->headers[i].value);
+    size_t n = evbuffer_get_length(lines);
+    call->head_lines = xmalloc(n + 1);
+    evbuffer_remove(lines, call->head_lines, n);
+    call->head_lines[n] = 0;
+    evbuffer_free(lines);
+    call->send_length = !strcmp(call->method, "POST") || !strcmp(call->method, "PUT") ||
+                        !strcmp(call->method, "PATCH");
+    call->body = xmalloc(rq->len ? rq->len : 1);
+    if (rq->len)
+        memcpy(call->body, rq->body, rq->len);
+    call->len = rq->len;
     call->answer = evbuffer_new();
     call->ev = event_new(o->base, -1, 0, call_event, call);
     call->t = target_get(o, t);
     LIST_INSERT_HEAD(&o->calls, call, link);
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    evtimer_add(call->ev, &tv);
+    if (rq->timeout_ms) {
+        struct timeval tv = {rq->timeout_ms / 1000, (rq->timeout_ms % 1000) * 1000};
+        evtimer_add(call->ev, &tv);
+    }
     if (call->t->ctx_error) {
         call->pending_error = xstrdup(call->t->ctx_error);
         event_active(call->ev, EV_READ, 0);
@@ -657,6 +797,37 @@ outbound_call *outbound_post(outbound *o, const outbound_target *t, const char *
     }
     call_send(call);
     return call;
+}
+
+outbound_call *outbound_post(outbound *o, const outbound_target *t, const char *path,
+                             const char *content_type, const void *body, size_t len,
+                             unsigned timeout_ms, outbound_cb cb, void *arg)
+{
+    outbound_header h[2] = {{"Content-Type", content_type}, {"Accept", "application/json, */*"}};
+    outbound_request rq = {.method = "POST",
+                           .path = path,
+                           .headers = h,
+                           .nheaders = 2,
+                           .body = body,
+                           .len = len,
+                           .timeout_ms = timeout_ms};
+    return call_start(o, t, &rq, cb, NULL, arg);
+}
+
+outbound_call *outbound_stream(outbound *o, const outbound_target *t, const outbound_request *rq,
+                               const outbound_stream_callbacks *cb, void *arg)
+{
+    return call_start(o, t, rq, NULL, cb, arg);
+}
+
+void outbound_pause(outbound_call *call, bool paused)
+{
+    if (!call->c || !call->c->bev)
+        return;
+    if (paused)
+        bufferevent_disable(call->c->bev, EV_READ);
+    else
+        bufferevent_enable(call->c->bev, EV_READ);
 }
 
 void outbound_cancel(outbound_call *call)

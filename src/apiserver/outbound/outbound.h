@@ -58,7 +58,15 @@ typedef struct outbound_target {
     /* The port the URL in errors and the Host header name (a Service's
      * port, when `port` is its endpoint's); 0: `port`. */
     int url_port;
+    /* A client certificate (PEM, its chain may follow) and its key (PEM)
+     * to present, e.g. the aggregator's front-proxy identity; NULL: none. */
+    const char *client_cert_pem, *client_key_pem;
 } outbound_target;
+
+/* A header line (both strings borrowed). */
+typedef struct outbound_header {
+    const char *name, *value;
+} outbound_header;
 
 /* How a call ended (borrowed by the callback; valid during it). */
 typedef struct outbound_result {
@@ -77,6 +85,42 @@ typedef void (*outbound_cb)(void *arg, const outbound_result *r);
 outbound_call *outbound_post(outbound *o, const outbound_target *t, const char *path,
                              const char *content_type, const void *body, size_t len,
                              unsigned timeout_ms, outbound_cb cb, void *arg);
+
+/* Any request, its answer streamed (the aggregator's proxy). Strings
+ * and the body are copied. The client writes Host, Content-Length (when
+ * there is a body, or the method is POST, PUT or PATCH) and User-Agent
+ * unless given; headers must not repeat Host or Content-Length. */
+typedef struct outbound_request {
+    const char *method; /* "GET", "POST", ...; NULL: "POST" */
+    const char *path;   /* with its query */
+    const outbound_header *headers;
+    size_t nheaders;
+    const void *body;
+    size_t len;
+    unsigned timeout_ms; /* 0: no deadline (a watch) */
+} outbound_request;
+
+/* How a streamed answer arrives, on the loop, in this order: head once
+ * (the status and the headers, borrowed for the call), data for each
+ * piece of the body (de-chunked; borrowed), then end once (error NULL:
+ * the answer ended as HTTP says; else Go's words, as outbound_result's).
+ * A call that fails before its head gets end alone. The callbacks must
+ * not cancel their own call (outbound_pause is fine); after end the call
+ * is gone. */
+typedef struct outbound_stream_callbacks {
+    void (*head)(void *arg, int status, const outbound_header *h, size_t n);
+    void (*data)(void *arg, const char *bytes, size_t len);
+    void (*end)(void *arg, const char *error);
+} outbound_stream_callbacks;
+
+/* Starts a streamed call (cb borrowed; it must outlive the call). Never
+ * calls back from inside this call. */
+outbound_call *outbound_stream(outbound *o, const outbound_target *t, const outbound_request *rq,
+                               const outbound_stream_callbacks *cb, void *arg);
+
+/* Stops (paused) or resumes reading a streamed answer: the peer then
+ * waits on TCP's flow control, as a slow client makes it. */
+void outbound_pause(outbound_call *c, bool paused);
 
 /* Stops a call whose callback has not run: it will not run. Its
  * connection is closed (a half-sent or half-read exchange cannot be
