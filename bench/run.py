@@ -882,6 +882,65 @@ def phase_typed():
         print("  typed: %s" % why)
 
 
+def phase_webhook(tmp):
+    """Creates with one validating admission webhook (libckube's webhook
+    server, bench_webhook, allowing everything over HTTPS) next to none,
+    in alternating rounds of fresh servers: the price of the call out,
+    with the server's connections to the webhook kept alive (a TLS
+    handshake per call would show as a collapse of creates/s)."""
+    exe = os.path.join(ARGS.build, "bench_webhook")
+    if not os.access(exe, os.X_OK):
+        STATE["webhook_skip"] = "%s not built" % exe
+        return
+    sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+    from webhook_backend import make_certs
+    certs = os.path.join(tmp, "webhook-certs")
+    ca, crt, key = make_certs(certs, ["127.0.0.1"])
+    shutil.copy(crt, os.path.join(certs, "tls.crt"))
+    shutil.copy(key, os.path.join(certs, "tls.key"))
+    hook = subprocess.Popen([exe, certs], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            preexec_fn=_pdeathsig)
+    try:
+        port = json.loads(hook.stdout.readline())["port"]
+        config = {"apiVersion": "admissionregistration.k8s.io/v1",
+                  "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "bench"},
+                  "webhooks": [{"name": "allow.bench.ckube.io", "sideEffects": "None",
+                                "admissionReviewVersions": ["v1"],
+                                "clientConfig": {"url": "https://127.0.0.1:%d/validate" % port,
+                                                 "caBundle": base64.b64encode(ca).decode()},
+                                "rules": [{"operations": ["CREATE"], "apiGroups": [""],
+                                           "apiVersions": ["v1"], "resources": ["configmaps"]}]}]}
+        for r in range(REPEAT["create"]):
+            for with_hook in (False, True):
+                s = Server("ckube", tmp, "webhook-%d-%s" % (r, "hook" if with_hook else "none"),
+                           CM_OFF).start(30)
+                try:
+                    if with_hook:
+                        st, _ = http_json("POST", s.url + "/apis/admissionregistration.k8s.io/"
+                                          "v1/validatingwebhookconfigurations", config)
+                        if st != 201:
+                            raise RuntimeError("webhook configuration: HTTP %s" % st)
+                        time.sleep(0.5)
+                    d = with_server_cpu(s.proc, lambda: loadgen(
+                        ["--mode", "create", "--url", s.url, "--namespace", "default",
+                         "--prefix", "cm", "--conns", 64, "--duration", DUR["create"]],
+                        DUR["create"] + 60))
+                finally:
+                    s.stop()
+                    shutil.rmtree(s.data_dir, ignore_errors=True)
+                STATE.setdefault("webhook_create" if with_hook else "nohook_create", []).append(d)
+                print("  round %d create %-10s %6.0f/s p50 %6.2f p99 %6.2f ms" % (
+                    r, "webhook" if with_hook else "no webhook", d["per_s"], d["p50_ms"],
+                    d["p99_ms"]), flush=True)
+    finally:
+        hook.stdin.close()
+        try:
+            STATE["webhook_reviews"] = json.loads(hook.stdout.readline() or "{}").get("reviews")
+        except ValueError:
+            pass
+        stop_proc(hook)
+
+
 def phase_rbac():
     """The RBAC authorizer's cost per decision with 1,000 RoleBindings and
     50 ClusterRoleBindings (bench_rbac), one thread."""
@@ -1316,6 +1375,20 @@ def build_results():
     else:
         skip("tls_handshakes_per_s", "1/s", "tls phase did not run")
 
+    w, n = median_round(S.get("webhook_create")), median_round(S.get("nohook_create"))
+    if w and n:
+        put("webhook_create_per_s", w["per_s"], "1/s", n["per_s"], "ckube without webhooks",
+            rounds=[round(x["per_s"]) for x in S["webhook_create"]],
+            peer_rounds=[round(x["per_s"]) for x in S["nohook_create"]],
+            p50_ms=w["p50_ms"], peer_p50_ms=n["p50_ms"], p99_ms=w["p99_ms"],
+            peer_p99_ms=n["p99_ms"], server_cpu_us=w.get("server_cpu_us_per_op"),
+            peer_server_cpu_us=n.get("server_cpu_us_per_op"),
+            reviews=S.get("webhook_reviews"),
+            note="creates with one validating webhook (libckube's webhook server over HTTPS, "
+            "kept-alive connections) against the same without, 64 connections, fresh servers "
+            "in alternating rounds; median round")
+    else:
+        skip("webhook_create_per_s", "1/s", S.get("webhook_skip") or "webhook phase did not run")
     gs, go = S.get("get_closed") or [], S.get("get_open")
     if gs:
         g = sorted(gs, key=lambda x: x["per_s"])[(len(gs) - 1) // 2]  # the median round
@@ -1793,7 +1866,7 @@ def main():
     ap.add_argument("--build", default="build", help="build dir with ckube and bench_load")
     ap.add_argument("--full", action="store_true", help="100k objects, longer runs")
     ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,typed,"
-                    "populated,restart,tls,workqueue,rbac,etcdstore (default: all); get,list,watch,"
+                    "populated,restart,tls,workqueue,rbac,webhook,etcdstore (default: all); get,list,watch,"
                     "informers run only that part of the populated phase; etcdcreate only "
                     "the creates of etcdstore")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
@@ -1868,6 +1941,9 @@ def main():
         if want("typed"):
             with Phase("typed objects (ckube-gen)"):
                 phase_typed()
+        if want("webhook"):
+            with Phase("admission webhook next to none"):
+                phase_webhook(tmp)
         if want("etcdstore") or "etcdcreate" in only:
             with Phase("etcd storage backend"):
                 phase_etcdstore(tmp, creates_only=not want("etcdstore"))

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,14 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
     double start = now_s();
     ckube_gauge_inc(h->in_flight);
+    /* the reply goes out as a few TLS records: no Nagle delay between
+     * them (the API server waits for the whole answer) */
+    struct evhttp_connection *conn = evhttp_request_get_connection(req);
+    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+    int fd = bev ? (int)bufferevent_getfd(bev) : -1;
+    int one = 1;
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(in);
     const char *body = (const char *)evbuffer_pullup(in, -1);

@@ -16,6 +16,9 @@
 #include "apiserver/outbound/outbound.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <ctype.h>
 #include <errno.h>
 #include <http_parser.h>
@@ -42,14 +45,16 @@
 
 #define IDLE_TIMEOUT_S 90              /* Go's http.Transport IdleConnTimeout */
 #define MAX_ANSWER (16u * 1024 * 1024) /* an answer larger than this fails the call */
-#define MAX_IDLE_PER_TARGET 16         /* idle connections kept per target */
+#define MAX_IDLE_PER_TARGET 256 /* idle connections kept per target: as many as a burst
+                                  * of a loop's writes uses, so none pays a handshake */
 
 typedef struct conn conn;
 typedef struct target target;
 
 /* One target's TLS context and idle connections. */
 struct target {
-    char *key; /* host, port, server name, insecure, CA digest */
+    char *key; /* target_key: host, port, server name, insecure, the PEMs */
+    size_t key_len;
     SSL_CTX *ctx;
     char *ctx_error; /* the CA bundle could not be read: every call fails so */
     TAILQ_HEAD(, conn) idle;
@@ -183,38 +188,52 @@ static SSL_CTX *make_ctx(const outbound_target *t, char **err)
     return ctx;
 }
 
+/* The key of a target: every field that makes its connections
+ * different, the PEM texts in full (compared, not hashed: OpenSSL 3's
+ * digest fetch per call cost more than the webhook call's TLS). */
+static char *target_key(const outbound_target *t, size_t *len)
+{
+    char head[1100];
+    int n = snprintf(head, sizeof head, "%s|%d|%s|%d|%zu|", t->host, t->port,
+                     t->server_name ? t->server_name : "", t->insecure, t->ca_len);
+    size_t hn = n < 0 ? 0 : (size_t)n < sizeof head ? (size_t)n : sizeof head - 1;
+    size_t cl = t->client_cert_pem ? strlen(t->client_cert_pem) : 0;
+    size_t kl = t->client_key_pem ? strlen(t->client_key_pem) : 0;
+    *len = hn + t->ca_len + 1 + cl + 1 + kl;
+    char *k = xmalloc(*len + 1);
+    char *w = k;
+    memcpy(w, head, hn);
+    w += hn;
+    if (t->ca_len)
+        memcpy(w, t->ca_pem, t->ca_len);
+    w += t->ca_len;
+    *w++ = '|';
+    if (cl)
+        memcpy(w, t->client_cert_pem, cl);
+    w += cl;
+    *w++ = '|';
+    if (kl)
+        memcpy(w, t->client_key_pem, kl);
+    w += kl;
+    *w = 0;
+    return k;
+}
+
 static target *target_get(outbound *o, const outbound_target *t)
 {
-    unsigned char digest[SHA256_DIGEST_LENGTH] = {0};
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(md, EVP_sha256(), NULL);
-    if (t->ca_pem && t->ca_len)
-        EVP_DigestUpdate(md, t->ca_pem, t->ca_len);
-    EVP_DigestUpdate(md, "|", 1);
-    if (t->client_cert_pem)
-        EVP_DigestUpdate(md, t->client_cert_pem, strlen(t->client_cert_pem));
-    EVP_DigestUpdate(md, "|", 1);
-    if (t->client_key_pem)
-        EVP_DigestUpdate(md, t->client_key_pem, strlen(t->client_key_pem));
-    EVP_DigestFinal_ex(md, digest, NULL);
-    EVP_MD_CTX_free(md);
-    char hex[2 * SHA256_DIGEST_LENGTH + 1];
-    for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++)
-        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-    char *key = NULL;
-    if (asprintf(&key, "%s|%d|%s|%d|%s", t->host, t->port, t->server_name ? t->server_name : "",
-                 t->insecure, hex) < 0)
-        abort();
+    size_t len;
+    char *key = target_key(t, &len);
     target *tg;
     LIST_FOREACH(tg, &o->targets, link)
     {
-        if (!strcmp(tg->key, key)) {
+        if (tg->key_len == len && !memcmp(tg->key, key, len)) {
             free(key);
             return tg;
         }
     }
     tg = xcalloc(1, sizeof *tg);
     tg->key = key;
+    tg->key_len = len;
     TAILQ_INIT(&tg->idle);
     tg->ctx = make_ctx(t, &tg->ctx_error);
     LIST_INSERT_HEAD(&o->targets, tg, link);
@@ -248,6 +267,18 @@ static bool is_ip(const char *host)
 
 static void conn_read(struct bufferevent *bev, void *arg);
 static void conn_event(struct bufferevent *bev, short what, void *arg);
+
+/* A request and its answer are each written as a few TLS records: with
+ * Nagle's algorithm on, the second waits for the peer's delayed ACK of
+ * the first (40 ms on Linux), per direction. Go sets TCP_NODELAY on
+ * every connection; so do we. */
+static void nodelay(conn *c)
+{
+    int fd = (int)bufferevent_getfd(c->bev);
+    int one = 1;
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
 
 /* A new connection to the call's target, dialling; NULL with the call
  * failed (deferred) when it cannot even start. */
@@ -295,7 +326,10 @@ static conn *conn_open(outbound_call *call, char **err)
         }
         dns = o->dns;
     }
-    if (bufferevent_socket_connect_hostname(bev, dns, AF_UNSPEC, call->host, call->port) < 0) {
+    int rc = bufferevent_socket_connect_hostname(bev, dns, AF_UNSPEC, call->host, call->port);
+    if (rc == 0)
+        nodelay(c); /* the handshake's records too (an IP: the socket exists now) */
+    if (rc < 0) {
         /* The failure was reported through conn_event when it could be;
          * otherwise say so here. */
         if (!*err && asprintf(err, "dial tcp %s:%d: %s", call->host, call->port,
@@ -484,6 +518,7 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
     conn *c = arg;
     outbound_call *call = c->call;
     if (what & BEV_EVENT_CONNECTED) {
+        nodelay(c);
         c->connected = true;
         c->o->handshakes++;
         return;
@@ -812,6 +847,12 @@ outbound_call *outbound_post(outbound *o, const outbound_target *t, const char *
                            .len = len,
                            .timeout_ms = timeout_ms};
     return call_start(o, t, &rq, cb, NULL, arg);
+}
+
+outbound_call *outbound_send(outbound *o, const outbound_target *t, const outbound_request *rq,
+                             outbound_cb cb, void *arg)
+{
+    return call_start(o, t, rq, cb, NULL, arg);
 }
 
 outbound_call *outbound_stream(outbound *o, const outbound_target *t, const outbound_request *rq,

@@ -118,6 +118,11 @@ typedef struct outbound_stream_callbacks {
 outbound_call *outbound_stream(outbound *o, const outbound_target *t, const outbound_request *rq,
                                const outbound_stream_callbacks *cb, void *arg);
 
+/* Any request (rq as outbound_stream's), its answer whole to cb (as
+ * outbound_post's). */
+outbound_call *outbound_send(outbound *o, const outbound_target *t, const outbound_request *rq,
+                             outbound_cb cb, void *arg);
+
 /* Stops (paused) or resumes reading a streamed answer: the peer then
  * waits on TCP's flow control, as a slow client makes it. */
 void outbound_pause(outbound_call *c, bool paused);
