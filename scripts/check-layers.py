@@ -28,6 +28,7 @@ LAYERS = [
     ("apiserver/endpoints/openapi", "server", 80),
     ("apiserver/endpoints/metrics", "server", 80),
     ("apiserver/endpoints/filters", "server", 72),
+    ("apiserver/aggregator", "server", 76),  # API aggregation: the proxy, APIService availability
     ("apiserver/endpoints/request", "server", 70),
     ("apiserver/admission", "server", 65),  # admission webhooks (docs/webhooks.md)
     ("apiserver/fieldmanager", "server", 60),
@@ -39,6 +40,7 @@ LAYERS = [
     ("apiserver/registry/events", "server", 50),
     ("apiserver/registry/rbac", "server", 50),
     ("apiserver/registry/admissionregistration", "server", 50),
+    ("apiserver/registry/apiregistration", "server", 50),
     ("apiserver/registry/builtin", "server", 49),
     ("apiserver/registry/authorization", "server", 50),
     ("apiserver/registry/generic", "server", 48),
@@ -46,6 +48,7 @@ LAYERS = [
     ("apiserver/registry/rest", "server", 45),
     ("apiserver/authorization", "server", 43),
     ("apiserver/authorization/rbac", "server", 42),
+    ("apiserver/resolver", "server", 41),  # Service references to endpoint addresses
     ("apiserver/cacher", "server", 40),
     ("apiserver/outbound", "server", 37),  # calls out: webhooks, aggregated APIs
     ("apiserver/httpd", "server", 35),

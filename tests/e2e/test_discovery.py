@@ -200,11 +200,12 @@ class DiscoveryTest(unittest.TestCase):
             self.assertEqual(aggregated_view(V2BETA1)[0], legacy)
             # order: built-in groups by upstream priority, then CRD groups
             names = [g for g, _ in agg_groups]
-            self.assertEqual(names[:8], ["apps", "events.k8s.io", "authentication.k8s.io",
-                                         "authorization.k8s.io", "rbac.authorization.k8s.io",
+            self.assertEqual(names[:9], ["apiregistration.k8s.io", "apps", "events.k8s.io",
+                                         "authentication.k8s.io", "authorization.k8s.io",
+                                         "rbac.authorization.k8s.io",
                                          "admissionregistration.k8s.io", "apiextensions.k8s.io",
                                          "coordination.k8s.io"])
-            custom = names[8:]  # (another test's CRD group may be there too)
+            custom = names[9:]  # (another test's CRD group may be there too)
             self.assertEqual(custom, sorted(custom))
             self.assertIn("disco.example.com", custom)
             self.assertEqual([g["name"] for g in legacy_groups], names)

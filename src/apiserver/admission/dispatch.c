@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include "apiserver/admission/internal.h"
+#include "apiserver/resolver/resolver.h"
 #include "ckube/json.h"
 #include "ckube/patch.h"
 #include "common/xalloc.h"
@@ -525,79 +526,6 @@ static bool take_answer(slot *s, const outbound_result *res)
 
 /* ---- calling ------------------------------------------------------------------ */
 
-/* Where a Service's webhook is served: an address of its endpoints for
- * the service port (upstream's endpoint service resolver). NULL with
- * *err on failure. */
-static char *resolve_service(admission *a, const adm_hook *h, int *port, char *err, size_t n)
-{
-    char key[1024];
-    snprintf(key, sizeof key, "/registry/core/services/%s/%s", h->svc_ns, h->svc_name);
-    cobj *c = cacher_get(a->cache, key);
-    if (!c) {
-        snprintf(err, n, "service \"%s\" not found", h->svc_name);
-        return NULL;
-    }
-    json_t *svc = cobj_decode(c);
-    cobj_unref(c);
-    const char *port_name = NULL;
-    bool found = false;
-    size_t i;
-    json_t *p;
-    json_array_foreach(ckube_json_get_path(svc, "spec.ports"), i, p)
-    {
-        if (json_integer_value(json_object_get(p, "port")) == h->svc_port) {
-            port_name = json_string_value(json_object_get(p, "name"));
-            found = true;
-            break;
-        }
-    }
-    char *pname = xstrdup(port_name ? port_name : "");
-    json_decref(svc);
-    if (!found) {
-        snprintf(err, n, "no service port %d found for service \"%s\"", h->svc_port, h->svc_name);
-        free(pname);
-        return NULL;
-    }
-    snprintf(key, sizeof key, "/registry/core/endpoints/%s/%s", h->svc_ns, h->svc_name);
-    c = cacher_get(a->cache, key);
-    if (!c) {
-        snprintf(err, n, "endpoints \"%s\" not found", h->svc_name);
-        free(pname);
-        return NULL;
-    }
-    json_t *ep = cobj_decode(c);
-    cobj_unref(c);
-    char *ip = NULL;
-    json_t *sub;
-    json_array_foreach(json_object_get(ep, "subsets"), i, sub)
-    {
-        json_t *addrs = json_object_get(sub, "addresses");
-        if (!json_array_size(addrs))
-            continue;
-        size_t k;
-        json_t *ptj;
-        json_array_foreach(json_object_get(sub, "ports"), k, ptj)
-        {
-            const char *nm = json_string_value(json_object_get(ptj, "name"));
-            if (strcmp(nm ? nm : "", pname))
-                continue;
-            const char *addr = json_string_value(json_object_get(json_array_get(addrs, 0), "ip"));
-            if (addr) {
-                ip = xstrdup(addr);
-                *port = (int)json_integer_value(json_object_get(ptj, "port"));
-            }
-            break;
-        }
-        if (ip)
-            break;
-    }
-    json_decref(ep);
-    free(pname);
-    if (!ip)
-        snprintf(err, n, "no endpoints available for service \"%s\"", h->svc_name);
-    return ip;
-}
-
 static void step(adm_run *r);
 
 static void on_answer(void *arg, const outbound_result *res)
@@ -653,7 +581,8 @@ static void start_call(slot *s)
         char server[600];
         snprintf(server, sizeof server, "%s.%s.svc", h->svc_name, h->svc_ns);
         int port = 0;
-        ip = resolve_service(r->a, h, &port, err, sizeof err);
+        ip = service_resolve(r->a->cache, h->svc_ns, h->svc_name, h->svc_port, &port, err,
+                             sizeof err);
         if (!ip) {
             snprintf(url, sizeof url, "https://%s:%d%s", server, h->svc_port, path);
             calling_error(s, "failed to call webhook: Post \"%s\": %s", url, err);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "apiserver/apiextensions/schema/schema.h"
+#include "apiserver/registry/apiregistration/apiregistration.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
 #include "ckube/validation.h"
@@ -1186,6 +1187,10 @@ static void on_crd_event(void *arg, cevent_type type, const cobj *o)
         if (ckube_json_get_path(crd, "metadata.deletionTimestamp"))
             cleanup_crd(crds, crd);
     }
+    /* The group's APIServices follow what its CRDs serve, as
+     * kube-apiserver's crdregistration controller keeps them. */
+    apiregistration_sync_crd_group(crds->reg, crds->store,
+                                   json_string_value(ckube_json_get_path(crd, "spec.group")));
     json_decref(crd);
 }
 

@@ -8,7 +8,9 @@
  * is satisfied by the create's own response. The cacher tells us about
  * every applied CRD change (crd_attach), on the storage thread, after the
  * change is visible: we (re)register its served versions in the registry,
- * so discovery, OpenAPI and the REST handler serve them at once. Deleting a
+ * so discovery, OpenAPI and the REST handler serve them at once, and
+ * keep the group's local APIServices in step (registry/apiregistration's
+ * apiregistration_sync_crd_group). Deleting a
  * CRD runs the cleanup finalizer: every object of the CRD is deleted, then
  * the finalizer is removed and the CRD and its endpoints go away.
  */

@@ -181,34 +181,45 @@ static const char *leaf_unfit(X509 *x, X509 *ca, const pki_options *o, bool serv
 /* ---- the files ------------------------------------------------------------------ */
 
 /* Loads the CA, making it first when neither file exists. */
+/* The CA at crt/key (its CN "PREFIX@TIME" when made): kept if there,
+ * made if not. */
+static int ensure_ca_at(const char *crt, const char *key, const char *prefix, bool *made,
+                        X509 **ca, EVP_PKEY **ca_key, char **err);
+
 static int ensure_ca(pki_files *f, X509 **ca, EVP_PKEY **ca_key, char **err)
 {
-    bool have_crt = exists(f->ca_crt), have_key = exists(f->ca_key);
+    return ensure_ca_at(f->ca_crt, f->ca_key, "ckube-ca", &f->made_ca, ca, ca_key, err);
+}
+
+static int ensure_ca_at(const char *crt_path, const char *key_path, const char *prefix, bool *made,
+                        X509 **ca, EVP_PKEY **ca_key, char **err)
+{
+    bool have_crt = exists(crt_path), have_key = exists(key_path);
     if (have_crt != have_key) {
         ckube__set_err(err, "%s exists without %s: put both back or remove it",
-                       have_crt ? f->ca_crt : f->ca_key, have_crt ? f->ca_key : f->ca_crt);
+                       have_crt ? crt_path : key_path, have_crt ? key_path : crt_path);
         return -1;
     }
     if (have_crt) {
-        *ca = read_cert(f->ca_crt, err);
-        *ca_key = *ca ? read_key(f->ca_key, err) : NULL;
+        *ca = read_cert(crt_path, err);
+        *ca_key = *ca ? read_key(key_path, err) : NULL;
         if (*ca_key && X509_check_private_key(*ca, *ca_key) != 1) {
-            ckube__set_err(err, "%s does not belong to %s", f->ca_key, f->ca_crt);
+            ckube__set_err(err, "%s does not belong to %s", key_path, crt_path);
             return -1;
         }
         return *ca_key ? 0 : -1;
     }
     char cn[64];
-    snprintf(cn, sizeof cn, "ckube-ca@%lld", (long long)time(NULL));
+    snprintf(cn, sizeof cn, "%s@%lld", prefix, (long long)time(NULL));
     *ca_key = EVP_EC_gen("P-256");
     *ca = *ca_key ? ckube__x509_make(*ca_key, cn, NULL, NULL, NULL, 'c', CA_DAYS, NULL, 0) : NULL;
     if (!*ca) {
-        ckube__set_err(err, "cannot make the cluster CA: %s", ssl_error());
+        ckube__set_err(err, "cannot make %s: %s", crt_path, ssl_error());
         return -1;
     }
-    if (write_key(f->ca_key, *ca_key, err) || write_cert(f->ca_crt, *ca, err))
+    if (write_key(key_path, *ca_key, err) || write_cert(crt_path, *ca, err))
         return -1;
-    f->made_ca = true;
+    *made = true;
     return 0;
 }
 
@@ -274,6 +285,10 @@ static void set_paths(pki_files *f, const char *dir)
     snprintf(f->cm_key, sizeof f->cm_key, "%s/controller-manager.key", dir);
     snprintf(f->sa_key, sizeof f->sa_key, "%s/sa.key", dir);
     snprintf(f->sa_pub, sizeof f->sa_pub, "%s/sa.pub", dir);
+    snprintf(f->fp_ca_crt, sizeof f->fp_ca_crt, "%s/front-proxy-ca.crt", dir);
+    snprintf(f->fp_ca_key, sizeof f->fp_ca_key, "%s/front-proxy-ca.key", dir);
+    snprintf(f->fp_client_crt, sizeof f->fp_client_crt, "%s/front-proxy-client.crt", dir);
+    snprintf(f->fp_client_key, sizeof f->fp_client_key, "%s/front-proxy-client.key", dir);
 }
 
 int pki_ensure(const pki_options *o, pki_files *out, char **err)
@@ -304,6 +319,18 @@ int pki_ensure(const pki_options *o, pki_files *out, char **err)
                          "system:kube-controller-manager", NULL, &out->made_cm, err);
     if (rc == 0)
         rc = ensure_sa(out, err);
+    /* The front proxy's CA and client, apart from the cluster's: what it
+     * signs is trusted only to say who a proxied request is from. */
+    X509 *fp_ca = NULL;
+    EVP_PKEY *fp_key = NULL;
+    if (rc == 0)
+        rc = ensure_ca_at(out->fp_ca_crt, out->fp_ca_key, "front-proxy-ca", &out->made_fp_ca,
+                          &fp_ca, &fp_key, err);
+    if (rc == 0)
+        rc = ensure_leaf(out->fp_client_crt, out->fp_client_key, fp_ca, fp_key, o, 'u',
+                         "front-proxy-client", NULL, &out->made_fp_client, err);
+    X509_free(fp_ca);
+    EVP_PKEY_free(fp_key);
     X509_free(ca);
     EVP_PKEY_free(ca_key);
     ERR_clear_error();

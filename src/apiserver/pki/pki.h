@@ -20,6 +20,15 @@
  *                             bootstrap policy's system:kube-controller-manager
  *                             ClusterRole binds, as kubeadm's
  *                             controller-manager.conf
+ *   front-proxy-ca.crt, front-proxy-ca.key
+ *                             a CA of its own for the aggregator's
+ *                             front proxy (10 years), as kubeadm makes
+ *                             one: extension API servers trust requests
+ *                             with X-Remote-User headers only from a
+ *                             client it signed
+ *   front-proxy-client.crt, front-proxy-client.key
+ *                             the aggregator's client certificate,
+ *                             CN=front-proxy-client (1 year)
  *   sa.key, sa.pub            the ServiceAccount token signing key (RSA
  *                             2048, RS256 as kube-apiserver signs by
  *                             default) and its public half
@@ -57,8 +66,10 @@ typedef struct pki_files {
     char admin_crt[4096], admin_key[4096];
     char cm_crt[4096], cm_key[4096]; /* the controller-manager's */
     char sa_key[4096], sa_pub[4096];
+    char fp_ca_crt[4096], fp_ca_key[4096];         /* the front-proxy CA */
+    char fp_client_crt[4096], fp_client_key[4096]; /* its client, CN=front-proxy-client */
     /* Which were made by this call (the rest were there and kept). */
-    bool made_ca, made_serving, made_admin, made_cm, made_sa;
+    bool made_ca, made_serving, made_admin, made_cm, made_sa, made_fp_ca, made_fp_client;
 } pki_files;
 
 /* Makes whatever is missing: the CA and the ServiceAccount key when

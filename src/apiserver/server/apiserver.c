@@ -18,7 +18,9 @@
 #include "apiserver/registry/apps/apps.h"
 #include "apiserver/registry/coordination/coordination.h"
 #include "apiserver/admission/admission.h"
+#include "apiserver/aggregator/aggregator.h"
 #include "apiserver/registry/admissionregistration/admissionregistration.h"
+#include "apiserver/registry/apiregistration/apiregistration.h"
 #include "apiserver/registry/core/core.h"
 #include "apiserver/registry/events/events.h"
 #include "apiserver/registry/rbac/rbac.h"
@@ -70,6 +72,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
          * longer so that it and the replies still queued reach their
          * clients (a clean end of stream, not a reset). */
         lp->exiting = true;
+        if (lp->index == 0)
+            aggregator_stop(lp->srv->aggregator); /* its timer is loop 0's */
         watch_loop_close_all(lp);
         list_stream_close_all(lp);
         struct timeval flush = {0, 100 * 1000};
@@ -761,6 +765,12 @@ static void handle_request(httpd_req *req, void *arg)
         return;
     }
     free(path);
+    /* A group/version another server serves (an APIService with a
+     * service): proxied, after authentication and authorization, before
+     * this server's own content negotiation (the backend does its own). */
+    if (rc->ri.prefix && !strcmp(rc->ri.prefix, "apis") &&
+        aggregator_proxy(rc->srv->aggregator, rc))
+        return;
     if (!negotiate(rc)) {
         reply_status(rc, ckube_status_new(406, CKUBE_REASON_NOT_ACCEPTABLE,
                                           "only the following media types are accepted: "
@@ -856,7 +866,8 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
     s->registry = registry_new();
     if (!s->registry || core_install(s->registry) != 0 || apps_install(s->registry) != 0 ||
         coordination_install(s->registry) != 0 ||
-        admissionregistration_install(s->registry) != 0 || events_install(s->registry) != 0 ||
+        admissionregistration_install(s->registry) != 0 ||
+        apiregistration_install(s->registry) != 0 || events_install(s->registry) != 0 ||
         authorization_install(s->registry) != 0 || rbac_install(s->registry) != 0 ||
         apiextensions_install(s->registry) != 0) {
         ckube__set_err(err, "registering built-in types failed");
@@ -890,6 +901,7 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
     authorization_set_authorizer(s->registry, s->rbac);
     cacher_add_listener(s->cache, "/registry/rbac.authorization.k8s.io/", on_rbac_event, s);
     s->admission = admission_new(s->cache);
+    s->aggregator = aggregator_new(s);
     s->crds = crd_attach(s->registry, s->store);
     if (!(s->metrics = apimetrics_new(s)))
         CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
@@ -978,6 +990,7 @@ int apiserver_start(apiserver *s, char **err)
         s->nloops = i + 1;
     }
     health_prober_start(s); /* before the loops: their health checks read s->prober */
+    aggregator_start(s->aggregator, &s->loops[0]); /* its timer, before the loop runs */
     for (int i = 0; i < s->nloops; i++)
         pthread_create(&s->loops[i].thread, NULL, loop_main, &s->loops[i]);
     s->compactor = s->cfg.no_compaction ? NULL : compactor_start(s->st, s->cfg.compact_interval);
@@ -1054,6 +1067,8 @@ void apiserver_free(apiserver *s)
             free(t);
             t = next;
         }
+        if (i == 0)
+            aggregator_stop(s->aggregator); /* its timer is loop 0's */
         watch_loop_close_all(lp);
         list_stream_close_all(lp);
         event_base_loop(lp->base, EVLOOP_NONBLOCK);
@@ -1075,6 +1090,7 @@ void apiserver_free(apiserver *s)
     crd_detach(s->crds);
     rbac_index_free(s->rbac); /* the same */
     admission_free(s->admission);
+    aggregator_free(s->aggregator);
     registry_free(s->registry);
     json_decref(s->openapi_v3_index);
     json_decref(s->openapi_v3_docs);

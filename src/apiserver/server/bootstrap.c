@@ -14,7 +14,9 @@
  *     publishes it: components that delegate authentication to the API
  *     server (ckube controller-manager's secure port, extension API
  *     servers) verify client certificates against it. Written at start
- *     (created, or its client-ca-file brought up to date).
+ *     (created, or its client-ca-file brought up to date);
+ *   - the local APIServices of the built-in group-versions and the CRDs'
+ *     (registry/apiregistration's apiregistration_sync_local).
  * Bootstrap waits for its writes: the server serves nothing before they
  * are done. */
 #include <pthread.h>
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apiserver/registry/apiregistration/apiregistration.h"
 #include "apiserver/registry/rbac/bootstrap.h"
 #include "apiserver/server/apiserver.h"
 #include "ckube/json.h"
@@ -359,9 +362,9 @@ static void reconcile_policy(apiserver *s)
 #define AUTH_CM_NAME "extension-apiserver-authentication"
 #define AUTH_CM_KEY "client-ca-file"
 
-/* The store's transform: the stored ConfigMap with its client-ca-file
- * replaced (its other keys are kept: an extension's requestheader
- * settings, say), or the wanted one when there is none. */
+/* The store's transform: the stored ConfigMap with the keys this server
+ * publishes replaced (any others are kept), or the wanted one when there
+ * is none. */
 static json_t *auth_cm_object(store_write *sw, const json_t *old, ckube_status **st)
 {
     (void)st;
@@ -372,8 +375,7 @@ static json_t *auth_cm_object(store_write *sw, const json_t *old, ckube_status *
     json_t *data = json_object_get(obj, "data");
     if (!json_is_object(data))
         json_object_set_new(obj, "data", data = json_object());
-    json_object_set(data, AUTH_CM_KEY,
-                    json_object_get(json_object_get(c->want, "data"), AUTH_CM_KEY));
+    json_object_update(data, json_object_get(c->want, "data"));
     return obj;
 }
 
@@ -395,6 +397,28 @@ static int append_file(ckube__strbuf *b, const char *path)
     return 0;
 }
 
+/* The requestheader-* keys kube-apiserver publishes for extension API
+ * servers (upstream's ClusterAuthenticationInfo): the front proxy's CA,
+ * the names its client certificate may carry, and the headers it sets.
+ * The lists are JSON arrays in strings, as upstream writes them. */
+static void add_requestheader_keys(apiserver *s, json_t *data)
+{
+    ckube__strbuf b = {0};
+    if (!s->cfg.front_proxy_ca_file || append_file(&b, s->cfg.front_proxy_ca_file) != 0) {
+        free(ckube__sb_take(&b));
+        return;
+    }
+    char *pem = ckube__sb_take(&b);
+    json_object_set_new(data, "requestheader-client-ca-file", json_string(pem));
+    json_object_set_new(data, "requestheader-allowed-names", json_string("[\"front-proxy-client\"]"));
+    json_object_set_new(data, "requestheader-username-headers", json_string("[\"X-Remote-User\"]"));
+    json_object_set_new(data, "requestheader-group-headers", json_string("[\"X-Remote-Group\"]"));
+    json_object_set_new(data, "requestheader-extra-headers-prefix",
+                        json_string("[\"X-Remote-Extra-\"]"));
+    json_object_set_new(data, "requestheader-uid-headers", json_string("[\"X-Remote-Uid\"]"));
+    free(pem);
+}
+
 static void publish_client_ca(apiserver *s)
 {
     ckube__strbuf b = {0};
@@ -414,11 +438,19 @@ static void publish_client_ca(apiserver *s)
     cobj *have = cacher_get(s->cache, key);
     json_t *old = have ? cobj_decode(have) : NULL;
     cobj_unref(have);
-    const char *now = json_string_value(json_object_get(json_object_get(old, "data"), AUTH_CM_KEY));
-    if (!now || strcmp(now, pem)) {
-        json_t *want = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s}}", "apiVersion", "v1", "kind",
-                                 "ConfigMap", "metadata", "name", AUTH_CM_NAME, "namespace",
-                                 AUTH_CM_NAMESPACE, "data", AUTH_CM_KEY, pem);
+    json_t *want = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s}}", "apiVersion", "v1", "kind",
+                             "ConfigMap", "metadata", "name", AUTH_CM_NAME, "namespace",
+                             AUTH_CM_NAMESPACE, "data", AUTH_CM_KEY, pem);
+    add_requestheader_keys(s, json_object_get(want, "data"));
+    /* written when a key this server publishes differs */
+    bool differs = false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(want, "data"), k, v)
+    {
+        differs |= !json_equal(v, json_object_get(json_object_get(old, "data"), k));
+    }
+    if (differs) {
         sync_create c = {.sw = {.store = s->store,
                                 .type = t,
                                 .verb = old ? STORE_UPDATE : STORE_CREATE,
@@ -434,8 +466,8 @@ static void publish_client_ca(apiserver *s)
             CKUBE_INFO("%s configmap/%s in %s with the client CA", old ? "updated" : "created",
                        AUTH_CM_NAME, AUTH_CM_NAMESPACE);
         ckube_status_free(c.st);
-        json_decref(want);
     }
+    json_decref(want);
     json_decref(old);
     free(pem);
     resource_type_unref(t);
@@ -456,6 +488,9 @@ int apiserver_bootstrap(apiserver *s)
     if (rc == 0) {
         reconcile_policy(s);
         publish_client_ca(s);
+        /* the local APIServices, as kube-apiserver's autoregister
+         * controller makes them when it starts */
+        apiregistration_sync_local(s->registry, s->store);
     }
     return rc;
 }

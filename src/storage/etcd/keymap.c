@@ -93,17 +93,9 @@ static const etcd_keymap_resource RESOURCES[] = {
      "validatingwebhookconfigurations", false},
     {"apiextensions.k8s.io", "customresourcedefinitions",
      "apiextensions.k8s.io/customresourcedefinitions", false},
+    {"apiregistration.k8s.io", "apiservices", "apiregistration.k8s.io/apiservices", false},
 };
 #define NRESOURCES (sizeof RESOURCES / sizeof *RESOURCES)
-
-/* GROUP/RESOURCE pairs upstream writes that look like a custom resource's
- * but are not ckube's: kube-aggregator's APIServices, which ckube does
- * not serve. Refused both ways, so the mapping stays a bijection. */
-static const struct {
-    const char *group, *resource;
-} FOREIGN[] = {
-    {"apiregistration.k8s.io", "apiservices"},
-};
 
 const etcd_keymap_resource *etcd_keymap_resources(size_t *n)
 {
@@ -254,15 +246,12 @@ static bool row_is_group_resource(const etcd_keymap_resource *r)
            !strcmp(r->etcd + g + 1, r->resource);
 }
 
-/* Whether GROUP/RESOURCE, in no row, is a custom resource's. */
-static bool custom(seg group, seg resource)
+/* Whether GROUP/RESOURCE, in no row, is a custom resource's: every
+ * dotted GROUP/RESOURCE upstream writes that is not a custom resource's
+ * (CRDs, APIServices) is a row. */
+static bool custom(seg group)
 {
-    if (!seg_dotted(group))
-        return false;
-    for (size_t i = 0; i < sizeof FOREIGN / sizeof *FOREIGN; i++)
-        if (seg_eq(group, FOREIGN[i].group) && seg_eq(resource, FOREIGN[i].resource))
-            return false;
-    return true;
+    return seg_dotted(group);
 }
 
 enum { CLUSTER = 1, NAMESPACED = 2, EITHER = 3 };
@@ -331,7 +320,7 @@ char *etcd_key_to_etcd(const etcd_keymap *m, const char *internal_key)
         seg parts[] = {prefix, SEG(r->etcd)};
         return build(parts, 2, s + 2, k - 2, dir);
     }
-    if (!custom(s[0], s[1]) || !tail_fits(EITHER, k - 2, dir))
+    if (!custom(s[0]) || !tail_fits(EITHER, k - 2, dir))
         return NULL;
     seg parts[] = {prefix, rest}; /* GROUP/RESOURCE/... as it is */
     return build(parts, 2, NULL, 0, false);
@@ -354,7 +343,7 @@ char *etcd_key_from_etcd(const etcd_keymap *m, const char *etcd_key, size_t len)
          * upstream's key for a Lease, nor ours). */
         const etcd_keymap_resource *r = by_type(s[0], s[1]);
         bool ok = r ? row_is_group_resource(r) && tail_fits(scope_of(r), k - 2, false)
-                    : custom(s[0], s[1]) && tail_fits(EITHER, k - 2, false);
+                    : custom(s[0]) && tail_fits(EITHER, k - 2, false);
         seg parts[] = {SEG(ROOT), rest};
         return ok ? build(parts, 2, NULL, 0, false) : NULL;
     }

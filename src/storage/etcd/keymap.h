@@ -72,8 +72,8 @@ char *etcd_key_to_etcd(const etcd_keymap *m, const char *internal_key);
  * NUL-terminated), malloc'd (the caller frees it), or NULL when it is not
  * the key of an object ckube serves: outside PREFIX, a key kube-apiserver
  * keeps for itself ("PREFIX/ranges/serviceips", "PREFIX/masterleases/..."),
- * a type ckube does not serve ("PREFIX/statefulsets/..."), an APIService
- * (kube-aggregator's), a layout upstream never writes
+ * a type ckube does not serve ("PREFIX/statefulsets/..."), a layout
+ * upstream never writes
  * ("PREFIX/coordination.k8s.io/leases/..."), a malformed key (an empty
  * segment, a trailing '/', a NUL byte, the wrong number of segments). The
  * caller skips such keys (and may log them). Only object keys map back:

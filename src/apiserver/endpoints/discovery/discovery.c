@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "apiserver/endpoints/discovery/discovery.h"
+#include "apiserver/aggregator/aggregator.h"
 #include "ckube/json.h"
 #include "common/xalloc.h"
 
@@ -68,14 +69,17 @@ static int kube_version_cmp(const char *a, const char *b)
 }
 
 /* kube-apiserver's group priorities (kube-aggregator); any other group,
- * a CRD's, has the lowest. Equal priorities sort by name. */
+ * a CRD's, has the lowest. Equal priorities sort by name. The
+ * aggregator's own group comes first of all: /apis lists it before the
+ * APIServices' groups, and aggregated discovery gives it 20001, above
+ * any APIService's (kube-aggregator's APIRegistrationGroupPriority). */
 static int group_priority(const char *group)
 {
     static const struct {
         const char *group;
         int priority;
     } table[] = {
-        {"apiregistration.k8s.io", 17800},
+        {"apiregistration.k8s.io", 20001},
         {"apps", 17800},
         {"events.k8s.io", 17750},
         {"authentication.k8s.io", 17700},
@@ -274,6 +278,7 @@ static json_t *group_json(resource_type **types, size_t n, const char *group)
 
 /* ---- aggregated -------------------------------------------------------- */
 
+
 static json_t *gvk_json(const char *group, const char *version, const char *kind)
 {
     return json_pack("{s:s,s:s,s:s}", "group", group, "version", version, "kind", kind);
@@ -326,12 +331,122 @@ static json_t *group_discovery(resource_type **types, size_t n, const char *grou
     return json_pack("{s:o,s:o}", "metadata", meta, "versions", versions);
 }
 
+/* ---- aggregated API servers' groups (apiserver/aggregator) -------------- */
+
+/* The groups of Available APIServices with a service that this server
+ * does not serve itself: {group: [entry, ...]} in discovery order (an
+ * entry as aggregator_discovery gives it). A new reference. */
+static json_t *remote_groups(apiserver *srv, resource_type **types, size_t n)
+{
+    json_t *out = json_object();
+    if (!srv->aggregator)
+        return out;
+    json_t *entries = aggregator_discovery(srv->aggregator);
+    size_t i;
+    json_t *e;
+    json_array_foreach(entries, i, e)
+    {
+        const char *g = json_string_value(json_object_get(e, "group"));
+        bool local = false;
+        for (size_t j = 0; j < n && !local; j++)
+            local = !strcmp(types[j]->group, g);
+        if (!g || !*g || local)
+            continue;
+        json_t *list = json_object_get(out, g);
+        if (!list)
+            json_object_set_new(out, g, list = json_array());
+        json_array_append(list, e);
+    }
+    json_decref(entries);
+    return out;
+}
+
+/* APIGroup of a remote group's entries (versions by priority). */
+static json_t *remote_group_json(const char *group, const json_t *list)
+{
+    json_t *versions = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        const char *v = json_string_value(json_object_get(e, "version"));
+        char gv[256];
+        snprintf(gv, sizeof gv, "%s/%s", group, v);
+        json_array_append_new(versions, json_pack("{s:s,s:s}", "groupVersion", gv, "version", v));
+    }
+    return json_pack("{s:s,s:o,s:O}", "name", group, "versions", versions, "preferredVersion",
+                     json_array_get(versions, 0));
+}
+
+/* APIGroupDiscovery of a remote group, from the APIResourceLists its
+ * server answered the availability check with. */
+static json_t *remote_group_discovery(const char *group, const json_t *list)
+{
+    json_t *versions = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        const char *v = json_string_value(json_object_get(e, "version"));
+        json_t *resources = json_array();
+        size_t k;
+        json_t *r;
+        json_array_foreach(json_object_get(e, "resources"), k, r)
+        {
+            const char *name = json_string_value(json_object_get(r, "name"));
+            const char *kind = json_string_value(json_object_get(r, "kind"));
+            if (!name || !kind)
+                continue;
+            const char *slash = strchr(name, '/');
+            const char *rg = json_string_value(json_object_get(r, "group"));
+            const char *rv = json_string_value(json_object_get(r, "version"));
+            json_t *gvk = gvk_json(rg ? rg : group, rv ? rv : v, kind);
+            if (slash) { /* a subresource: under its resource, listed before */
+                size_t j;
+                json_t *parent;
+                json_array_foreach(resources, j, parent)
+                {
+                    const char *pn = json_string_value(json_object_get(parent, "resource"));
+                    if (pn && strlen(pn) == (size_t)(slash - name) &&
+                        !strncmp(pn, name, (size_t)(slash - name))) {
+                        json_t *subs = json_object_get(parent, "subresources");
+                        if (!subs)
+                            json_object_set_new(parent, "subresources", subs = json_array());
+                        json_array_append_new(
+                            subs, json_pack("{s:s,s:O,s:O}", "subresource", slash + 1,
+                                            "responseKind", gvk, "verbs",
+                                            json_object_get(r, "verbs")));
+                        break;
+                    }
+                }
+                json_decref(gvk);
+                continue;
+            }
+            json_t *d = json_pack("{s:s,s:o,s:s,s:s,s:O}", "resource", name, "responseKind", gvk,
+                                  "scope",
+                                  json_is_true(json_object_get(r, "namespaced")) ? "Namespaced"
+                                                                                 : "Cluster",
+                                  "singularResource",
+                                  json_string_value(json_object_get(r, "singularName")) ?: "",
+                                  "verbs", json_object_get(r, "verbs"));
+            if (json_array_size(json_object_get(r, "shortNames")))
+                json_object_set(d, "shortNames", json_object_get(r, "shortNames"));
+            if (json_array_size(json_object_get(r, "categories")))
+                json_object_set(d, "categories", json_object_get(r, "categories"));
+            json_array_append_new(resources, d);
+        }
+        json_array_append_new(versions, json_pack("{s:s,s:o,s:s}", "version", v, "resources",
+                                                  resources, "freshness", "Current"));
+    }
+    return json_pack("{s:{s:s},s:o}", "metadata", "name", group, "versions", versions);
+}
+
 /* The APIGroupDiscoveryList of /api (core only) or /apis (every other
  * group), in apidiscovery.k8s.io/`version`. */
-static json_t *aggregated_list(registry *reg, bool core, const char *version)
+static json_t *aggregated_list(apiserver *srv, bool core, const char *version)
 {
     size_t n, ng;
-    resource_type **types = registry_list(reg, &n);
+    resource_type **types = registry_list(srv->registry, &n);
     json_t *items = json_array();
     const char **groups = distinct(types, n, NULL, false, &ng);
     for (size_t i = 0; groups && i < ng; i++) {
@@ -339,6 +454,14 @@ static json_t *aggregated_list(registry *reg, bool core, const char *version)
             json_array_append_new(items, group_discovery(types, n, groups[i]));
     }
     free(groups);
+    if (!core) {
+        json_t *remote = remote_groups(srv, types, n);
+        const char *g;
+        json_t *list;
+        json_object_foreach(remote, g, list)
+            json_array_append_new(items, remote_group_discovery(g, list));
+        json_decref(remote);
+    }
     registry_list_free(types, n);
     char api_version[64];
     snprintf(api_version, sizeof api_version, "apidiscovery.k8s.io/%s", version);
@@ -350,7 +473,7 @@ static json_t *aggregated_list(registry *reg, bool core, const char *version)
  * names it already. */
 static void reply_aggregated(req_ctx *rc, bool core)
 {
-    json_t *doc = aggregated_list(rc->srv->registry, core, rc->want_discovery);
+    json_t *doc = aggregated_list(rc->srv, core, rc->want_discovery);
     size_t len = 0;
     char *body = ckube_json_dumps(doc, &len);
     json_decref(doc);
@@ -419,6 +542,12 @@ bool handle_discovery(req_ctx *rc)
             if (*names[i])
                 json_array_append_new(groups, group_json(types, n, names[i]));
         free(names);
+        json_t *remote = remote_groups(rc->srv, types, n);
+        const char *g;
+        json_t *list;
+        json_object_foreach(remote, g, list)
+            json_array_append_new(groups, remote_group_json(g, list));
+        json_decref(remote);
         registry_list_free(types, n);
         httpd_add_header(rc->req, "Vary", "Accept");
         reply_json(rc, 200,
@@ -428,6 +557,12 @@ bool handle_discovery(req_ctx *rc)
     }
     if (!*ri->version) {
         json_t *g = group_json(types, n, ri->group);
+        if (!g) { /* an aggregated API server's group */
+            json_t *remote = remote_groups(rc->srv, types, n);
+            json_t *list = json_object_get(remote, ri->group);
+            g = list ? remote_group_json(ri->group, list) : NULL;
+            json_decref(remote);
+        }
         registry_list_free(types, n);
         if (!g)
             return false;

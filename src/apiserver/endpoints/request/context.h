@@ -68,6 +68,13 @@ typedef struct apiserver_config {
      * verified against: the user's and the cluster's own (either NULL).
      * tls_cert_file NULL: plain HTTP. */
     const char *tls_cert_file, *tls_key_file, *client_ca_file, *cluster_ca_file;
+    /* The aggregator's front proxy (kube-apiserver's
+     * --requestheader-client-ca-file, --proxy-client-cert-file and
+     * --proxy-client-key-file): the CA published for extension API
+     * servers to check the proxy's client certificate against, and that
+     * certificate and key, presented on proxied requests. NULL: no
+     * proxying identity (plain HTTP). */
+    const char *front_proxy_ca_file, *proxy_client_cert_file, *proxy_client_key_file;
     /* Authentication (authentication/authenticator.h): anonymous requests
      * allowed (--anonymous-auth), the static token file or NULL. */
     bool anonymous_auth;
@@ -135,6 +142,7 @@ struct apiserver {
     struct sa_tokens *sa;        /* ServiceAccount tokens, NULL: not served (owned) */
     json_t *api_audiences;       /* the audiences the API accepts (owned) */
     struct admission *admission; /* admission webhooks' configurations (owned) */
+    struct aggregator *aggregator; /* API aggregation: the proxy and APIService status (owned) */
     struct rbac_index *rbac;     /* RBAC's view of the cluster's roles and bindings, fed
                                   * by the watch cache (owned; authorization/rbac) */
     /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain_begin): */

@@ -112,6 +112,13 @@ const ckube_patch_meta_entry patchmeta_validatingwebhookconfiguration[] = {
     END,
 };
 
+/* apiregistration.k8s.io/v1 APIService: status conditions merge by type. */
+const ckube_patch_meta_entry patchmeta_apiservice[] = {
+    OBJECT_META(""),
+    CONDITIONS_BY_TYPE(""),
+    END,
+};
+
 // clang-format on
 
 const ckube_patch_meta_entry *builtin_patchmeta_for(const char *group, const char *kind)
@@ -141,6 +148,7 @@ const ckube_patch_meta_entry *builtin_patchmeta_for(const char *group, const cha
          patchmeta_mutatingwebhookconfiguration},
         {"admissionregistration.k8s.io", "ValidatingWebhookConfiguration",
          patchmeta_validatingwebhookconfiguration},
+        {"apiregistration.k8s.io", "APIService", patchmeta_apiservice},
     };
     if (!group || !kind)
         return NULL;

@@ -27,6 +27,8 @@ extern const ckube_patch_meta_entry patchmeta_serviceaccount[]; /* core/v1 Servi
 /* admissionregistration.k8s.io/v1 */
 extern const ckube_patch_meta_entry patchmeta_mutatingwebhookconfiguration[];
 extern const ckube_patch_meta_entry patchmeta_validatingwebhookconfiguration[];
+/* apiregistration.k8s.io/v1 */
+extern const ckube_patch_meta_entry patchmeta_apiservice[];
 
 /* Kinds whose only merge lists are the ObjectMeta ones. */
 #define patchmeta_endpoints patchmeta_metadata_only       /* core/v1 Endpoints (subsets: replace) */

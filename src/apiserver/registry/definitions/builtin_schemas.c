@@ -30,6 +30,7 @@
 #define AUTHN "io.k8s.api.authentication.v1."
 #define RBAC "io.k8s.api.rbac.v1."
 #define ADMREG "io.k8s.api.admissionregistration.v1."
+#define APIREG "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1."
 
 /* The macros and tables are laid out by hand: one property per line reads
  * better than what a formatter makes of long string concatenations. */
@@ -925,6 +926,47 @@ static const schema_text fragments[] = {
               "`name`,`clientConfig`,`sideEffects`,`admissionReviewVersions`",
               WEBHOOK_PROPS)},
 
+    /* --- apiregistration.k8s.io/v1. What an APIService must hold is the
+     * type's validation's (registry/apiregistration), the service's port
+     * default included. --- */
+    {APIREG "ServiceReference",
+     OBJ("The Service an aggregated API is reached through.",
+         P_STR("namespace", "Namespace of the Service.")
+         P_STR("name", "Name of the Service.")
+         P_I32("port", "Port of the Service, 1 to 65535; 443 when not given."))},
+    {APIREG "APIServiceSpec",
+     OBJ_XREQ("Where the API of a group-version is served, and how it ranks in discovery.",
+              "`groupPriorityMinimum`,`versionPriority`",
+              P_REF("service", APIREG "ServiceReference",
+                    "The Service that serves the API, over HTTPS. Not given: the API server "
+                    "serves it itself (a local APIService).")
+              P_STR("group", "The API group served; empty only for the core group's v1.")
+              P_STR("version", "The API version served, such as v1.")
+              P_BOOL("insecureSkipTLSVerify", "Do not verify the serving certificate of the "
+                                              "service. Not advised: give a caBundle instead.")
+              P_BYTES("caBundle", "PEM certificates of the CAs to trust for the service's "
+                                  "serving certificate; the server's trust roots when empty.")
+              P_I32("groupPriorityMinimum", "The least priority of the group in discovery, 1 to "
+                                            "20000: groups are listed highest first, then by "
+                                            "name. Another version may give its group a higher "
+                                            "one.")
+              P_I32("versionPriority", "The order of this version within its group, 1 to "
+                                       "1000: highest first, then versions compared as "
+                                       "Kubernetes versions (v1 before v1beta1)."))},
+    {APIREG "APIServiceCondition",
+     OBJ_XREQ("One aspect of an APIService's state.", "`type`,`status`",
+              P_STR("type", "Condition type: Available.")
+              P_STR("status", "True, False or Unknown.")
+              P_TIME("lastTransitionTime", "When the status last changed.")
+              P_STR("reason", "CamelCase reason for the last transition.")
+              P_STR("message", "Human-readable details."))},
+    {APIREG "APIServiceStatus",
+     OBJ("The observed state of an APIService.",
+         "`conditions`:{`type`:`array`,`items`:{`$ckref`:`" APIREG "APIServiceCondition`},"
+         "`x-kubernetes-patch-merge-key`:`type`,`x-kubernetes-patch-strategy`:`merge`,"
+         "`x-ckube-list-type`:`map`,`x-ckube-list-map-keys`:[`type`],"
+         "`description`:`The current state of the APIService, one condition per type.`},")},
+
     /* --- authorization.k8s.io/v1, authentication.k8s.io/v1: the review
      * types. Nothing is marked required: as upstream, their own
      * validation (reviews.c) decides what a question must hold. --- */
@@ -1179,6 +1221,13 @@ static const root_text roots[] = {
           TYPEMETA OBJMETA
           P_NAMEDLIST("webhooks", ADMREG "ValidatingWebhook",
                       "The webhooks, with the requests each is called for."))}},
+    {"apiregistration.k8s.io", "v1", "APIService",
+     {APIREG "APIService",
+      OBJ("Registers where the API of one group-version is served: by this server (local), or "
+          "by a Service the server forwards its requests to. Named VERSION.GROUP.",
+          TYPEMETA OBJMETA
+          P_REF("spec", APIREG "APIServiceSpec", "Where and how the API is served.")
+          P_REF("status", APIREG "APIServiceStatus", "Whether the API is available."))}},
     {"authorization.k8s.io", "v1", "SelfSubjectAccessReview",
      {AUTHZ "SelfSubjectAccessReview",
       OBJ("Asks whether the requester may do something. Answered, never stored.",

@@ -6,8 +6,8 @@
  * coordination.k8s.io/v1 Lease; events.k8s.io/v1 Event;
  * rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding,
  * ClusterRoleBinding; admissionregistration.k8s.io/v1
- * MutatingWebhookConfiguration, ValidatingWebhookConfiguration; the review
- * types). They are
+ * MutatingWebhookConfiguration, ValidatingWebhookConfiguration;
+ * apiregistration.k8s.io/v1 APIService; the review types). They are
  * self-contained (no $ref): shared definitions are inlined, each inlined
  * copy marked with "x-ckube-ref": "<definition name>" (e.g.
  * "io.k8s.api.core.v1.Container") so the OpenAPI publisher can turn it back

@@ -5,8 +5,8 @@
  * scope, verbs, subresources, the strategy hooks (prepare, validate), the
  * strategic-merge-patch metadata, the OpenAPI schema and the printer
  * columns. Built-in types come from one static table per API group
- * (registry/core, apps, coordination, admissionregistration, events, rbac;
- * registry/builtin installs them);
+ * (registry/core, apps, coordination, admissionregistration,
+ * apiregistration, events, rbac; registry/builtin installs them);
  * CustomResourceDefinitions add types at run time.
  *
  * Types are reference counted: a request holds a reference for its whole
@@ -191,9 +191,10 @@ void resource_type_key_prefix(const resource_type *t, char *buf, size_t n);
 /* The registry: every served type, by group, version and resource. One
  * per server (apiserver owns it); the API groups add their types with
  * their install functions (core_install, apps_install,
- * coordination_install, admissionregistration_install, events_install,
- * authorization_install, rbac_install, apiextensions_install) and CRDs add
- * and remove theirs as they change.
+ * coordination_install, admissionregistration_install,
+ * apiregistration_install, events_install, authorization_install,
+ * rbac_install, apiextensions_install) and CRDs add and remove theirs as
+ * they change.
  * Thread-safe: lookups share a lock, changes take it alone. */
 typedef struct registry registry;
 registry *registry_new(void);

@@ -118,6 +118,23 @@ static void test_first_start_makes_everything(void **state)
     pki_files f;
     ensure(sans, 5, &f);
     assert_true(f.made_ca && f.made_serving && f.made_admin && f.made_cm && f.made_sa);
+    assert_true(f.made_fp_ca && f.made_fp_client);
+    /* The front proxy's own CA (not the cluster's) signs its client,
+     * CN=front-proxy-client, a client certificate. */
+    {
+        X509 *fpca = load_cert(f.fp_ca_crt), *fpc = load_cert(f.fp_client_crt);
+        X509 *cca = load_cert(f.ca_crt);
+        assert_int_equal(X509_check_ca(fpca), 1);
+        assert_non_null(strstr(subject_field(fpca, NID_commonName), "front-proxy-ca@"));
+        assert_string_equal(subject_field(fpc, NID_commonName), "front-proxy-client");
+        assert_int_equal(X509_check_issued(fpca, fpc), X509_V_OK);
+        assert_int_not_equal(X509_check_issued(cca, fpc), X509_V_OK);
+        assert_int_equal(mode_of(f.fp_ca_key), 0600);
+        assert_int_equal(mode_of(f.fp_client_key), 0600);
+        X509_free(fpca);
+        X509_free(fpc);
+        X509_free(cca);
+    }
     /* Keys 0600, certificates 0644, the directory 0700. */
     assert_int_equal(mode_of(f.ca_key), 0600);
     assert_int_equal(mode_of(f.serving_key), 0600);
@@ -210,6 +227,7 @@ static void test_second_start_keeps_everything(void **state)
     char *ca = slurp(f.ca_crt), *srv = slurp(f.serving_crt), *sa = slurp(f.sa_key);
     ensure(sans, 5, &f);
     assert_false(f.made_ca || f.made_serving || f.made_admin || f.made_cm || f.made_sa);
+    assert_false(f.made_fp_ca || f.made_fp_client);
     char *ca2 = slurp(f.ca_crt), *srv2 = slurp(f.serving_crt), *sa2 = slurp(f.sa_key);
     assert_string_equal(ca, ca2);
     assert_string_equal(srv, srv2);

@@ -206,9 +206,10 @@ static void test_api_group_list(void **state)
     assert_non_null(authn);
     assert_json(json_object_get(authn, "preferredVersion"),
                 "{'groupVersion':'authentication.k8s.io/v1','version':'v1'}");
-    /* kube-apiserver's group order: apps first, built-in groups by
-     * priority. */
-    assert_int_equal(index_by(groups, "name", "apps"), 0);
+    /* kube-apiserver's group order: the aggregator's own group first,
+     * then apps, built-in groups by priority. */
+    assert_int_equal(index_by(groups, "name", "apiregistration.k8s.io"), 0);
+    assert_int_equal(index_by(groups, "name", "apps"), 1);
     long ev = index_by(groups, "name", "events.k8s.io");
     long ae = index_by(groups, "name", "apiextensions.k8s.io");
     long co = index_by(groups, "name", "coordination.k8s.io");
@@ -477,7 +478,10 @@ static void test_aggregated_v2(void **state)
     assert_null(find_group_item(j, ""));
     json_t *items = json_object_get(j, "items");
     assert_string_equal(
-        json_string_value(ckube_json_get_path(json_array_get(items, 0), "metadata.name")), "apps");
+        json_string_value(ckube_json_get_path(json_array_get(items, 0), "metadata.name")),
+        "apiregistration.k8s.io");
+    assert_string_equal(
+        json_string_value(ckube_json_get_path(json_array_get(items, 1), "metadata.name")), "apps");
     json_t *apps = find_group_item(j, "apps");
     json_t *versions = json_object_get(apps, "versions");
     assert_int_equal(json_array_size(versions), 1);
