@@ -941,6 +941,75 @@ def phase_webhook(tmp):
         stop_proc(hook)
 
 
+def phase_aggregation(tmp):
+    """GETs proxied through an APIService to an aggregated API server
+    (bench_aggregated: HTTPS, one thread, a fixed ~1 KiB object) next to
+    direct GETs of a ConfigMap of the same size from the same server, in
+    alternating rounds: the price of the proxy hop (authentication,
+    authorization, the lookup, a request and answer over a kept-alive TLS
+    connection, the answer streamed back)."""
+    exe = os.path.join(ARGS.build, "bench_aggregated")
+    if not os.access(exe, os.X_OK):
+        STATE["aggregation_skip"] = "%s not built" % exe
+        return
+    sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+    from webhook_backend import make_certs
+    certs = os.path.join(tmp, "aggregated-certs")
+    ca, crt, key = make_certs(certs, ["127.0.0.1", "agg.default.svc"])
+    backend = subprocess.Popen([exe, crt, key], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               preexec_fn=_pdeathsig)
+    s = None
+    try:
+        port = json.loads(backend.stdout.readline())["port"]
+        s = Server("ckube", tmp, "aggregation", CM_OFF).start(30)
+        for path, obj in (
+                ("/api/v1/namespaces/default/services",
+                 {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "agg"},
+                  "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}}),
+                ("/api/v1/namespaces/default/endpoints",
+                 {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "agg"},
+                  "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                               "ports": [{"name": "https", "port": port}]}]}),
+                ("/apis/apiregistration.k8s.io/v1/apiservices",
+                 {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                  "metadata": {"name": "v1.bench.ckube.io"},
+                  "spec": {"group": "bench.ckube.io", "version": "v1",
+                           "service": {"namespace": "default", "name": "agg", "port": 443},
+                           "caBundle": base64.b64encode(ca).decode(),
+                           "groupPriorityMinimum": 1000, "versionPriority": 15}}),
+                ("/api/v1/namespaces/default/configmaps",
+                 {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "obj"},
+                  "data": {"data": "x" * 799}})):
+            st, _ = http_json("POST", s.url + path, obj)
+            if st != 201:
+                raise RuntimeError("POST %s: HTTP %s" % (path, st))
+        deadline = time.time() + 30
+        while True:
+            st, body = http_json("GET", s.url + "/apis/apiregistration.k8s.io/v1/apiservices/"
+                                 "v1.bench.ckube.io")
+            conds = (json.loads(body).get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Available" and c["status"] == "True" for c in conds):
+                break
+            if time.time() > deadline:
+                raise RuntimeError("the APIService did not become Available: %s" % conds)
+            time.sleep(0.3)
+        paths = {"direct": "/api/v1/namespaces/default/configmaps/obj",
+                 "proxied": "/apis/bench.ckube.io/v1/namespaces/default/things/t"}
+        for r in range(REPEAT["get"]):
+            for what in ("direct", "proxied"):
+                d = with_server_cpu(s.proc, lambda: loadgen(
+                    ["--mode", "get", "--url", s.url, "--path", paths[what], "--conns", 64,
+                     "--warmup", 1, "--duration", DUR["get"]], DUR["get"] + 60))
+                STATE.setdefault("agg_" + what, []).append(d)
+                print("  round %d GET %-8s %7.0f/s p50 %.3f p99 %.3f ms" % (
+                    r, what, d["per_s"], d["p50_ms"], d["p99_ms"]), flush=True)
+    finally:
+        if s:
+            s.stop()
+        backend.stdin.close()
+        stop_proc(backend)
+
+
 def phase_rbac():
     """The RBAC authorizer's cost per decision with 1,000 RoleBindings and
     50 ClusterRoleBindings (bench_rbac), one thread."""
@@ -1375,6 +1444,20 @@ def build_results():
     else:
         skip("tls_handshakes_per_s", "1/s", "tls phase did not run")
 
+    pg, dg = median_round(S.get("agg_proxied")), median_round(S.get("agg_direct"))
+    if pg and dg:
+        put("proxied_get_per_s", pg["per_s"], "1/s", dg["per_s"], "direct GETs, same server",
+            rounds=[round(x["per_s"]) for x in S["agg_proxied"]],
+            peer_rounds=[round(x["per_s"]) for x in S["agg_direct"]],
+            p50_ms=pg["p50_ms"], peer_p50_ms=dg["p50_ms"], p99_ms=pg["p99_ms"],
+            peer_p99_ms=dg["p99_ms"], server_cpu_us=pg.get("server_cpu_us_per_op"),
+            peer_server_cpu_us=dg.get("server_cpu_us_per_op"),
+            note="GETs of a ~1 KiB object through an APIService to an aggregated API server "
+            "(bench_aggregated, HTTPS, one thread) against GETs of a ConfigMap of that size "
+            "from the watch cache, 64 connections, alternating rounds; median round")
+    else:
+        skip("proxied_get_per_s", "1/s", S.get("aggregation_skip") or
+             "aggregation phase did not run")
     w, n = median_round(S.get("webhook_create")), median_round(S.get("nohook_create"))
     if w and n:
         put("webhook_create_per_s", w["per_s"], "1/s", n["per_s"], "ckube without webhooks",
@@ -1866,7 +1949,7 @@ def main():
     ap.add_argument("--build", default="build", help="build dir with ckube and bench_load")
     ap.add_argument("--full", action="store_true", help="100k objects, longer runs")
     ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,typed,"
-                    "populated,restart,tls,workqueue,rbac,webhook,etcdstore (default: all); get,list,watch,"
+                    "populated,restart,tls,workqueue,rbac,webhook,aggregation,etcdstore (default: all); get,list,watch,"
                     "informers run only that part of the populated phase; etcdcreate only "
                     "the creates of etcdstore")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
@@ -1944,6 +2027,9 @@ def main():
         if want("webhook"):
             with Phase("admission webhook next to none"):
                 phase_webhook(tmp)
+        if want("aggregation"):
+            with Phase("GETs through an APIService next to direct ones"):
+                phase_aggregation(tmp)
         if want("etcdstore") or "etcdcreate" in only:
             with Phase("etcd storage backend"):
                 phase_etcdstore(tmp, creates_only=not want("etcdstore"))
