@@ -36,7 +36,8 @@ struct aggregator {
     time_t last_full;
     json_t *checking; /* names of APIServices being checked (lp's thread) */
     pthread_mutex_t mu;
-    json_t *disc; /* name -> discovery entry; guarded by mu */
+    json_t *disc;     /* name -> discovery entry; guarded by mu */
+    json_t *services; /* "ns/name" of the Services APIServices name; guarded by mu */
 };
 
 static char *slurp(const char *path)
@@ -63,6 +64,21 @@ static void on_change(void *arg, cevent_type type, const cobj *obj)
     atomic_store(&a->dirty, true);
 }
 
+/* A Service or Endpoints changed: worth a check only when an APIService
+ * names it (a busy cluster changes Endpoints all the time). */
+static void on_service_change(void *arg, cevent_type type, const cobj *obj)
+{
+    (void)type;
+    aggregator *a = arg;
+    char key[600];
+    snprintf(key, sizeof key, "%s/%s", obj->ns ? obj->ns : "", obj->name ? obj->name : "");
+    pthread_mutex_lock(&a->mu);
+    bool named = json_object_get(a->services, key) != NULL;
+    pthread_mutex_unlock(&a->mu);
+    if (named)
+        atomic_store(&a->dirty, true);
+}
+
 aggregator *aggregator_new(apiserver *s)
 {
     aggregator *a = xcalloc(1, sizeof *a);
@@ -75,11 +91,12 @@ aggregator *aggregator_new(apiserver *s)
                    s->cfg.proxy_client_cert_file, s->cfg.proxy_client_key_file);
     a->checking = json_object();
     a->disc = json_object();
+    a->services = json_object();
     pthread_mutex_init(&a->mu, NULL);
     atomic_init(&a->dirty, true);
     cacher_add_listener(s->cache, PREFIX, on_change, a);
-    cacher_add_listener(s->cache, "/registry/core/services/", on_change, a);
-    cacher_add_listener(s->cache, "/registry/core/endpoints/", on_change, a);
+    cacher_add_listener(s->cache, "/registry/core/services/", on_service_change, a);
+    cacher_add_listener(s->cache, "/registry/core/endpoints/", on_service_change, a);
     return a;
 }
 
@@ -92,6 +109,7 @@ void aggregator_free(aggregator *a)
     free(a->key_pem);
     json_decref(a->checking);
     json_decref(a->disc);
+    json_decref(a->services);
     pthread_mutex_destroy(&a->mu);
     free(a);
 }
@@ -663,12 +681,20 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     size_t n = 0, more = 0;
     int64_t rev = 0;
     cobj **objs = cacher_list(a->srv->cache, PREFIX, NULL, NULL, 0, &n, &rev, &more);
-    json_t *seen = json_object();
+    json_t *seen = json_object(), *services = json_object();
     for (size_t i = 0; i < n; i++) {
         json_t *svc = cobj_decode(objs[i]);
         const char *name = ckube_obj_name(svc);
         if (name)
             json_object_set_new(seen, name, json_true());
+        const json_t *ref = ckube_json_get_path(svc, "spec.service");
+        if (json_is_object(ref)) {
+            char key[600];
+            snprintf(key, sizeof key, "%s/%s",
+                     json_string_value(json_object_get(ref, "namespace")) ?: "",
+                     json_string_value(json_object_get(ref, "name")) ?: "");
+            json_object_set_new(services, key, json_true());
+        }
         if (svc && json_is_object(ckube_json_get_path(svc, "spec.service")))
             check_one(a, svc);
         else if (name)
@@ -678,6 +704,8 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     cacher_objs_free(objs, n);
     /* APIServices gone: out of discovery */
     pthread_mutex_lock(&a->mu);
+    json_decref(a->services);
+    a->services = services;
     const char *k;
     json_t *v;
     void *tmp;
