@@ -76,10 +76,26 @@ static void reply_json(wh_reply *out, int code, json_t *doc)
     json_decref(doc);
 }
 
+/* A JSON string of s; bytes that are not UTF-8 (a parser's error may
+ * quote the request's own) become '?', so the answer is always sent. */
+static json_t *text(const char *s)
+{
+    json_t *j = json_string(s ? s : "");
+    if (j)
+        return j;
+    char *copy = strdup(s);
+    for (unsigned char *p = (unsigned char *)copy; copy && *p; p++)
+        if (*p >= 0x80 || *p < 0x20)
+            *p = '?';
+    j = json_string(copy ? copy : "");
+    free(copy);
+    return j;
+}
+
 static json_t *failure_status(int code, const char *reason, const char *message)
 {
-    json_t *st = json_pack("{s:{},s:s,s:s,s:i}", "metadata", "status", "Failure", "message",
-                           message ? message : "", "code", code);
+    json_t *st = json_pack("{s:{},s:s,s:o,s:i}", "metadata", "status", "Failure", "message",
+                           text(message), "code", code);
     if (reason)
         json_object_set_new(st, "reason", json_string(reason));
     return st;

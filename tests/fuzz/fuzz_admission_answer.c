@@ -29,6 +29,10 @@ static void check(bool mutating, json_t *obj, const uint8_t *data, size_t size)
     if (st) {
         if (st->code < 400 || !st->message)
             abort();
+        json_t *m = json_string(st->message); /* a Status's message must be UTF-8 */
+        if (!m)
+            abort();
+        json_decref(m);
         ckube_status_free(st);
     }
     if (obj) {

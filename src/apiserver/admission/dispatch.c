@@ -219,6 +219,14 @@ static void calling_error(slot *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
+    /* a parser's error may quote the answer's bytes: keep the message
+     * UTF-8, as a Status must be */
+    json_t *probe = json_string(reason);
+    if (!probe)
+        for (unsigned char *p = (unsigned char *)reason; *p; p++)
+            if (*p >= 0x80 || *p < 0x20)
+                *p = '?';
+    json_decref(probe);
     snprintf(msg, sizeof msg, "failed calling webhook \"%s\": %s", s->h->name, reason);
     ckube_status_free(s->st);
     s->st = internal_error(msg);
