@@ -58,4 +58,10 @@ const char *ckube__http_reason(long code);
  * "400d", "3y20d" ("<invalid>" below -1 s), into buf (n bytes). */
 void ckube__human_duration(int64_t seconds, char *buf, size_t n);
 
+/* Decodes padded standard base64 (Go's StdEncoding, as JSON's []byte
+ * and YAML's !!binary are written), skipping '\r' and '\n'. Returns
+ * malloc'd bytes, NUL-terminated, with *out_len; NULL when the input is
+ * not base64 or memory runs out. Defined in yaml.c. */
+char *ckube__base64_decode(const char *s, size_t n, size_t *out_len);
+
 #endif

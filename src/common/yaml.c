@@ -8,6 +8,7 @@
  */
 #include "ckube/yaml.h"
 #include "common/json_cost.h"
+#include "common/text.h"
 #include "common/utf8.h"
 
 #include <inttypes.h>
@@ -467,7 +468,7 @@ static int b64_value(unsigned char c)
 /* Decodes padded standard base64, skipping '\r' and '\n' anywhere as Go's
  * decoder does. Returns malloc'd bytes (NUL-terminated for convenience)
  * with *out_len, or NULL when the input is invalid or memory runs out. */
-static char *base64_decode(const char *s, size_t n, size_t *out_len)
+char *ckube__base64_decode(const char *s, size_t n, size_t *out_len)
 {
     unsigned char *out = malloc(n / 4 * 3 + 4);
     if (!out)
@@ -876,7 +877,7 @@ static int resolve_event(struct loader *l, const yaml_event_t *ev, struct scalar
     const char *t = tag + strlen(TAG_PREFIX);
     if (strcmp(t, "binary") == 0) {
         size_t n;
-        char *raw = base64_decode(val, len, &n);
+        char *raw = ckube__base64_decode(val, len, &n);
         if (!raw)
             return fail(l, line, "!!binary value contains invalid base64 data");
         out->owned = utf8_sanitize(raw, n, &out->len);

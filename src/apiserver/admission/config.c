@@ -2,13 +2,13 @@
  * Mutating- and ValidatingWebhookConfiguration's webhooks, made again
  * when the cacher reports a change under the group's keys, shared by
  * every loop (reference counted, immutable once made). */
-#include <openssl/evp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apiserver/admission/internal.h"
 #include "ckube/json.h"
+#include "common/text.h"
 #include "common/xalloc.h"
 
 #define PREFIX "/registry/admissionregistration.k8s.io/"
@@ -70,27 +70,6 @@ static ckube_selector *selector_of(const json_t *ls)
         return NULL;
     }
     return sel;
-}
-
-/* caBundle: base64 of PEM, as []byte is written in JSON. */
-static char *decode_base64(const char *s, size_t *out_len)
-{
-    size_t n = strlen(s);
-    *out_len = 0;
-    if (!n || n % 4)
-        return NULL;
-    unsigned char *out = xmalloc(n / 4 * 3 + 1);
-    int got = EVP_DecodeBlock(out, (const unsigned char *)s, (int)n);
-    if (got < 0) {
-        free(out);
-        return NULL;
-    }
-    size_t len = (size_t)got;
-    for (size_t i = n; i > 0 && s[i - 1] == '=' && len; i--)
-        len--;
-    out[len] = 0;
-    *out_len = len;
-    return (char *)out;
 }
 
 /* https://HOST[:PORT][/PATH]: the parts a call needs. */
@@ -185,7 +164,7 @@ static void compile_hook(adm_hook *h, const char *config, const json_t *w, bool 
     }
     const char *ca = json_string_value(json_object_get(cc, "caBundle"));
     if (ca && *ca)
-        h->ca = decode_base64(ca, &h->ca_len);
+        h->ca = ckube__base64_decode(ca, strlen(ca), &h->ca_len); /* caBundle: []byte */
 }
 
 static void hook_free(adm_hook *h)

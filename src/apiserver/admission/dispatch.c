@@ -12,12 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "apiserver/admission/internal.h"
 #include "apiserver/resolver/resolver.h"
 #include "ckube/json.h"
 #include "ckube/patch.h"
+#include "common/text.h"
 #include "common/xalloc.h"
 
 /* ---- matching ----------------------------------------------------------------- */
@@ -335,26 +334,6 @@ static char *review_body(const slot *s, size_t *len)
     return body;
 }
 
-static char *base64_decode(const char *s, size_t *out_len)
-{
-    size_t n = strlen(s);
-    *out_len = 0;
-    if (n % 4)
-        return NULL;
-    unsigned char *out = xmalloc(n / 4 * 3 + 1);
-    int got = n ? EVP_DecodeBlock(out, (const unsigned char *)s, (int)n) : 0;
-    if (got < 0) {
-        free(out);
-        return NULL;
-    }
-    size_t len = (size_t)got;
-    for (size_t i = n; i > 0 && s[i - 1] == '=' && len; i--)
-        len--;
-    out[len] = 0;
-    *out_len = len;
-    return (char *)out;
-}
-
 /* {"configuration":..,"webhook":..,...} as upstream's annotation values. */
 static void annotate_json(adm_run *r, const char *prefix, const slot *s, json_t *extra)
 {
@@ -376,7 +355,7 @@ static bool apply_patch(slot *s, const json_t *resp)
     adm_run *r = s->run;
     const char *b64 = json_string_value(json_object_get(resp, "patch"));
     size_t plen = 0;
-    char *raw = b64 ? base64_decode(b64, &plen) : NULL;
+    char *raw = b64 ? ckube__base64_decode(b64, strlen(b64), &plen) : NULL;
     json_error_t jerr;
     json_t *patch = raw ? json_loadb(raw, plen, 0, &jerr) : NULL;
     free(raw);

@@ -6,7 +6,6 @@
 #include <ctype.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
-#include <openssl/evp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,26 +142,6 @@ static bool is_available(const json_t *svc)
     return st && !strcmp(st, "True");
 }
 
-static char *decode_base64(const char *s, size_t *out_len)
-{
-    size_t n = strlen(s);
-    *out_len = 0;
-    if (!n || n % 4)
-        return NULL;
-    unsigned char *out = xmalloc(n / 4 * 3 + 1);
-    int got = EVP_DecodeBlock(out, (const unsigned char *)s, (int)n);
-    if (got < 0) {
-        free(out);
-        return NULL;
-    }
-    size_t len = (size_t)got;
-    for (size_t i = n; i > 0 && s[i - 1] == '=' && len; i--)
-        len--;
-    out[len] = 0;
-    *out_len = len;
-    return (char *)out;
-}
-
 /* Where an APIService's requests go: its Service's endpoint, the name
  * its certificate must carry, how to verify it. Returns false with err
  * when the Service does not resolve. The strings live in *hold (free
@@ -197,7 +176,7 @@ static bool target_of(aggregator *a, const json_t *svc, outbound_target *t, targ
     h->server_name = xasprintf("%s.%s.svc", name ? name : "", ns ? ns : "");
     const char *ca = json_string_value(json_object_get(spec, "caBundle"));
     if (ca && *ca)
-        h->ca = decode_base64(ca, &h->ca_len);
+        h->ca = ckube__base64_decode(ca, strlen(ca), &h->ca_len);
     *t = (outbound_target){.host = h->ip,
                            .port = ep_port,
                            .server_name = h->server_name,
@@ -452,7 +431,7 @@ static bool route_get(aggregator *a, const char *group, const char *version, rou
     pthread_mutex_unlock(&a->mu);
     if (up_to_date && *sname)
         up_to_date = rev_of(a, "services", sns, sname) == want_s &&
-                rev_of(a, "endpoints", sns, sname) == want_e;
+                     rev_of(a, "endpoints", sns, sname) == want_e;
     if (!up_to_date) {
         json_t *svc = cobj_decode(o);
         route *nr = svc ? route_build(a, svc, rev) : NULL;
