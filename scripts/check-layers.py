@@ -46,6 +46,7 @@ LAYERS = [
     ("apiserver/registry/generic", "server", 48),
     ("apiserver/registry/definitions", "server", 47),
     ("apiserver/registry/rest", "server", 45),
+    ("apiserver/webhook", "server", 44),  # a webhook's clientConfig and the call to it
     ("apiserver/authorization", "server", 43),
     ("apiserver/authorization/rbac", "server", 42),
     ("apiserver/resolver", "server", 41),  # Service references to endpoint addresses

@@ -16,6 +16,20 @@ answer depends on the request path:
   /slow        answers after 3 seconds
   /status500   500 without a Status
 
+ConversionReviews (apiextensions.k8s.io/v1 or v1beta1) are answered by
+path too, converting conv.example.com Widgets between v1 (spec.size)
+and v2 (spec.dims.size):
+
+  /convert            converted, with the label converted-by=hook added
+                      and a try at changing metadata.uid's neighbours
+                      (a generation of 99) that the server must undo
+  /convert-fail       result Failure, message "cannot convert this"
+  /convert-garbage    200 with a body that is not JSON
+  /convert-wrong-uid  a ConversionReview answering another uid
+  /convert-rename     each object renamed
+  /convert-none       no convertedObjects at all
+  /convert-bad-label  a label value the API refuses
+
 It records every AdmissionReview request it got (`reviews`), and counts
 TLS connections (`connections`) so tests can see them reused."""
 import base64
@@ -80,6 +94,8 @@ class Backend:
                 with backend.lock:
                     backend.reviews.append((self.path, review))
                 path = self.path.split("?")[0]
+                if review.get("kind") == "ConversionReview":
+                    return self._convert(path, review)
                 req = review["request"]
                 resp = {"uid": req["uid"], "allowed": True}
                 labels = ((req.get("object") or {}).get("metadata") or {}).get("labels")
@@ -113,6 +129,41 @@ class Backend:
                 elif path == "/status500":
                     return self._send(500, b"oops")
                 body = json.dumps({"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
+                                   "response": resp}).encode()
+                self._send(200, body)
+
+            def _convert(self, path, review):
+                req = review["request"]
+                want = req["desiredAPIVersion"]
+                out = []
+                for o in req["objects"]:
+                    o = json.loads(json.dumps(o))
+                    spec = o.setdefault("spec", {})
+                    if want.endswith("/v2") and "size" in spec:
+                        spec["dims"] = {"size": spec.pop("size")}
+                    elif want.endswith("/v1") and "dims" in spec:
+                        spec["size"] = spec.pop("dims").get("size")
+                    o["apiVersion"] = want
+                    meta = o.setdefault("metadata", {})
+                    meta.setdefault("labels", {})["converted-by"] = "hook"
+                    meta["generation"] = 99
+                    if path == "/convert-rename":
+                        meta["name"] = meta.get("name", "") + "-renamed"
+                    if path == "/convert-bad-label":
+                        meta["labels"]["bad"] = "not ok!"
+                    out.append(o)
+                resp = {"uid": req["uid"], "result": {"status": "Success"},
+                        "convertedObjects": out}
+                if path == "/convert-fail":
+                    resp = {"uid": req["uid"], "result": {"status": "Failure",
+                                                          "message": "cannot convert this"}}
+                elif path == "/convert-garbage":
+                    return self._send(200, b"this is not json")
+                elif path == "/convert-wrong-uid":
+                    resp["uid"] = "not-the-uid"
+                elif path == "/convert-none":
+                    del resp["convertedObjects"]
+                body = json.dumps({"apiVersion": review["apiVersion"], "kind": "ConversionReview",
                                    "response": resp}).encode()
                 self._send(200, body)
 
@@ -150,6 +201,11 @@ class Backend:
     def paths(self):
         with self.lock:
             return [p.split("?")[0] for p, _ in self.reviews]
+
+    def conversions(self):
+        """The ConversionReview requests received so far, in order."""
+        with self.lock:
+            return [r["request"] for _, r in self.reviews if r.get("kind") == "ConversionReview"]
 
 
 def closed_port():

@@ -72,35 +72,6 @@ static ckube_selector *selector_of(const json_t *ls)
     return sel;
 }
 
-/* https://HOST[:PORT][/PATH]: the parts a call needs. */
-static void parse_url(adm_hook *h, const char *url)
-{
-    const char *p = url + (strncmp(url, "https://", 8) ? 0 : 8);
-    const char *slash = strchr(p, '/');
-    size_t alen = slash ? (size_t)(slash - p) : strlen(p);
-    h->url_authority = xstrndup(p, alen);
-    h->url_path = xstrdup(slash ? slash : "");
-    h->url_port = 443;
-    const char *host = h->url_authority;
-    size_t hlen = alen;
-    if (*host == '[') { /* [v6]:port */
-        const char *end = strchr(host, ']');
-        if (end) {
-            if (end[1] == ':')
-                h->url_port = atoi(end + 2);
-            host++;
-            hlen = (size_t)(end - host);
-        }
-    } else {
-        const char *colon = memchr(host, ':', alen);
-        if (colon) {
-            h->url_port = atoi(colon + 1);
-            hlen = (size_t)(colon - host);
-        }
-    }
-    h->url_host = xstrndup(host, hlen);
-}
-
 static void compile_hook(adm_hook *h, const char *config, const json_t *w, bool mutating)
 {
     h->config = xstrdup(config);
@@ -147,24 +118,7 @@ static void compile_hook(adm_hook *h, const char *config, const json_t *w, bool 
     const char *rp = json_string_value(json_object_get(w, "reinvocationPolicy"));
     h->reinvoke = mutating && rp && !strcmp(rp, "IfNeeded");
     h->has_match_conditions = json_array_size(json_object_get(w, "matchConditions")) > 0;
-    const json_t *cc = json_object_get(w, "clientConfig");
-    const char *url = json_string_value(json_object_get(cc, "url"));
-    const json_t *svc = json_object_get(cc, "service");
-    if (url) {
-        parse_url(h, url);
-    } else if (json_is_object(svc)) {
-        const char *ns = json_string_value(json_object_get(svc, "namespace"));
-        const char *sn = json_string_value(json_object_get(svc, "name"));
-        const char *path = json_string_value(json_object_get(svc, "path"));
-        json_t *port = json_object_get(svc, "port");
-        h->svc_ns = xstrdup(ns ? ns : "");
-        h->svc_name = xstrdup(sn ? sn : "");
-        h->svc_path = xstrdup(path ? path : "");
-        h->svc_port = json_is_integer(port) ? (int)json_integer_value(port) : 443;
-    }
-    const char *ca = json_string_value(json_object_get(cc, "caBundle"));
-    if (ca && *ca)
-        h->ca = ckube__base64_decode(ca, strlen(ca), &h->ca_len); /* caBundle: []byte */
+    hook_client_init(&h->client, json_object_get(w, "clientConfig"));
 }
 
 static void hook_free(adm_hook *h)
@@ -179,13 +133,7 @@ static void hook_free(adm_hook *h)
     free(h->rules);
     ckube_selector_free(h->ns_sel);
     ckube_selector_free(h->obj_sel);
-    free(h->url_host);
-    free(h->url_authority);
-    free(h->url_path);
-    free(h->svc_ns);
-    free(h->svc_name);
-    free(h->svc_path);
-    free(h->ca);
+    hook_client_free(&h->client);
 }
 
 /* Every webhook of the configurations under `prefix`, configurations in

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "apiserver/admission/internal.h"
-#include "apiserver/resolver/resolver.h"
 #include "ckube/json.h"
 #include "ckube/patch.h"
 #include "common/text.h"
@@ -559,47 +558,15 @@ static void start_call(slot *s)
         return;
     }
     ckube_uuid4(s->uid, sizeof s->uid);
-    char path[2048], url[2800], err[512];
-    outbound_target t = {0};
-    char *ip = NULL;
-    if (h->svc_name) {
-        snprintf(path, sizeof path, "%s?timeout=%us", *h->svc_path ? h->svc_path : "/",
-                 h->timeout_s);
-        char server[600];
-        snprintf(server, sizeof server, "%s.%s.svc", h->svc_name, h->svc_ns);
-        int port = 0;
-        ip = service_resolve(r->a->cache, h->svc_ns, h->svc_name, h->svc_port, &port, err,
-                             sizeof err);
-        if (!ip) {
-            snprintf(url, sizeof url, "https://%s:%d%s", server, h->svc_port, path);
-            calling_error(s, "failed to call webhook: Post \"%s\": %s", url, err);
-            return;
-        }
-        t.host = ip;
-        t.port = port;
-        t.url_port = h->svc_port;
-        t.server_name = server;
-        t.ca_pem = h->ca;
-        t.ca_len = h->ca_len;
-        size_t len;
-        char *body = review_body(s, &len);
-        s->call = outbound_post(r->o, &t, path, "application/json", body, len, h->timeout_s * 1000,
-                                on_answer, s);
-        free(body);
-        free(ip);
-    } else {
-        snprintf(path, sizeof path, "%s?timeout=%us", *h->url_path ? h->url_path : "/",
-                 h->timeout_s);
-        t.host = h->url_host;
-        t.port = h->url_port;
-        t.server_name = h->url_host;
-        t.ca_pem = h->ca;
-        t.ca_len = h->ca_len;
-        size_t len;
-        char *body = review_body(s, &len);
-        s->call = outbound_post(r->o, &t, path, "application/json", body, len, h->timeout_s * 1000,
-                                on_answer, s);
-        free(body);
+    char err[2600];
+    size_t len;
+    char *body = review_body(s, &len);
+    s->call = hook_client_post(&h->client, r->o, r->a->cache, h->timeout_s, body, len, on_answer, s,
+                               err, sizeof err);
+    free(body);
+    if (!s->call) {
+        calling_error(s, "failed to call webhook: %s", err);
+        return;
     }
     r->pending++;
 }

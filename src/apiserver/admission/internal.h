@@ -4,6 +4,7 @@
 #ifndef CKUBE_APISERVER_ADMISSION_INTERNAL_H
 #define CKUBE_APISERVER_ADMISSION_INTERNAL_H
 
+#include "apiserver/webhook/client.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -40,14 +41,7 @@ typedef struct adm_hook {
     const char *review_version; /* "v1", "v1beta1" (static), NULL: none known */
     bool reinvoke;              /* reinvocationPolicy: IfNeeded */
     bool has_match_conditions;
-    /* clientConfig: a URL ... */
-    char *url_host, *url_authority, *url_path;
-    int url_port;
-    /* ... or a Service */
-    char *svc_ns, *svc_name, *svc_path;
-    int svc_port;
-    char *ca; /* PEM, decoded from caBundle; NULL: the system's roots */
-    size_t ca_len;
+    hook_client client; /* clientConfig */
 } adm_hook;
 
 typedef struct adm_snapshot {

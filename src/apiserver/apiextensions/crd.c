@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apiserver/apiextensions/conversion.h"
 #include "apiserver/apiextensions/schema/schema.h"
+#include "apiserver/registry/admissionregistration/admissionregistration.h"
 #include "apiserver/registry/apiregistration/apiregistration.h"
 #include "ckube/json.h"
 #include "ckube/log.h"
@@ -70,6 +72,28 @@ static void crd_from_v1beta1(json_t *obj)
         rename_jsonpath(cols);
     move_into_versions(spec, "additionalPrinterColumns", "additionalPrinterColumns");
     move_into_versions(spec, "selectableFields", "selectableFields");
+    /* v1beta1 keeps the webhook's fields beside the strategy, and
+     * defaults its review versions to v1beta1 */
+    json_t *conv = json_object_get(spec, "conversion");
+    if (json_is_object(conv)) {
+        json_t *cc = json_object_get(conv, "webhookClientConfig");
+        json_t *rv = json_object_get(conv, "conversionReviewVersions");
+        const char *strategy = json_string_value(json_object_get(conv, "strategy"));
+        if (!rv && strategy && !strcmp(strategy, "Webhook"))
+            rv = json_pack("[s]", "v1beta1");
+        else
+            json_incref(rv);
+        if (cc || rv) {
+            json_t *hook = ckube_json_object_ensure(conv, "webhook");
+            if (cc)
+                json_object_set(hook, "clientConfig", cc);
+            if (rv)
+                json_object_set(hook, "conversionReviewVersions", rv);
+        }
+        json_decref(rv);
+        json_object_del(conv, "webhookClientConfig");
+        json_object_del(conv, "conversionReviewVersions");
+    }
     size_t i;
     json_t *ver;
     json_array_foreach(versions, i, ver)
@@ -87,6 +111,17 @@ static void crd_present_v1beta1(const resource_type *t, json_t *obj)
 {
     json_object_set_new(obj, "apiVersion", json_string("apiextensions.k8s.io/v1beta1"));
     json_t *spec = json_object_get(obj, "spec");
+    json_t *conv = json_object_get(spec, "conversion");
+    json_t *hook = json_object_get(conv, "webhook");
+    if (json_is_object(hook)) {
+        json_t *cc = json_object_get(hook, "clientConfig");
+        json_t *rv = json_object_get(hook, "conversionReviewVersions");
+        if (cc)
+            json_object_set(conv, "webhookClientConfig", cc);
+        if (rv)
+            json_object_set(conv, "conversionReviewVersions", rv);
+        json_object_del(conv, "webhook");
+    }
     size_t i;
     json_t *ver;
     json_array_foreach(json_object_get(spec, "versions"), i, ver)
@@ -253,10 +288,25 @@ static void add_cleanup_finalizer(json_t *obj)
     json_array_append_new(fin, json_string(CRD_CLEANUP_FINALIZER));
 }
 
+/* SetDefaults: the conversion strategy None, a webhook Service's port 443. */
+static void default_conversion(json_t *obj)
+{
+    json_t *spec = ckube_json_object_ensure(obj, "spec");
+    json_t *conv = json_object_get(spec, "conversion");
+    if (!json_is_object(conv)) {
+        json_object_set_new(spec, "conversion", json_pack("{s:s}", "strategy", "None"));
+        return;
+    }
+    json_t *svc = ckube_json_get_path(conv, "webhook.clientConfig.service");
+    if (json_is_object(svc) && !json_object_get(svc, "port"))
+        json_object_set_new(svc, "port", json_integer(443));
+}
+
 static void crd_prepare_create(const resource_type *t, json_t *obj)
 {
     if (!strcmp(t->version, "v1beta1"))
         crd_from_v1beta1(obj);
+    default_conversion(obj);
     default_names(obj);
     add_cleanup_finalizer(obj);
     compute_status(t->registry, obj, NULL);
@@ -266,6 +316,7 @@ static void crd_prepare_update(const resource_type *t, json_t *obj, const json_t
 {
     if (!strcmp(t->version, "v1beta1"))
         crd_from_v1beta1(obj);
+    default_conversion(obj);
     default_names(obj);
     compute_status(t->registry, obj, old);
 }
@@ -457,6 +508,78 @@ static void crd_prepare_delete(const resource_type *t, json_t *obj)
     json_decref(old);
 }
 
+/* ValidateCustomResourceConversion (v1). */
+static void validate_conversion(const json_t *conv, ckube_status *st)
+{
+    if (!conv)
+        return;
+    const char *strategy = json_string_value(json_object_get(conv, "strategy"));
+    const json_t *hook = json_object_get(conv, "webhook");
+    bool webhook = strategy && !strcmp(strategy, "Webhook");
+    if (!strategy || (strcmp(strategy, "None") && !webhook)) {
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_NOT_SUPPORTED, "spec.conversion.strategy",
+                               "Unsupported value: \"%s\": supported values: \"None\", "
+                               "\"Webhook\"",
+                               strategy ? strategy : "");
+        return;
+    }
+    if (!webhook) {
+        if (hook && !json_is_null(hook))
+            ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_FORBIDDEN, "spec.conversion.webhook",
+                                   "Forbidden: should not be set when strategy is not set to "
+                                   "Webhook");
+        return;
+    }
+    const json_t *cc = json_object_get(hook, "clientConfig");
+    if (!json_is_object(hook) || !json_is_object(cc)) {
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED,
+                               json_is_object(hook) ? "spec.conversion.webhook.clientConfig"
+                                                    : "spec.conversion.webhook",
+                               "Required value: required when strategy is set to Webhook");
+        return;
+    }
+    webhook_client_config_validate(cc, "spec.conversion.webhook.clientConfig", st);
+    const json_t *rv = json_object_get(hook, "conversionReviewVersions");
+    bool known = false;
+    size_t i, j;
+    json_t *v;
+    json_array_foreach(rv, i, v)
+    {
+        const char *s = json_string_value(v);
+        if (s && (!strcmp(s, "v1") || !strcmp(s, "v1beta1")))
+            known = true;
+        for (j = 0; j < i; j++)
+            if (json_equal(json_array_get(rv, j), v))
+                break;
+        if (j < i) {
+            char f[96];
+            snprintf(f, sizeof f, "spec.conversion.webhook.conversionReviewVersions[%zu]", i);
+            ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_DUPLICATE, f, "Duplicate value: \"%s\"",
+                                   s ? s : "");
+        }
+    }
+    if (!json_array_size(rv)) {
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_REQUIRED,
+                               "spec.conversion.webhook.conversionReviewVersions",
+                               "Required value: must include at least one of v1, v1beta1");
+    } else if (!known) {
+        char *list = xstrdup("");
+        json_array_foreach(rv, i, v)
+        {
+            char *next = xasprintf("%s%s\"%s\"", list, i ? ", " : "",
+                                   json_string_value(v) ? json_string_value(v) : "");
+            free(list);
+            list = next;
+        }
+        ckube_status_add_cause(st, CKUBE_CAUSE_FIELD_INVALID,
+                               "spec.conversion.webhook.conversionReviewVersions",
+                               "Invalid value: []string{%s}: must include at least one of v1, "
+                               "v1beta1",
+                               list);
+        free(list);
+    }
+}
+
 static void crd_validate(const resource_type *t, const json_t *obj, const json_t *old,
                          ckube_status *st)
 {
@@ -533,6 +656,7 @@ static void crd_validate(const resource_type *t, const json_t *obj, const json_t
     if (json_array_size(versions) && nstorage != 1)
         ckube_field_invalid_int(st, "spec.versions", (int64_t)nstorage,
                                 "must have exactly one version marked as storage version");
+    validate_conversion(json_object_get(spec, "conversion"), st);
     if (old) {
         if (!json_equal(json_object_get(json_object_get(old, "spec"), "scope"),
                         json_object_get(spec, "scope")))
@@ -634,8 +758,10 @@ static void cr_present(const resource_type *t, json_t *obj)
  * the storage version's. */
 static void cr_prepare(const resource_type *t, json_t *obj)
 {
-    const char *stor = t->priv;
-    if (stor && strcmp(stor, t->version)) {
+    const cr_priv *p = t->priv;
+    const char *stor = p ? p->stor : NULL;
+    /* a webhook converts the whole object, later (the store's convert) */
+    if (stor && strcmp(stor, t->version) && !p->conv) {
         char av[256];
         snprintf(av, sizeof av, "%s/%s", t->group, stor);
         json_object_set_new(obj, "apiVersion", json_string(av));
@@ -667,7 +793,7 @@ static printer_column column(const char *name, const char *type, const char *for
 
 /* Builds the served type of one version of a CRD. */
 static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *stor,
-                              bool terminating, crd_serving *serving)
+                              bool terminating, crd_serving *serving, crd_conv *conv)
 {
     json_t *spec = json_object_get(crd, "spec");
     json_t *names = ckube_json_get_path(crd, "status.acceptedNames");
@@ -762,11 +888,16 @@ static resource_type *cr_type(const json_t *crd, const json_t *ver, const char *
     t->crd_name = xstrdup(ckube_obj_name(crd));
     t->serving = crd_serving_ref(serving);
     t->storage_version = stor && !strcmp(stor, t->version);
-    t->priv = stor ? xstrdup(stor) : NULL;
-    t->priv_free = free;
+    cr_priv *p = xcalloc(1, sizeof *p);
+    p->stor = stor ? xstrdup(stor) : NULL;
+    p->conv = crd_conv_ref(conv);
+    t->priv = p;
+    t->priv_free = cr_priv_free;
     t->prepare_create = cr_prepare_create;
     t->prepare_update = cr_prepare_update;
-    if (stor && strcmp(stor, t->version))
+    if (conv)
+        crd_conv_attach(t);
+    else if (stor && strcmp(stor, t->version))
         t->present = cr_present;
     return t;
 }
@@ -874,12 +1005,13 @@ static void register_versions(crd_state *crds, const json_t *crd, crd_serving *s
         if (json_is_true(json_object_get(ver, "storage")))
             stor = json_string_value(json_object_get(ver, "name"));
     }
+    crd_conv *conv = crd_conv_new(crd, stor);
     json_array_foreach(versions, i, ver)
     {
         json_t *served = json_object_get(ver, "served");
         if (served && !json_is_true(served))
             continue;
-        resource_type *t = cr_type(crd, ver, stor, terminating, serving);
+        resource_type *t = cr_type(crd, ver, stor, terminating, serving, conv);
         if (!t)
             continue;
         if (!t->api_version && asprintf(&t->api_version, "%s/%s", t->group, t->version) < 0)
@@ -892,6 +1024,7 @@ static void register_versions(crd_state *crds, const json_t *crd, crd_serving *s
             CKUBE_V(2, "serving %s/%s %s for CRD %s", t->group, t->version, t->resource, name);
         }
     }
+    crd_conv_unref(conv);
 }
 
 /* (Re-)registers a CRD's served versions after a change of the CRD. The

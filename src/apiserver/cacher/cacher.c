@@ -210,6 +210,16 @@ static cobj *cobj_alloc(const char *key, size_t prefix_len, int64_t rev, int64_t
     return o;
 }
 
+cobj *cobj_with_json(const cobj *o, const char *json, size_t len)
+{
+    char *strings;
+    size_t prefix_len = strlen(o->key) - strlen(o->ns) - (*o->ns ? 1 : 0) - strlen(o->name);
+    cobj *c = cobj_alloc(o->key, prefix_len, o->rev, o->create_rev, len, 0, 0, &strings);
+    memcpy(c->json, json, len);
+    c->json[len] = 0;
+    return c;
+}
+
 /* ---- the slow path: a jansson tree ---------------------------------- */
 
 static char **extract_labels(const json_t *obj, size_t *n)

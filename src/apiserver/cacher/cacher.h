@@ -66,6 +66,10 @@ void cobj_unref(cobj *o);
 /* Label/field lookups for ckube_selector_matches; ctx is a cobj. */
 const char *cobj_label(void *ctx, const char *key);
 const char *cobj_field(void *ctx, const char *key);
+/* A copy of o (key, names, revisions) serving other bytes (copied; len
+ * of them): an object converted for a reader. It has no labels or
+ * fields (filters ran on o). New reference. */
+cobj *cobj_with_json(const cobj *o, const char *json, size_t len);
 /* Parses o->json (new reference; NULL only on allocation failure). */
 json_t *cobj_decode(const cobj *o);
 

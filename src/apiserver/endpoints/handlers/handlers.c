@@ -599,6 +599,10 @@ struct write_req {
     /* admission: the webhooks being asked, and the options they see */
     adm_run *adm;
     json_t *adm_options;
+    /* The answer's object being converted (a type with convert), and the
+     * code to answer with. */
+    resource_conversion *conv;
+    int conv_code;
 };
 
 /* A deletecollection: the objects matched when it arrived, deleted at
@@ -623,6 +627,8 @@ static void write_free(write_req *w)
 {
     if (w->adm)
         adm_run_cancel(w->adm);
+    if (w->conv)
+        w->sw.type->convert_cancel(w->conv);
     json_decref(w->adm_options);
     json_decref(w->body);
     free(w->manager);
@@ -643,7 +649,36 @@ static bool is_status_body(const json_t *body)
 /* Finishes a write: replies (or reports to the collection) and frees. */
 static bool retry_create_fresh(req_ctx *rc, const ckube_status *st);
 
+static void write_finish_converted(write_req *w, int code, json_t *body, ckube_status *st);
+
+static void write_converted(void *arg, json_t *objs, ckube_status *st)
+{
+    write_req *w = arg;
+    w->conv = NULL;
+    json_t *body = json_incref(json_array_get(objs, 0));
+    json_decref(objs);
+    if (!body && !st)
+        st = ckube_status_internal("conversion returned no object");
+    write_finish_converted(w, w->conv_code, body, st);
+}
+
+/* Finishes a write: its object (a type that converts through a webhook
+ * answers in the request's version) and the reply. */
 static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
+{
+    const resource_type *t = w->rc ? w->rc->type : NULL;
+    if (body && !st && t && t->convert && !is_status_body(body)) {
+        w->conv_code = code;
+        json_t *objs = json_pack("[o]", body);
+        w->conv = t->convert(t, w->rc->lp->out, w->rc->srv->cache, objs, false, false,
+                             write_converted, w);
+        json_decref(objs);
+        return;
+    }
+    write_finish_converted(w, code, body, st);
+}
+
+static void write_finish_converted(write_req *w, int code, json_t *body, ckube_status *st)
 {
     if (body && w->rc && w->rc->type->present && !is_status_body(body)) {
         json_t *copy = json_deep_copy(body);
@@ -698,7 +733,8 @@ static void free_ref_cb(const void *data, size_t len, void *arg)
 static bool reply_stored(write_req *w, int code, const store_result *r)
 {
     const resource_type *t = w->rc->type;
-    if (t->present || w->parent || !r->value || !r->value_len || w->rc->want_partial)
+    if (t->present || t->convert || w->parent || !r->value || !r->value_len ||
+        w->rc->want_partial)
         return false;
     jscan_meta meta;
     if (!jscan_canonical(r->value, r->value_len, &meta) || !meta.metadata)
@@ -1112,6 +1148,7 @@ static write_req *write_new(req_ctx *rc, write_kind kind)
     w->sw.name = rc->ri.name;
     w->sw.post = post_to_loop;
     w->sw.post_ctx = rc->lp;
+    w->sw.out = rc->lp->out;
     return w;
 }
 
@@ -1579,6 +1616,20 @@ static void unref_cobj_cb(const void *data, size_t len, void *arg)
     cobj_unref(arg);
 }
 
+static void get_reply(req_ctx *rc, cobj *o);
+
+static void get_converted(req_ctx *rc, cobj **objs, size_t n, ckube_status *st, void *arg)
+{
+    (void)arg;
+    if (st) {
+        reply_status(rc, st);
+        return;
+    }
+    cobj *o = n ? objs[0] : NULL;
+    free(objs);
+    get_reply(rc, o);
+}
+
 static void do_get(req_ctx *rc)
 {
     char key[STORE_KEY_MAX];
@@ -1588,6 +1639,18 @@ static void do_get(req_ctx *rc)
         reply_status(rc, not_found(rc, rc->ri.name));
         return;
     }
+    if (rc->type->convert) {
+        cobj **one = xmalloc(sizeof *one);
+        one[0] = o;
+        read_convert(rc, one, 1, false, get_converted, NULL);
+        return;
+    }
+    get_reply(rc, o);
+}
+
+/* Answers a get with o (taken). */
+static void get_reply(req_ctx *rc, cobj *o)
+{
     if (rc->want_partial) {
         struct evbuffer *buf = evbuffer_new();
         partial_append(buf, rc, o);
@@ -1822,6 +1885,33 @@ static void list_reply(req_ctx *rc, cobj **objs, size_t n, int64_t rev, char *ne
     evbuffer_free(buf);
 }
 
+static void list_answer(req_ctx *rc, cobj **objs, size_t n, int64_t rev, char *next, size_t more)
+{
+    if (rc->want_table)
+        list_reply_table(rc, objs, n, rev, next, more);
+    else
+        list_reply(rc, objs, n, rev, next, more);
+}
+
+/* A page of a type that converts through a webhook, waiting for it. */
+typedef struct list_conv {
+    int64_t rev;
+    char *next;
+    size_t more;
+} list_conv;
+
+static void list_converted(req_ctx *rc, cobj **objs, size_t n, ckube_status *st, void *arg)
+{
+    list_conv lc = *(list_conv *)arg;
+    free(arg);
+    if (st) {
+        free(lc.next);
+        reply_status(rc, st);
+        return;
+    }
+    list_answer(rc, objs, n, lc.rev, lc.next, lc.more);
+}
+
 static void do_list(req_ctx *rc)
 {
     list_req q = {0};
@@ -1836,12 +1926,15 @@ static void do_list(req_ctx *rc)
     char *next =
         !st && more && n ? continue_token_encode(rev, objs[n - 1]->key + q.bucket_len) : NULL;
     list_req_free(&q);
-    if (st)
+    if (st) {
         reply_status(rc, st);
-    else if (rc->want_table)
-        list_reply_table(rc, objs, n, rev, next, more);
-    else
-        list_reply(rc, objs, n, rev, next, more);
+    } else if (rc->type->convert && n) {
+        list_conv *lc = xmalloc(sizeof *lc);
+        *lc = (list_conv){.rev = rev, .next = next, .more = more};
+        read_convert(rc, objs, n, true, list_converted, lc);
+    } else {
+        list_answer(rc, objs, n, rev, next, more);
+    }
 }
 
 /* ---- /scale ------------------------------------------------------------- */

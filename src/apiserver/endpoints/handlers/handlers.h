@@ -32,6 +32,19 @@ void list_stream_close_all(loop *lp);
  * /api/v1/namespaces/NS/serviceaccounts/NAME/token. */
 void handle_token_request(req_ctx *rc);
 
+/* Reads of a type that converts through a webhook (resource_type.convert;
+ * convert.c): the objects (taken) in the request's version, as cobjs
+ * serving the converted bytes, handed to cb (which takes them, and the
+ * array) once, later, on rc's loop; or NULL, 0 and a Status (taken). One
+ * review for all of them; `list` words errors as for a list. */
+typedef void (*read_convert_cb)(req_ctx *rc, cobj **objs, size_t n, ckube_status *st, void *arg);
+typedef struct read_conv read_conv;
+read_conv *read_convert(req_ctx *rc, cobj **objs, size_t n, bool list, read_convert_cb cb,
+                        void *arg);
+/* Stops a read_convert whose cb has not run (it will not); the objects
+ * are released. */
+void read_convert_cancel(read_conv *c);
+
 /* The core/v1 object `resource` ns/name as the watch cache has it,
  * decoded (a new reference), or NULL. (tokenrequest.c; the server's
  * ServiceAccount token checks read it too.) */

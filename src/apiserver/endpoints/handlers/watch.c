@@ -71,10 +71,22 @@ struct http_watch {
     int group;            /* index into the running flush's groups, or -1 */
     struct event *timeout_ev;
     struct event *bookmark_ev;
+    /* A type that converts through a webhook: events wait in `pend`, in
+     * order, while the batch before them is converted (conv), and the
+     * initial-events-end bookmark waits for the events before it. */
+    cevent_out *pend;
+    size_t npend, cap;
+    read_conv *conv;
+    cevent_type *conv_types;
+    bool initial_end_pending;
+    int64_t initial_end_rev;
 };
 
 static void watch_free(http_watch *w)
 {
+    read_convert_cancel(w->conv);
+    free(w->conv_types);
+    cacher_events_free(w->pend, w->npend);
     if (w->timeout_ev)
         event_free(w->timeout_ev);
     if (w->bookmark_ev)
@@ -430,6 +442,103 @@ static bool check_backlog(http_watch *w)
     return false;
 }
 
+/* ---- types that convert through a webhook --------------------------------- */
+
+/* Events of one watch waiting for conversion beyond this many: the
+ * webhook cannot keep up, and the watch is cut as a slow reader is. */
+#define WATCH_MAX_PENDING 100000
+
+static void convert_next(http_watch *w);
+
+/* An ERROR event with st (taken), then the end of the stream. */
+static void send_error_end(http_watch *w, ckube_status *st)
+{
+    json_t *j = ckube_status_to_json(st);
+    ckube_status_free(st);
+    json_t *ev = json_pack("{s:s,s:o}", "type", "ERROR", "object", j);
+    char *line = ckube_json_dumps(ev, NULL);
+    json_decref(ev);
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add_printf(out, "%s\n", line ? line : "{}");
+    free(line);
+    send_chunk(w, out);
+    evbuffer_free(out);
+    watch_end(w);
+}
+
+static void events_converted(req_ctx *rc, cobj **objs, size_t n, ckube_status *st, void *arg)
+{
+    (void)rc;
+    http_watch *w = arg;
+    w->conv = NULL;
+    cevent_type *types = w->conv_types;
+    w->conv_types = NULL;
+    if (st) {
+        free(types);
+        CKUBE_V(2, "watch of %s: %s", w->rc->type->resource, st->message ? st->message : "");
+        send_error_end(w, st);
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
+    for (size_t i = 0; i < n; i++)
+        encode_event(w, out, types[i], objs[i]); /* takes the reference */
+    free(objs);
+    free(types);
+    send_chunk(w, out);
+    evbuffer_free(out);
+    if (check_backlog(w))
+        convert_next(w);
+}
+
+/* Sends the waiting events to the webhook, all in one review, unless a
+ * review is out already (its answer starts the next). */
+static void convert_next(http_watch *w)
+{
+    if (w->conv)
+        return;
+    if (!w->npend) {
+        if (w->initial_end_pending) {
+            w->initial_end_pending = false;
+            send_bookmark(w, w->initial_end_rev, true);
+        }
+        return;
+    }
+    size_t n = w->npend;
+    cobj **objs = xmalloc(n * sizeof *objs);
+    w->conv_types = xmalloc(n * sizeof *w->conv_types);
+    for (size_t i = 0; i < n; i++) {
+        objs[i] = w->pend[i].obj;
+        w->conv_types[i] = w->pend[i].type;
+        w->pend[i].obj = NULL;
+    }
+    w->npend = 0;
+    w->conv = read_convert(w->rc, objs, n, n > 1, events_converted, w);
+}
+
+/* Queues collected events (taken, with the array) behind those waiting.
+ * Returns false if the watch ended. */
+static bool queue_events(http_watch *w, cevent_out *evs, size_t n)
+{
+    if (w->npend + n > WATCH_MAX_PENDING) {
+        cacher_events_free(evs, n);
+        CKUBE_WARN("watch of %s: conversion webhook too slow (%zu events pending), closing",
+                   w->rc->type->resource, w->npend + n);
+        watch_abort(w);
+        return false;
+    }
+    if (w->npend + n > w->cap) {
+        w->cap = (w->npend + n) * 2;
+        w->pend = xrealloc(w->pend, w->cap * sizeof *w->pend);
+    }
+    for (size_t i = 0; i < n; i++) {
+        w->pend[w->npend++] = evs[i];
+        evs[i].obj = NULL;
+    }
+    cacher_events_free(evs, n);
+    convert_next(w);
+    return true;
+}
+
 /* ---- flushing ------------------------------------------------------------ */
 
 /* Delivers pending events to one watch. Returns false if it ended. */
@@ -443,6 +552,8 @@ static bool flush_one(http_watch *w)
         watch_end(w);
         return false;
     }
+    if (n && w->rc->type->convert)
+        return queue_events(w, evs, n);
     if (n) {
         struct evbuffer *out = evbuffer_new();
         for (size_t i = 0; i < n; i++) {
@@ -487,7 +598,8 @@ static bool key_fields_only(const ckube_selector *fs)
  * everything) and no field selector beyond name and namespace. */
 static bool groupable(const http_watch *w)
 {
-    return w->direct && is_plain(w) && (!w->ls || w->ls->nreqs == 0) && key_fields_only(w->fs);
+    return w->direct && is_plain(w) && !w->rc->type->convert && (!w->ls || w->ls->nreqs == 0) &&
+           key_fields_only(w->fs);
 }
 
 /* Collects a group's events once, without a filter, and encodes them. */
@@ -578,7 +690,8 @@ static bool flush_member(http_watch *w, group *g)
 static void on_bookmark(evutil_socket_t fd, short what, void *arg)
 {
     http_watch *w = arg;
-    if (flush_one(w))
+    /* a bookmark must not pass events still being converted: skipped */
+    if (flush_one(w) && !w->conv && !w->npend)
         send_bookmark(w, w->cw.rev, false);
 }
 
@@ -724,18 +837,30 @@ void handle_watch(req_ctx *rc)
         watch_end(w);
         return;
     }
-    if (ninitial) {
-        struct evbuffer *out = evbuffer_new();
-        for (size_t i = 0; i < ninitial; i++) {
-            encode_event(w, out, initial[i].type, initial[i].obj);
-            initial[i].obj = NULL;
+    if (t->convert) {
+        /* the end of the initial events waits for them to be converted */
+        w->initial_end_pending = initial_events;
+        w->initial_end_rev = w->cw.rev;
+        if (ninitial && !queue_events(w, initial, ninitial))
+            return;
+        if (!ninitial) {
+            cacher_events_free(initial, ninitial);
+            convert_next(w);
         }
-        send_chunk(w, out);
-        evbuffer_free(out);
+    } else {
+        if (ninitial) {
+            struct evbuffer *out = evbuffer_new();
+            for (size_t i = 0; i < ninitial; i++) {
+                encode_event(w, out, initial[i].type, initial[i].obj);
+                initial[i].obj = NULL;
+            }
+            send_chunk(w, out);
+            evbuffer_free(out);
+        }
+        cacher_events_free(initial, ninitial);
+        if (initial_events)
+            send_bookmark(w, w->cw.rev, true);
     }
-    cacher_events_free(initial, ninitial);
-    if (initial_events)
-        send_bookmark(w, w->cw.rev, true);
 
     struct event_base *base = rc->lp->base;
     struct timeval tv = {timeout, 0};

@@ -586,22 +586,28 @@ static void validate_service(const json_t *svc, const char *path, ckube_status *
     free(steps);
 }
 
-static void validate_client_config(const json_t *hook, const char *path, ckube_status *st)
+void webhook_client_config_validate(const json_t *cc, const char *path, ckube_status *st)
 {
     char field[256];
-    const json_t *cc = json_object_get(hook, "clientConfig");
     const json_t *url = member(cc, "url");
     const json_t *svc = member(cc, "service");
     if (!url == !svc) {
-        fpath(field, sizeof field, "%s.clientConfig", path);
+        fpath(field, sizeof field, "%s", path);
         ckube_field_required(st, field, "exactly one of url or service is required");
     } else if (url) {
-        fpath(field, sizeof field, "%s.clientConfig.url", path);
+        fpath(field, sizeof field, "%s.url", path);
         validate_url(str_or_empty(url), field, st);
     } else {
-        fpath(field, sizeof field, "%s.clientConfig.service", path);
+        fpath(field, sizeof field, "%s.service", path);
         validate_service(svc, field, st);
     }
+}
+
+static void validate_client_config(const json_t *hook, const char *path, ckube_status *st)
+{
+    char field[256];
+    fpath(field, sizeof field, "%s.clientConfig", path);
+    webhook_client_config_validate(json_object_get(hook, "clientConfig"), field, st);
 }
 
 /* ---- rules -------------------------------------------------------------- */

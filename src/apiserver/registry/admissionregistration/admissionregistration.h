@@ -9,4 +9,11 @@
 /* Adds the group's types to `reg`. 0, or -1 when one cannot be added. */
 int admissionregistration_install(registry *reg);
 
+/* Upstream's webhook.ValidateWebhookURL / ValidateWebhookService on a
+ * clientConfig (borrowed) reported at `path` ("...clientConfig"): exactly
+ * one of url (https, a host, no user, query or fragment) and service
+ * (name, namespace, port 1-65535, path segments). CRD conversion webhooks
+ * share it with the webhook configurations. */
+void webhook_client_config_validate(const json_t *cc, const char *path, ckube_status *st);
+
 #endif

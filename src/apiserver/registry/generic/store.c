@@ -362,6 +362,57 @@ static ckube_status *check_namespace_open(const store_write *w, const char *name
 }
 
 
+/* ---- conversion through a webhook (resource_type.convert) ------------------ */
+
+/* What a write goes on with once converted (store_write.conv_stage). */
+enum { CONV_OLD, CONV_CREATE, CONV_UPDATE };
+
+static void update_transform(store_write *w, json_t *old, int64_t cur_rev);
+
+static void converted(void *arg, json_t *objs, ckube_status *st)
+{
+    store_write *w = arg;
+    w->conv = NULL;
+    json_t *obj = json_incref(json_array_get(objs, 0));
+    json_decref(objs);
+    if (!obj) {
+        finish(w, 0, NULL, st ? st : ckube_status_internal("conversion returned no object"));
+        return;
+    }
+    switch (w->conv_stage) {
+    case CONV_OLD:
+        update_transform(w, obj, w->cur_rev);
+        return;
+    case CONV_CREATE:
+    case CONV_UPDATE:
+        json_decref(w->obj);
+        w->obj = obj;
+        if (w->conv_stage == CONV_CREATE)
+            submit(w, STORAGE_OP_CREATE, 0);
+        else
+            submit(w, STORAGE_OP_UPDATE, w->cur_rev);
+        return;
+    }
+}
+
+/* Converts obj (borrowed): an update's current object to the request's
+ * version (CONV_OLD), or the object about to be stored to the storage
+ * version; the write goes on in converted(). */
+static void convert_then(store_write *w, int stage, json_t *obj)
+{
+    const resource_type *t = w->type;
+    if (!w->out) {
+        finish(w, 0, NULL,
+               ckube_status_internal("%s/%s %s: converting needs a loop to call out from",
+                                     t->group, t->version, t->resource));
+        return;
+    }
+    w->conv_stage = stage;
+    json_t *objs = json_pack("[O]", obj);
+    w->conv = t->convert(t, w->out, w->store->cache, objs, stage != CONV_OLD, false, converted, w);
+    json_decref(objs);
+}
+
 /* Asks admission at `stage`: true when the write goes on at once, false
  * when it ended (a Status) or waits (store_admit_resume continues it). */
 static bool admit(store_write *w, store_admit_stage stage, json_t *obj, const json_t *old)
@@ -469,6 +520,10 @@ static void create_submit(store_write *w)
     store_object_key(t, w->ns, name ? name : "", w->key, sizeof w->key);
     if (t->to_storage)
         t->to_storage(t, obj);
+    if (t->convert && !w->dry_run) {
+        convert_then(w, CONV_CREATE, obj);
+        return;
+    }
     submit(w, STORAGE_OP_CREATE, 0);
 }
 
@@ -624,6 +679,7 @@ static ckube_status *check_rv(store_write *w, const json_t *obj, int64_t cur_rev
 
 static void update_prepare(store_write *w);
 static void update_submit(store_write *w);
+static void update_transform(store_write *w, json_t *old, int64_t cur_rev);
 
 /* The current object, the new one from the transform, the
  * resourceVersion precondition, then mutating admission (upstream calls
@@ -645,6 +701,20 @@ static void run_update(store_write *w)
     int64_t cur_rev = cur->rev;
     json_t *old = cobj_decode(cur);
     cobj_unref(cur);
+    if (t->convert) {
+        /* the transform and everything after it work in the request's version */
+        w->cur_rev = cur_rev;
+        convert_then(w, CONV_OLD, old);
+        json_decref(old);
+        return;
+    }
+    update_transform(w, old, cur_rev);
+}
+
+/* The update of `old` (taken), read at cur_rev, in the request's version. */
+static void update_transform(store_write *w, json_t *old, int64_t cur_rev)
+{
+    const resource_type *t = w->type;
     ckube_status *st = NULL;
     json_t *obj = w->hooks->transform(w, old, &st);
     if (!obj) {
@@ -715,6 +785,11 @@ static void update_submit(store_write *w)
     json_decref(old);
     if (t->to_storage)
         t->to_storage(t, obj);
+    if (t->convert && !w->dry_run) {
+        w->cur_rev = cur_rev;
+        convert_then(w, CONV_UPDATE, obj);
+        return;
+    }
     submit(w, STORAGE_OP_UPDATE, cur_rev);
 }
 
@@ -890,5 +965,6 @@ void store_write_start(store_write *w)
     w->user_rv = 0;
     w->deleting = false;
     w->creating = false;
+    w->conv = NULL;
     run_verb(w);
 }

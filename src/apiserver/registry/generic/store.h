@@ -171,6 +171,10 @@ struct store_write {
     const char *pre_uid;
     const char *pre_rv;
     const char *propagation;
+    /* Where a type that converts through a webhook (resource_type.convert)
+     * calls out from: the outbound of the loop the write runs on
+     * (borrowed). NULL: such types cannot be written. */
+    struct outbound *out;
     /* Where done runs: post(post_ctx, ...) from the storage thread, or
      * on the storage thread itself when post is NULL. */
     store_post_fn post;
@@ -191,6 +195,10 @@ struct store_write {
     store_admit_stage admit_stage;
     json_t *old;
     int64_t cur_rev;
+    /* Converting through the type's webhook: the call, and what the write
+     * goes on with (CONV_*, store.c). */
+    struct resource_conversion *conv;
+    int conv_stage;
 };
 
 /* Starts a write (see above). The caller must not touch w until done. */

@@ -58,6 +58,12 @@ typedef struct printer_column {
 typedef cacher_field selectable_field;
 
 typedef struct resource_type resource_type;
+struct outbound;
+struct cacher;
+typedef struct resource_conversion resource_conversion;
+/* How a resource_type's convert ended: objs (taken) or st (taken). */
+typedef void (*resource_convert_cb)(void *arg, json_t *objs, ckube_status *st);
+
 struct resource_type {
     atomic_int refs;
 
@@ -141,6 +147,21 @@ struct resource_type {
      * object back, in place, just before it is written. */
     const char *storage_group;
     void (*to_storage)(const resource_type *t, json_t *obj);
+    /* Conversion that has to ask someone (a CRD whose
+     * spec.conversion.strategy is Webhook): asynchronous, so such a type
+     * has no `present` or `to_storage`, and every read and write of it
+     * converts through `convert` (docs/webhooks.md, "Conversion
+     * webhooks"). convert takes a reference to `objs` (a JSON array of
+     * objects) and converts those not in the version wanted, t's own or,
+     * when to_storage, the storage version; `list` words errors as for a
+     * list (objects by index). cb runs once, later, on o's loop, unless
+     * convert_cancel stops it first: with a new array of the objects in
+     * order (cb takes it) or NULL and a Status (cb takes it). `cache`
+     * (borrowed) resolves the webhook's Service. */
+    struct resource_conversion *(*convert)(const resource_type *t, struct outbound *o,
+                                           struct cacher *cache, json_t *objs, bool to_storage,
+                                           bool list, resource_convert_cb cb, void *arg);
+    void (*convert_cancel)(struct resource_conversion *c);
     /* Name rule (enum ckube_name_kind in ckube/validation.h). */
     int name_kind;
     /* A create-only question (reviews.c: SelfSubjectAccessReview, ...):
