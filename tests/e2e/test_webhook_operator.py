@@ -31,6 +31,7 @@ SERVER = Server("--controller-manager=false")
 KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 OPERATOR = os.environ.get("CKUBE_WEBHOOKOP") or os.path.join(SRC, "build", "ckube-webhook-operator")
 CRD = os.path.join(SRC, "examples", "network-controller", "manifests", "crd.yaml")
+TWO_VERSION_CRD = os.path.join(SRC, "examples", "webhook-operator", "manifests", "crd.yaml")
 STATE = {}
 
 
@@ -107,6 +108,18 @@ def configurations(ca_pem):
          "metadata": {"name": "network-checks"},
          "webhooks": [hook("vnetwork.kb.io", "/validate-samplecrd-k8s-io-v1-network")]},
     ]
+
+
+def apply_two_version_crd(ca_pem):
+    """The example's two-version Network CRD, its conversion webhook the
+    operator's /convert, as the README has users fill it in."""
+    with open(TWO_VERSION_CRD) as f:
+        text = f.read()
+    text = text.replace("CA_BUNDLE", base64.b64encode(ca_pem).decode())
+    text = text.replace("https://127.0.0.1:9443/", "https://127.0.0.1:%d/" % STATE["port"])
+    rc, out, err = kubectl("apply", "-f", "-", stdin=text)
+    assert rc == 0, err
+    time.sleep(0.3)  # served again with the webhook
 
 
 def network(name, cidr, gateway=None):
@@ -205,6 +218,37 @@ class WebhookOperatorTest(unittest.TestCase):
         self.assertEqual(body["response"]["result"]["status"], "Failure", body)
         self.assertIn("unexpected conversion", body["response"]["result"]["message"])
 
+    def test_4b_two_versions_through_the_webhook(self):
+        """The acceptance: a two-version CRD with a conversion webhook,
+        objects written and read in both versions with kubectl."""
+        apply_two_version_crd(STATE["ca"])
+        old = {"apiVersion": "samplecrd.k8s.io/v1alpha1", "kind": "Network",
+               "metadata": {"name": "net-old", "namespace": "default"},
+               "spec": {"subnet": "10.20.0.0/24", "gw": "10.20.0.1"}}
+        rc, out, err = kubectl("apply", "-f", "-", stdin=json.dumps(old))
+        self.assertEqual(rc, 0, err + logtail())
+        self.assertIn("network.samplecrd.k8s.io/net-old created", out)
+        # stored as v1, read as v1 and as v1alpha1
+        rc, out, err = kubectl("get", "networks.v1.samplecrd.k8s.io", "net-old", "-o",
+                               "jsonpath={.apiVersion} {.spec.cidr} {.spec.gateway}")
+        self.assertEqual((rc, out), (0, "samplecrd.k8s.io/v1 10.20.0.0/24 10.20.0.1"), err)
+        rc, out, err = kubectl("get", "networks.v1alpha1.samplecrd.k8s.io", "net-old", "-o",
+                               "jsonpath={.apiVersion} {.spec.subnet} {.spec.gw}")
+        self.assertEqual((rc, out), (0, "samplecrd.k8s.io/v1alpha1 10.20.0.0/24 10.20.0.1"), err)
+        # every Network, those written as v1 by the earlier tests too, as v1alpha1
+        rc, out, err = kubectl("get", "networks.v1alpha1.samplecrd.k8s.io")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"(?m)^NAME\s+SUBNET\s+GATEWAY\s+AGE")
+        self.assertRegex(out, r"(?m)^net-a\s+10\.1\.0\.0/16\s+10\.1\.0\.1\s")
+        self.assertRegex(out, r"(?m)^net-old\s+10\.20\.0\.0/24\s+10\.20\.0\.1\s")
+        # an edit through v1alpha1 is stored as v1
+        rc, out, err = kubectl("patch", "networks.v1alpha1.samplecrd.k8s.io", "net-old",
+                               "--type=merge", "-p", '{"spec":{"gw":"10.20.0.254"}}')
+        self.assertEqual(rc, 0, err)
+        rc, out, err = kubectl("get", "networks.v1.samplecrd.k8s.io", "net-old", "-o",
+                               "jsonpath={.spec.gateway}")
+        self.assertEqual(out, "10.20.0.254", err)
+
     def test_5_bad_reviews(self):
         ctx = ssl.create_default_context(cadata=STATE["ca"].decode())
         req = urllib.request.Request("https://127.0.0.1:%d/validate-samplecrd-k8s-io-v1-network"
@@ -246,8 +290,11 @@ class WebhookOperatorTest(unittest.TestCase):
         rc, out, err = kubectl("apply", "-f", "-", stdin=json.dumps(
             {"apiVersion": "v1", "kind": "List", "items": configurations(ca2)}))
         self.assertEqual(rc, 0, err)
+        apply_two_version_crd(ca2)
         STATE["ca"] = ca2
         time.sleep(0.5)
+        rc, out, err = kubectl("get", "networks.v1alpha1.samplecrd.k8s.io", "net-old")
+        self.assertEqual(rc, 0, err)
         rc, out, err = kubectl("apply", "-f", "-", stdin=network("net-e", "10.5.0.0/24"))
         self.assertEqual(rc, 0, err + logtail())
 
@@ -263,6 +310,13 @@ class WebhookOperatorTest(unittest.TestCase):
         rc, out, err = kubectl("get", "networks")
         self.assertEqual(rc, 0, err)
         self.assertIn("net-a", out)
+        # the stored version needs no webhook; v1alpha1 does, and says so
+        rc, out, err = kubectl("get", "networks.v1alpha1.samplecrd.k8s.io")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("Error from server: conversion webhook for samplecrd.k8s.io/v1, "
+                      "Kind=Network failed: Post \"https://127.0.0.1:%d/convert?timeout=30s\": "
+                      "dial tcp 127.0.0.1:%d: connect: connection refused"
+                      % (STATE["port"], STATE["port"]), err)
 
 
 if __name__ == "__main__":
