@@ -65,6 +65,7 @@ LAYERS = [
     # libckube, top to bottom.
     ("gen", "library", 95),  # ckube-gen, the code generator (docs/ckube-gen.md)
     ("controllers", "library", 90),
+    ("apiext", "library", 88),  # a small extension API server (ckube/apiext.h)
     ("webhook", "library", 85),  # the manager's webhook server (ckube/webhook.h)
     ("runtime", "library", 80),
     ("informer", "library", 70),

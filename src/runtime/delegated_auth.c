@@ -230,6 +230,64 @@ json_t *delegated_sar_new(const delegated_user *u, const char *verb, const char 
                 : NULL;
 }
 
+json_t *delegated_sar_new_resource(const delegated_user *u, const delegated_resource *r)
+{
+    json_t *groups = json_array();
+    for (size_t i = 0; groups && i < u->ngroups; i++)
+        json_array_append_new(groups, json_string(u->groups[i]));
+    json_t *ra = json_pack("{s:s,s:s,s:s,s:s}", "verb", r->verb, "group", r->group ? r->group : "",
+                           "version", r->version ? r->version : "", "resource", r->resource);
+    if (ra && r->subresource && *r->subresource)
+        json_object_set_new(ra, "subresource", json_string(r->subresource));
+    if (ra && r->namespace_ && *r->namespace_)
+        json_object_set_new(ra, "namespace", json_string(r->namespace_));
+    if (ra && r->name && *r->name)
+        json_object_set_new(ra, "name", json_string(r->name));
+    json_t *spec =
+        ra ? json_pack("{s:s,s:o,s:o}", "user", u->name, "groups", groups, "resourceAttributes", ra)
+           : NULL;
+    if (!spec)
+        json_decref(groups);
+    if (spec && u->uid)
+        json_object_set_new(spec, "uid", json_string(u->uid));
+    if (spec && u->extra)
+        json_object_set(spec, "extra", u->extra);
+    return spec ? json_pack("{s:s,s:s,s:o}", "apiVersion", "authorization.k8s.io/v1", "kind",
+                            "SubjectAccessReview", "spec", spec)
+                : NULL;
+}
+
+ckube_status *delegated_forbidden_resource(const delegated_user *u, const delegated_resource *r,
+                                           const char *reason)
+{
+    char res[512];
+    snprintf(res, sizeof res, "%s%s%s", r->resource, r->subresource && *r->subresource ? "/" : "",
+             r->subresource ? r->subresource : "");
+    char where[400];
+    if (r->namespace_ && *r->namespace_)
+        snprintf(where, sizeof where, "in the namespace \"%s\"", r->namespace_);
+    else
+        snprintf(where, sizeof where, "at the cluster scope");
+    char gr[400];
+    snprintf(gr, sizeof gr, "%s%s%s", r->resource, r->group && *r->group ? "." : "",
+             r->group ? r->group : "");
+    char who[600];
+    if (r->name && *r->name)
+        snprintf(who, sizeof who, "%s \"%s\"", gr, r->name);
+    else
+        snprintf(who, sizeof who, "%s", gr);
+    ckube_status *st =
+        ckube_status_new(403, "Forbidden",
+                         "%s is forbidden: User \"%s\" cannot %s resource \"%s\" in API group "
+                         "\"%s\" %s%s%s",
+                         who, u->name, r->verb, res, r->group ? r->group : "", where,
+                         reason && *reason ? ": " : "", reason && *reason ? reason : "");
+    if (st)
+        ckube_status_set_details(st, r->name && *r->name ? r->name : NULL, r->group ? r->group : "",
+                                 r->resource);
+    return st;
+}
+
 ckube_status *delegated_forbidden(const delegated_user *u, const char *verb, const char *path,
                                   const char *reason)
 {
@@ -414,6 +472,9 @@ int delegated_authenticate(delegated_auth *a, X509 *peer, bool verified, const c
     return 0;
 }
 
+/* Asks (or remembers) a SubjectAccessReview (taken). */
+static int authorize_sar(delegated_auth *a, json_t *sar, char **reason, ckube_status **err);
+
 int delegated_authorize(delegated_auth *a, const delegated_user *u, const char *verb,
                         const char *path, char **reason, ckube_status **err)
 {
@@ -424,8 +485,24 @@ int delegated_authorize(delegated_auth *a, const delegated_user *u, const char *
             return 1;
     if (delegated_path_matches((const char *const *)a->paths, path))
         return 1;
+    return authorize_sar(a, delegated_sar_new(u, verb, path), reason, err);
+}
 
-    json_t *sar = delegated_sar_new(u, verb, path);
+int delegated_authorize_resource(delegated_auth *a, const delegated_user *u,
+                                 const delegated_resource *r, char **reason, ckube_status **err)
+{
+    *reason = NULL;
+    *err = NULL;
+    for (size_t i = 0; a->groups[i]; i++)
+        if (has_group(u, a->groups[i]))
+            return 1;
+    return authorize_sar(a, delegated_sar_new_resource(u, r), reason, err);
+}
+
+static int authorize_sar(delegated_auth *a, json_t *sar, char **reason, ckube_status **err)
+{
+    *reason = NULL;
+    *err = NULL;
     char *spec = sar ? ckube_json_dumps(json_object_get(sar, "spec"), NULL) : NULL;
     if (!spec) {
         json_decref(sar);

@@ -66,6 +66,20 @@ int delegated_authenticate(delegated_auth *a, X509 *peer, bool verified, const c
 int delegated_authorize(delegated_auth *a, const delegated_user *u, const char *verb,
                         const char *path, char **reason, ckube_status **err);
 
+/* What a resource request asks for (all borrowed; group "" is core,
+ * namespace_ and name may be NULL or ""). */
+typedef struct delegated_resource {
+    const char *verb; /* get, list, watch, create, ... */
+    const char *group, *version, *resource, *subresource;
+    const char *namespace_, *name;
+} delegated_resource;
+
+/* Authorizes a resource request (always-allowed groups, then a
+ * SubjectAccessReview with resourceAttributes, cached as
+ * delegated_authorize's). Returns as delegated_authorize. */
+int delegated_authorize_resource(delegated_auth *a, const delegated_user *u,
+                                 const delegated_resource *r, char **reason, ckube_status **err);
+
 /* ---- the pure parts (exposed for tests) ---------------------------------- */
 
 /* Whether `path` matches one of the patterns (upstream's path authorizer:
@@ -85,6 +99,14 @@ int delegated_user_from_token_review(const json_t *tr, delegated_user *out);
 /* The SubjectAccessReview asked for `u`, `verb` and `path`: a new object. */
 json_t *delegated_sar_new(const delegated_user *u, const char *verb, const char *path);
 
+/* The SubjectAccessReview asked for `u` and resource request `r`. */
+json_t *delegated_sar_new_resource(const delegated_user *u, const delegated_resource *r);
+/* upstream's responsewriters.Forbidden for a resource request: 403
+ * Forbidden, `RESOURCE.GROUP "NAME" is forbidden: User "U" cannot VERB
+ * resource "RESOURCE[/SUB]" in API group "GROUP" in the namespace "NS"`
+ * (or `at the cluster scope`), and ": REASON". A new Status. */
+ckube_status *delegated_forbidden_resource(const delegated_user *u, const delegated_resource *r,
+                                           const char *reason);
 /* upstream's responsewriters.Forbidden for a non-resource request: 403,
  * `forbidden: User "NAME" cannot VERB path "PATH"` and ": REASON" when
  * there is one. A new Status. */

@@ -1,0 +1,694 @@
+/* A small extension API server (ckube/apiext.h): HTTPS on libevent's
+ * evhttp with OpenSSL bufferevents on a thread of its own, as the
+ * webhook server and the manager's secure port; authentication and
+ * authorization as k8s.io/apiserver's delegated options (the front
+ * proxy's request headers here, the rest runtime/delegated_auth.c's);
+ * discovery and read-only resources from provider callbacks. */
+#include <ckube/apiext.h>
+#include <ckube/json.h>
+#include <ckube/log.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "apiext/internal.h"
+#include "common/text.h"
+#include "runtime/delegated_auth.h"
+#include "runtime/secure_serving.h"
+
+typedef struct resource {
+    char *plural, *singular, *kind;
+    bool namespaced;
+    char **short_names;
+    ckube_apiext_list_fn list;
+    void *ctx;
+} resource;
+
+struct ckube_apiext_server {
+    ckube_client *client;
+    char *group, *version, *gv;
+    char *host;
+    int port, bound_port;
+    char *cert_file, *key_file;
+    resource *res;
+    size_t nres;
+    SSL_CTX *ctx;
+    apiext_front_proxy *fp;
+    delegated_auth *auth;
+    struct event_base *base;
+    struct event *wake;
+    struct evhttp *http;
+    int pipe[2];
+    pthread_t thread;
+    bool running;
+    ckube_runnable runnable;
+};
+
+/* ---- answers -------------------------------------------------------------- */
+
+static void send_body(struct evhttp_request *req, int code, const char *ctype, const char *body,
+                      size_t len)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-cache, private");
+    struct evbuffer *b = evbuffer_new();
+    if (b)
+        evbuffer_add(b, body, len);
+    evhttp_send_reply(req, code, ckube__http_reason(code), b);
+    if (b)
+        evbuffer_free(b);
+}
+
+/* Sends j (taken) as JSON. */
+static void send_json(struct evhttp_request *req, int code, json_t *j)
+{
+    size_t len = 0;
+    char *s = j ? ckube_json_dumps(j, &len) : NULL;
+    json_decref(j);
+    send_body(req, code, "application/json", s ? s : "{}", s ? len : 2);
+    free(s);
+}
+
+static void send_status(struct evhttp_request *req, ckube_status *st)
+{
+    int code = st && st->code ? st->code : 500;
+    send_json(req, code, st ? ckube_status_to_json(st) : NULL);
+    ckube_status_free(st);
+}
+
+/* ---- discovery ------------------------------------------------------------- */
+
+static json_t *group_json(const ckube_apiext_server *s)
+{
+    json_t *v = json_pack("{s:s,s:s}", "groupVersion", s->gv, "version", s->version);
+    return json_pack("{s:s,s:[O],s:o}", "name", s->group, "versions", v, "preferredVersion", v);
+}
+
+static json_t *resource_list(const ckube_apiext_server *s)
+{
+    json_t *rs = json_array();
+    for (size_t i = 0; i < s->nres; i++) {
+        const resource *r = &s->res[i];
+        json_t *o =
+            json_pack("{s:s,s:s,s:b,s:s,s:[s,s]}", "name", r->plural, "singularName", r->singular,
+                      "namespaced", r->namespaced, "kind", r->kind, "verbs", "get", "list");
+        if (r->short_names) {
+            json_t *sn = json_array();
+            for (size_t k = 0; r->short_names[k]; k++)
+                json_array_append_new(sn, json_string(r->short_names[k]));
+            json_object_set_new(o, "shortNames", sn);
+        }
+        json_array_append_new(rs, o);
+    }
+    return json_pack("{s:s,s:s,s:s,s:o}", "kind", "APIResourceList", "apiVersion", "v1",
+                     "groupVersion", s->gv, "resources", rs);
+}
+
+/* ---- resources ------------------------------------------------------------- */
+
+/* What a resource path names: /apis/G/V[/namespaces/NS]/PLURAL[/NAME]. */
+typedef struct target {
+    const resource *r;
+    char ns[254], name[254];
+} target;
+
+static const resource *find_resource(const ckube_apiext_server *s, const char *plural, size_t n)
+{
+    for (size_t i = 0; i < s->nres; i++)
+        if (strlen(s->res[i].plural) == n && !strncmp(s->res[i].plural, plural, n))
+            return &s->res[i];
+    return NULL;
+}
+
+/* Splits `rest` (after "/apis/G/V/") into segments; 0 when it names a
+ * served resource (t filled), -1 when not. */
+static int parse_target(const ckube_apiext_server *s, const char *rest, target *t)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", rest);
+    char *seg[6];
+    int n = 0;
+    for (char *save = NULL, *p = strtok_r(buf, "/", &save); p && n < 6;
+         p = strtok_r(NULL, "/", &save))
+        seg[n++] = p;
+    memset(t, 0, sizeof *t);
+    int i = 0;
+    if (n >= 3 && !strcmp(seg[0], "namespaces")) {
+        snprintf(t->ns, sizeof t->ns, "%s", seg[1]);
+        i = 2;
+    }
+    if (n - i < 1 || n - i > 2)
+        return -1;
+    t->r = find_resource(s, seg[i], strlen(seg[i]));
+    if (!t->r || (*t->ns && !t->r->namespaced))
+        return -1;
+    if (n - i == 2)
+        snprintf(t->name, sizeof t->name, "%s", seg[i + 1]);
+    return 0;
+}
+
+static void stamp(const ckube_apiext_server *s, const resource *r, json_t *o)
+{
+    json_object_set_new(o, "kind", json_string(r->kind));
+    json_object_set_new(o, "apiVersion", json_string(s->gv));
+}
+
+static const char *obj_meta(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(json_object_get(o, "metadata"), k));
+}
+
+/* kubectl's Table (as=Table;v=v1;g=meta.k8s.io): Name and Age, each row
+ * with its object's metadata as PartialObjectMetadata. */
+static json_t *table_of(const ckube_apiext_server *s, json_t *items)
+{
+    json_t *cols = json_pack(
+        "[{s:s,s:s,s:s,s:s,s:i},{s:s,s:s,s:s,s:s,s:i}]", "name", "Name", "type", "string", "format",
+        "name", "description", "Name must be unique within a namespace.", "priority", 0, "name",
+        "Age", "type", "string", "format", "", "description",
+        "CreationTimestamp is a timestamp representing the server time when this object was "
+        "created.",
+        "priority", 0);
+    json_t *rows = json_array();
+    time_t now = time(NULL);
+    size_t i;
+    json_t *o;
+    json_array_foreach(items, i, o)
+    {
+        const char *ts = obj_meta(o, "creationTimestamp");
+        char age[32] = "<unknown>";
+        struct tm tm = {0};
+        if (ts && strptime(ts, "%Y-%m-%dT%H:%M:%SZ", &tm))
+            ckube__human_duration((int64_t)(now - timegm(&tm)), age, sizeof age);
+        json_t *meta = json_pack("{s:s,s:s,s:O}", "kind", "PartialObjectMetadata", "apiVersion",
+                                 "meta.k8s.io/v1", "metadata", json_object_get(o, "metadata"));
+        json_array_append_new(rows, json_pack("{s:[s,s],s:o}", "cells", obj_meta(o, "name") ?: "",
+                                              age, "object", meta));
+    }
+    (void)s;
+    return json_pack("{s:s,s:s,s:{s:s},s:o,s:o}", "kind", "Table", "apiVersion", "meta.k8s.io/v1",
+                     "metadata", "resourceVersion", "", "columnDefinitions", cols, "rows", rows);
+}
+
+static bool wants_table(struct evhttp_request *req)
+{
+    const char *a = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
+    return a && strstr(a, "as=Table") && strstr(a, "g=meta.k8s.io");
+}
+
+static void serve_resource(ckube_apiext_server *s, struct evhttp_request *req, const target *t)
+{
+    const resource *r = t->r;
+    char *message = NULL;
+    json_t *items = r->list(r->ctx, t->ns, &message);
+    if (!json_is_array(items)) {
+        json_decref(items);
+        send_status(req, ckube_status_internal("%s", message ? message : "the provider failed"));
+        free(message);
+        return;
+    }
+    free(message);
+    size_t i;
+    json_t *o;
+    json_array_foreach(items, i, o) stamp(s, r, o);
+    if (*t->name) {
+        json_t *found = NULL;
+        json_array_foreach(items, i, o)
+        {
+            const char *ns = obj_meta(o, "namespace");
+            if (!strcmp(obj_meta(o, "name") ?: "", t->name) &&
+                (!r->namespaced || !strcmp(ns ? ns : "", t->ns))) {
+                found = json_incref(o);
+                break;
+            }
+        }
+        json_decref(items);
+        if (!found) {
+            ckube_status *st = ckube_status_new(404, "NotFound", "%s.%s \"%s\" not found",
+                                                r->plural, s->group, t->name);
+            ckube_status_set_details(st, t->name, s->group, r->plural);
+            send_status(req, st);
+            return;
+        }
+        if (wants_table(req)) {
+            json_t *one = json_pack("[o]", found);
+            send_json(req, 200, table_of(s, one));
+            json_decref(one);
+            return;
+        }
+        send_json(req, 200, found);
+        return;
+    }
+    if (wants_table(req)) {
+        send_json(req, 200, table_of(s, items));
+        json_decref(items);
+        return;
+    }
+    char list_kind[300];
+    snprintf(list_kind, sizeof list_kind, "%sList", r->kind);
+    send_json(req, 200,
+              json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", list_kind, "apiVersion", s->gv, "metadata",
+                        "resourceVersion", "", "items", items));
+}
+
+/* ---- requests ---------------------------------------------------------------- */
+
+static const char *method_verb(struct evhttp_request *req)
+{
+    switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_GET:
+        return "get";
+    case EVHTTP_REQ_HEAD:
+        return "head";
+    case EVHTTP_REQ_POST:
+        return "post";
+    case EVHTTP_REQ_PUT:
+        return "put";
+    case EVHTTP_REQ_DELETE:
+        return "delete";
+    case EVHTTP_REQ_PATCH:
+        return "patch";
+    default:
+        return "options";
+    }
+}
+
+/* upstream's RequestInfo verb of a resource request. */
+static const char *resource_verb(struct evhttp_request *req, const target *t, bool watch)
+{
+    switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_GET:
+    case EVHTTP_REQ_HEAD:
+        return watch ? "watch" : *t->name ? "get" : "list";
+    case EVHTTP_REQ_POST:
+        return "create";
+    case EVHTTP_REQ_PUT:
+        return "update";
+    case EVHTTP_REQ_PATCH:
+        return "patch";
+    case EVHTTP_REQ_DELETE:
+        return *t->name ? "delete" : "deletecollection";
+    default:
+        return "options";
+    }
+}
+
+/* Who sent the request: the front proxy's user, or what delegated
+ * authentication says. 0, or -1 after answering 401. */
+static int authenticate(ckube_apiext_server *s, struct evhttp_request *req, delegated_user *u)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+    SSL *ssl = bev ? bufferevent_openssl_get_ssl(bev) : NULL;
+    X509 *peer = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
+    bool verified = peer && SSL_get_verify_result(ssl) == X509_V_OK;
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    if (verified && apiext_front_proxy_trusts(s->fp, peer, ssl)) {
+        int rc = apiext_front_proxy_user(s->fp, in, u);
+        if (rc == 0)
+            return 0;
+        /* a front-proxy certificate without a user: not a client certificate */
+        verified = false;
+    }
+    if (delegated_authenticate(s->auth, peer, verified, evhttp_find_header(in, "Authorization"),
+                               u) == 0)
+        return 0;
+    send_status(req, ckube_status_new(401, "Unauthorized", "Unauthorized"));
+    return -1;
+}
+
+/* Answers an authorizer's refusal or failure; true when allowed. */
+static bool allowed(struct evhttp_request *req, int rc, ckube_status *forbidden, ckube_status *err)
+{
+    if (rc == 1) {
+        ckube_status_free(forbidden);
+        return true;
+    }
+    if (rc == 0) {
+        send_status(req, forbidden);
+        ckube_status_free(err);
+        return false;
+    }
+    ckube_status_free(forbidden);
+    send_status(req, err ? err : ckube_status_internal("authorization failed"));
+    return false;
+}
+
+static void serve_nonresource(ckube_apiext_server *s, struct evhttp_request *req, const char *path,
+                              const delegated_user *u)
+{
+    const char *verb = method_verb(req);
+    char *reason = NULL;
+    ckube_status *err = NULL;
+    int rc = delegated_authorize(s->auth, u, verb, path, &reason, &err);
+    ckube_status *no = rc == 0 ? delegated_forbidden(u, verb, path, reason) : NULL;
+    free(reason);
+    if (!allowed(req, rc, no, err))
+        return;
+    if (!strcmp(path, "/healthz") || !strcmp(path, "/livez") || !strcmp(path, "/readyz")) {
+        send_body(req, 200, "text/plain; charset=utf-8", "ok", 2);
+        return;
+    }
+    char gpath[300], gvpath[600];
+    snprintf(gpath, sizeof gpath, "/apis/%s", s->group);
+    snprintf(gvpath, sizeof gvpath, "/apis/%s", s->gv);
+    if (!strcmp(path, "/apis"))
+        send_json(req, 200,
+                  json_pack("{s:s,s:s,s:[o]}", "kind", "APIGroupList", "apiVersion", "v1", "groups",
+                            group_json(s)));
+    else if (!strcmp(path, gpath)) {
+        json_t *g = group_json(s);
+        json_object_set_new(g, "kind", json_string("APIGroup"));
+        json_object_set_new(g, "apiVersion", json_string("v1"));
+        send_json(req, 200, g);
+    } else if (!strcmp(path, gvpath))
+        send_json(req, 200, resource_list(s));
+    else
+        send_body(req, 404, "text/plain; charset=utf-8", "404 page not found\n", 19);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    ckube_apiext_server *s = arg;
+    struct evhttp_uri *uri = evhttp_uri_parse(evhttp_request_get_uri(req));
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    if (!path || !*path)
+        path = "/";
+    delegated_user u;
+    if (authenticate(s, req, &u) != 0) {
+        evhttp_uri_free(uri);
+        return;
+    }
+    char prefix[600];
+    int plen = snprintf(prefix, sizeof prefix, "/apis/%s/", s->gv);
+    target t;
+    if (!strncmp(path, prefix, (size_t)plen) && parse_target(s, path + plen, &t) == 0) {
+        struct evkeyvalq q;
+        const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+        bool watch = false;
+        if (query && evhttp_parse_query_str(query, &q) == 0) {
+            const char *w = evhttp_find_header(&q, "watch");
+            watch = w && strcmp(w, "0") && strcasecmp(w, "false");
+            evhttp_clear_headers(&q);
+        }
+        delegated_resource dr = {.verb = resource_verb(req, &t, watch),
+                                 .group = s->group,
+                                 .version = s->version,
+                                 .resource = t.r->plural,
+                                 .namespace_ = t.ns,
+                                 .name = t.name};
+        char *reason = NULL;
+        ckube_status *err = NULL;
+        int rc = delegated_authorize_resource(s->auth, &u, &dr, &reason, &err);
+        ckube_status *no = rc == 0 ? delegated_forbidden_resource(&u, &dr, reason) : NULL;
+        free(reason);
+        if (allowed(req, rc, no, err)) {
+            if (strcmp(dr.verb, "get") && strcmp(dr.verb, "list")) {
+                ckube_status *st = ckube_status_new(
+                    405, "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource");
+                ckube_status_set_details(st, NULL, s->group, t.r->plural);
+                send_status(req, st);
+            } else {
+                serve_resource(s, req, &t);
+            }
+        }
+    } else {
+        serve_nonresource(s, req, path, &u);
+    }
+    delegated_user_clear(&u);
+    evhttp_uri_free(uri);
+}
+
+/* ---- life cycle ---------------------------------------------------------------- */
+
+static struct bufferevent *tls_bufferevent(struct event_base *base, void *arg)
+{
+    ckube_apiext_server *s = arg;
+    SSL *ssl = SSL_new(s->ctx);
+    if (!ssl)
+        return NULL;
+    struct bufferevent *bev = bufferevent_openssl_socket_new(
+        base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+    if (!bev) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    return bev;
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    char buf[16];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+    event_base_loopbreak(arg);
+}
+
+static void *server_main(void *arg)
+{
+    pthread_setname_np(pthread_self(), "ckube-apiext");
+    ckube_apiext_server *s = arg;
+    event_base_dispatch(s->base);
+    return NULL;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static int runnable_start(void *ctx)
+{
+    char *err = NULL;
+    int rc = ckube_apiext_server_start(ctx, &err);
+    if (rc)
+        CKUBE_ERROR("extension API server: %s", err ? err : "cannot start");
+    free(err);
+    return rc;
+}
+
+static void runnable_stop(void *ctx)
+{
+    ckube_apiext_server_stop(ctx);
+}
+
+ckube_apiext_server *ckube_apiext_server_new(const ckube_apiext_options *o, char **err)
+{
+    if (!o || !o->client || !o->group || !*o->group || !o->version || !*o->version) {
+        if (err)
+            *err = strdup("an extension API server needs a client, a group and a version");
+        return NULL;
+    }
+    if (!o->cert_file != !o->key_file || o->port < 0 || o->port > 65535) {
+        if (err)
+            *err = strdup(o->port < 0 || o->port > 65535
+                              ? "invalid port"
+                              : "a serving certificate and its key go together: both or neither");
+        return NULL;
+    }
+    ckube_apiext_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->pipe[0] = s->pipe[1] = -1;
+    s->client = o->client;
+    s->group = strdup(o->group);
+    s->version = strdup(o->version);
+    if (asprintf(&s->gv, "%s/%s", o->group, o->version) < 0)
+        s->gv = NULL;
+    s->host = strdup(o->bind_address && *o->bind_address ? o->bind_address : "0.0.0.0");
+    s->port = o->port;
+    s->cert_file = dup_or_null(o->cert_file);
+    s->key_file = dup_or_null(o->key_file);
+    s->runnable = (ckube_runnable){.name = "extension-apiserver",
+                                   .start = runnable_start,
+                                   .stop = runnable_stop,
+                                   .ctx = s,
+                                   .needs_leader_election = false};
+    if (!s->group || !s->version || !s->gv || !s->host) {
+        ckube_apiext_server_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static char *lower_dup(const char *k)
+{
+    char *l = strdup(k);
+    for (char *p = l; p && *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    return l;
+}
+
+int ckube_apiext_server_add_resource(ckube_apiext_server *s, const ckube_apiext_resource *r)
+{
+    if (s->running || !r || !r->plural || !*r->plural || !r->kind || !*r->kind || !r->list ||
+        find_resource(s, r->plural, strlen(r->plural)))
+        return -1;
+    resource *v = realloc(s->res, (s->nres + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    s->res = v;
+    resource *n = &s->res[s->nres];
+    memset(n, 0, sizeof *n);
+    n->plural = strdup(r->plural);
+    n->singular = r->singular ? strdup(r->singular) : lower_dup(r->kind);
+    n->kind = strdup(r->kind);
+    n->namespaced = r->namespaced;
+    n->list = r->list;
+    n->ctx = r->ctx;
+    size_t k = 0;
+    while (r->short_names && r->short_names[k])
+        k++;
+    if (k) {
+        n->short_names = calloc(k + 1, sizeof *n->short_names);
+        for (size_t i = 0; n->short_names && i < k; i++)
+            n->short_names[i] = strdup(r->short_names[i]);
+    }
+    s->nres++;
+    return n->plural && n->singular && n->kind ? 0 : -1;
+}
+
+int ckube_apiext_server_start(ckube_apiext_server *s, char **err)
+{
+    char *e = NULL;
+    if (s->running)
+        return 0;
+    char *client_ca = NULL;
+    size_t ca_len = 0;
+    s->fp = apiext_front_proxy_load(s->client, &client_ca, &ca_len, &e);
+    if (!s->fp)
+        goto fail;
+    s->ctx = secure_serving_ctx_new(s->cert_file, s->key_file, client_ca, ca_len, &e);
+    free(client_ca);
+    if (!s->ctx)
+        goto fail;
+    delegated_auth_opts ao = {.client = s->client};
+    s->auth = delegated_auth_new(&ao);
+    s->base = event_base_new();
+    if (!s->auth || !s->base || pipe2(s->pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        e = strdup("out of memory");
+        goto fail;
+    }
+    s->wake = event_new(s->base, s->pipe[0], EV_READ | EV_PERSIST, on_wake, s->base);
+    event_add(s->wake, NULL);
+    s->http = evhttp_new(s->base);
+    evhttp_set_gencb(s->http, on_request, s);
+    evhttp_set_bevcb(s->http, tls_bufferevent, s);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
+                                            EVHTTP_REQ_OPTIONS);
+    evhttp_set_max_body_size(s->http, 3 * 1024 * 1024);
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(s->http, s->host, (ev_uint16_t)s->port);
+    if (!bs) {
+        if (asprintf(&e, "failed to listen on %s:%d: %s", s->host, s->port, strerror(errno)) < 0)
+            e = NULL;
+        goto fail;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0)
+        s->bound_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                                 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (pthread_create(&s->thread, NULL, server_main, s) != 0) {
+        e = strdup("cannot start the extension API server's thread");
+        goto fail;
+    }
+    s->running = true;
+    CKUBE_INFO("Serving %s on https://%s:%d", s->gv, s->host, s->bound_port);
+    return 0;
+fail:
+    if (err)
+        *err = e;
+    else
+        free(e);
+    ckube_apiext_server_stop(s);
+    return -1;
+}
+
+int ckube_apiext_server_port(const ckube_apiext_server *s)
+{
+    return s->bound_port;
+}
+
+void ckube_apiext_server_stop(ckube_apiext_server *s)
+{
+    if (s->running) {
+        ssize_t w = write(s->pipe[1], "x", 1);
+        (void)w;
+        pthread_join(s->thread, NULL);
+        s->running = false;
+    }
+    if (s->http)
+        evhttp_free(s->http);
+    s->http = NULL;
+    if (s->wake)
+        event_free(s->wake);
+    s->wake = NULL;
+    if (s->base)
+        event_base_free(s->base);
+    s->base = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (s->pipe[i] >= 0)
+            close(s->pipe[i]);
+        s->pipe[i] = -1;
+    }
+    SSL_CTX_free(s->ctx);
+    s->ctx = NULL;
+    delegated_auth_free(s->auth);
+    s->auth = NULL;
+    apiext_front_proxy_free(s->fp);
+    s->fp = NULL;
+    s->bound_port = 0;
+}
+
+void ckube_apiext_server_free(ckube_apiext_server *s)
+{
+    if (!s)
+        return;
+    ckube_apiext_server_stop(s);
+    for (size_t i = 0; i < s->nres; i++) {
+        free(s->res[i].plural);
+        free(s->res[i].singular);
+        free(s->res[i].kind);
+        for (size_t k = 0; s->res[i].short_names && s->res[i].short_names[k]; k++)
+            free(s->res[i].short_names[k]);
+        free(s->res[i].short_names);
+    }
+    free(s->res);
+    free(s->group);
+    free(s->version);
+    free(s->gv);
+    free(s->host);
+    free(s->cert_file);
+    free(s->key_file);
+    free(s);
+}
+
+const ckube_runnable *ckube_apiext_server_runnable(ckube_apiext_server *s)
+{
+    return &s->runnable;
+}
