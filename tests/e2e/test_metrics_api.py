@@ -94,10 +94,15 @@ def logtail():
 
 
 def direct(path, token=None, cert=False, headers=None, method="GET"):
-    """A request straight to the sample, not through the API server."""
+    """A request straight to the sample, not through the API server;
+    cert: the admin's client certificate, or "front-proxy" the API
+    server's front-proxy client certificate."""
     ctx = ssl.create_default_context(cadata=STATE["ca"].decode())
-    if cert:
-        pki = os.path.join(SERVER.data, "pki")
+    pki = os.path.join(SERVER.data, "pki")
+    if cert == "front-proxy":
+        ctx.load_cert_chain(os.path.join(pki, "front-proxy-client.crt"),
+                            os.path.join(pki, "front-proxy-client.key"))
+    elif cert:
         ctx.load_cert_chain(os.path.join(pki, "admin.crt"), os.path.join(pki, "admin.key"))
     h = dict(headers or {})
     if token:
@@ -260,6 +265,16 @@ class MetricsApiTest(unittest.TestCase):
                                        "X-Remote-Group": "system:masters"})
         self.assertEqual(st, 403, body)
         self.assertIn('User "system:anonymous"', body["message"])
+        # the front proxy's certificate makes the headers count
+        st, body = direct(OC, cert="front-proxy", headers={"X-Remote-User": "alice"})
+        self.assertEqual(st, 403, body)
+        self.assertIn('User "alice" cannot list resource "objectcounts"', body["message"])
+        st, body = direct(OC, cert="front-proxy", headers={"X-Remote-User": "alice",
+                                                           "X-Remote-Group": "system:masters"})
+        self.assertEqual(st, 200, body)
+        # ... and without a user header it is no client certificate at all
+        st, body = direct(OC, cert="front-proxy")
+        self.assertEqual(st, 401, body)
         # health is open to anyone
         ctx = ssl.create_default_context(cadata=STATE["ca"].decode())
         with urllib.request.urlopen("https://127.0.0.1:%d/readyz" % STATE["port"], context=ctx,
