@@ -283,6 +283,55 @@ class ConversionWebhooks(unittest.TestCase):
                       'service "nohook" not found', body["message"])
 
 
+    def test_7_admission_webhooks_matched_through_another_version(self):
+        """matchPolicy Equivalent (the default): a webhook for v1 is asked
+        about a v2 write with the objects converted to v1, and its patch
+        comes back converted; Exact leaves it out."""
+        MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+        conf = {"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration", "metadata": {"name": "widgets-v1"},
+                "webhooks": [{"name": "v1.widgets.example.com", "sideEffects": "None",
+                              "admissionReviewVersions": ["v1"],
+                              "clientConfig": {"url": BACKEND.url("/mutate"),
+                                               "caBundle": BACKEND.ca_bundle},
+                              "rules": [{"operations": ["CREATE"],
+                                         "apiGroups": ["conv.example.com"],
+                                         "apiVersions": ["v1"], "resources": ["widgets"]}]}]}
+        st, body = call("POST", MWC, conf)
+        self.assertEqual(st, 201, body)
+        self.assertEqual(body["webhooks"][0]["matchPolicy"], "Equivalent")
+        time.sleep(0.3)
+        try:
+            n = len(BACKEND.reviews)
+            st, body = call("POST", V2, widget("eq", "v2", 4))
+            self.assertEqual(st, 201, body)
+            self.assertEqual(body["apiVersion"], "conv.example.com/v2")
+            self.assertEqual(body["metadata"]["labels"]["mutated"], "yes")
+            self.assertEqual(body["spec"], {"dims": {"size": 4}})
+            adm = [r["request"] for _, r in BACKEND.reviews[n:] if r["kind"] == "AdmissionReview"]
+            self.assertEqual(len(adm), 1)
+            self.assertEqual(adm[0]["kind"], {"group": "conv.example.com", "version": "v1",
+                                              "kind": "Widget"})
+            self.assertEqual(adm[0]["requestKind"]["version"], "v2")
+            self.assertEqual(adm[0]["resource"]["version"], "v1")
+            self.assertEqual(adm[0]["requestResource"]["version"], "v2")
+            self.assertEqual(adm[0]["object"]["apiVersion"], "conv.example.com/v1")
+            self.assertEqual(adm[0]["object"]["spec"], {"size": 4})
+            # Exact: only v1 requests
+            st, cur = call("GET", MWC + "/widgets-v1")
+            cur["webhooks"][0]["matchPolicy"] = "Exact"
+            st, body = call("PUT", MWC + "/widgets-v1", cur)
+            self.assertEqual(st, 200, body)
+            time.sleep(0.3)
+            n = len(BACKEND.reviews)
+            st, body = call("POST", V2, widget("exact", "v2", 5))
+            self.assertEqual(st, 201, body)
+            self.assertNotIn("mutated", body["metadata"]["labels"])
+            self.assertFalse([r for _, r in BACKEND.reviews[n:] if r["kind"] == "AdmissionReview"])
+        finally:
+            call("DELETE", MWC + "/widgets-v1")
+
+
 class ConversionValidation(unittest.TestCase):
     def post(self, conversion, version="v1"):
         obj = crd(conversion, name="gadgets.conv.example.com", plural="gadgets", kind="Gadget")

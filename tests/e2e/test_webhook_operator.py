@@ -241,6 +241,22 @@ class WebhookOperatorTest(unittest.TestCase):
         self.assertRegex(out, r"(?m)^NAME\s+SUBNET\s+GATEWAY\s+AGE")
         self.assertRegex(out, r"(?m)^net-a\s+10\.1\.0\.0/16\s+10\.1\.0\.1\s")
         self.assertRegex(out, r"(?m)^net-old\s+10\.20\.0\.0/24\s+10\.20\.0\.1\s")
+        # the admission webhooks match v1 (matchPolicy Equivalent, the
+        # default): a v1alpha1 Network is defaulted and checked as v1
+        short = {"apiVersion": "samplecrd.k8s.io/v1alpha1", "kind": "Network",
+                 "metadata": {"name": "net-old2", "namespace": "default"},
+                 "spec": {"subnet": "10.30.0.0/24"}}
+        rc, out, err = kubectl("apply", "-f", "-", stdin=json.dumps(short))
+        self.assertEqual(rc, 0, err + logtail())
+        rc, out, err = kubectl("get", "networks.v1alpha1.samplecrd.k8s.io", "net-old2", "-o",
+                               "jsonpath={.spec.gw}")
+        self.assertEqual((rc, out), (0, "10.30.0.1"), err)
+        short["metadata"]["name"] = "net-old3"
+        short["spec"]["subnet"] = "10.30.0.0/25"
+        rc, out, err = kubectl("apply", "-f", "-", stdin=json.dumps(short))
+        self.assertNotEqual(rc, 0)
+        self.assertIn('admission webhook "vnetwork.kb.io" denied the request: spec.cidr: '
+                      '10.30.0.0/25 overlaps Network default/net-old2 (10.30.0.0/24)', err)
         # an edit through v1alpha1 is stored as v1
         rc, out, err = kubectl("patch", "networks.v1alpha1.samplecrd.k8s.io", "net-old",
                                "--type=merge", "-p", '{"spec":{"gw":"10.20.0.254"}}')

@@ -37,6 +37,7 @@
 #include "apiserver/authentication/user.h"
 #include "apiserver/cacher/cacher.h"
 #include "apiserver/outbound/outbound.h"
+#include "apiserver/registry/rest/registry.h"
 #include "ckube/status.h"
 
 typedef struct admission admission;
@@ -60,6 +61,15 @@ typedef struct adm_attrs {
     /* The operation's options (CreateOptions, UpdateOptions,
      * DeleteOptions with apiVersion and kind), or NULL. */
     const json_t *options;
+    /* The request's type and the registry it is in (both borrowed; may
+     * be NULL: no equivalents). A webhook whose matchPolicy is
+     * Equivalent (the default) and whose rules name another version of
+     * the same resource (a CRD's other versions) is called with the
+     * objects converted to that version, as upstream's
+     * EquivalentResourceMapper and versioned attributes do; its patch
+     * applies to that version and the object is converted back. */
+    const resource_type *type;
+    registry *reg;
 } adm_attrs;
 
 /* How a run reports (on the run's loop thread). */

@@ -117,6 +117,8 @@ static void compile_hook(adm_hook *h, const char *config, const json_t *w, bool 
     }
     const char *rp = json_string_value(json_object_get(w, "reinvocationPolicy"));
     h->reinvoke = mutating && rp && !strcmp(rp, "IfNeeded");
+    const char *mp = json_string_value(json_object_get(w, "matchPolicy"));
+    h->exact = mp && !strcmp(mp, "Exact");
     h->has_match_conditions = json_array_size(json_object_get(w, "matchConditions")) > 0;
     hook_client_init(&h->client, json_object_get(w, "clientConfig"));
 }

@@ -123,12 +123,53 @@ static bool exempt(const adm_attrs *at)
     return false;
 }
 
+/* The other versions of the request's resource (upstream's
+ * EquivalentResourceMapper): a CRD's other served versions. Listed once
+ * per run, when a webhook asks. */
+typedef struct equivalents {
+    bool found;
+    resource_type **all; /* registry_list's snapshot */
+    size_t nall;
+} equivalents;
+
+static bool is_equivalent(const resource_type *t, const resource_type *o)
+{
+    return o != t && t->is_custom && o->is_custom && t->crd_name && o->crd_name &&
+           !strcmp(t->crd_name, o->crd_name) && !strcmp(o->group, t->group) &&
+           !strcmp(o->resource, t->resource) && strcmp(o->version, t->version);
+}
+
+/* Whether h matches: its rules against the request, then (matchPolicy
+ * Equivalent) rule by rule against the resource's other versions, as
+ * upstream's ShouldCallHook; *eq is the version matched that way (NULL:
+ * the request's own). */
 static bool hook_matches(admission *a, const adm_hook *h, const adm_attrs *at, const json_t *obj,
-                         const json_t *old)
+                         const json_t *old, equivalents *eqs, const resource_type **eq)
 {
     bool any = false;
+    *eq = NULL;
     for (size_t i = 0; i < h->nrules && !any; i++)
         any = rule_matches(&h->rules[i], at);
+    if (!any && !h->exact && at->type && at->reg && at->type->is_custom) {
+        if (!eqs->found) {
+            eqs->found = true;
+            eqs->all = registry_list(at->reg, &eqs->nall);
+        }
+        for (size_t i = 0; i < h->nrules && !any; i++) {
+            for (size_t k = 0; k < eqs->nall && !any; k++) {
+                const resource_type *o = eqs->all[k];
+                if (!is_equivalent(at->type, o))
+                    continue;
+                adm_attrs at2 = *at;
+                at2.version = o->version;
+                at2.kind = o->kind;
+                if (rule_matches(&h->rules[i], &at2)) {
+                    any = true;
+                    *eq = o;
+                }
+            }
+        }
+    }
     return any && namespace_matches(a, h, at, obj, old) && object_matches(h, obj, old);
 }
 
@@ -152,6 +193,13 @@ typedef struct slot {
     char uid[40];
     outcome out;
     ckube_status *st; /* OUT_CALLING / OUT_REFUSED */
+    /* Matched through an equivalent version (a type of the run's
+     * snapshot), the objects converted to it, and a conversion running
+     * for the slot (through conv_type's hooks). */
+    const resource_type *eq;
+    json_t *vobj, *vold;
+    resource_conversion *conv;
+    const resource_type *conv_type;
 } slot;
 
 struct adm_run {
@@ -169,15 +217,22 @@ struct adm_run {
     int round;
     struct event *ev;
     char *name; /* at.name, kept: a patch may free the object's own */
+    equivalents eqs;
 };
 
 static void run_free(adm_run *r)
 {
     for (size_t i = 0; i < r->n; i++) {
-        if (r->slots[i].call)
-            outbound_cancel(r->slots[i].call);
-        ckube_status_free(r->slots[i].st);
+        slot *s = &r->slots[i];
+        if (s->call)
+            outbound_cancel(s->call);
+        if (s->conv)
+            s->conv_type->convert_cancel(s->conv);
+        json_decref(s->vobj);
+        json_decref(s->vold);
+        ckube_status_free(s->st);
     }
+    registry_list_free(r->eqs.all, r->eqs.nall);
     free(r->slots);
     free(r->name);
     if (r->ev)
@@ -304,8 +359,11 @@ static char *review_body(const slot *s, size_t *len)
     const adm_attrs *at = &r->at;
     json_t *req = json_object();
     json_object_set_new(req, "uid", json_string(s->uid));
-    json_object_set_new(req, "kind", gvk(at->group, at->version, at->kind));
-    json_object_set_new(req, "resource", gvr(at->group, at->version, at->resource));
+    /* kind and resource: what the webhook matched; requestKind and
+     * requestResource: what the client asked for */
+    const char *v = s->eq ? s->eq->version : at->version;
+    json_object_set_new(req, "kind", gvk(at->group, v, s->eq ? s->eq->kind : at->kind));
+    json_object_set_new(req, "resource", gvr(at->group, v, at->resource));
     if (*at->subresource)
         json_object_set_new(req, "subResource", json_string(at->subresource));
     json_object_set_new(req, "requestKind", gvk(at->group, at->version, at->kind));
@@ -320,8 +378,9 @@ static char *review_body(const slot *s, size_t *len)
     json_object_set_new(req, "userInfo",
                         at->user ? auth_user_info_json(at->user)
                                  : json_pack("{s:s}", "username", ""));
-    json_object_set(req, "object", r->obj ? r->obj : json_null());
-    json_object_set(req, "oldObject", r->old ? (json_t *)r->old : json_null());
+    const json_t *obj = s->eq ? s->vobj : r->obj, *old = s->eq ? s->vold : r->old;
+    json_object_set(req, "object", obj ? (json_t *)obj : json_null());
+    json_object_set(req, "oldObject", old ? (json_t *)old : json_null());
     json_object_set_new(req, "dryRun", json_boolean(at->dry_run));
     json_object_set(req, "options", at->options ? (json_t *)at->options : json_null());
     json_t *review = json_pack("{s:s,s:s,s:o}", "kind", "AdmissionReview", "apiVersion",
@@ -352,6 +411,8 @@ static void annotate_json(adm_run *r, const char *prefix, const slot *s, json_t 
 static bool apply_patch(slot *s, const json_t *resp)
 {
     adm_run *r = s->run;
+    /* the object in the version the webhook was sent */
+    json_t *target = s->eq ? s->vobj : r->obj;
     const char *b64 = json_string_value(json_object_get(resp, "patch"));
     size_t plen = 0;
     char *raw = b64 ? ckube__base64_decode(b64, strlen(b64), &plen) : NULL;
@@ -370,7 +431,7 @@ static bool apply_patch(slot *s, const json_t *resp)
         json_decref(patch);
         return false;
     }
-    if (!r->obj) {
+    if (!target) {
         char msg[512];
         snprintf(msg, sizeof msg,
                  "admission webhook \"%s\" attempted to modify the object, which is not supported "
@@ -381,7 +442,7 @@ static bool apply_patch(slot *s, const json_t *resp)
         return false;
     }
     char *err = NULL;
-    json_t *out = ckube_json_patch_apply(r->obj, patch, &err);
+    json_t *out = ckube_json_patch_apply(target, patch, &err);
     if (!out || !json_is_object(out)) {
         refused(s, internal_error(err ? err : "the patch did not produce an object"));
         free(err);
@@ -391,7 +452,7 @@ static bool apply_patch(slot *s, const json_t *resp)
     }
     const char *keep[] = {"apiVersion", "kind"};
     for (size_t i = 0; i < 2; i++) {
-        if (!json_equal(json_object_get(out, keep[i]), json_object_get(r->obj, keep[i]))) {
+        if (!json_equal(json_object_get(out, keep[i]), json_object_get(target, keep[i]))) {
             char msg[512];
             snprintf(msg, sizeof msg, "admission webhook \"%s\" changed the object's %s",
                      s->h->name, keep[i]);
@@ -401,11 +462,11 @@ static bool apply_patch(slot *s, const json_t *resp)
             return false;
         }
     }
-    bool changed = !json_equal(out, r->obj);
+    bool changed = !json_equal(out, target);
     annotate_json(r, "patch.webhook.admission.k8s.io/", s,
                   json_pack("{s:O,s:s}", "patch", patch, "patchType", "JSONPatch"));
-    json_object_clear(r->obj);
-    json_object_update(r->obj, out);
+    json_object_clear(target);
+    json_object_update(target, out);
     json_decref(out);
     json_decref(patch);
     return changed;
@@ -514,12 +575,10 @@ static bool take_answer(slot *s, const outbound_result *res)
 
 static void step(adm_run *r);
 
-static void on_answer(void *arg, const outbound_result *res)
+/* The end of a slot's answer: annotations, reinvocation, the next step. */
+static void answered(slot *s, bool changed)
 {
-    slot *s = arg;
     adm_run *r = s->run;
-    s->call = NULL;
-    bool changed = take_answer(s, res);
     if (r->mutating) {
         annotate_json(r, "mutation.webhook.admission.k8s.io/", s,
                       json_pack("{s:b}", "mutated", changed));
@@ -533,8 +592,117 @@ static void on_answer(void *arg, const outbound_result *res)
     step(r);
 }
 
+/* Objects converted for a webhook matched through another version:
+ * the conversion's array, or NULL when it failed (the slot is then
+ * refused with an internal error; st taken). */
+static json_t *conversion_result(slot *s, json_t *objs, ckube_status *st)
+{
+    s->conv = NULL;
+    if (objs)
+        return objs;
+    refused(s, internal_error(st && st->message ? st->message : "conversion failed"));
+    ckube_status_free(st);
+    return NULL;
+}
+
+/* The patched object, back in the request's version, replaces the run's. */
+static void converted_back(void *arg, json_t *objs, ckube_status *st)
+{
+    slot *s = arg;
+    adm_run *r = s->run;
+    s->conv_type = NULL;
+    objs = conversion_result(s, objs, st);
+    json_t *o = json_array_get(objs, 0);
+    if (o && r->obj) {
+        json_object_clear(r->obj);
+        json_object_update(r->obj, o);
+    }
+    json_decref(objs);
+    answered(s, o != NULL);
+}
+
+/* Converts objs (taken) to `to`'s version for slot s, then cb: at once
+ * for types without a convert hook (a CRD whose conversion strategy is
+ * None: versions differ only in apiVersion), else through to->convert
+ * (cb runs later). */
+static void convert_for(slot *s, const resource_type *to, json_t *objs, resource_convert_cb cb)
+{
+    adm_run *r = s->run;
+    if (to->convert) {
+        s->conv_type = to;
+        s->conv = to->convert(to, r->o, r->a->cache, objs, false, false, cb, s);
+        json_decref(objs);
+        return;
+    }
+    size_t i;
+    json_t *o;
+    json_array_foreach(objs, i, o)
+    {
+        json_t *c = json_deep_copy(o);
+        json_object_set_new(c, "apiVersion", json_string(to->api_version));
+        json_array_set_new(objs, i, c);
+    }
+    cb(s, objs, NULL);
+}
+
+static void on_answer(void *arg, const outbound_result *res)
+{
+    slot *s = arg;
+    adm_run *r = s->run;
+    s->call = NULL;
+    bool changed = take_answer(s, res);
+    if (changed && s->eq && r->obj && r->at.type) {
+        convert_for(s, r->at.type, json_pack("[O]", s->vobj), converted_back);
+        return;
+    }
+    answered(s, changed);
+}
+
+/* Sends slot s's review (its objects ready), or settles it (a Service
+ * that does not resolve). */
+static void post_review(slot *s)
+{
+    adm_run *r = s->run;
+    const adm_hook *h = s->h;
+    ckube_uuid4(s->uid, sizeof s->uid);
+    char err[2600];
+    size_t len;
+    char *body = review_body(s, &len);
+    s->call = hook_client_post(&h->client, r->o, r->a->cache, h->timeout_s, body, len, on_answer, s,
+                               err, sizeof err);
+    free(body);
+    if (!s->call) {
+        calling_error(s, "failed to call webhook: %s", err);
+        return;
+    }
+    r->pending++;
+}
+
+/* The objects in the webhook's version: the review goes out. */
+static void converted_to(void *arg, json_t *objs, ckube_status *st)
+{
+    slot *s = arg;
+    adm_run *r = s->run;
+    bool async = s->conv_type != NULL;
+    s->conv_type = NULL;
+    objs = conversion_result(s, objs, st);
+    if (objs) {
+        size_t k = 0;
+        s->vobj = r->obj ? json_incref(json_array_get(objs, k++)) : NULL;
+        s->vold = r->old ? json_incref(json_array_get(objs, k)) : NULL;
+        json_decref(objs);
+        post_review(s);
+    }
+    if (async) {
+        r->pending--; /* the conversion's; the call's is counted by post_review */
+        if (!s->call)
+            step(r); /* settled without a call */
+    }
+}
+
 /* Starts slot s's call, or settles it at once (a dry run it cannot take,
- * a Service that does not resolve). */
+ * a Service that does not resolve). A webhook matched through another
+ * version gets the objects converted to it first. */
 static void start_call(slot *s)
 {
     adm_run *r = s->run;
@@ -557,18 +725,22 @@ static void start_call(slot *s)
                          "AdmissionReview versions (v1, v1beta1)");
         return;
     }
-    ckube_uuid4(s->uid, sizeof s->uid);
-    char err[2600];
-    size_t len;
-    char *body = review_body(s, &len);
-    s->call = hook_client_post(&h->client, r->o, r->a->cache, h->timeout_s, body, len, on_answer, s,
-                               err, sizeof err);
-    free(body);
-    if (!s->call) {
-        calling_error(s, "failed to call webhook: %s", err);
+    if (!s->eq) {
+        post_review(s);
         return;
     }
-    r->pending++;
+    /* the objects as they are now (a reinvocation sees earlier patches) */
+    json_decref(s->vobj);
+    json_decref(s->vold);
+    s->vobj = s->vold = NULL;
+    json_t *objs = json_array();
+    if (r->obj)
+        json_array_append(objs, r->obj);
+    if (r->old)
+        json_array_append(objs, (json_t *)r->old);
+    if (s->eq->convert)
+        r->pending++; /* until converted_to */
+    convert_for(s, s->eq, objs, converted_to);
 }
 
 /* A settled slot under its failure policy: true when the run goes on. */
@@ -666,8 +838,10 @@ adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs
     const adm_hook *hooks = mutating ? snap->mutating : snap->validating;
     size_t nhooks = mutating ? snap->nmutating : snap->nvalidating;
     adm_run *r = NULL;
+    equivalents eqs = {0};
     for (size_t i = 0; i < nhooks; i++) {
-        if (!hook_matches(a, &hooks[i], at, obj, old))
+        const resource_type *eq = NULL;
+        if (!hook_matches(a, &hooks[i], at, obj, old, &eqs, &eq))
             continue;
         if (!r) {
             r = xcalloc(1, sizeof *r);
@@ -676,15 +850,18 @@ adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs
         slot *s = &r->slots[r->n];
         s->run = r;
         s->h = &hooks[i];
+        s->eq = eq;
         /* upstream's keys count every mutating webhook, only the matched
          * validating ones */
         s->index = mutating ? (int)i : (int)r->n;
         r->n++;
     }
     if (!r) {
+        registry_list_free(eqs.all, eqs.nall);
         adm_snapshot_unref(snap);
         return NULL;
     }
+    r->eqs = eqs;
     r->a = a;
     r->o = o;
     r->snap = snap;

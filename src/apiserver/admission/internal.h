@@ -40,6 +40,7 @@ typedef struct adm_hook {
     unsigned timeout_s;
     const char *review_version; /* "v1", "v1beta1" (static), NULL: none known */
     bool reinvoke;              /* reinvocationPolicy: IfNeeded */
+    bool exact;                 /* matchPolicy: Exact (else Equivalent) */
     bool has_match_conditions;
     hook_client client; /* clientConfig */
 } adm_hook;

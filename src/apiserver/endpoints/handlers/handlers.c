@@ -1093,7 +1093,9 @@ static bool write_admit(store_write *sw, store_admit_stage stage, json_t *obj, c
                     .name = name ? name : "",
                     .user = rc->user,
                     .dry_run = sw->dry_run,
-                    .options = w->adm_options};
+                    .options = w->adm_options,
+                    .type = t,
+                    .reg = rc->srv->registry};
     w->adm = admission_run(rc->srv->admission, rc->lp->out, stage == STORE_ADMIT_MUTATE, &at, obj,
                            old, &admit_callbacks, w);
     return w->adm == NULL;
