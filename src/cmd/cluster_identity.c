@@ -54,10 +54,10 @@ static int write_token(const char *path, const char *token, char **err)
 static int install(const char *blob, size_t len, const char *token, const pki_options *po,
                    const pki_files *pki, bool *replaced, char **err)
 {
-    bool ours_new = pki->made_ca && pki->made_sa;
-    if (identity_unseal(po->dir, token, blob, len, ours_new, err) != 0)
+    bool ours_new = pki->made_ca && pki->made_sa, changed = false;
+    if (identity_unseal(po->dir, token, blob, len, ours_new, &changed, err) != 0)
         return -1;
-    *replaced = ours_new;
+    *replaced = changed;
     return 0;
 }
 

@@ -124,6 +124,14 @@ expect_eq "$(KUBECONFIG=$KB kubectl get configmap one -o jsonpath='{.data.a} {.m
     "1 $rv" "B serves what A wrote"
 cmp -s "$TMP/data/pki/ca.crt" "$TMP/b/pki/ca.crt" || fail "B's CA is not A's"
 cmp -s "$TMP/data/pki/sa.key" "$TMP/b/pki/sa.key" || fail "B's ServiceAccount key is not A's"
+# one front proxy CA: extension API servers trust requests either server proxies
+cmp -s "$TMP/data/pki/front-proxy-ca.crt" "$TMP/b/pki/front-proxy-ca.crt" ||
+    fail "B's front proxy CA is not A's"
+openssl verify -CAfile "$TMP/data/pki/front-proxy-ca.crt" "$TMP/b/pki/front-proxy-client.crt" \
+    >/dev/null 2>&1 || fail "B's front-proxy client certificate is not of the shared CA"
+expect_eq "$(KUBECONFIG=$KB kubectl get configmap -n kube-system extension-apiserver-authentication \
+    -o jsonpath='{.data.requestheader-client-ca-file}')" "$(cat "$TMP/data/pki/front-proxy-ca.crt")" \
+    "the requestheader CA B publishes"
 cmp -s "$TMP/data/token" "$TMP/b/token" || fail "B did not keep the token for its restarts"
 # A's kubeconfig works against B, B's against A; a token A issued works on B
 expect_eq "$(KUBECONFIG=$KA kubectl --server "https://127.0.0.1:$PB" get configmap one -o name)" \

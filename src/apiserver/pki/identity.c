@@ -27,11 +27,20 @@
 #define KDF_ROUNDS 100000
 #define FILE_MAX (1u << 20)
 
-/* The shared files, and whether each is a secret (written 0600). */
+/* The shared files, whether each is a secret (written 0600), and
+ * whether it may be absent: the front proxy's CA joined the identity
+ * after the first releases that shared one, so identities sealed then
+ * lack it, and a server that made its own before sharing it takes the
+ * cluster's (its front-proxy client certificate is then made again). */
 static const struct {
     const char *name;
-    bool secret;
-} FILES[] = {{"ca.crt", false}, {"ca.key", true}, {"sa.key", true}, {"sa.pub", false}};
+    bool secret, optional;
+} FILES[] = {{"ca.crt", false, false},
+             {"ca.key", true, false},
+             {"sa.key", true, false},
+             {"sa.pub", false, false},
+             {"front-proxy-ca.crt", false, true},
+             {"front-proxy-ca.key", true, true}};
 #define NFILES (sizeof FILES / sizeof *FILES)
 
 char *identity_token_new(void)
@@ -134,6 +143,10 @@ static char *files_json(const char *dir, char **err)
         size_t len = 0;
         bool missing;
         char *data = read_all(path, &len, &missing, err);
+        if (!data && missing && FILES[i].optional) {
+            free(path);
+            continue;
+        }
         if (!data && missing)
             ckube__set_err(err, "%s is missing: the cluster identity needs it", path);
         free(path);
@@ -233,8 +246,9 @@ static json_t *open_blob(const char *token, const char *blob, size_t len, char *
 }
 
 int identity_unseal(const char *dir, const char *token, const char *blob, size_t len, bool replace,
-                    char **err)
+                    bool *changed, char **err)
 {
+    *changed = false;
     json_t *o = open_blob(token, blob, len, err);
     if (!o)
         return -1;
@@ -243,6 +257,8 @@ int identity_unseal(const char *dir, const char *token, const char *blob, size_t
     bool write[NFILES] = {false};
     for (size_t i = 0; i < NFILES; i++) {
         json_t *v = json_object_get(o, FILES[i].name);
+        if (!v && FILES[i].optional)
+            continue;
         if (!json_is_string(v)) {
             ckube__set_err(err, "the datastore's cluster identity has no %s", FILES[i].name);
             goto out;
@@ -258,7 +274,7 @@ int identity_unseal(const char *dir, const char *token, const char *blob, size_t
             free(path);
             goto out;
         }
-        if (!missing && !same && !replace) {
+        if (!missing && !same && !replace && !FILES[i].optional) {
             ckube__set_err(err,
                            "%s is not the cluster's (the datastore holds another cluster "
                            "identity): move %s away to join the cluster, or point this server "
@@ -284,6 +300,7 @@ int identity_unseal(const char *dir, const char *token, const char *blob, size_t
         free(path);
         if (w != 0)
             goto out;
+        *changed = true;
     }
     rc = 0;
 out:

@@ -31,7 +31,8 @@
 char *identity_token_new(void);
 
 /* Seals the identity files of `dir` (ca.crt, ca.key, sa.key, sa.pub, all
- * of which must exist) with `token`. Returns 0 with *blob (malloc'd, the
+ * of which must exist, and front-proxy-ca.crt and .key when they do) with
+ * `token`. Returns 0 with *blob (malloc'd, the
  * caller frees) and *len, or -1 with *err (malloc'd) naming the file or
  * the failure. */
 int identity_seal(const char *dir, const char *token, char **blob, size_t *len, char **err);
@@ -40,9 +41,13 @@ int identity_seal(const char *dir, const char *token, char **blob, size_t *len, 
  * if missing; keys written 0600, certificates 0644, each through a
  * temporary file renamed into place). A file already there with the same
  * content is kept; one with other content is an error naming it unless
- * `replace`. Returns 0, or -1 with *err: a token that does not open the
+ * `replace`, but for the front proxy's CA, which the cluster's always
+ * replaces (a server made its own before the identity carried one). A
+ * blob without the front proxy's CA leaves the local one. *changed says
+ * whether any file was written (leaf certificates must then be made
+ * again). Returns 0, or -1 with *err: a token that does not open the
  * blob says so, and nothing is written then. */
 int identity_unseal(const char *dir, const char *token, const char *blob, size_t len, bool replace,
-                    char **err);
+                    bool *changed, char **err);
 
 #endif

@@ -16,7 +16,8 @@
 #include "apiserver/pki/identity.h"
 #include "apiserver/pki/pki.h"
 
-static const char *const FILES[] = {"ca.crt", "ca.key", "sa.key", "sa.pub"};
+static const char *const FILES[] = {
+    "ca.crt", "ca.key", "sa.key", "sa.pub", "front-proxy-ca.crt", "front-proxy-ca.key"};
 
 static char base[512];
 
@@ -101,11 +102,13 @@ static void test_round_trip(void **state)
     snprintf(b, sizeof b, "%s/b", base);
     char *blob = NULL, *err = NULL;
     size_t len = 0;
+    bool changed = false;
     assert_int_equal(identity_seal(a, "tok", &blob, &len, &err), 0);
     assert_int_equal(strncmp(blob, "ckube-identity-v1:", 18), 0);
     assert_null(strstr(blob, "BEGIN"));
-    assert_int_equal(identity_unseal(b, "tok", blob, len, false, &err), 0);
-    for (size_t i = 0; i < 4; i++)
+    assert_int_equal(identity_unseal(b, "tok", blob, len, false, &changed, &err), 0);
+    assert_true(changed);
+    for (size_t i = 0; i < 6; i++)
         assert_true(same_file(a, b, FILES[i]));
     struct stat st;
     char path[700];
@@ -116,7 +119,8 @@ static void test_round_trip(void **state)
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0644);
     /* again: everything already there and the same, nothing to do */
-    assert_int_equal(identity_unseal(b, "tok", blob, len, false, &err), 0);
+    assert_int_equal(identity_unseal(b, "tok", blob, len, false, &changed, &err), 0);
+    assert_false(changed);
     /* two seals of the same files differ (salt and nonce) */
     char *blob2 = NULL;
     size_t len2 = 0;
@@ -135,23 +139,25 @@ static void test_refusals(void **state)
     snprintf(c, sizeof c, "%s/c", base);
     char *blob = NULL, *err = NULL;
     size_t len = 0;
+    bool changed = false;
     assert_int_equal(identity_seal(a, "right", &blob, &len, &err), 0);
-    assert_int_equal(identity_unseal(c, "wrong", blob, len, false, &err), -1);
+    assert_int_equal(identity_unseal(c, "wrong", blob, len, false, &changed, &err), -1);
     assert_non_null(strstr(err, "the token does not open the cluster identity"));
     free(err);
     err = NULL;
     struct stat st;
     assert_int_not_equal(stat(c, &st), 0);            /* not even the directory */
     blob[len / 2] = blob[len / 2] == 'A' ? 'B' : 'A'; /* one changed character */
-    assert_int_equal(identity_unseal(c, "right", blob, len, false, &err), -1);
+    assert_int_equal(identity_unseal(c, "right", blob, len, false, &changed, &err), -1);
     assert_non_null(err);
     free(err);
     err = NULL;
-    assert_int_equal(identity_unseal(c, "right", "garbage", 7, false, &err), -1);
+    assert_int_equal(identity_unseal(c, "right", "garbage", 7, false, &changed, &err), -1);
     assert_non_null(strstr(err, "not in a form this server reads"));
     free(err);
     err = NULL;
-    assert_int_equal(identity_unseal(c, "right", "ckube-identity-v1:AAAA", 22, false, &err), -1);
+    assert_int_equal(
+        identity_unseal(c, "right", "ckube-identity-v1:AAAA", 22, false, &changed, &err), -1);
     assert_non_null(strstr(err, "damaged"));
     free(err);
     err = NULL;
@@ -176,16 +182,56 @@ static void test_conflict_and_replace(void **state)
     assert_false(same_file(a, b, "ca.key"));
     char *blob = NULL, *err = NULL;
     size_t len = 0;
+    bool changed = false;
     assert_int_equal(identity_seal(a, "tok", &blob, &len, &err), 0);
-    assert_int_equal(identity_unseal(b, "tok", blob, len, false, &err), -1);
+    assert_int_equal(identity_unseal(b, "tok", blob, len, false, &changed, &err), -1);
     assert_non_null(strstr(err, "is not the cluster's"));
     free(err);
     err = NULL;
     assert_false(same_file(a, b, "ca.crt")); /* nothing written */
     assert_false(same_file(a, b, "sa.key"));
-    assert_int_equal(identity_unseal(b, "tok", blob, len, true, &err), 0);
-    for (size_t i = 0; i < 4; i++)
+    assert_int_equal(identity_unseal(b, "tok", blob, len, true, &changed, &err), 0);
+    for (size_t i = 0; i < 6; i++)
         assert_true(same_file(a, b, FILES[i]));
+    free(blob);
+}
+
+/* The front proxy's CA: a server's own (made before the identity carried
+ * one) gives way to the cluster's without `replace`, and an identity
+ * sealed without it (an older first server's) leaves the local one. */
+static void test_front_proxy_ca(void **state)
+{
+    (void)state;
+    char a[600], b[600], path[700];
+    make_pki("a", a, sizeof a);
+    make_pki("b", b, sizeof b);
+    char *blob = NULL, *err = NULL;
+    size_t len = 0;
+    bool changed = false;
+    /* b shares a's cluster CA and key already, but has its own front proxy CA */
+    for (size_t i = 0; i < 4; i++) {
+        char cmd[1600];
+        snprintf(cmd, sizeof cmd, "cp '%s/%s' '%s/%s'", a, FILES[i], b, FILES[i]);
+        assert_int_equal(system(cmd), 0);
+    }
+    assert_false(same_file(a, b, "front-proxy-ca.key"));
+    assert_int_equal(identity_seal(a, "tok", &blob, &len, &err), 0);
+    assert_int_equal(identity_unseal(b, "tok", blob, len, false, &changed, &err), 0);
+    assert_true(changed);
+    assert_true(same_file(a, b, "front-proxy-ca.crt"));
+    assert_true(same_file(a, b, "front-proxy-ca.key"));
+    free(blob);
+    /* a's identity without the front proxy's CA (as sealed before) */
+    snprintf(path, sizeof path, "%s/front-proxy-ca.crt", a);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/front-proxy-ca.key", a);
+    unlink(path);
+    assert_int_equal(identity_seal(a, "tok", &blob, &len, &err), 0);
+    assert_int_equal(identity_unseal(b, "tok", blob, len, false, &changed, &err), 0);
+    assert_false(changed);
+    snprintf(path, sizeof path, "%s/front-proxy-ca.key", b);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
     free(blob);
 }
 
@@ -196,6 +242,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conflict_and_replace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_front_proxy_ca, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
