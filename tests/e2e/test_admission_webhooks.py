@@ -326,6 +326,48 @@ class AdmissionWebhooksTest(unittest.TestCase):
         rc, out, err = kubectl("delete", "validatingwebhookconfiguration", "lockout", "another")
         self.assertEqual(rc, 0, err)
 
+    def test_scale_writes_send_scale_objects(self):
+        """Webhooks on deployments/scale see autoscaling/v1 Scales, and a
+        mutating one's replicas are the Deployment's."""
+        dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "scaled", "labels": {"hook": "scale"}},
+               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "s"}},
+                        "template": {"metadata": {"labels": {"app": "s"}},
+                                     "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+        st, body, _ = call("POST", "/apis/apps/v1/namespaces/default/deployments", dep)
+        self.assertEqual(st, 201, body)
+        configure(VWC, "scale-v", webhook("scale-v.example.com", "/allow", "scale",
+                                          ops=("UPDATE",), groups=("apps",),
+                                          resources=("deployments/scale",),
+                                          objectSelector={}))
+        configure(MWC, "scale-m", webhook("scale-m.example.com", "/scale-to-5", "scale",
+                                          ops=("UPDATE",), groups=("apps",),
+                                          resources=("deployments/scale",),
+                                          objectSelector={}))
+        try:
+            n = len(BACKEND.reviews)
+            rc, out, err = kubectl("scale", "deployment", "scaled", "--replicas=3")
+            self.assertEqual(rc, 0, err)
+            reviews = {p.split("?")[0]: r["request"] for p, r in BACKEND.reviews[n:]}
+            for path in ("/scale-to-5", "/allow"):
+                req = reviews[path]
+                self.assertEqual(req["kind"], {"group": "autoscaling", "version": "v1",
+                                               "kind": "Scale"})
+                self.assertEqual(req["requestKind"], req["kind"])
+                self.assertEqual(req["resource"], {"group": "apps", "version": "v1",
+                                                   "resource": "deployments"})
+                self.assertEqual(req["subResource"], "scale")
+                self.assertEqual(req["object"]["kind"], "Scale")
+                self.assertEqual(req["oldObject"]["spec"]["replicas"], 1)
+            self.assertEqual(reviews["/scale-to-5"]["object"]["spec"]["replicas"], 3)
+            # the validating webhook saw the mutated Scale
+            self.assertEqual(reviews["/allow"]["object"]["spec"]["replicas"], 5)
+            st, body, _ = call("GET", "/apis/apps/v1/namespaces/default/deployments/scaled")
+            self.assertEqual(body["spec"]["replicas"], 5)
+        finally:
+            call("DELETE", VWC + "/scale-v")
+            call("DELETE", MWC + "/scale-m")
+
     def test_dry_run_reaches_webhooks(self):
         configure(VWC, "dryrun", webhook("dryrun.example.com", "/allow", "dryrun"))
         rc, out, err = kubectl("apply", "--dry-run=server", "-f", "-",

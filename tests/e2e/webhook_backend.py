@@ -15,6 +15,7 @@ answer depends on the request path:
   /bad-patch   a patch that does not apply (removes a missing path)
   /slow        answers after 3 seconds
   /status500   500 without a Status
+  /scale-to-5  allowed with a JSON Patch setting spec.replicas to 5
 
 ConversionReviews (apiextensions.k8s.io/v1 or v1beta1) are answered by
 path too, converting conv.example.com Widgets between v1 (spec.size)
@@ -128,6 +129,9 @@ class Backend:
                     time.sleep(3)
                 elif path == "/status500":
                     return self._send(500, b"oops")
+                elif path == "/scale-to-5":
+                    ops = [{"op": "replace", "path": "/spec/replicas", "value": 5}]
+                    resp.update(patchType="JSONPatch", patch=_patch(ops))
                 body = json.dumps({"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
                                    "response": resp}).encode()
                 self._send(200, body)

@@ -52,6 +52,9 @@ void admission_free(admission *a);
 typedef struct adm_attrs {
     const char *operation; /* "CREATE", "UPDATE" or "DELETE" */
     const char *group, *version, *resource, *kind;
+    /* The kind's group and version when they are not the resource's (a
+     * /scale write: autoscaling/v1 Scale), else NULL. */
+    const char *kind_group, *kind_version;
     const char *subresource; /* "" for the object itself */
     bool namespaced;
     const char *ns;   /* the request's namespace ("" cluster-scoped) */

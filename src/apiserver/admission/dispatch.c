@@ -150,7 +150,8 @@ static bool hook_matches(admission *a, const adm_hook *h, const adm_attrs *at, c
     *eq = NULL;
     for (size_t i = 0; i < h->nrules && !any; i++)
         any = rule_matches(&h->rules[i], at);
-    if (!any && !h->exact && at->type && at->reg && at->type->is_custom) {
+    /* (a /scale write's Scale is the same in every version: no conversion) */
+    if (!any && !h->exact && at->type && at->reg && at->type->is_custom && !at->kind_group) {
         if (!eqs->found) {
             eqs->found = true;
             eqs->all = registry_list(at->reg, &eqs->nall);
@@ -362,11 +363,14 @@ static char *review_body(const slot *s, size_t *len)
     /* kind and resource: what the webhook matched; requestKind and
      * requestResource: what the client asked for */
     const char *v = s->eq ? s->eq->version : at->version;
-    json_object_set_new(req, "kind", gvk(at->group, v, s->eq ? s->eq->kind : at->kind));
+    const char *kg = at->kind_group ? at->kind_group : at->group;
+    const char *kv = at->kind_version ? at->kind_version : v;
+    json_object_set_new(req, "kind", gvk(kg, kv, s->eq ? s->eq->kind : at->kind));
     json_object_set_new(req, "resource", gvr(at->group, v, at->resource));
     if (*at->subresource)
         json_object_set_new(req, "subResource", json_string(at->subresource));
-    json_object_set_new(req, "requestKind", gvk(at->group, at->version, at->kind));
+    json_object_set_new(req, "requestKind",
+                        gvk(kg, at->kind_version ? at->kind_version : at->version, at->kind));
     json_object_set_new(req, "requestResource", gvr(at->group, at->version, at->resource));
     if (*at->subresource)
         json_object_set_new(req, "requestSubResource", json_string(at->subresource));

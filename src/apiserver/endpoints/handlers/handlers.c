@@ -603,6 +603,10 @@ struct write_req {
      * code to answer with. */
     resource_conversion *conv;
     int conv_code;
+    /* A /scale write under admission: the Scale objects webhooks see
+     * (owned) and the object the new replicas go back into (borrowed
+     * from the store while it waits). */
+    json_t *adm_scale, *adm_old_scale, *adm_target;
 };
 
 /* A deletecollection: the objects matched when it arrived, deleted at
@@ -630,6 +634,8 @@ static void write_free(write_req *w)
     if (w->conv)
         w->sw.type->convert_cancel(w->conv);
     json_decref(w->adm_options);
+    json_decref(w->adm_scale);
+    json_decref(w->adm_old_scale);
     json_decref(w->body);
     free(w->manager);
     fm_managed_free(w->applied);
@@ -1021,10 +1027,19 @@ static req_ctx *write_rc(const write_req *w)
     return w->rc ? w->rc : w->parent->rc;
 }
 
+static void set_path(json_t *obj, const char *path, json_t *v);
+
 static void admit_done(void *arg, ckube_status *st)
 {
     write_req *w = arg;
     w->adm = NULL;
+    /* a mutated Scale: its replicas are the object's */
+    json_t *replicas = ckube_json_get_path(w->adm_scale, "spec.replicas");
+    if (!st && w->adm_target && json_is_integer(replicas))
+        set_path(w->adm_target, w->sw.type->scale_spec_replicas_path, replicas);
+    json_decref(w->adm_scale);
+    json_decref(w->adm_old_scale);
+    w->adm_scale = w->adm_old_scale = w->adm_target = NULL;
     store_admit_resume(&w->sw, st);
 }
 
@@ -1096,6 +1111,23 @@ static bool write_admit(store_write *sw, store_admit_stage stage, json_t *obj, c
                     .options = w->adm_options,
                     .type = t,
                     .reg = rc->srv->registry};
+    if (!strcmp(at.subresource, "scale") && t->scale_subresource && sw->verb != STORE_DELETE) {
+        /* webhooks of /scale see autoscaling/v1 Scales, as upstream's */
+        at.kind = "Scale";
+        at.kind_group = "autoscaling";
+        at.kind_version = "v1";
+        w->adm_scale = obj ? scale_of(t, obj) : NULL;
+        w->adm_old_scale = old ? scale_of(t, old) : NULL;
+        w->adm_target = stage == STORE_ADMIT_MUTATE ? obj : NULL;
+        w->adm = admission_run(rc->srv->admission, rc->lp->out, stage == STORE_ADMIT_MUTATE, &at,
+                               w->adm_scale, w->adm_old_scale, &admit_callbacks, w);
+        if (!w->adm) {
+            json_decref(w->adm_scale);
+            json_decref(w->adm_old_scale);
+            w->adm_scale = w->adm_old_scale = w->adm_target = NULL;
+        }
+        return w->adm == NULL;
+    }
     w->adm = admission_run(rc->srv->admission, rc->lp->out, stage == STORE_ADMIT_MUTATE, &at, obj,
                            old, &admit_callbacks, w);
     return w->adm == NULL;
