@@ -52,7 +52,8 @@ bench: build
 	@./scripts/install-deps.sh bench
 	@/usr/bin/python3 bench/run.py --build $(BUILD) $(if $(FULL),--full)
 
-# libFuzzer on every parser, FUZZ_SECONDS (30) each, from the committed
+# libFuzzer on every parser, FUZZ_SECONDS (30) each, FUZZ_JOBS (1) at a
+# time, from the committed
 # corpus (new inputs go to build/fuzz/work/). Every target runs even when
 # one fails; findings (crashes, leaks, timeouts, units slower than 1 s) go
 # to build/fuzz/findings/NAME/ and are listed at the end (scripts/fuzz.sh).

@@ -108,8 +108,8 @@ static json_t *random_string(rng *r)
         "",
         "a",
         "hello world",
-        "\xc3\xbcn\xc3\xaf\xc3\xa7\xc3\xb6"
-        "de \xe2\x9c\x93",
+        ("\xc3\xbcn\xc3\xaf\xc3\xa7\xc3\xb6"
+         "de \xe2\x9c\x93"),
         "q\"b\\s/",
         "line\nbr",
         "10.0.0.0/24",

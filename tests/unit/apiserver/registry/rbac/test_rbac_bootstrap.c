@@ -262,8 +262,8 @@ static void test_well_known_roles(void **state)
                                         "system:kube-aggregator",
                                         "system:persistent-volume-provisioner",
                                         "system:volume-scheduler",
-                                        "system:certificates.k8s.io:certificatesigningrequests:"
-                                        "nodeclient",
+                                        ("system:certificates.k8s.io:certificatesigningrequests:"
+                                         "nodeclient"),
                                         "system:certificates.k8s.io:kube-apiserver-client-approver",
                                         "system:controller:clusterrole-aggregation-controller",
                                         "system:controller:namespace-controller",
