@@ -332,6 +332,38 @@ class ConversionWebhooks(unittest.TestCase):
             call("DELETE", MWC + "/widgets-v1")
 
 
+    def test_8_delete_admitted_in_the_requests_version(self):
+        """A delete through v2: validating webhooks see the object as v2,
+        not as stored."""
+        VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+        st, body = call("POST", V1, widget("gone", "v1", 8))
+        self.assertEqual(st, 201, body)
+        conf = {"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "widgets-del"},
+                "webhooks": [{"name": "del.widgets.example.com", "sideEffects": "None",
+                              "admissionReviewVersions": ["v1"],
+                              "clientConfig": {"url": BACKEND.url("/allow"),
+                                               "caBundle": BACKEND.ca_bundle},
+                              "rules": [{"operations": ["DELETE"],
+                                         "apiGroups": ["conv.example.com"],
+                                         "apiVersions": ["v2"], "resources": ["widgets"]}]}]}
+        st, body = call("POST", VWC, conf)
+        self.assertEqual(st, 201, body)
+        time.sleep(0.3)
+        try:
+            n = len(BACKEND.reviews)
+            st, body = call("DELETE", V2 + "/gone")
+            self.assertEqual(st, 200, body)
+            adm = [r["request"] for _, r in BACKEND.reviews[n:] if r["kind"] == "AdmissionReview"]
+            self.assertEqual(len(adm), 1)
+            self.assertEqual(adm[0]["operation"], "DELETE")
+            self.assertEqual(adm[0]["kind"]["version"], "v2")
+            self.assertEqual(adm[0]["oldObject"]["apiVersion"], "conv.example.com/v2")
+            self.assertEqual(adm[0]["oldObject"]["spec"], {"dims": {"size": 8}})
+        finally:
+            call("DELETE", VWC + "/widgets-del")
+
+
 class ConversionValidation(unittest.TestCase):
     def post(self, conversion, version="v1"):
         obj = crd(conversion, name="gadgets.conv.example.com", plural="gadgets", kind="Gadget")

@@ -833,6 +833,13 @@ static void on_start(evutil_socket_t fd, short what, void *arg)
     step(arg);
 }
 
+/* Whether obj (may be NULL) is in another version than t's. */
+static bool not_in(const resource_type *t, const json_t *obj)
+{
+    const char *av = json_string_value(json_object_get(obj, "apiVersion"));
+    return obj && (!av || strcmp(av, t->api_version));
+}
+
 adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs *at, json_t *obj,
                        const json_t *old, const adm_callbacks *cb, void *arg)
 {
@@ -855,6 +862,12 @@ adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs
         s->run = r;
         s->h = &hooks[i];
         s->eq = eq;
+        /* an object not in the request's version (a delete's, as stored,
+         * of a CRD that converts through a webhook) goes to the webhook
+         * converted to it */
+        if (!eq && at->type && at->type->convert &&
+            (not_in(at->type, obj) || not_in(at->type, old)))
+            s->eq = at->type;
         /* upstream's keys count every mutating webhook, only the matched
          * validating ones */
         s->index = mutating ? (int)i : (int)r->n;
