@@ -71,10 +71,14 @@ def crd(conversion, name="widgets.conv.example.com", plural="widgets", kind="Wid
                      "names": {"plural": plural, "singular": plural[:-1], "kind": kind},
                      "versions": [
                          {"name": "v1", "served": True, "storage": True,
-                          "schema": schema({"size": {"type": "integer"}})},
+                          "schema": schema({"size": {"type": "integer"}}),
+                          "subresources": {"scale": {"specReplicasPath": ".spec.size",
+                                                     "statusReplicasPath": ".status.size"}}},
                          {"name": "v2", "served": True, "storage": False,
                           "schema": schema({"dims": {"type": "object", "properties": {
-                              "size": {"type": "integer"}}}})}],
+                              "size": {"type": "integer"}}}}),
+                          "subresources": {"scale": {"specReplicasPath": ".spec.dims.size",
+                                                     "statusReplicasPath": ".status.size"}}}],
                      "conversion": conversion}}
 
 
@@ -362,6 +366,20 @@ class ConversionWebhooks(unittest.TestCase):
             self.assertEqual(adm[0]["oldObject"]["spec"], {"dims": {"size": 8}})
         finally:
             call("DELETE", VWC + "/widgets-del")
+
+
+    def test_9_scale_through_another_version(self):
+        """/scale of v2 reads and writes v2's replica path (spec.dims.size),
+        stored as v1's (spec.size)."""
+        st, body = call("POST", V1, widget("sc", "v1", 2))
+        self.assertEqual(st, 201, body)
+        st, body = call("GET", V2 + "/sc/scale")
+        self.assertEqual(st, 200, body)
+        self.assertEqual((body["kind"], body["spec"]["replicas"]), ("Scale", 2))
+        rc, out, err = kubectl("scale", "widgets.v2.conv.example.com", "sc", "--replicas=6")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(call("GET", V1 + "/sc")[1]["spec"], {"size": 6})
+        self.assertEqual(call("GET", V2 + "/sc")[1]["spec"], {"dims": {"size": 6}})
 
 
 class ConversionValidation(unittest.TestCase):

@@ -656,6 +656,7 @@ static bool is_status_body(const json_t *body)
 static bool retry_create_fresh(req_ctx *rc, const ckube_status *st);
 
 static void write_finish_converted(write_req *w, int code, json_t *body, ckube_status *st);
+static json_t *scale_of(const resource_type *t, const json_t *obj);
 
 static void write_converted(void *arg, json_t *objs, ckube_status *st)
 {
@@ -686,7 +687,11 @@ static void write_finish(write_req *w, int code, json_t *body, ckube_status *st)
 
 static void write_finish_converted(write_req *w, int code, json_t *body, ckube_status *st)
 {
-    if (body && w->rc && w->rc->type->present && !is_status_body(body)) {
+    if (body && !st && w->scale_reply && w->rc) {
+        json_t *scale = scale_of(w->rc->type, body);
+        json_decref(body);
+        body = scale;
+    } else if (body && w->rc && w->rc->type->present && !is_status_body(body)) {
         json_t *copy = json_deep_copy(body);
         json_decref(body);
         w->rc->type->present(w->rc->type, copy);
@@ -783,10 +788,10 @@ static void write_done(store_write *sw, store_result *r)
         return;
     }
     if (w->scale_reply) {
-        json_t *scale = scale_of(t, obj);
-        json_decref(obj);
+        /* the Scale is made from the object in the request's version
+         * (write_finish_converted) */
         free(r->value);
-        write_finish(w, 200, scale, NULL);
+        write_finish(w, 200, obj, NULL);
         return;
     }
     int code = r->code;
@@ -1996,7 +2001,32 @@ static json_t *scale_of(const resource_type *t, const json_t *obj)
     return scale;
 }
 
-static void do_scale_get(req_ctx *rc)
+/* A /scale request of a type that converts through a webhook: the
+ * object in the request's version first (the replica paths are that
+ * version's). */
+typedef void (*scale_fn)(req_ctx *rc, cobj *o, bool patch);
+
+typedef struct scale_conv {
+    scale_fn fn;
+    bool patch;
+} scale_conv;
+
+static void scale_converted(req_ctx *rc, cobj **objs, size_t n, ckube_status *st, void *arg)
+{
+    scale_conv sc = *(scale_conv *)arg;
+    free(arg);
+    if (st) {
+        reply_status(rc, st);
+        return;
+    }
+    cobj *o = n ? objs[0] : NULL;
+    free(objs);
+    sc.fn(rc, o, sc.patch);
+}
+
+/* Reads the object a /scale request names and hands it (a reference) to
+ * fn, converted first when its type converts through a webhook. */
+static void scale_read(req_ctx *rc, scale_fn fn, bool patch)
 {
     char key[STORE_KEY_MAX];
     store_object_key(rc->type, rc->ri.ns, rc->ri.name, key, sizeof key);
@@ -2005,6 +2035,20 @@ static void do_scale_get(req_ctx *rc)
         reply_status(rc, not_found(rc, rc->ri.name));
         return;
     }
+    if (!rc->type->convert) {
+        fn(rc, o, patch);
+        return;
+    }
+    cobj **one = xmalloc(sizeof *one);
+    one[0] = o;
+    scale_conv *sc = xmalloc(sizeof *sc);
+    *sc = (scale_conv){fn, patch};
+    read_convert(rc, one, 1, false, scale_converted, sc);
+}
+
+static void scale_get_reply(req_ctx *rc, cobj *o, bool patch)
+{
+    (void)patch;
     json_t *obj = cobj_decode(o);
     cobj_unref(o);
     json_t *scale = scale_of(rc->type, obj);
@@ -2031,17 +2075,22 @@ static void set_path(json_t *obj, const char *path, json_t *v)
     }
 }
 
+static void do_scale_get(req_ctx *rc)
+{
+    scale_read(rc, scale_get_reply, false);
+}
+
+static void scale_write(req_ctx *rc, cobj *o, bool patch);
+
 /* PUT/PATCH on /scale become a patch of the replicas path. */
 static void do_scale_write(req_ctx *rc, bool patch)
 {
+    scale_read(rc, scale_write, patch);
+}
+
+static void scale_write(req_ctx *rc, cobj *o, bool patch)
+{
     const resource_type *t = rc->type;
-    char key[STORE_KEY_MAX];
-    store_object_key(t, rc->ri.ns, rc->ri.name, key, sizeof key);
-    cobj *o = cacher_get(rc->srv->cache, key);
-    if (!o) {
-        reply_status(rc, not_found(rc, rc->ri.name));
-        return;
-    }
     json_t *obj = cobj_decode(o);
     cobj_unref(o);
     json_t *scale = scale_of(t, obj);
