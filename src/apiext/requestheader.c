@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "common/text.h"
+#include "runtime/secure_serving.h"
 
 struct apiext_front_proxy {
     X509_STORE *store; /* NULL: no requestheader CA published */
@@ -46,56 +47,23 @@ static char **strv_of(const char *json_text)
     return v;
 }
 
-static X509_STORE *store_of(const char *pem)
-{
-    if (!pem || !*pem)
-        return NULL;
-    BIO *bio = BIO_new_mem_buf(pem, -1);
-    X509_STORE *store = X509_STORE_new();
-    size_t n = 0;
-    X509 *x;
-    while (bio && store && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
-        if (X509_STORE_add_cert(store, x) == 1)
-            n++;
-        X509_free(x);
-    }
-    ERR_clear_error();
-    BIO_free(bio);
-    if (!n) {
-        X509_STORE_free(store);
-        return NULL;
-    }
-    X509_STORE_set_purpose(store, X509_PURPOSE_SSL_CLIENT);
-    return store;
-}
-
 apiext_front_proxy *apiext_front_proxy_load(ckube_client *c, char **client_ca, size_t *len,
                                             char **err)
 {
-    static const ckube_gvr CONFIGMAPS = {"", "v1", "configmaps"};
-    json_t *cm = NULL;
-    ckube_status *st = NULL;
     *client_ca = NULL;
     *len = 0;
-    if (ckube_get(c, &CONFIGMAPS, "kube-system", "extension-apiserver-authentication", &cm, &st) !=
-        0) {
-        ckube__set_err(err,
-                       "cannot read configmap/extension-apiserver-authentication in "
-                       "kube-system: %s",
-                       st && st->message ? st->message : "unknown error");
-        ckube_status_free(st);
+    json_t *data = secure_serving_auth_configmap(c, err);
+    if (!data)
         return NULL;
-    }
-    json_t *data = json_object_get(cm, "data");
     const char *ca = json_string_value(json_object_get(data, "client-ca-file"));
     const char *rh = json_string_value(json_object_get(data, "requestheader-client-ca-file"));
     apiext_front_proxy *fp = calloc(1, sizeof *fp);
     if (!fp) {
-        json_decref(cm);
+        json_decref(data);
         ckube__set_err(err, "out of memory");
         return NULL;
     }
-    fp->store = store_of(rh);
+    fp->store = rh && *rh ? secure_serving_client_ca_store(rh, strlen(rh), NULL) : NULL;
     fp->allowed = strv_of(json_string_value(json_object_get(data, "requestheader-allowed-names")));
     fp->user_headers =
         strv_of(json_string_value(json_object_get(data, "requestheader-username-headers")));
@@ -110,7 +78,7 @@ apiext_front_proxy *apiext_front_proxy_load(ckube_client *c, char **client_ca, s
         *client_ca = NULL;
     }
     *len = *client_ca ? strlen(*client_ca) : 0;
-    json_decref(cm);
+    json_decref(data);
     return fp;
 }
 
@@ -145,18 +113,6 @@ bool apiext_front_proxy_trusts(const apiext_front_proxy *fp, X509 *peer, SSL *ss
         if (!strcmp(fp->allowed[i], cn))
             return true;
     return false;
-}
-
-static int add_group(delegated_user *u, const char *g)
-{
-    char **v = realloc(u->groups, (u->ngroups + 1) * sizeof *v);
-    if (!v)
-        return -1;
-    u->groups = v;
-    if (!(v[u->ngroups] = strdup(g)))
-        return -1;
-    u->ngroups++;
-    return 0;
 }
 
 static int hexval(int c)
@@ -204,7 +160,7 @@ int apiext_front_proxy_user(const apiext_front_proxy *fp, const struct evkeyvalq
     {
         for (size_t i = 0; fp->group_headers && fp->group_headers[i]; i++)
             if (!strcasecmp(kv->key, fp->group_headers[i]) && *kv->value)
-                add_group(u, kv->value);
+                delegated_user_add_group(u, kv->value);
         for (size_t i = 0; fp->extra_prefixes && fp->extra_prefixes[i]; i++) {
             size_t pl = strlen(fp->extra_prefixes[i]);
             if (strncasecmp(kv->key, fp->extra_prefixes[i], pl) || !kv->key[pl])

@@ -93,7 +93,7 @@ void delegated_user_clear(delegated_user *u)
     memset(u, 0, sizeof *u);
 }
 
-static int add_group(delegated_user *u, const char *g)
+int delegated_user_add_group(delegated_user *u, const char *g)
 {
     char **v = realloc(u->groups, (u->ngroups + 1) * sizeof *v);
     if (!v)
@@ -116,7 +116,7 @@ static bool has_group(const delegated_user *u, const char *g)
 /* upstream's AuthenticatedGroupAdder: system:authenticated, once. */
 static int add_authenticated(delegated_user *u)
 {
-    return has_group(u, GROUP_AUTHENTICATED) ? 0 : add_group(u, GROUP_AUTHENTICATED);
+    return has_group(u, GROUP_AUTHENTICATED) ? 0 : delegated_user_add_group(u, GROUP_AUTHENTICATED);
 }
 
 static int user_copy(delegated_user *dst, const delegated_user *src)
@@ -125,7 +125,7 @@ static int user_copy(delegated_user *dst, const delegated_user *src)
     if (!(dst->name = strdup(src->name)) || (src->uid && !(dst->uid = strdup(src->uid))))
         goto fail;
     for (size_t i = 0; i < src->ngroups; i++)
-        if (add_group(dst, src->groups[i]) != 0)
+        if (delegated_user_add_group(dst, src->groups[i]) != 0)
             goto fail;
     if (src->extra && !(dst->extra = json_deep_copy(src->extra)))
         goto fail;
@@ -156,7 +156,7 @@ int delegated_user_from_cert(X509 *x, delegated_user *out)
         goto fail;
     for (int i = -1; (i = X509_NAME_get_index_by_NID(n, NID_organizationName, i)) >= 0;) {
         char *g = name_entry(n, i);
-        int rc = g ? add_group(out, g) : -1;
+        int rc = g ? delegated_user_add_group(out, g) : -1;
         free(g);
         if (rc != 0)
             goto fail;
@@ -183,7 +183,7 @@ int delegated_user_from_token_review(const json_t *tr, delegated_user *out)
     const json_t *g;
     json_array_foreach(json_object_get(user, "groups"), i, g)
     {
-        if (json_is_string(g) && add_group(out, json_string_value(g)) != 0)
+        if (json_is_string(g) && delegated_user_add_group(out, json_string_value(g)) != 0)
             goto fail;
     }
     const json_t *extra = json_object_get(user, "extra");
@@ -465,7 +465,8 @@ int delegated_authenticate(delegated_auth *a, X509 *peer, bool verified, const c
             return authenticate_token(a, t, out);
     }
     /* anonymous (upstream's delegating authenticator always allows it) */
-    if (!(out->name = strdup("system:anonymous")) || add_group(out, "system:unauthenticated")) {
+    if (!(out->name = strdup("system:anonymous")) ||
+        delegated_user_add_group(out, "system:unauthenticated")) {
         delegated_user_clear(out);
         return -1;
     }

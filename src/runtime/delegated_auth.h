@@ -33,6 +33,8 @@ typedef struct delegated_user {
 } delegated_user;
 
 void delegated_user_clear(delegated_user *u);
+/* Appends a copy of group g to u's groups. 0, or -1 out of memory. */
+int delegated_user_add_group(delegated_user *u, const char *g);
 
 typedef struct delegated_auth_opts {
     ckube_client *client; /* borrowed; makes the reviews */

@@ -86,8 +86,8 @@ static int keep_going(int ok, X509_STORE_CTX *x)
     return 1;
 }
 
-/* Trusts the CAs of a PEM bundle for client certificates. */
-static int use_client_ca(SSL_CTX *ctx, const char *pem, size_t len, char **err)
+X509_STORE *secure_serving_client_ca_store(const char *pem, size_t len,
+                                           STACK_OF(X509_NAME) * *names_out)
 {
     BIO *bio = BIO_new_mem_buf(pem, (int)len);
     X509_STORE *store = X509_STORE_new();
@@ -106,14 +106,29 @@ static int use_client_ca(SSL_CTX *ctx, const char *pem, size_t len, char **err)
     ERR_clear_error(); /* the end of the bundle */
     BIO_free(bio);
     if (!n || !store || !names) {
-        ckube__set_err(err, "the client CA bundle holds no PEM certificate");
         X509_STORE_free(store);
         sk_X509_NAME_pop_free(names, X509_NAME_free);
-        return -1;
+        return NULL;
     }
     /* client certificates must be for client authentication, as upstream's
      * verify options (ExtKeyUsageClientAuth) */
     X509_STORE_set_purpose(store, X509_PURPOSE_SSL_CLIENT);
+    if (names_out)
+        *names_out = names;
+    else
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+    return store;
+}
+
+/* Trusts the CAs of a PEM bundle for client certificates. */
+static int use_client_ca(SSL_CTX *ctx, const char *pem, size_t len, char **err)
+{
+    STACK_OF(X509_NAME) *names = NULL;
+    X509_STORE *store = secure_serving_client_ca_store(pem, len, &names);
+    if (!store) {
+        ckube__set_err(err, "the client CA bundle holds no PEM certificate");
+        return -1;
+    }
     SSL_CTX_set_cert_store(ctx, store);     /* takes the store */
     SSL_CTX_set_client_CA_list(ctx, names); /* takes the names */
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, keep_going);
@@ -143,7 +158,7 @@ SSL_CTX *secure_serving_ctx_new(const char *cert_file, const char *key_file, con
     return ctx;
 }
 
-char *secure_serving_lookup_client_ca(ckube_client *c, size_t *len, char **err)
+json_t *secure_serving_auth_configmap(ckube_client *c, char **err)
 {
     static const ckube_gvr CONFIGMAPS = {"", "v1", "configmaps"};
     json_t *cm = NULL;
@@ -157,14 +172,23 @@ char *secure_serving_lookup_client_ca(ckube_client *c, size_t *len, char **err)
         ckube_status_free(st);
         return NULL;
     }
-    const char *pem =
-        json_string_value(json_object_get(json_object_get(cm, "data"), "client-ca-file"));
+    json_t *data = json_incref(json_object_get(cm, "data"));
+    json_decref(cm);
+    return data ? data : json_object();
+}
+
+char *secure_serving_lookup_client_ca(ckube_client *c, size_t *len, char **err)
+{
+    json_t *data = secure_serving_auth_configmap(c, err);
+    if (!data)
+        return NULL;
+    const char *pem = json_string_value(json_object_get(data, "client-ca-file"));
     char *out = pem && *pem ? strdup(pem) : NULL;
     if (out)
         *len = strlen(out);
     else
         ckube__set_err(err, "configmap/extension-apiserver-authentication in kube-system has no "
                             "client-ca-file");
-    json_decref(cm);
+    json_decref(data);
     return out;
 }

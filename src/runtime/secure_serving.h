@@ -11,6 +11,7 @@
 
 #include <ckube/client.h>
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include <openssl/ssl.h>
@@ -26,6 +27,18 @@
  * (malloc'd) on failure. */
 SSL_CTX *secure_serving_ctx_new(const char *cert_file, const char *key_file, const char *client_ca,
                                 size_t len, char **err);
+
+/* The CAs of a PEM bundle (len bytes) as a store verifying client
+ * certificates for client authentication (a new store; NULL when the
+ * bundle holds no certificate); with names_out, their subjects too (a
+ * new stack, for SSL_CTX_set_client_CA_list). */
+X509_STORE *secure_serving_client_ca_store(const char *pem, size_t len,
+                                           STACK_OF(X509_NAME) * *names_out);
+
+/* The data of ConfigMap kube-system/extension-apiserver-authentication,
+ * read with `c`: a new reference (an empty object when it has none), or
+ * NULL with *err (malloc'd). */
+json_t *secure_serving_auth_configmap(ckube_client *c, char **err);
 
 /* The client-ca-file of ConfigMap
  * kube-system/extension-apiserver-authentication, read with `c`: malloc'd
