@@ -74,6 +74,15 @@ int storage_range(storage *st, const char *prefix, storage_range_fn fn, void *ar
     return st->ops->range(st, prefix ? prefix : "", fn, arg, rev_out);
 }
 
+int storage_load(storage *st, const char *prefix, storage_range_fn fn, void *arg, int64_t *rev_out)
+{
+    if (!st || !fn)
+        return STORAGE_ERR_INVALID;
+    if (!st->ops->load)
+        return st->ops->range(st, prefix ? prefix : "", fn, arg, rev_out);
+    return st->ops->load(st, prefix ? prefix : "", fn, arg, rev_out);
+}
+
 int64_t storage_current_rev(storage *st)
 {
     return st ? st->ops->current_rev(st) : 0;

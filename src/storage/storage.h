@@ -145,6 +145,8 @@ struct storage_backend_ops {
     int (*submit)(storage *st, storage_op *op);
     int (*get)(storage *st, const char *key, storage_kv *out);
     int (*range)(storage *st, const char *prefix, storage_range_fn fn, void *arg, int64_t *rev_out);
+    /* Optional (may be NULL: storage_load uses range): storage_load. */
+    int (*load)(storage *st, const char *prefix, storage_range_fn fn, void *arg, int64_t *rev_out);
     int64_t (*current_rev)(storage *st);
     int (*watch)(storage *st, int64_t from_rev, storage_watch_fn fn, void *arg);
     int (*compact)(storage *st, int64_t rev);
@@ -182,6 +184,12 @@ int storage_get(storage *st, const char *key, storage_kv *out);
  * consistent revision, which is stored in *rev_out if non-NULL. */
 int storage_range(storage *st, const char *prefix, storage_range_fn fn, void *arg,
                   int64_t *rev_out);
+
+/* storage_range without the key order: every live key under `prefix` at
+ * one consistent revision, each once, in whatever order the backend reads
+ * fastest (SQLite: the order rows were written, so the file is read front
+ * to back). For reading everything at start-up. */
+int storage_load(storage *st, const char *prefix, storage_range_fn fn, void *arg, int64_t *rev_out);
 
 /* The latest committed revision (0 for an empty new store). */
 int64_t storage_current_rev(storage *st);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "apiserver/codec/jscan.h"
 #include "ckube/json.h"
@@ -708,28 +709,36 @@ static int load_kv(void *arg, const storage_kv *kv)
     return 0;
 }
 
-/* ---- the start-up list, pipelined ------------------------------------- *
+/* ---- the start-up list, in parallel ----------------------------------- *
  *
- * Reading 100k rows from storage and building their cobjs take about the
- * same time, so they run on two threads: a reader thread runs
- * storage_range and copies rows into batches; the calling thread builds
- * the cobjs and links them in (so the objects come from its malloc arena
- * and only it touches the buckets). At most LOAD_BATCHES batches exist;
- * their buffers are mmap'd, so that memory goes back to the system when
- * the load ends rather than staying in the heap. */
+ * A million stored objects are seconds of work, most of it building their
+ * cobjs (validating and splicing the bytes, and the kernel faulting in the
+ * gigabytes they take), so start-up runs in three stages: a reader thread
+ * runs storage_load and copies rows into batches; `nbuild` builder threads
+ * (one per CPU, at most LOAD_MAX_BUILDERS) turn a batch's rows into cobjs;
+ * the calling thread links the built objects into the buckets, so only it
+ * touches them. storage_load gives every key once and in no particular
+ * order, so batches may be built and linked in any order. At most
+ * LOAD_BATCHES batches exist; their buffers are mmap'd, so that memory
+ * goes back to the system when the load ends rather than staying in the
+ * heap. Builders read only the buckets configured before the load (their
+ * selectable fields); one created for another prefix has none. */
 
-#define LOAD_BATCHES 4
+#define LOAD_MAX_BUILDERS 4
+#define LOAD_BATCHES (2 * LOAD_MAX_BUILDERS + 2)
 #define LOAD_BATCH_ROWS 256
 #define LOAD_BATCH_BYTES (256 * 1024)
 
 typedef struct load_row {
     size_t key, value; /* offsets into the batch buffer (NUL-terminated) */
     size_t value_len;
+    size_t prefix_len; /* of the key's bucket; 0: no bucket, skipped */
     int64_t mod_rev, create_rev;
 } load_row;
 
 typedef struct load_batch {
     load_row rows[LOAD_BATCH_ROWS];
+    cobj *objs[LOAD_BATCH_ROWS]; /* built; NULL for a skipped row */
     size_t n;
     char *buf; /* mmap'd, cap bytes */
     size_t used, cap;
@@ -738,13 +747,17 @@ typedef struct load_batch {
 
 typedef struct loader {
     storage *st;
+    bucket **known; /* the buckets configured before the load (read-only) */
+    size_t nknown;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    load_batch *full, *full_tail; /* filled, FIFO; guarded by mu */
+    pthread_cond_t cv;            /* any change below */
+    load_batch *full, *full_tail; /* read, to build; FIFO; guarded by mu */
+    load_batch *built;            /* to link; guarded by mu */
     load_batch *empty;            /* free batches; guarded by mu */
     size_t nbatches;              /* allocated; guarded by mu */
     bool done;                    /* the reader finished; guarded by mu */
-    int rc;                       /* its result, once done */
+    size_t building;              /* builder threads running; guarded by mu */
+    int rc;                       /* the reader's result, once done */
     int64_t rev;
     load_batch *cur; /* the reader's batch being filled (reader only) */
 } loader;
@@ -810,7 +823,7 @@ static load_batch *loader_take(loader *L)
     return b;
 }
 
-/* Reader: storage_range callback copying one row into the batch. */
+/* Reader: storage_load callback copying one row into the batch. */
 static int loader_copy(void *arg, const storage_kv *kv)
 {
     loader *L = arg;
@@ -844,7 +857,7 @@ static void *loader_main(void *arg)
     pthread_setname_np(pthread_self(), "ckube-cacheload"); /* top -H, perf, gdb */
     loader *L = arg;
     int64_t rev = 0;
-    int rc = storage_range(L->st, "/registry/", loader_copy, L, &rev);
+    int rc = storage_load(L->st, "/registry/", loader_copy, L, &rev);
     loader_flush(L);
     batch_free(L->cur); /* only if allocation failed midway */
     L->cur = NULL;
@@ -857,42 +870,151 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
+/* The selectable fields of the bucket with this prefix among those known
+ * before the load; *last caches the previous answer (rows of one resource
+ * tend to come together). */
+static const cacher_field *known_fields(const loader *L, const char *key, size_t plen,
+                                        bucket **last)
+{
+    bucket *b = *last;
+    if (b && b->prefix_len == plen && !memcmp(b->prefix, key, plen))
+        return b->fields;
+    for (size_t i = 0; i < L->nknown; i++) {
+        b = L->known[i];
+        if (b->prefix_len == plen && !memcmp(b->prefix, key, plen)) {
+            *last = b;
+            return b->fields;
+        }
+    }
+    return NULL;
+}
+
+/* Builder (or the calling thread when there is none): the cobjs of b's
+ * rows. Undecodable values are logged and skipped, as are keys with no
+ * bucket. */
+static void batch_build(const loader *L, load_batch *b)
+{
+    bucket *last = NULL;
+    for (size_t i = 0; i < b->n; i++) {
+        load_row *r = &b->rows[i];
+        const char *key = b->buf + r->key;
+        r->prefix_len = key_prefix_len(key);
+        b->objs[i] = NULL;
+        if (!r->prefix_len)
+            continue;
+        const cacher_field *fields = known_fields(L, key, r->prefix_len, &last);
+        b->objs[i] = cobj_from_stored(key, r->prefix_len, b->buf + r->value, r->value_len,
+                                      r->mod_rev, r->create_rev, fields);
+    }
+}
+
+static void *builder_main(void *arg)
+{
+    pthread_setname_np(pthread_self(), "ckube-cachebld");
+    loader *L = arg;
+    pthread_mutex_lock(&L->mu);
+    for (;;) {
+        while (!L->full && !L->done)
+            pthread_cond_wait(&L->cv, &L->mu);
+        load_batch *b = L->full;
+        if (!b)
+            break; /* read and drained */
+        L->full = b->next;
+        if (!L->full)
+            L->full_tail = NULL;
+        pthread_mutex_unlock(&L->mu);
+        batch_build(L, b);
+        pthread_mutex_lock(&L->mu);
+        b->next = L->built;
+        L->built = b;
+        pthread_cond_broadcast(&L->cv);
+    }
+    L->building--;
+    pthread_cond_broadcast(&L->cv);
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+/* The calling thread: links b's objects into their buckets. Caller holds
+ * the write lock. */
+static void batch_link(cacher *c, load_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        cobj *o = b->objs[i];
+        if (!o)
+            continue;
+        bucket *bk = get_bucket_locked(c, o->key, b->rows[i].prefix_len);
+        if (RB_INSERT(ctree, &bk->tree, o)) {
+            cobj_unref(o); /* a key twice: storage_load gives each once */
+            continue;
+        }
+        bk->count++;
+        bk->bytes += o->len;
+    }
+}
+
+/* The number of builder threads: one per online CPU, 1 to
+ * LOAD_MAX_BUILDERS. */
+static size_t builder_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > LOAD_MAX_BUILDERS ? LOAD_MAX_BUILDERS : (size_t)n;
+}
+
 /* Lists the store into the trees; caller holds the write lock. Returns 0
  * or a STORAGE_ERR_*, and the list's revision in *rev. */
 static int load_all(cacher *c, int64_t *rev)
 {
     loader L = {.st = c->st};
+    L.known = xcalloc(c->nbuckets + 1, sizeof *L.known);
+    for (bucket *b = c->buckets; b && L.known; b = b->next)
+        L.known[L.nknown++] = b;
     pthread_mutex_init(&L.mu, NULL);
     pthread_cond_init(&L.cv, NULL);
-    pthread_t th;
-    if (pthread_create(&th, NULL, loader_main, &L) != 0) {
+    pthread_t th, builders[LOAD_MAX_BUILDERS];
+    if (!L.known || pthread_create(&th, NULL, loader_main, &L) != 0) {
         CKUBE_WARN("cacher: no loader thread; listing on one thread");
         pthread_mutex_destroy(&L.mu);
         pthread_cond_destroy(&L.cv);
-        return storage_range(c->st, "/registry/", load_kv, c, rev);
+        free(L.known);
+        return storage_load(c->st, "/registry/", load_kv, c, rev);
     }
+    size_t want = builder_count(), nb = 0;
     pthread_mutex_lock(&L.mu);
+    for (; nb < want; nb++) {
+        if (pthread_create(&builders[nb], NULL, builder_main, &L) != 0)
+            break; /* fewer builders; with none this thread builds */
+        L.building++;
+    }
     for (;;) {
-        while (!L.full && !L.done)
+        while (!L.built && L.building && !(L.full && !nb))
             pthread_cond_wait(&L.cv, &L.mu);
-        load_batch *b = L.full;
-        if (!b)
-            break; /* done and drained */
-        L.full = b->next;
-        if (!L.full)
-            L.full_tail = NULL;
-        pthread_mutex_unlock(&L.mu);
-        for (size_t i = 0; i < b->n; i++) {
-            const load_row *r = &b->rows[i];
-            load_one(c, b->buf + r->key, b->buf + r->value, r->value_len, r->mod_rev,
-                     r->create_rev);
+        load_batch *b = L.built;
+        if (b) {
+            L.built = b->next;
+        } else if (!nb && (b = L.full)) {
+            L.full = b->next;
+            if (!L.full)
+                L.full_tail = NULL;
+            pthread_mutex_unlock(&L.mu);
+            batch_build(&L, b);
+            pthread_mutex_lock(&L.mu);
+        } else if (!nb && !L.done) {
+            pthread_cond_wait(&L.cv, &L.mu);
+            continue;
+        } else {
+            break; /* read, built and drained */
         }
+        pthread_mutex_unlock(&L.mu);
+        batch_link(c, b);
         pthread_mutex_lock(&L.mu);
         b->next = L.empty;
         L.empty = b;
         pthread_cond_broadcast(&L.cv);
     }
     pthread_mutex_unlock(&L.mu);
+    for (size_t i = 0; i < nb; i++)
+        pthread_join(builders[i], NULL);
     pthread_join(th, NULL);
     while (L.empty) {
         load_batch *b = L.empty;
@@ -901,6 +1023,7 @@ static int load_all(cacher *c, int64_t *rev)
     }
     pthread_mutex_destroy(&L.mu);
     pthread_cond_destroy(&L.cv);
+    free(L.known);
     *rev = L.rev;
     return L.rc;
 }

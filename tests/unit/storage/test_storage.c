@@ -946,6 +946,81 @@ static void test_range_prefix(void **state)
     assert_int_equal(c.n, 2);
 }
 
+/* storage_load gives what storage_range gives, in any order: each live
+ * key once with its newest row, under a prefix (bounded as range bounds
+ * it, 0xff bytes included), whatever history is behind the keys; the
+ * same revision; the callback can stop it. */
+static int cmp_collected(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void sort_collected(struct collected *c)
+{
+    /* keys, values and revisions sorted together: pack each row */
+    struct row {
+        char key[64], value[64];
+        int64_t mod_rev;
+    } rows[64];
+    size_t n = c->n < 64 ? c->n : 64;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(rows[i].key, c->keys[i], 64);
+        memcpy(rows[i].value, c->values[i], 64);
+        rows[i].mod_rev = c->mod_rev[i];
+    }
+    qsort(rows, n, sizeof rows[0], cmp_collected);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(c->keys[i], rows[i].key, 64);
+        memcpy(c->values[i], rows[i].value, 64);
+        c->mod_rev[i] = rows[i].mod_rev;
+    }
+}
+
+static void test_load_like_range(void **state)
+{
+    struct fixture *f = *state;
+    storage *st = f->st;
+    const char *keys[] = {"/b/1", "/a/2", "/a", "/a/10", "/ab", "/a/1", "/z\xff\xff", "/z\xff"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        assert_int_equal(do_create(st, keys[i], keys[i], NULL), STORAGE_OK);
+    for (int i = 0; i < 5; i++) /* history behind /a/2 and /a/1 */
+        assert_int_equal(do_update(st, i % 2 ? "/a/2" : "/a/1", i % 2 ? "two" : "one", 0, NULL),
+                         STORAGE_OK);
+    assert_int_equal(do_create(st, "/a/3", "gone", NULL), STORAGE_OK);
+    assert_int_equal(do_delete(st, "/a/3", 0, NULL), STORAGE_OK); /* a tombstone newest */
+    assert_int_equal(do_delete(st, "/ab", 0, NULL), STORAGE_OK);
+    assert_int_equal(do_create(st, "/ab", "again", NULL), STORAGE_OK); /* re-created */
+    assert_int_equal(do_update(st, "/b/1", "b", 0, NULL), STORAGE_OK);
+
+    const char *prefixes[] = {"", "/a", "/a/", "/ab", "/b/", "/z\xff", "/z\xff\xff", "/nothing/"};
+    const size_t want[] = {8, 5, 3, 1, 1, 2, 1, 0};
+    for (size_t p = 0; p < sizeof prefixes / sizeof prefixes[0]; p++) {
+        struct collected r = {0}, l = {0};
+        int64_t rrev = -1, lrev = -1;
+        assert_int_equal(storage_range(st, prefixes[p], collect_fn, &r, &rrev), STORAGE_OK);
+        assert_int_equal(storage_load(st, prefixes[p], collect_fn, &l, &lrev), STORAGE_OK);
+        assert_int_equal(lrev, rrev);
+        assert_int_equal(lrev, storage_current_rev(st));
+        assert_int_equal(l.n, want[p]);
+        assert_int_equal(r.n, want[p]);
+        sort_collected(&l);
+        for (size_t i = 0; i < l.n; i++) {
+            assert_string_equal(l.keys[i], r.keys[i]);
+            assert_string_equal(l.values[i], r.values[i]);
+            assert_int_equal(l.mod_rev[i], r.mod_rev[i]);
+        }
+    }
+    struct collected c = {.stop_after = 3};
+    assert_int_equal(storage_load(st, "", collect_fn, &c, NULL), STORAGE_OK);
+    assert_int_equal(c.n, 3);
+    assert_int_equal(storage_load(st, "", NULL, NULL, NULL), STORAGE_ERR_INVALID);
+    /* the reader connection works normally afterwards */
+    c = (struct collected){0};
+    assert_int_equal(storage_range(st, "/a/", collect_fn, &c, NULL), STORAGE_OK);
+    assert_int_equal(c.n, 3);
+    assert_string_equal(c.values[2], "two");
+}
+
 /* A range returns each live key's newest row only, whatever history is
  * behind it (updates, a delete and a re-create, a tombstone as the newest
  * row), with that row's revisions; values may hold NULs and are followed
@@ -1849,9 +1924,10 @@ static void test_open_errors(void **state)
 
 #define SUITE(X, be)                                                                               \
     X(test_create_get, be), X(test_invalid_ops, be), X(test_update, be), X(test_delete, be),       \
-        X(test_revisions_global, be), X(test_range_prefix, be), X(test_range_history, be),         \
-        X(test_range_consistent, be), X(test_watch_from_zero, be), X(test_watch_from_middle, be),  \
-        X(test_watch_before_done, be), X(test_watch_register_race, be), X(test_compaction, be),    \
+        X(test_revisions_global, be), X(test_range_prefix, be), X(test_load_like_range, be),       \
+        X(test_range_history, be), X(test_range_consistent, be), X(test_watch_from_zero, be),      \
+        X(test_watch_from_middle, be), X(test_watch_before_done, be),                              \
+        X(test_watch_register_race, be), X(test_compaction, be),                                   \
         X(test_compaction_keeps_counter, be), X(test_group_commit, be), X(test_throughput, be),    \
         X(test_reentrant_callbacks, be), X(test_close, be)
 

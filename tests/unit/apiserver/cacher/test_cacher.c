@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -18,6 +19,7 @@
 #include "ckube/json.h"
 #include "ckube/selector.h"
 #include "storage/memory/memory.h"
+#include "storage/sqlite/sqlite.h"
 
 typedef struct {
     storage_op op;
@@ -765,6 +767,186 @@ static void test_load_many(void **state)
     free(pad);
 }
 
+/* Writes submitted together (one group commit, not an fsync each). */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t left;
+} many_ops;
+
+static void on_many_done(storage_op *op, void *arg)
+{
+    many_ops *m = arg;
+    assert_int_equal(op->result, STORAGE_OK);
+    pthread_mutex_lock(&m->mu);
+    if (!--m->left)
+        pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Submits n ops (their arg and done set here) and waits for them all. */
+static void write_many(storage *st, storage_op *ops, size_t n)
+{
+    many_ops m = {.left = n};
+    pthread_mutex_init(&m.mu, NULL);
+    pthread_cond_init(&m.cv, NULL);
+    for (size_t i = 0; i < n; i++) {
+        ops[i].arg = &m;
+        ops[i].done = on_many_done;
+        assert_int_equal(storage_submit(st, &ops[i]), 0);
+    }
+    pthread_mutex_lock(&m.mu);
+    while (m.left)
+        pthread_cond_wait(&m.cv, &m.mu);
+    pthread_mutex_unlock(&m.mu);
+    pthread_mutex_destroy(&m.mu);
+    pthread_cond_destroy(&m.cv);
+}
+
+/* Start-up from SQLite, whose load reads rows in revision order on
+ * several builder threads: thousands of objects across many batches,
+ * with history (updates, deletes, re-creates) behind them, two buckets
+ * (one with selectable fields), and a value that cannot be decoded
+ * (skipped, the rest served) come back exactly as written. */
+static void test_load_sqlite_history(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ckube-cacher-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *err = NULL;
+    storage *st = storage_sqlite_open(dir, &err);
+    assert_non_null(st);
+    enum { N = 4000, P = 600 };
+    static storage_op ops[N];
+    static char *vals[N];
+    static int64_t want_rev[N + P];
+    static bool live[N];
+    char key[N][80], pkey[P][80];
+    /* creates: ConfigMaps and Pods interleaved in revision order */
+    size_t k = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(key[i], sizeof key[0], CM "hist/c%05d", i);
+        assert_true(asprintf(&vals[i],
+                             "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%05d\","
+                             "\"labels\":{\"i\":\"%d\"}},\"data\":{\"v\":\"1\"}}",
+                             i, i) > 0);
+        ops[k++] = (storage_op){.type = STORAGE_OP_CREATE, .key = key[i], .value = vals[i],
+                                .value_len = strlen(vals[i])};
+        live[i] = true;
+    }
+    write_many(st, ops, k);
+    for (size_t i = 0; i < k; i++)
+        want_rev[i] = ops[i].rev;
+    for (int i = 0; i < P; i++) {
+        snprintf(pkey[i], sizeof pkey[0], POD "hist/p%04d", i);
+        free(vals[i]);
+        assert_true(asprintf(&vals[i],
+                             "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p%04d\"},"
+                             "\"spec\":{\"nodeName\":\"node-%d\"},\"status\":{\"phase\":\"Running\"}}",
+                             i, i % 7) > 0);
+        ops[i] = (storage_op){.type = STORAGE_OP_CREATE, .key = pkey[i], .value = vals[i],
+                              .value_len = strlen(vals[i])};
+    }
+    write_many(st, ops, P);
+    for (int i = 0; i < P; i++)
+        want_rev[N + i] = ops[i].rev;
+    /* history: every third ConfigMap updated twice, every seventh
+     * deleted, every fourteenth of those created again */
+    for (int round = 0; round < 2; round++) {
+        k = 0;
+        for (int i = 0; i < N; i += 3) {
+            free(vals[k]);
+            assert_true(asprintf(&vals[k],
+                                 "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%05d\","
+                                 "\"labels\":{\"i\":\"%d\",\"round\":\"%d\"}},\"data\":{}}",
+                                 i, i, round) > 0);
+            ops[k++] = (storage_op){.type = STORAGE_OP_UPDATE, .key = key[i], .value = vals[k - 1],
+                                    .value_len = strlen(vals[k - 1])};
+        }
+        write_many(st, ops, k);
+        k = 0;
+        for (int i = 0; i < N; i += 3)
+            want_rev[i] = ops[k++].rev;
+    }
+    k = 0;
+    for (int i = 0; i < N; i += 7) {
+        ops[k++] = (storage_op){.type = STORAGE_OP_DELETE, .key = key[i]};
+        live[i] = false;
+    }
+    write_many(st, ops, k);
+    k = 0;
+    for (int i = 0; i < N; i += 14) {
+        free(vals[k]);
+        assert_true(asprintf(&vals[k], "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%05d\"}}",
+                             i) > 0);
+        ops[k++] = (storage_op){.type = STORAGE_OP_CREATE, .key = key[i], .value = vals[k - 1],
+                                .value_len = strlen(vals[k - 1])};
+        live[i] = true;
+    }
+    write_many(st, ops, k);
+    k = 0;
+    for (int i = 0; i < N; i += 14)
+        want_rev[i] = ops[k++].rev;
+    int64_t bad_rev;
+    assert_int_equal(write_sync(st, STORAGE_OP_CREATE, CM "hist/zz-bad", "{not json", &bad_rev),
+                     STORAGE_OK);
+    storage_close(st);
+
+    st = storage_sqlite_open(dir, &err); /* what a restarted server reads */
+    assert_non_null(st);
+    cacher *c = cacher_new(st, 16);
+    cacher_configure_bucket(c, POD, pod_fields);
+    assert_int_equal(cacher_start(c), 0);
+    assert_int_equal(cacher_rev(c), bad_rev);
+    size_t nlive = 0;
+    for (int i = 0; i < N; i++) {
+        cobj *o = cacher_get(c, key[i]);
+        nlive += live[i];
+        if (!live[i]) {
+            assert_null(o);
+            continue;
+        }
+        assert_non_null(o);
+        assert_int_equal(o->rev, want_rev[i]);
+        char want[16];
+        snprintf(want, sizeof want, "%d", i);
+        if (i % 14 == 0) {
+            assert_int_equal(o->nlabels, 0);
+        } else {
+            assert_string_equal(cobj_label(o, "i"), want);
+            if (i % 3 == 0)
+                assert_string_equal(cobj_label(o, "round"), "1");
+        }
+        cobj_unref(o);
+    }
+    assert_int_equal(cacher_count(c, CM "hist/"), nlive);
+    assert_null(cacher_get(c, CM "hist/zz-bad"));
+    assert_int_equal(cacher_count(c, POD), P);
+    for (int i = 0; i < P; i++) {
+        cobj *o = cacher_get(c, pkey[i]);
+        assert_non_null(o);
+        assert_int_equal(o->rev, want_rev[N + i]);
+        char want[16];
+        snprintf(want, sizeof want, "node-%d", i % 7);
+        assert_string_equal(cobj_field(o, "spec.nodeName"), want);
+        cobj_unref(o);
+    }
+    cacher_free(c);
+    storage_close(st);
+    for (int i = 0; i < N; i++)
+        free(vals[i]);
+    char path[128];
+    snprintf(path, sizeof path, "%s/state.db", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/state.db-wal", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/state.db-shm", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/state.lock", dir);
+    unlink(path);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* The scanner itself, on the shapes the fast path relies on. */
 static void test_jscan_canonical_forms(void **state)
 {
@@ -890,6 +1072,7 @@ int main(void)
         cmocka_unit_test(test_human_duration),
         cmocka_unit_test(test_load_serves_what_decoding_did),
         cmocka_unit_test(test_load_many),
+        cmocka_unit_test(test_load_sqlite_history),
         cmocka_unit_test(test_bucket_fields_union), cmocka_unit_test(test_listeners_get_initial_objects),
         cmocka_unit_test(test_jscan_canonical_forms),
         cmocka_unit_test(test_jscan_set_rv),
