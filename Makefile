@@ -47,10 +47,14 @@ install: build
 
 # Benchmarks side by side with peers (etcd, @kubernetes/client-node):
 # quick by default (under 5 minutes), FULL=1 for full scale. They report
-# into build/bench/results.json and never fail on a figure.
+# into build/bench/results.json and never fail on a figure. SCALE=1000000
+# adds the scale phase (a million objects: start-up, RSS, list, resumed
+# watch; about 20 minutes); COMPARE=DIR runs an older build's ckube from
+# DIR next to this one in that phase.
 bench: build
 	@./scripts/install-deps.sh bench
-	@/usr/bin/python3 bench/run.py --build $(BUILD) $(if $(FULL),--full)
+	@/usr/bin/python3 bench/run.py --build $(BUILD) $(if $(FULL),--full) \
+		$(if $(SCALE),--scale $(SCALE)) $(if $(COMPARE),--compare $(COMPARE))
 
 # libFuzzer on every parser, FUZZ_SECONDS (30) each, FUZZ_JOBS (1) at a
 # time, from the committed

@@ -207,8 +207,10 @@ class Server:
     figures stay comparable with earlier runs and with etcd's plain
     listener; the tls phase and the idle RSS run it as users do."""
 
-    def __init__(self, kind, tmp, name, flags=(), data_dir=None, fresh=True, tls=False):
+    def __init__(self, kind, tmp, name, flags=(), data_dir=None, fresh=True, tls=False,
+                 binary=None):
         self.kind, self.tmp, self.name = kind, tmp, name
+        self.binary = binary or ARGS.ckube
         self.tls = tls and kind == "ckube"
         self.flags = list(flags) + (["--plain-http"] if kind == "ckube" and not self.tls else [])
         self.data_dir = data_dir or os.path.join(tmp, name)
@@ -250,7 +252,7 @@ class Server:
             self.port, self.peer_port = free_port(), free_port()
         log = os.path.join(self.tmp, self.name + ".log")
         if self.kind == "ckube":
-            argv = [ARGS.ckube, "server", "--data-dir", self.data_dir,
+            argv = [self.binary, "server", "--data-dir", self.data_dir,
                     "--listen", "127.0.0.1:%d" % self.port] + self.flags
             ready = "/readyz"
         else:
@@ -722,6 +724,170 @@ def phase_restart(tmp):
     print("  start-up with %d objects, runs ms: %s; RSS %.1f MiB (no cm), %.1f MiB (default)"
           % (N, [round(x, 1) for x in starts], mib(STATE["rss_n_nocm"]),
              mib(STATE["rss_n_default"])))
+
+
+# ------------------------------------------------------------ scale phase
+#
+# `--scale N` (make bench FULL=1 SCALE=1000000): N ConfigMaps created once,
+# then the start-ups on that data dir, each build in turn (this build and,
+# with --compare DIR, the one in DIR: the old build side by side in one
+# run, on the same bytes), twice each, alternating so the machine's drift
+# hits both. Off by default: a million objects take about 20 minutes.
+
+def scale_watch_resume(s, rev, ns, count):
+    """Watches `ns` from `rev` (the revision the server restarted at) and
+    waits for `count` ADDED events: (ms to the last, events, status)."""
+    host, port = "127.0.0.1", s.port
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    t0 = time.monotonic()
+    conn.request("GET", "/api/v1/namespaces/%s/configmaps?watch=1&resourceVersion=%s"
+                 % (ns, rev))
+    r = conn.getresponse()
+    if r.status != 200:
+        conn.close()
+        return None, 0, r.status
+    got = 0
+    for line in r:
+        ev = json.loads(line)
+        if ev.get("type") == "ERROR":
+            conn.close()
+            return None, got, ev["object"].get("code")
+        if ev.get("type") == "ADDED":
+            got += 1
+            if got == count:
+                break
+    ms = (time.monotonic() - t0) * 1000
+    conn.close()
+    return ms, got, 200
+
+
+def scale_list(s):
+    """One full list of everything (all namespaces' ConfigMaps): ms, items,
+    bytes, and the RSS it added (VmHWM reset before, as phase_list)."""
+    pid = s.proc.pid
+    base = s.rss()[0]
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    d = loadgen(["--mode", "list", "--url", s.url, "--path", "/api/v1/configmaps", "--conns", 1,
+                 "--repeat", 3], TIMEOUT["list"] * 4)
+    hwm = s.rss()[1]
+    return d, max(0, (hwm or base) - base)
+
+
+def scale_rev(s):
+    """The server's current revision (a list's resourceVersion)."""
+    _, body = http_json("GET", s.url + "/api/v1/namespaces/default/configmaps?limit=1")
+    return json.loads(body)["metadata"]["resourceVersion"]
+
+
+def scale_start(tmp, d, name, binary, rev, k):
+    """One start of `binary` on data dir d: start-up ms, steady and peak
+    RSS, a full list, and a watch resumed from `rev` (the revision the
+    last server stopped at, as a client that watched it would) over k
+    objects created after the start."""
+    s = Server("ckube", tmp, name, CM_OFF, data_dir=d, fresh=False, binary=binary).start(
+        TIMEOUT["startup"] * 4)
+    try:
+        time.sleep(3.0)
+        rss, hwm = s.rss()
+        out = {"startup_ms": s.startup_ms, "rss": rss, "peak": hwm}
+        ns = "resume-%s" % name
+        http_json("POST", s.url + "/api/v1/namespaces",
+                  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        loadgen(["--mode", "create", "--url", s.url, "--namespace", ns, "--prefix", "r",
+                 "--conns", 8, "--count", k], 120)
+        out["resume_ms"], out["resume_events"], out["resume_status"] = scale_watch_resume(
+            s, rev, ns, k)
+        lst, extra = scale_list(s)
+        out.update(list_ms=lst["p50_ms"], list_items=lst["items_max"],
+                   list_bytes=lst["bytes_per_list"], list_extra_rss=extra)
+        out["rev"] = scale_rev(s)  # where the next start's watch resumes
+        return out
+    finally:
+        s.stop()
+
+
+def phase_scale(tmp):
+    n = ARGS.scale
+    s = Server("ckube", tmp, "scale", CM_OFF).start(60)
+    d = s.data_dir
+    try:
+        http_json("POST", s.url + "/api/v1/namespaces",
+                  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+        c = loadgen(["--mode", "create", "--url", s.url, "--namespace", "bench", "--prefix", "obj",
+                     "--conns", 64, "--count", n, "--match-every", max(1, n // 100)],
+                    max(600, n // 1000))
+        if c["ok"] != n:
+            raise RuntimeError("scale: %d of %d objects created" % (c["ok"], n))
+        STATE["scale_create"] = c
+        sizes = []
+        for i in (0, n // 2, n - 1):
+            _, body = http_json("GET", s.url + "/api/v1/namespaces/bench/configmaps/obj-%d" % i)
+            sizes.append(len(body))
+        STATE["scale_json_bytes"] = statistics.mean(sizes)
+        rev = scale_rev(s)
+        print("  created %d objects at %.0f/s (p99 %.1f ms); restarting at revision %s"
+              % (n, c["per_s"], c["p99_ms"], rev))
+    finally:
+        s.stop()
+    builds = [("new", ARGS.ckube)]
+    if ARGS.compare:
+        builds.append(("old", os.path.join(ARGS.compare, "ckube")))
+    runs = {name: [] for name, _ in builds}
+    # Each start adds k objects in its own namespace, and a watch from the
+    # revision the server before it stopped at must see them.
+    k = 1000
+    for r in range(2):
+        for name, binary in (builds if r % 2 == 0 else builds[::-1]):
+            out = scale_start(tmp, d, "scale-%s-%d" % (name, r), binary, rev, k)
+            rev = out["rev"]
+            runs[name].append(out)
+            print("  %s build, round %d: start-up %.0f ms, RSS %.0f MiB, peak %.0f MiB "
+                  "(%.2fx); list of %d in %.0f ms (+%.0f MiB); watch resumed over %d events "
+                  "in %s ms (status %s)"
+                  % (name, r, out["startup_ms"], mib(out["rss"]), mib(out["peak"]),
+                     out["peak"] / out["rss"], out["list_items"], out["list_ms"],
+                     mib(out["list_extra_rss"]), out["resume_events"],
+                     "%.0f" % out["resume_ms"] if out["resume_ms"] else "-",
+                     out["resume_status"]), flush=True)
+    STATE["scale_runs"] = runs
+
+
+def build_scale_results():
+    S = STATE
+    runs = S.get("scale_runs")
+    if not runs:
+        return
+    n, js = ARGS.scale, S["scale_json_bytes"]
+    c = S["scale_create"]
+    put("scale_create_per_s", c["per_s"], "creates/s", p99_ms=c["p99_ms"], objects=n)
+
+    def med(name, key):
+        xs = [x[key] for x in runs.get(name, []) if x.get(key) is not None]
+        return median(xs) if xs else None
+
+    old = "old" in runs
+    peer = (lambda key: med("old", key)) if old else (lambda key: None)
+    pname = "old build (%s)" % ARGS.compare if old else None
+    put("scale_startup_ms", med("new", "startup_ms"), "ms", peer("startup_ms"), pname,
+        objects=n)
+    ratio = lambda name: (median([x["peak"] / x["rss"] for x in runs[name]])
+                          if runs.get(name) else None)
+    put("scale_startup_peak_rss_ratio", ratio("new"), "x steady", ratio("old") if old else None,
+        pname, peak_mb=mib(med("new", "peak")), steady_mb=mib(med("new", "rss")))
+    per_obj = lambda name: (median([x["rss"] / x["list_items"] for x in runs[name]])
+                            if runs.get(name) else None)
+    put("scale_rss_per_object_bytes", per_obj("new"), "B", per_obj("old") if old else None,
+        pname, json_bytes=js, json_ratio=per_obj("new") / js)
+    put("scale_list_ms", med("new", "list_ms"), "ms", peer("list_ms"), pname,
+        items=med("new", "list_items"), mb=med("new", "list_bytes") / 1e6)
+    put("scale_list_extra_rss_mb", mib(med("new", "list_extra_rss")), "MiB",
+        mib(peer("list_extra_rss")) if old else None, pname)
+    put("scale_watch_resume_ms", med("new", "resume_ms"), "ms", peer("resume_ms"), pname,
+        events=1000, statuses=[x["resume_status"] for x in runs["new"]])
 
 
 def phase_tls(tmp):
@@ -1646,6 +1812,7 @@ def build_results():
     else:
         skip("rbac_authorize_ns", "ns", S.get("rbac_skip") or "rbac phase did not run")
     build_etcdstore_results()
+    build_scale_results()
 
 
 def build_etcdstore_results():
@@ -1809,6 +1976,9 @@ TARGETS = {
     "etcd_create_per_s": (">= 0.8x etcd puts",
                           lambda e: e["ratio"] >= 0.8 if e["ratio"] else None),
     "etcd_kill9_lost_writes": ("0", lambda e: e["value"] == 0),
+    "scale_startup_ms": ("< 2000 at 1M", lambda e: e["value"] < 2000
+                         if e.get("objects") == 1000000 else None),
+    "scale_startup_peak_rss_ratio": ("<= 1.2", lambda e: e["value"] <= 1.2),
     "etcd_kill9_both_lost_writes": ("0", lambda e: e["value"] == 0),
 }
 # quick-mode names of the scale-dependent metrics: the target is stated at
@@ -1949,12 +2119,24 @@ def main():
     ap.add_argument("--build", default="build", help="build dir with ckube and bench_load")
     ap.add_argument("--full", action="store_true", help="100k objects, longer runs")
     ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,typed,"
-                    "populated,restart,tls,workqueue,rbac,webhook,aggregation,etcdstore (default: all); get,list,watch,"
+                    "populated,restart,tls,workqueue,rbac,webhook,aggregation,etcdstore,scale (default: all; "
+                    "scale only with --scale); get,list,watch,"
                     "informers run only that part of the populated phase; etcdcreate only "
                     "the creates of etcdstore")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
+    ap.add_argument("--scale", type=int, default=0, metavar="N",
+                    help="add the scale phase: N objects created once, then start-up, RSS, "
+                    "a full list and a resumed watch on them (make bench SCALE=1000000)")
+    ap.add_argument("--compare", default="", metavar="DIR",
+                    help="a build dir of an older ckube: the scale phase starts it on the "
+                    "same data dir, alternating with this build (side by side in one run)")
     ARGS = ap.parse_args()
     ARGS.build = os.path.abspath(ARGS.build)
+    if ARGS.compare:
+        ARGS.compare = os.path.abspath(ARGS.compare)
+        if not os.access(os.path.join(ARGS.compare, "ckube"), os.X_OK):
+            print("run.py: %s/ckube is not built" % ARGS.compare, file=sys.stderr)
+            return 2
     ARGS.ckube = os.path.join(ARGS.build, "ckube")
     ARGS.bench_load = os.path.join(ARGS.build, "bench_load")
     for exe in (ARGS.ckube, ARGS.bench_load):
@@ -2030,6 +2212,9 @@ def main():
         if want("aggregation"):
             with Phase("GETs through an APIService next to direct ones"):
                 phase_aggregation(tmp)
+        if ARGS.scale and want("scale"):
+            with Phase("scale: %d objects" % ARGS.scale):
+                phase_scale(tmp)
         if want("etcdstore") or "etcdcreate" in only:
             with Phase("etcd storage backend"):
                 phase_etcdstore(tmp, creates_only=not want("etcdstore"))
