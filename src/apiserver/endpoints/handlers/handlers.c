@@ -735,28 +735,50 @@ static void free_ref_cb(const void *data, size_t len, void *arg)
     free((void *)data);
 }
 
+/* evbuffer cleanup for a cached object's bytes. */
+static void unref_cobj_cb(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    cobj_unref(arg);
+}
+
 /* The reply to a stored create or update, without encoding the object
  * again: the bytes just stored (r->value: r->obj without resourceVersion,
  * as ckube_json_dumps writes it) with resourceVersion set as the store
- * set it in r->obj, byte for byte what encoding r->obj would give.
- * Returns false (nothing sent) when that does not apply: another shape to
- * present, a collection child, bytes the scanner does not vouch for. */
+ * set it in r->obj, byte for byte what encoding r->obj would give. The
+ * watch cache has usually made exactly those bytes already: the committer
+ * hands a group's events to its watchers before it reports the writes
+ * done (storage.c, run_group), so the object at r->rev is sent from the
+ * cache by reference, without scanning or copying it again. Where the
+ * cache lags the write (etcd's watch is its own stream) the bytes are
+ * made here. Returns false (nothing sent) when that does not apply:
+ * another shape to present, a collection child, bytes the scanner does
+ * not vouch for. */
 static bool reply_stored(write_req *w, int code, const store_result *r)
 {
     const resource_type *t = w->rc->type;
     if (t->present || t->convert || w->parent || !r->value || !r->value_len ||
         w->rc->want_partial)
         return false;
-    jscan_meta meta;
-    if (!jscan_canonical(r->value, r->value_len, &meta) || !meta.metadata)
-        return false;
-    char rv[32];
-    snprintf(rv, sizeof rv, "%" PRId64, r->rev);
-    size_t n = jscan_set_rv(r->value, r->value_len, &meta, rv, NULL);
-    char *out = xmalloc(n + 1);
-    jscan_set_rv(r->value, r->value_len, &meta, rv, out);
     struct evbuffer *buf = evbuffer_new();
-    evbuffer_add_reference(buf, out, n, free_ref_cb, NULL);
+    cobj *o = cacher_get(w->rc->srv->cache, w->sw.key);
+    if (o && o->rev == r->rev) {
+        evbuffer_add_reference(buf, o->json, o->len, unref_cobj_cb, o);
+    } else {
+        cobj_unref(o);
+        jscan_meta meta;
+        if (!jscan_canonical(r->value, r->value_len, &meta) || !meta.metadata) {
+            evbuffer_free(buf);
+            return false;
+        }
+        char rv[32];
+        snprintf(rv, sizeof rv, "%" PRId64, r->rev);
+        size_t n = jscan_set_rv(r->value, r->value_len, &meta, rv, NULL);
+        char *out = xmalloc(n + 1);
+        jscan_set_rv(r->value, r->value_len, &meta, rv, out);
+        evbuffer_add_reference(buf, out, n, free_ref_cb, NULL);
+    }
     req_ctx *rc = w->rc;
     w->rc = NULL;
     write_free(w);
@@ -1648,11 +1670,6 @@ ckube_status *request_selectors(req_ctx *rc, ckube_selector **ls, ckube_selector
         }
     }
     return NULL;
-}
-
-static void unref_cobj_cb(const void *data, size_t len, void *arg)
-{
-    cobj_unref(arg);
 }
 
 static void get_reply(req_ctx *rc, cobj *o);
