@@ -178,5 +178,6 @@ int apiext_front_proxy_user(const apiext_front_proxy *fp, const struct evkeyvalq
             free(key);
         }
     }
-    return u->name ? 0 : -1;
+    /* as every authenticated user, behind upstream's AuthenticatedGroupAdder */
+    return u->name && delegated_user_add_authenticated(u) == 0 ? 0 : -1;
 }

@@ -113,8 +113,7 @@ static bool has_group(const delegated_user *u, const char *g)
     return false;
 }
 
-/* upstream's AuthenticatedGroupAdder: system:authenticated, once. */
-static int add_authenticated(delegated_user *u)
+int delegated_user_add_authenticated(delegated_user *u)
 {
     return has_group(u, GROUP_AUTHENTICATED) ? 0 : delegated_user_add_group(u, GROUP_AUTHENTICATED);
 }
@@ -161,7 +160,7 @@ int delegated_user_from_cert(X509 *x, delegated_user *out)
         if (rc != 0)
             goto fail;
     }
-    if (add_authenticated(out) == 0)
+    if (delegated_user_add_authenticated(out) == 0)
         return 0;
 fail:
     delegated_user_clear(out);
@@ -189,7 +188,7 @@ int delegated_user_from_token_review(const json_t *tr, delegated_user *out)
     const json_t *extra = json_object_get(user, "extra");
     if (json_is_object(extra) && json_object_size(extra) && !(out->extra = json_deep_copy(extra)))
         goto fail;
-    if (add_authenticated(out) == 0)
+    if (delegated_user_add_authenticated(out) == 0)
         return 0;
 fail:
     delegated_user_clear(out);

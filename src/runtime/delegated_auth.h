@@ -35,6 +35,9 @@ typedef struct delegated_user {
 void delegated_user_clear(delegated_user *u);
 /* Appends a copy of group g to u's groups. 0, or -1 out of memory. */
 int delegated_user_add_group(delegated_user *u, const char *g);
+/* upstream's AuthenticatedGroupAdder: adds system:authenticated unless u
+ * has it. 0, or -1 out of memory. */
+int delegated_user_add_authenticated(delegated_user *u);
 
 typedef struct delegated_auth_opts {
     ckube_client *client; /* borrowed; makes the reviews */

@@ -272,6 +272,27 @@ class MetricsApiTest(unittest.TestCase):
         st, body = direct(OC, cert="front-proxy", headers={"X-Remote-User": "alice",
                                                            "X-Remote-Group": "system:masters"})
         self.assertEqual(st, 200, body)
+        # a front-proxied user is authenticated like any other: a binding
+        # to system:authenticated lets alice in (the SAR carries the group)
+        for args in (("create", "clusterrole", "objectcounts-reader", "--verb=list",
+                      "--resource=objectcounts.metrics.ckube.io"),
+                     ("create", "clusterrolebinding", "objectcounts-authenticated",
+                      "--clusterrole=objectcounts-reader", "--group=system:authenticated")):
+            rc, out, err = kubectl(*args)
+            self.assertEqual(rc, 0, err)
+        try:
+            deadline = time.time() + 20
+            while True:
+                st, body = direct(OC, cert="front-proxy", headers={"X-Remote-User": "alice"})
+                if st == 200 or time.time() > deadline:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(st, 200, body)
+            st, body = direct(OC)  # anonymous is not authenticated
+            self.assertEqual(st, 403, body)
+        finally:
+            kubectl("delete", "clusterrolebinding", "objectcounts-authenticated")
+            kubectl("delete", "clusterrole", "objectcounts-reader")
         # ... and without a user header it is no client certificate at all
         st, body = direct(OC, cert="front-proxy")
         self.assertEqual(st, 401, body)
