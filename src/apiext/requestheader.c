@@ -179,5 +179,8 @@ int apiext_front_proxy_user(const apiext_front_proxy *fp, const struct evkeyvalq
         }
     }
     /* as every authenticated user, behind upstream's AuthenticatedGroupAdder */
-    return u->name && delegated_user_add_authenticated(u) == 0 ? 0 : -1;
+    if (u->name && delegated_user_add_authenticated(u) == 0)
+        return 0;
+    delegated_user_clear(u); /* out of memory midway: nothing half-made */
+    return -1;
 }

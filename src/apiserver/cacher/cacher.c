@@ -687,6 +687,18 @@ void cacher_add_listener(cacher *c, const char *prefix, cacher_event_fn fn, void
     c->listeners = l;
 }
 
+/* Links a loaded object into bucket b (taking the reference). Caller
+ * holds the write lock. */
+static void link_loaded(bucket *b, cobj *o)
+{
+    if (RB_INSERT(ctree, &b->tree, o)) {
+        cobj_unref(o); /* a key twice: a load gives each once */
+        return;
+    }
+    b->count++;
+    b->bytes += o->len;
+}
+
 /* Adds one stored object to its bucket. Caller holds the write lock. */
 static void load_one(cacher *c, const char *key, const char *value, size_t len, int64_t mod_rev,
                      int64_t create_rev)
@@ -696,11 +708,8 @@ static void load_one(cacher *c, const char *key, const char *value, size_t len, 
         return;
     bucket *b = get_bucket_locked(c, key, plen);
     cobj *o = cobj_from_stored(key, plen, value, len, mod_rev, create_rev, b->fields);
-    if (!o)
-        return; /* logged; the rest of the store still loads */
-    RB_INSERT(ctree, &b->tree, o);
-    b->count++;
-    b->bytes += o->len;
+    if (o) /* else logged; the rest of the store still loads */
+        link_loaded(b, o);
 }
 
 static int load_kv(void *arg, const storage_kv *kv)
@@ -941,15 +950,8 @@ static void batch_link(cacher *c, load_batch *b)
 {
     for (size_t i = 0; i < b->n; i++) {
         cobj *o = b->objs[i];
-        if (!o)
-            continue;
-        bucket *bk = get_bucket_locked(c, o->key, b->rows[i].prefix_len);
-        if (RB_INSERT(ctree, &bk->tree, o)) {
-            cobj_unref(o); /* a key twice: storage_load gives each once */
-            continue;
-        }
-        bk->count++;
-        bk->bytes += o->len;
+        if (o)
+            link_loaded(get_bucket_locked(c, o->key, b->rows[i].prefix_len), o);
     }
 }
 
