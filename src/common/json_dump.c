@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ckube/json.h"
+#include "common/json_plain.h"
 #include "common/text.h"
 #include "common/utf8.h"
 
@@ -77,12 +78,6 @@ static inline void putc1(dbuf *b, char c)
         b->p[b->len++] = c;
 }
 
-/* Bytes a string needs no escape for: printable ASCII but '"' and '\\'. */
-static inline bool plain(unsigned char c)
-{
-    return c >= 0x20 && c != '"' && c != '\\' && c < 0x80;
-}
-
 static void dump_string(dbuf *b, const char *str, size_t len)
 {
     const unsigned char *s = (const unsigned char *)str, *end = s + len;
@@ -92,8 +87,7 @@ static void dump_string(dbuf *b, const char *str, size_t len)
     b->p[b->len++] = '"';
     while (s < end) {
         const unsigned char *run = s;
-        while (s < end && plain(*s))
-            s++;
+        s = ckube__json_plain_end(s, end);
         put(b, (const char *)run, (size_t)(s - run));
         if (s == end)
             break;

@@ -24,6 +24,7 @@
  */
 #include "common/json_parse.h"
 #include "common/json_cost.h"
+#include "common/json_plain.h"
 #include "common/utf8.h"
 
 #include <limits.h>
@@ -109,37 +110,6 @@ static inline void jp_skip_lost_nul(struct jp *jp)
 {
     if (jp->p < jp->end && *jp->p == '\0')
         jp->p++;
-}
-
-/* A byte a string may hold as is: printable ASCII other than '"' and '\'. */
-static inline int jp_plain(unsigned c)
-{
-    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-}
-
-/* Returns the first byte in [q, end) that is not plain (or end). On
- * little-endian machines it tests eight bytes per step: the classic
- * "has zero byte" / "has byte less than" tricks flag the lowest non-plain
- * byte exactly (a borrow can only flag bytes above it). */
-static inline const unsigned char *jp_scan_plain(const unsigned char *q, const unsigned char *end)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    while (end - q >= 8) {
-        uint64_t x, quote, bslash, m;
-        memcpy(&x, q, sizeof x);
-        quote = x ^ (ones * '"');
-        bslash = x ^ (ones * '\\');
-        m = ((quote - ones) & ~quote) | ((bslash - ones) & ~bslash) | (x - ones * 0x20) | x;
-        m &= highs;
-        if (m)
-            return q + (__builtin_ctzll(m) >> 3);
-        q += 8;
-    }
-#endif
-    while (q < end && jp_plain(*q))
-        q++;
-    return q;
 }
 
 /* Makes room for `need` bytes in b, keeping its contents. */
@@ -295,7 +265,7 @@ static int jp_string_escaped(struct jp *jp, struct jp_buf *b, const unsigned cha
                 return -1;
             q += k;
         } else {
-            q = jp_scan_plain(q, end);
+            q = ckube__json_plain_end(q, end);
         }
         size_t k = (size_t)(q - run);
         if (jp_buf_reserve(b, n + k))
@@ -316,7 +286,7 @@ static int jp_string(struct jp *jp, struct jp_buf *b, const char **out, size_t *
 {
     const unsigned char *start = jp->p + 1, *q = start, *end = jp->end;
     for (;;) {
-        q = jp_scan_plain(q, end);
+        q = ckube__json_plain_end(q, end);
         if (q == end)
             return -1;
         unsigned c = *q;

@@ -1,5 +1,6 @@
 /* The canonical-JSON scanner; see jscan.h for what "canonical" means. */
 #include "apiserver/codec/jscan.h"
+#include "common/json_plain.h"
 #include "common/text.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
@@ -8,50 +9,6 @@
 #include <string.h>
 
 /* ---- strings ---------------------------------------------------------- */
-
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-
-/* Bytes the byte-by-byte loop must look at are < 0x20, '"', '\\' or
- * >= 0x80. These return the number of plain bytes at the start of the
- * block (the block's size if all are plain). */
-#ifdef __SSE2__
-#include <emmintrin.h>
-#define BLOCK 16
-static inline size_t plain_prefix(const unsigned char *p)
-{
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-    /* Signed compare: bytes >= 0x80 are negative, so "< 0x20" catches them. */
-    __m128i sp = _mm_or_si128(_mm_cmplt_epi8(x, _mm_set1_epi8(0x20)),
-                              _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
-                                           _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))));
-    unsigned mask = (unsigned)_mm_movemask_epi8(sp);
-    return mask ? (size_t)__builtin_ctz(mask) : BLOCK;
-}
-#else
-#define BLOCK 8
-static inline size_t plain_prefix(const unsigned char *p)
-{
-    uint64_t w;
-    memcpy(&w, p, 8);
-    uint64_t q = w ^ (ONES * '"');
-    uint64_t b = w ^ (ONES * '\\');
-    /* The "has less than" and "has zero byte" tests flag every special
-     * byte; a borrow can also flag a plain byte, but only a more
-     * significant one than a special byte. So on little-endian the first
-     * flagged byte is exact; on big-endian it may be a plain byte, which
-     * merely goes through the byte loop. */
-    uint64_t m = ((w - ONES * 0x20) & ~w & HIGHS) | ((q - ONES) & ~q & HIGHS) |
-                 ((b - ONES) & ~b & HIGHS) | (w & HIGHS);
-    if (!m)
-        return 8;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    return (size_t)__builtin_ctzll(m) / 8;
-#else
-    return (size_t)__builtin_clzll(m) / 8;
-#endif
-}
-#endif
 
 static int hexval(unsigned char c)
 {
@@ -67,12 +24,7 @@ static int hexval(unsigned char c)
 static const unsigned char *scan_string(const unsigned char *p, const unsigned char *end)
 {
     for (;;) {
-        while (end - p >= BLOCK) {
-            size_t n = plain_prefix(p);
-            p += n;
-            if (n < BLOCK)
-                break;
-        }
+        p = ckube__json_plain_end(p, end);
         if (p >= end)
             return NULL;
         unsigned char c = *p;
