@@ -3,26 +3,24 @@
  * machinery they use is in the other files (internal.h). */
 #include "apiserver/fieldmanager/internal.h"
 
-/* Fields no manager ever owns (upstream's stripMeta). */
-static const char *const strip_paths[][2] = {
-    {"f:apiVersion", NULL},
-    {"f:kind", NULL},
-    {"f:metadata", NULL},
-    {"f:metadata", "f:name"},
-    {"f:metadata", "f:namespace"},
-    {"f:metadata", "f:creationTimestamp"},
-    {"f:metadata", "f:selfLink"},
-    {"f:metadata", "f:uid"},
-    {"f:metadata", "f:clusterName"},
-    {"f:metadata", "f:generation"},
-    {"f:metadata", "f:managedFields"},
-    {"f:metadata", "f:resourceVersion"},
+/* Fields no manager ever owns (upstream's stripMeta): apiVersion, kind,
+ * metadata itself and these fields of it. */
+static const char *const strip_meta_fields[] = {
+    "f:name",        "f:namespace",  "f:creationTimestamp", "f:selfLink",        "f:uid",
+    "f:clusterName", "f:generation", "f:managedFields",     "f:resourceVersion",
 };
 
 static void strip_meta(fm_set *s)
 {
-    for (size_t i = 0; i < sizeof strip_paths / sizeof *strip_paths; i++) {
-        fm_set *n = fm_set_at(s, strip_paths[i], strip_paths[i][1] ? 2 : 1);
+    static const char *const top[] = {"f:apiVersion", "f:kind", "f:metadata"};
+    for (size_t i = 0; i < sizeof top / sizeof *top; i++) {
+        fm_set *n = fm_set_find(s, top[i]);
+        if (n)
+            n->member = false;
+    }
+    fm_set *meta = fm_set_find(s, "f:metadata");
+    for (size_t i = 0; meta && i < sizeof strip_meta_fields / sizeof *strip_meta_fields; i++) {
+        fm_set *n = fm_set_find(meta, strip_meta_fields[i]);
         if (n)
             n->member = false;
     }
@@ -123,6 +121,44 @@ static void conflicts_free(conflicts *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Skeletons of built-in types, built once per schema (every create
+ * compares with one). Each key holds a reference to its schema, so the
+ * pointer cannot come to name another schema. A custom type's skeleton
+ * is an empty object and is not cached. */
+#define SKELETON_CACHE 64
+
+static pthread_mutex_t skeleton_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    json_t *schema, *skeleton;
+} skeleton_cache[SKELETON_CACHE];
+static size_t skeleton_n;
+
+/* A new reference to t's skeleton; shared, so read-only. */
+static json_t *skeleton_ref(const fm_type *t)
+{
+    if (t->custom || !t->schema)
+        return skeleton(t);
+    json_t *found = NULL;
+    pthread_mutex_lock(&skeleton_mu);
+    for (size_t i = 0; i < skeleton_n && !found; i++)
+        if (skeleton_cache[i].schema == t->schema)
+            found = json_incref(skeleton_cache[i].skeleton);
+    pthread_mutex_unlock(&skeleton_mu);
+    if (found)
+        return found;
+    json_t *sk = skeleton(t);
+    pthread_mutex_lock(&skeleton_mu);
+    bool known = false; /* another thread was first */
+    for (size_t i = 0; i < skeleton_n && !known; i++)
+        known = skeleton_cache[i].schema == t->schema;
+    if (!known && skeleton_n < SKELETON_CACHE) {
+        skeleton_cache[skeleton_n].schema = json_incref((json_t *)t->schema);
+        skeleton_cache[skeleton_n++].skeleton = json_incref(sk);
+    }
+    pthread_mutex_unlock(&skeleton_mu);
+    return sk;
+}
+
 /* Upstream's Updater.update: compares live and new (ignoring what the
  * write cannot own) and takes the changed fields from every entry but
  * `self` (-1: none), and the removed ones too. Without force, fields
@@ -186,9 +222,17 @@ static void record_update(const fm_type *t, const char *manager, const char *sub
 {
     comparison cm;
     take_changes(t, subresource, m, -1, live, nobj, true, &cm, NULL);
-    fm_set *mine = cm.modified;
-    cm.modified = NULL;
-    fm_set_union_into(mine, cm.added);
+    /* Added and modified are disjoint; a create has only the former, so
+     * take the larger set whole rather than copy it node by node. */
+    fm_set *mine = cm.added, *other = cm.modified;
+    if (fm_set_empty(mine)) {
+        mine = cm.modified;
+        other = cm.added;
+    }
+    cm.added = cm.modified = NULL;
+    if (!fm_set_empty(other))
+        fm_set_union_into(mine, other);
+    fm_set_free(other);
     fm_set_compact(mine);
     fm_comparison_free(&cm);
     strip_meta(mine);
@@ -275,7 +319,7 @@ void fm_update(const fm_type *t, const fm_op *op, const json_t *old, json_t *obj
         fm_managed_free(m);
         return;
     }
-    json_t *live = old ? without_mf(old) : skeleton(t);
+    json_t *live = old ? without_mf(old) : skeleton_ref(t);
     /* On create obj has no managedFields any more (deleted above) and its
      * resourceVersion, if any, is stripped from the result like every
      * server-owned field: no copy needed then. */

@@ -184,10 +184,12 @@ fm_set *fm_set_at(const fm_set *s, const char *const *pes, size_t n)
 json_t *fm_fields_of(const fm_set *s)
 {
     json_t *o = json_object();
+    /* Path elements are valid UTF-8: built from the keys and values of
+     * decoded objects, or checked when decoded from FieldsV1. */
     if (s->member && s->n && s->parent)
-        json_object_set_new(o, ".", json_object());
+        json_object_set_new_nocheck(o, ".", json_object());
     for (size_t i = 0; i < s->n; i++)
-        json_object_set_new(o, s->kids[i]->pe, fm_fields_of(s->kids[i]));
+        json_object_set_new_nocheck(o, s->kids[i]->pe, fm_fields_of(s->kids[i]));
     return o;
 }
 

@@ -186,15 +186,18 @@ static json_t *managed_encode(const fm_managed *m)
     for (size_t i = 0; i < m->n; i++) {
         const fm_entry *e = order[i];
         json_t *o = json_object();
-        json_object_set_new(o, "manager", json_string(e->manager));
-        json_object_set_new(o, "operation", json_string(e->apply ? "Apply" : "Update"));
-        json_object_set_new(o, "apiVersion", json_string(e->api_version));
+        /* Literal keys and server-made values need no UTF-8 check; the
+         * manager's name comes from the client and keeps it. */
+        json_object_set_new_nocheck(o, "manager", json_string(e->manager));
+        json_object_set_new_nocheck(o, "operation",
+                                    json_string_nocheck(e->apply ? "Apply" : "Update"));
+        json_object_set_new_nocheck(o, "apiVersion", json_string(e->api_version));
         if (e->time)
-            json_object_set_new(o, "time", json_string(e->time));
-        json_object_set_new(o, "fieldsType", json_string("FieldsV1"));
-        json_object_set_new(o, "fieldsV1", fm_fields_of(e->set));
+            json_object_set_new_nocheck(o, "time", json_string(e->time));
+        json_object_set_new_nocheck(o, "fieldsType", json_string_nocheck("FieldsV1"));
+        json_object_set_new_nocheck(o, "fieldsV1", fm_fields_of(e->set));
         if (*e->subresource)
-            json_object_set_new(o, "subresource", json_string(e->subresource));
+            json_object_set_new_nocheck(o, "subresource", json_string(e->subresource));
         json_array_append_new(list, o);
     }
     free(order);

@@ -127,8 +127,20 @@ static size_t vsize(const json_t *v)
     return json_is_object(v) ? json_object_size(v) : json_array_size(v);
 }
 
+enum { CMP_ADDED, CMP_MODIFIED, CMP_REMOVED, CMP_SETS };
+
+/* Where the current path is in one of the result sets: node[i] is the
+ * node of stack[0..i], for i < valid. Marks come in walk order, so a
+ * mark usually shares all but its last element with the one before and
+ * descends from there instead of from the root. */
+typedef struct mark_path {
+    fm_set **node;
+    size_t valid;
+} mark_path;
+
 typedef struct cmp_ctx {
-    fm_set *added, *modified, *removed;
+    fm_set *set[CMP_SETS];
+    mark_path at[CMP_SETS];
     const char **stack; /* current path (borrowed elements) */
     size_t depth, cap;
 } cmp_ctx;
@@ -138,28 +150,39 @@ static void cmp_push(cmp_ctx *c, const char *pe)
     if (c->depth == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 16;
         c->stack = xrealloc(c->stack, c->cap * sizeof *c->stack);
+        for (int k = 0; k < CMP_SETS; k++)
+            c->at[k].node = xrealloc(c->at[k].node, c->cap * sizeof *c->at[k].node);
     }
+    for (int k = 0; k < CMP_SETS; k++)
+        if (c->at[k].valid > c->depth)
+            c->at[k].valid = c->depth; /* stack[depth] is about to change */
     c->stack[c->depth++] = pe;
 }
 
-static void cmp_mark(cmp_ctx *c, fm_set *root)
+static void cmp_mark(cmp_ctx *c, int which)
 {
     if (!c->depth)
         return;
-    fm_set *n = root;
-    for (size_t i = 0; i < c->depth; i++)
-        n = fm_set_child(n, c->stack[i]);
+    mark_path *at = &c->at[which];
+    if (at->valid > c->depth)
+        at->valid = c->depth;
+    fm_set *n = at->valid ? at->node[at->valid - 1] : c->set[which];
+    for (size_t i = at->valid; i < c->depth; i++) {
+        n = fm_set_child(n, c->stack[i]); /* nodes never move: pointers stay valid */
+        at->node[i] = n;
+    }
+    at->valid = c->depth;
     n->member = true;
 }
 
 static void cmp_leaf(cmp_ctx *c, const json_t *l, const json_t *r)
 {
     if (!l)
-        cmp_mark(c, c->added);
+        cmp_mark(c, CMP_ADDED);
     else if (!r)
-        cmp_mark(c, c->removed);
+        cmp_mark(c, CMP_REMOVED);
     else if (!ckube_patch_json_equal(l, r))
-        cmp_mark(c, c->modified);
+        cmp_mark(c, CMP_MODIFIED);
 }
 
 static void cmp_walk(cmp_ctx *c, const tnode *n, const json_t *l, const json_t *r);
@@ -258,9 +281,9 @@ static void cmp_walk(cmp_ctx *c, const tnode *n, const json_t *l, const json_t *
         }
     }
     if (!l)
-        cmp_mark(c, c->added);
+        cmp_mark(c, CMP_ADDED);
     else if (!r)
-        cmp_mark(c, c->removed);
+        cmp_mark(c, CMP_REMOVED);
 }
 
 void fm_comparison_free(comparison *cm)
@@ -273,15 +296,16 @@ void fm_comparison_free(comparison *cm)
 void fm_compare(const fm_type *t, const json_t *l, const json_t *r, comparison *out)
 {
     tnode root = fm_tn_root(t);
-    cmp_ctx c = {.added = fm_set_new(), .modified = fm_set_new(), .removed = fm_set_new()};
+    cmp_ctx c = {.set = {fm_set_new(), fm_set_new(), fm_set_new()}};
     cmp_walk(&c, &root, l, r);
     free(c.stack);
-    fm_set_compact(c.added);
-    fm_set_compact(c.modified);
-    fm_set_compact(c.removed);
-    out->added = c.added;
-    out->modified = c.modified;
-    out->removed = c.removed;
+    for (int k = 0; k < CMP_SETS; k++) {
+        free(c.at[k].node);
+        fm_set_compact(c.set[k]);
+    }
+    out->added = c.set[CMP_ADDED];
+    out->modified = c.set[CMP_MODIFIED];
+    out->removed = c.set[CMP_REMOVED];
 }
 
 static json_t *merge_map(const tnode *n, const json_t *l, const json_t *r, char **err)
