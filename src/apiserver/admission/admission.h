@@ -97,6 +97,11 @@ adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs
 /* Stops a run before done (its calls are cancelled); no callback. */
 void adm_run_cancel(adm_run *r);
 
+/* Whether any mutating (mutating true) or validating webhook is
+ * configured: a write asks first and builds nothing for admission_run
+ * when none is (the common case). */
+bool admission_has_webhooks(admission *a, bool mutating);
+
 /* How many webhooks the current configurations hold (mutating and
  * validating), compiling them if they changed. For tests. */
 size_t admission_webhook_count(admission *a);

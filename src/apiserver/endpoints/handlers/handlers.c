@@ -249,6 +249,43 @@ static ckube_status *check_name(req_ctx *rc, const json_t *obj)
 }
 
 /* kind/apiVersion in a body must match the URL's type. */
+/* Puts kind and apiVersion (set to these values) first in obj, the other
+ * members after them in their order. Runs on every write: members are
+ * moved, not copied, and an object already in that shape is left alone. */
+static void lead_with_gvk(json_t *obj, const char *kind, const char *api_version)
+{
+    void *it = json_object_iter(obj);
+    void *it2 = it ? json_object_iter_next(obj, it) : NULL;
+    if (it2 && !strcmp(json_object_iter_key(it), "kind") &&
+        !strcmp(json_object_iter_key(it2), "apiVersion")) {
+        const char *k = json_string_value(json_object_iter_value(it));
+        const char *av = json_string_value(json_object_iter_value(it2));
+        if (k && av && !strcmp(k, kind) && !strcmp(av, api_version))
+            return;
+    }
+    size_t n = json_object_size(obj), k = 0;
+    const char **keys = xcalloc(n ? n : 1, sizeof *keys);
+    json_t **vals = xcalloc(n ? n : 1, sizeof *vals);
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        if (!strcmp(key, "kind") || !strcmp(key, "apiVersion"))
+            continue;
+        keys[k] = xstrdup(key);
+        vals[k++] = json_incref(v);
+    }
+    json_object_clear(obj);
+    json_object_set_new_nocheck(obj, "kind", json_string(kind));
+    json_object_set_new_nocheck(obj, "apiVersion", json_string(api_version));
+    for (size_t i = 0; i < k; i++) {
+        json_object_set_new_nocheck(obj, keys[i], vals[i]); /* keys were valid members */
+        free((char *)keys[i]);
+    }
+    free(keys);
+    free(vals);
+}
+
 static ckube_status *check_gvk(req_ctx *rc, json_t *obj)
 {
     const resource_type *t = rc->type;
@@ -266,14 +303,7 @@ static ckube_status *check_gvk(req_ctx *rc, json_t *obj)
         return ckube_status_bad_request(
             "the kind in the data (%s) does not match the expected kind (%s)", kind, t->kind);
     /* kind and apiVersion lead, as upstream serializes them. */
-    json_t *rest = json_copy(obj);
-    json_object_clear(obj);
-    json_object_set_new(obj, "kind", json_string(t->kind));
-    json_object_set_new(obj, "apiVersion", json_string(t->api_version));
-    json_object_del(rest, "kind");
-    json_object_del(rest, "apiVersion");
-    json_object_update(obj, rest);
-    json_decref(rest);
+    lead_with_gvk(obj, t->kind, t->api_version);
     json_t *meta = json_object_get(obj, "metadata");
     if (meta && !json_is_object(meta))
         return ckube_status_bad_request("metadata must be an object");
@@ -1117,7 +1147,8 @@ static bool write_admit(store_write *sw, store_admit_stage stage, json_t *obj, c
     (void)st;
     write_req *w = (write_req *)sw;
     req_ctx *rc = write_rc(w);
-    if (!rc->srv->admission || !rc->lp->out)
+    if (!rc->srv->admission || !rc->lp->out ||
+        !admission_has_webhooks(rc->srv->admission, stage == STORE_ADMIT_MUTATE))
         return true;
     const resource_type *t = rc->type;
     const char *op = sw->verb == STORE_DELETE ? "DELETE" : old ? "UPDATE" : "CREATE";
