@@ -159,6 +159,10 @@ s_namespace_termination() {
     expect_eq "$(jb .reason)" "Forbidden" "reason"
     expect_eq "$(jb .message)" 'configmaps "newcm" is forbidden: unable to create new content in namespace term because it is being terminated' "403 message"
     expect_eq "$(jb .details.name)/$(jb .details.kind)" "newcm/configmaps" "403 details"
+    # upstream's cause, which clients (client-go's event sink) test for
+    expect_eq "$(jb '.details.causes | length')" 1 "one cause"
+    expect_eq "$(jb '.details.causes[0].reason')|$(jb '.details.causes[0].field')|$(jb '.details.causes[0].message')" \
+        "NamespaceTerminating|metadata.namespace|namespace term is being terminated" "403 cause"
     req POST /api/v1/namespaces/term/configmaps "${JSON[@]}" -d '{"metadata":{"generateName":"gen-"}}'
     expect_eq "$CODE" 403 "generateName create in a terminating namespace"
     # ... but existing content can still change and be deleted

@@ -190,6 +190,10 @@ static int setup(void **state)
     assert_non_null(f->st);
     f->c = cacher_new(f->st, 64);
     assert_non_null(f->c);
+    /* As the server configures namespaces (their selectable field): the
+     * store reads a namespace's phase from the cache. */
+    static const cacher_field ns_fields[] = {{"status.phase", "status.phase"}, {NULL, NULL}};
+    cacher_configure_bucket(f->c, NS_PREFIX, ns_fields);
     assert_int_equal(cacher_start(f->c), 0);
     f->s = store_new(f->st, f->c);
     assert_non_null(f->s);
@@ -692,12 +696,21 @@ static void test_create_namespace_missing(void **state)
     tw_release(&w);
 }
 
+/* What core.c does to a namespace a delete keeps for its finalizers. */
+static void ns_terminating(const resource_type *t, json_t *obj)
+{
+    (void)t;
+    json_object_set_new(ckube_json_object_ensure(obj, "status"), "phase",
+                        json_string("Terminating"));
+}
+
 static void test_create_namespace_terminating(void **state)
 {
     fixture *f = *state;
     /* Written behind the store, in a form of its own (spaces). */
     const char *raw = "{ \"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": { "
-                      "\"name\": \"gone\", \"deletionTimestamp\": \"2024-01-01T00:00:00Z\" } }";
+                      "\"name\": \"gone\", \"deletionTimestamp\": \"2024-01-01T00:00:00Z\" }, "
+                      "\"status\": { \"phase\": \"Terminating\" } }";
     json_t *ns = json_loads(raw, 0, NULL);
     assert_int_equal(raw_write(f, STORAGE_OP_CREATE, NS_PREFIX "gone", ns, 0, NULL), STORAGE_OK);
     json_decref(ns);
@@ -711,11 +724,17 @@ static void test_create_namespace_terminating(void **state)
                   "widgets.example.com \"a\" is forbidden: unable to create new content in "
                   "namespace gone because it is being terminated");
     assert_string_equal(w.r.st->name, "a");
+    /* upstream's cause, which clients (client-go's event sink) look for */
+    assert_int_equal(w.r.st->ncauses, 1);
+    assert_string_equal(w.r.st->causes[0].type, "NamespaceTerminating");
+    assert_string_equal(w.r.st->causes[0].field, "metadata.namespace");
+    assert_string_equal(w.r.st->causes[0].message, "namespace gone is being terminated");
     assert_int_equal(storage_current_rev(f->st), before);
     tw_release(&w);
 
-    /* A namespace the store itself put into deletion (its canonical
-     * bytes) refuses new content too. */
+    /* A namespace the store itself put into deletion (phase Terminating,
+     * as core.c's hook sets it) refuses new content too. */
+    f->nst->prepare_delete = ns_terminating;
     tw_init(&w, f, STORE_CREATE, NULL);
     w.sw.type = f->nst;
     w.sw.ns = NULL;
