@@ -80,6 +80,27 @@ void sch_record_unknown(walk *w);
 
 bool sch_true(const json_t *s, const char *key);
 
+/* The keywords of one schema node that validation and pruning read,
+ * found in one pass over the node's members (NULL: absent). A node has
+ * a handful of members, and looking each keyword up by name hashed a
+ * dozen names for every value a write validates. */
+typedef struct sch_kw {
+    const json_t *type, *enum_, *nullable, *int_or_string, *any_of, *one_of, *all_of, *not_;
+    const json_t *format, *pattern, *max_length, *min_length;
+    const json_t *multiple_of, *minimum, *maximum, *exclusive_minimum, *exclusive_maximum;
+    const json_t *items, *min_items, *max_items, *unique_items, *list_type, *list_map_keys;
+    const json_t *properties, *additional_properties, *min_properties, *max_properties;
+    const json_t *required, *embedded_resource, *preserve_unknown_fields;
+} sch_kw;
+
+void sch_keywords(const json_t *s, sch_kw *kw);
+
+/* kw as an object schema, or NULL (sch_obj's rule). */
+static inline const json_t *sch_kw_obj(const json_t *kw)
+{
+    return json_is_object(kw) ? kw : NULL;
+}
+
 const json_t *sch_obj(const json_t *s, const char *key);
 
 const char *sch_json_type_name(const json_t *v);

@@ -35,11 +35,11 @@ static void default_object(walk *w, const json_t *props, json_t *v, int ctx)
     }
 }
 
-static bool schema_requires(const json_t *s, const char *key)
+static bool schema_requires(const sch_kw *k, const char *key)
 {
     size_t i;
     const json_t *r;
-    json_array_foreach(json_object_get(s, "required"), i, r)
+    json_array_foreach(k->required, i, r)
     {
         if (json_is_string(r) && !strcmp(json_string_value(r), key))
             return true;
@@ -47,24 +47,27 @@ static bool schema_requires(const json_t *s, const char *key)
     return false;
 }
 
-/* SCHEMA_OMITEMPTY: whether property `key` of object schema s, whose own
- * schema is cs, is an empty map or list that Go's omitempty leaves out. */
-static bool omitted_when_empty(const json_t *s, const char *key, const json_t *cs, const json_t *v)
+/* SCHEMA_OMITEMPTY: whether property `key` of an object schema (its
+ * keywords k), whose own schema is cs, is an empty map or list that Go's
+ * omitempty leaves out. */
+static bool omitted_when_empty(const sch_kw *k, const char *key, const json_t *cs, const json_t *v)
 {
     bool empty_list = json_is_array(v) && !json_array_size(v);
     bool empty_map = json_is_object(v) && !json_object_size(v) &&
                      json_is_object(json_object_get(cs, "additionalProperties")) &&
                      !sch_obj(cs, "properties") &&
                      !sch_true(cs, "x-kubernetes-preserve-unknown-fields");
-    return (empty_list || empty_map) && !schema_requires(s, key);
+    return (empty_list || empty_map) && !schema_requires(k, key);
 }
 
 static void prune_object(walk *w, const json_t *s, json_t *v, int ctx)
 {
-    const json_t *props = sch_obj(s, "properties");
-    const json_t *addl = json_object_get(s, "additionalProperties");
-    bool preserve = sch_true(s, "x-kubernetes-preserve-unknown-fields");
-    bool embedded = ctx != CTX_NORMAL || sch_true(s, "x-kubernetes-embedded-resource");
+    sch_kw k;
+    sch_keywords(s, &k);
+    const json_t *props = sch_kw_obj(k.properties);
+    const json_t *addl = k.additional_properties;
+    bool preserve = json_is_true(k.preserve_unknown_fields);
+    bool embedded = ctx != CTX_NORMAL || json_is_true(k.embedded_resource);
     /* Only a schema that describes objects prunes: one with properties, an
      * additionalProperties decision or `type: object`. */
     bool structural =
@@ -94,7 +97,7 @@ static void prune_object(walk *w, const json_t *s, json_t *v, int ctx)
         size_t old = sch_path_push_key(w, key);
         if (cs) {
             sch_prune_node(w, cs, child, CTX_NORMAL);
-            if ((w->flags & SCHEMA_OMITEMPTY) && omitted_when_empty(s, key, cs, child))
+            if ((w->flags & SCHEMA_OMITEMPTY) && omitted_when_empty(&k, key, cs, child))
                 json_object_del(v, key);
         } else if (json_is_object(addl)) {
             sch_prune_node(w, addl, child, CTX_NORMAL);

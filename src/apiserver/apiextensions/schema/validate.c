@@ -8,19 +8,19 @@ static double num_value(const json_t *v)
     return json_is_integer(v) ? (double)json_integer_value(v) : json_real_value(v);
 }
 
-static void validate_string(walk *w, const json_t *s, const json_t *v)
+static void validate_string(walk *w, const sch_kw *kw, const json_t *v)
 {
     const char *str = json_string_value(v);
     size_t bytes = json_string_length(v);
-    const json_t *maxl = json_object_get(s, "maxLength");
-    const json_t *minl = json_object_get(s, "minLength");
+    const json_t *maxl = kw->max_length;
+    const json_t *minl = kw->min_length;
     /* Characters, as Go's utf8.RuneCountInString; counted only when a
      * length is checked (data values are kilobytes long). */
     size_t chars = 0;
     if (maxl || minl)
         for (size_t i = 0; i < bytes; i += sch_utf8_len(str + i, bytes - i))
             chars++;
-    const json_t *pat = json_object_get(s, "pattern");
+    const json_t *pat = kw->pattern;
     /* kube-openapi's string validator stops at its first failure. */
     if (json_is_integer(maxl) && (json_int_t)chars > json_integer_value(maxl)) {
         json_int_t m = json_integer_value(maxl);
@@ -35,7 +35,7 @@ static void validate_string(walk *w, const json_t *s, const json_t *v)
         sch_add_invalid(w, v, "%s in body should match '%s'", sch_cur_path(w),
                         json_string_value(pat));
     }
-    const char *format = json_string_value(json_object_get(s, "format"));
+    const char *format = json_string_value(kw->format);
     if (format && !sch_string_format_ok(format, str)) {
         char *q = ckube_go_quote(str);
         if (!q) {
@@ -54,12 +54,12 @@ static void validate_string(walk *w, const json_t *s, const json_t *v)
     }
 }
 
-static void validate_number(walk *w, const json_t *s, const json_t *v)
+static void validate_number(walk *w, const sch_kw *kw, const json_t *v)
 {
     bool is_int = json_is_integer(v);
     double d = num_value(v);
     char lim[64];
-    const json_t *mult = json_object_get(s, "multipleOf");
+    const json_t *mult = kw->multiple_of;
     if (json_is_number(mult) && num_value(mult) > 0) {
         double f = num_value(mult);
         bool ok;
@@ -74,9 +74,9 @@ static void validate_number(walk *w, const json_t *s, const json_t *v)
             sch_add_invalid(w, v, "%s in body should be a multiple of %s", sch_cur_path(w), lim);
         }
     }
-    const json_t *min = json_object_get(s, "minimum");
+    const json_t *min = kw->minimum;
     if (json_is_number(min)) {
-        bool excl = sch_true(s, "exclusiveMinimum");
+        bool excl = json_is_true(kw->exclusive_minimum);
         bool bad;
         if (is_int && json_is_integer(min))
             bad = excl ? json_integer_value(v) <= json_integer_value(min)
@@ -89,9 +89,9 @@ static void validate_number(walk *w, const json_t *s, const json_t *v)
                             excl ? "" : "or equal to ", lim);
         }
     }
-    const json_t *max = json_object_get(s, "maximum");
+    const json_t *max = kw->maximum;
     if (json_is_number(max)) {
-        bool excl = sch_true(s, "exclusiveMaximum");
+        bool excl = json_is_true(kw->exclusive_maximum);
         bool bad;
         if (is_int && json_is_integer(max))
             bad = excl ? json_integer_value(v) >= json_integer_value(max)
@@ -105,7 +105,7 @@ static void validate_number(walk *w, const json_t *s, const json_t *v)
         }
     }
     /* int32 fields of built-in types: Go would fail to decode these. */
-    const char *format = json_string_value(json_object_get(s, "format"));
+    const char *format = json_string_value(kw->format);
     if (format && !strcmp(format, "int32") && sch_is_integral(v) &&
         (d < INT32_MIN || d > INT32_MAX)) {
         sch_add_invalid(w, v, "%s in body should be %s", sch_cur_path(w),
@@ -161,9 +161,9 @@ static void free_keys(char **keys, size_t n)
 }
 
 /* x-kubernetes-list-type: set and map uniqueness. */
-static void validate_list_type(walk *w, const json_t *s, const json_t *v)
+static void validate_list_type(walk *w, const sch_kw *kw, const json_t *v)
 {
-    const char *lt = json_string_value(json_object_get(s, "x-kubernetes-list-type"));
+    const char *lt = json_string_value(kw->list_type);
     if (!lt || (strcmp(lt, "set") && strcmp(lt, "map")))
         return;
     bool is_map = !strcmp(lt, "map");
@@ -181,7 +181,7 @@ static void validate_list_type(walk *w, const json_t *s, const json_t *v)
     }
     if (n <= 1)
         return;
-    const json_t *mkeys = json_object_get(s, "x-kubernetes-list-map-keys");
+    const json_t *mkeys = kw->list_map_keys;
     char **keys = xcalloc(n, sizeof *keys);
     json_t **shown = xcalloc(n, sizeof *shown);
     size_t *dups = xmalloc(n * sizeof *dups);
@@ -235,11 +235,11 @@ out:
     free(dups);
 }
 
-static void validate_array(walk *w, const json_t *s, const json_t *v)
+static void validate_array(walk *w, const sch_kw *kw, const json_t *v)
 {
     size_t n = json_array_size(v);
-    const json_t *mini = json_object_get(s, "minItems");
-    const json_t *maxi = json_object_get(s, "maxItems");
+    const json_t *mini = kw->min_items;
+    const json_t *maxi = kw->max_items;
     if (json_is_integer(mini) && (json_int_t)n < json_integer_value(mini)) {
         json_t *cnt = json_integer((json_int_t)n);
         sch_add_invalid(w, cnt, "%s in body should have at least %" JSON_INTEGER_FORMAT " items",
@@ -252,7 +252,7 @@ static void validate_array(walk *w, const json_t *s, const json_t *v)
                       "Too many: %zu: must have at most %" JSON_INTEGER_FORMAT " %s", n, m,
                       m == 1 ? "item" : "items");
     }
-    if (sch_true(s, "uniqueItems") && n > 1) {
+    if (json_is_true(kw->unique_items) && n > 1) {
         char **keys = xcalloc(n, sizeof *keys);
         size_t *dups = xmalloc(n * sizeof *dups);
         bool ok = keys && dups;
@@ -267,7 +267,7 @@ static void validate_array(walk *w, const json_t *s, const json_t *v)
             free_keys(keys, n);
         free(dups);
     }
-    const json_t *items = sch_obj(s, "items");
+    const json_t *items = sch_kw_obj(kw->items);
     if (items) {
         for (size_t i = 0; i < n && !w->oom; i++) {
             size_t old = sch_path_push_index(w, i);
@@ -275,7 +275,7 @@ static void validate_array(walk *w, const json_t *s, const json_t *v)
             sch_path_pop(w, old);
         }
     }
-    validate_list_type(w, s, v);
+    validate_list_type(w, kw, v);
 }
 
 /* apiVersion/kind/metadata of a resource root or an embedded resource.
@@ -303,11 +303,11 @@ static void validate_resource_keys(walk *w, const json_t *v, bool embedded)
     }
 }
 
-static void validate_object(walk *w, const json_t *s, const json_t *v, int ctx)
+static void validate_object(walk *w, const sch_kw *kw, const json_t *v, int ctx)
 {
     size_t nkeys = json_object_size(v);
-    const json_t *minp = json_object_get(s, "minProperties");
-    const json_t *maxp = json_object_get(s, "maxProperties");
+    const json_t *minp = kw->min_properties;
+    const json_t *maxp = kw->max_properties;
     if (json_is_integer(minp) && (json_int_t)nkeys < json_integer_value(minp)) {
         json_t *cnt = json_integer((json_int_t)nkeys);
         sch_add_invalid(w, cnt,
@@ -323,9 +323,9 @@ static void validate_object(walk *w, const json_t *s, const json_t *v, int ctx)
                       m == 1 ? "item" : "items");
         return;
     }
-    const json_t *props = sch_obj(s, "properties");
-    const json_t *addl = json_object_get(s, "additionalProperties");
-    bool embedded = ctx != CTX_NORMAL || sch_true(s, "x-kubernetes-embedded-resource");
+    const json_t *props = sch_kw_obj(kw->properties);
+    const json_t *addl = kw->additional_properties;
+    bool embedded = ctx != CTX_NORMAL || json_is_true(kw->embedded_resource);
     const char *key;
     const json_t *child;
     json_object_foreach((json_t *)v, key, child)
@@ -358,7 +358,7 @@ static void validate_object(walk *w, const json_t *s, const json_t *v, int ctx)
         if (w->oom)
             return;
     }
-    const json_t *req = json_object_get(s, "required");
+    const json_t *req = kw->required;
     size_t i;
     const json_t *r;
     json_array_foreach(req, i, r)
@@ -427,9 +427,9 @@ static void add_composite(walk *w, const char *fmt, const char *extra)
     free(q);
 }
 
-static void validate_combinators(walk *w, const json_t *s, const json_t *v)
+static void validate_combinators(walk *w, const sch_kw *kw, const json_t *v)
 {
-    const json_t *anyof = json_object_get(s, "anyOf");
+    const json_t *anyof = kw->any_of;
     if (json_is_array(anyof) && json_array_size(anyof)) {
         ckube_status *best = NULL;
         int best_n = INT_MAX;
@@ -459,7 +459,7 @@ static void validate_combinators(walk *w, const json_t *s, const json_t *v)
         }
         ckube_status_free(best);
     }
-    const json_t *oneof = json_object_get(s, "oneOf");
+    const json_t *oneof = kw->one_of;
     if (json_is_array(oneof) && json_array_size(oneof)) {
         ckube_status *best = NULL;
         int best_n = INT_MAX, valid = 0;
@@ -492,7 +492,7 @@ static void validate_combinators(walk *w, const json_t *s, const json_t *v)
         }
         ckube_status_free(best);
     }
-    const json_t *allof = json_object_get(s, "allOf");
+    const json_t *allof = kw->all_of;
     if (json_is_array(allof) && json_array_size(allof)) {
         size_t valid = 0, i;
         const json_t *sub;
@@ -509,7 +509,7 @@ static void validate_combinators(walk *w, const json_t *s, const json_t *v)
             add_composite(w, "%s must validate all the schemas (allOf)%s",
                           valid == 0 ? ". None validated" : "");
     }
-    const json_t *notv = sch_obj(s, "not");
+    const json_t *notv = sch_kw_obj(kw->not_);
     if (notv && validate_scratch(w, notv, v, NULL) == 0)
         add_composite(w, "%s must not validate the schema (not)%s", "");
 }
@@ -568,17 +568,19 @@ void sch_validate_node(walk *w, const json_t *s, const json_t *v, int ctx)
         w->depth--;
         return;
     }
-    const json_t *type = json_object_get(s, "type");
-    bool ios = sch_true(s, "x-kubernetes-int-or-string");
+    sch_kw k;
+    sch_keywords(s, &k);
+    const json_t *type = k.type;
+    bool ios = json_is_true(k.int_or_string);
     bool typed = ios || sch_has_type(type);
-    const json_t *en = json_object_get(s, "enum");
+    const json_t *en = k.enum_;
     bool has_enum = json_is_array(en) && json_array_size(en) > 0;
 
     if (json_is_null(v)) {
         bool contains_null = false;
         if (type)
             sch_type_matches(type, v, &contains_null);
-        if (typed && !contains_null && !sch_true(s, "nullable")) {
+        if (typed && !contains_null && !json_is_true(k.nullable)) {
             char *label = sch_type_label(type, ios);
             if (!label)
                 w->oom = true;
@@ -603,17 +605,17 @@ void sch_validate_node(walk *w, const json_t *s, const json_t *v, int ctx)
             goto out;
         }
     }
-    validate_combinators(w, s, v);
+    validate_combinators(w, &k, v);
     if (json_is_string(v))
-        validate_string(w, s, v);
+        validate_string(w, &k, v);
     else if (json_is_number(v))
-        validate_number(w, s, v);
+        validate_number(w, &k, v);
     else if (json_is_array(v))
-        validate_array(w, s, v);
+        validate_array(w, &k, v);
     if (has_enum && !enum_contains(en, v))
         validate_enum(w, en, v);
     if (json_is_object(v))
-        validate_object(w, s, v, ctx);
+        validate_object(w, &k, v, ctx);
 out:
     w->depth--;
 }

@@ -1,6 +1,8 @@
 /* The schema engine (internal.h): the walk over an object and its schema, paths, causes; schema
  * node helpers. */
 #include "apiserver/apiextensions/schema/internal.h"
+
+#include <stddef.h>
 #include "ckube/validation.h"
 #include "common/xalloc.h"
 
@@ -117,6 +119,67 @@ void sch_record_unknown(walk *w)
 bool sch_true(const json_t *s, const char *key)
 {
     return json_is_true(json_object_get(s, key));
+}
+
+/* Sorted by name for bsearch. */
+static const struct kw_slot {
+    const char *name;
+    size_t off;
+} kw_slots[] = {
+#define KW(name, field)                                                                            \
+    {                                                                                              \
+        name, offsetof(sch_kw, field)                                                              \
+    }
+    KW("additionalProperties", additional_properties),
+    KW("allOf", all_of),
+    KW("anyOf", any_of),
+    KW("enum", enum_),
+    KW("exclusiveMaximum", exclusive_maximum),
+    KW("exclusiveMinimum", exclusive_minimum),
+    KW("format", format),
+    KW("items", items),
+    KW("maxItems", max_items),
+    KW("maxLength", max_length),
+    KW("maxProperties", max_properties),
+    KW("maximum", maximum),
+    KW("minItems", min_items),
+    KW("minLength", min_length),
+    KW("minProperties", min_properties),
+    KW("minimum", minimum),
+    KW("multipleOf", multiple_of),
+    KW("not", not_),
+    KW("nullable", nullable),
+    KW("oneOf", one_of),
+    KW("pattern", pattern),
+    KW("properties", properties),
+    KW("required", required),
+    KW("type", type),
+    KW("uniqueItems", unique_items),
+    KW("x-kubernetes-embedded-resource", embedded_resource),
+    KW("x-kubernetes-int-or-string", int_or_string),
+    KW("x-kubernetes-list-map-keys", list_map_keys),
+    KW("x-kubernetes-list-type", list_type),
+    KW("x-kubernetes-preserve-unknown-fields", preserve_unknown_fields),
+#undef KW
+};
+
+static int kw_cmp(const void *key, const void *slot)
+{
+    return strcmp(key, ((const struct kw_slot *)slot)->name);
+}
+
+void sch_keywords(const json_t *s, sch_kw *kw)
+{
+    memset(kw, 0, sizeof *kw);
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s, key, v)
+    {
+        const struct kw_slot *slot =
+            bsearch(key, kw_slots, sizeof kw_slots / sizeof *kw_slots, sizeof *kw_slots, kw_cmp);
+        if (slot)
+            *(const json_t **)(void *)((char *)kw + slot->off) = v;
+    }
 }
 
 const json_t *sch_obj(const json_t *s, const char *key)

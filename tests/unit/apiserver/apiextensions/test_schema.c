@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "apiserver/registry/definitions/builtin_schemas.h"
+#include "apiserver/apiextensions/schema/internal.h"
 #include "apiserver/apiextensions/schema/schema.h"
 
 /* Schemas and objects are written with ' for " to keep them legible. */
@@ -1013,9 +1014,78 @@ static void test_builtin_fragments(void **state)
                         "io.k8s.api.events.v1.Event");
 }
 
+/* sch_keywords finds every keyword in one pass (its name table is looked
+ * up by bsearch: an unsorted entry or a wrong field would go unnoticed
+ * by the other tests until the keyword mattered). */
+static void test_keywords(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        size_t off;
+    } all[] = {
+#define K(n, f) {n, offsetof(sch_kw, f)}
+        K("type", type),
+        K("enum", enum_),
+        K("nullable", nullable),
+        K("x-kubernetes-int-or-string", int_or_string),
+        K("anyOf", any_of),
+        K("oneOf", one_of),
+        K("allOf", all_of),
+        K("not", not_),
+        K("format", format),
+        K("pattern", pattern),
+        K("maxLength", max_length),
+        K("minLength", min_length),
+        K("multipleOf", multiple_of),
+        K("minimum", minimum),
+        K("maximum", maximum),
+        K("exclusiveMinimum", exclusive_minimum),
+        K("exclusiveMaximum", exclusive_maximum),
+        K("items", items),
+        K("minItems", min_items),
+        K("maxItems", max_items),
+        K("uniqueItems", unique_items),
+        K("x-kubernetes-list-type", list_type),
+        K("x-kubernetes-list-map-keys", list_map_keys),
+        K("properties", properties),
+        K("additionalProperties", additional_properties),
+        K("minProperties", min_properties),
+        K("maxProperties", max_properties),
+        K("required", required),
+        K("x-kubernetes-embedded-resource", embedded_resource),
+        K("x-kubernetes-preserve-unknown-fields", preserve_unknown_fields),
+#undef K
+    };
+    size_t n = sizeof all / sizeof *all;
+    assert_int_equal(n * sizeof(const json_t *), sizeof(sch_kw)); /* every field listed */
+    json_t *s = json_object();
+    json_object_set_new(s, "description", json_string("not a keyword"));
+    json_object_set_new(s, "x-kubernetes-validations", json_array());
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(s, all[i].name, json_integer((json_int_t)i));
+    sch_kw kw;
+    sch_keywords(s, &kw);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = *(const json_t *const *)(const void *)((const char *)&kw + all[i].off);
+        assert_non_null(v);
+        assert_int_equal(json_integer_value(v), (json_int_t)i);
+    }
+    json_decref(s);
+    /* absent keywords are NULL */
+    s = json_pack("{s:s}", "type", "string");
+    sch_keywords(s, &kw);
+    assert_string_equal(json_string_value(kw.type), "string");
+    assert_null(kw.enum_);
+    assert_null(kw.properties);
+    assert_null(kw.preserve_unknown_fields);
+    json_decref(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keywords),
         cmocka_unit_test(test_type_errors),
         cmocka_unit_test(test_nullable),
         cmocka_unit_test(test_int_or_string),
