@@ -588,9 +588,17 @@ void httpd_add_header(httpd_req *r, const char *name, const char *value)
         return;
     ckube__sb_add(&r->ohdr, name);
     ckube__sb_addn(&r->ohdr, ": ", 2);
-    /* A value never ends a header early (no CR or LF passes). */
-    for (const char *v = value; *v; v++)
-        ckube__sb_addc(&r->ohdr, (*v == '\r' || *v == '\n') ? ' ' : *v);
+    /* A value never ends a header early (no CR or LF passes): runs
+     * without them are copied whole, each CR or LF becomes a space. */
+    for (const char *v = value; *v;) {
+        size_t run = strcspn(v, "\r\n");
+        ckube__sb_addn(&r->ohdr, v, run);
+        v += run;
+        if (*v) {
+            ckube__sb_addc(&r->ohdr, ' ');
+            v++;
+        }
+    }
     ckube__sb_addn(&r->ohdr, "\r\n", 2);
 }
 

@@ -28,10 +28,10 @@ typedef struct fixture {
     struct event_base *base;
     httpd *h;
     int port;
-    httpd_req *held;       /* a request answered later (async) */
-    httpd_req *streaming;  /* a streamed reply in progress */
-    int closed_calls;      /* on_closed calls */
-    int drained_calls;     /* on_drained calls */
+    httpd_req *held;      /* a request answered later (async) */
+    httpd_req *streaming; /* a streamed reply in progress */
+    int closed_calls;     /* on_closed calls */
+    int drained_calls;    /* on_drained calls */
     int handled;
 } fixture;
 
@@ -90,6 +90,8 @@ static void handler(httpd_req *r, void *arg)
     }
     if (!strcmp(t, "/close"))
         httpd_add_header(r, "Connection", "close");
+    if (!strcmp(t, "/crlf")) /* a value that tries to add a header of its own */
+        httpd_add_header(r, "X-Echo", "a\r\nX-Injected: 1\nb\r");
     const char *x = httpd_req_header(r, "x-test");
     struct evbuffer *b = evbuffer_new();
     struct evbuffer *body = httpd_req_body(r);
@@ -406,6 +408,20 @@ static void test_connection_close_from_handler(void **state)
     close(fd);
 }
 
+/* CR and LF in a header value become spaces: a value cannot end its
+ * header line and start another. */
+static void test_header_value_cannot_split(void **state)
+{
+    fixture *f = *state;
+    bool eof;
+    int fd = client(f);
+    reset();
+    const char *r = ask(f, fd, "GET /crlf HTTP/1.1\r\n\r\n", "body=", &eof);
+    assert_non_null(strstr(r, "\r\nX-Echo: a  X-Injected: 1 b \r\n"));
+    assert_null(strstr(r, "\r\nX-Injected"));
+    close(fd);
+}
+
 static void test_async_keeps_order(void **state)
 {
     fixture *f = *state;
@@ -704,6 +720,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_too_large_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_and_methods, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http10_and_head, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_header_value_cannot_split, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_close_from_handler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_async_keeps_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streaming, setup, teardown),
