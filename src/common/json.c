@@ -93,10 +93,23 @@ json_t *ckube_json_loads(const char *buf, size_t len, char **err)
 
 void ckube_now_rfc3339(char *buf, size_t n)
 {
+    /* Every write stamps a time or two (creationTimestamp, managedFields)
+     * and most come within the same second as the one before on their
+     * thread: format a second once. */
+    static _Thread_local time_t last = (time_t)-1;
+    static _Thread_local char text[32];
     time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (t != last) {
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        last = t;
+    }
+    if (n) { /* snprintf's truncation, without its cost */
+        size_t len = strlen(text), k = len < n - 1 ? len : n - 1;
+        memcpy(buf, text, k);
+        buf[k] = '\0';
+    }
 }
 
 void ckube_now_rfc3339_micro(char *buf, size_t n)
