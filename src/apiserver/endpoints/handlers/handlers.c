@@ -386,28 +386,71 @@ static ckube_status *decoding_error(const resource_type *t, const ckube_status *
     return t->is_custom ? NULL : cannot_be_handled(t, inv);
 }
 
+/* ObjectMeta's fields by the JSON they hold (MF_NONE: not a field of
+ * ObjectMeta). Every write looks at each metadata key a few times, so
+ * one switch on the first letter replaces lists of names to compare. */
+typedef enum {
+    MF_NONE,
+    MF_STRING,  /* names, uid, resourceVersion, selfLink, timestamps */
+    MF_INTEGER, /* generation, deletionGracePeriodSeconds */
+    MF_MAP,     /* labels, annotations */
+    MF_LIST,    /* finalizers */
+    MF_OWNERS,  /* ownerReferences */
+    MF_MANAGED, /* managedFields */
+} meta_field;
+
+static meta_field meta_field_of(const char *k)
+{
+    switch (k[0]) {
+    case 'a':
+        return !strcmp(k, "annotations") ? MF_MAP : MF_NONE;
+    case 'c':
+        return !strcmp(k, "creationTimestamp") ? MF_STRING : MF_NONE;
+    case 'd':
+        return !strcmp(k, "deletionTimestamp")            ? MF_STRING
+               : !strcmp(k, "deletionGracePeriodSeconds") ? MF_INTEGER
+                                                          : MF_NONE;
+    case 'f':
+        return !strcmp(k, "finalizers") ? MF_LIST : MF_NONE;
+    case 'g':
+        return !strcmp(k, "generateName") ? MF_STRING
+               : !strcmp(k, "generation") ? MF_INTEGER
+                                          : MF_NONE;
+    case 'l':
+        return !strcmp(k, "labels") ? MF_MAP : MF_NONE;
+    case 'm':
+        return !strcmp(k, "managedFields") ? MF_MANAGED : MF_NONE;
+    case 'n':
+        return !strcmp(k, "name") || !strcmp(k, "namespace") ? MF_STRING : MF_NONE;
+    case 'o':
+        return !strcmp(k, "ownerReferences") ? MF_OWNERS : MF_NONE;
+    case 'r':
+        return !strcmp(k, "resourceVersion") ? MF_STRING : MF_NONE;
+    case 's':
+        return !strcmp(k, "selfLink") ? MF_STRING : MF_NONE;
+    case 'u':
+        return !strcmp(k, "uid") ? MF_STRING : MF_NONE;
+    default:
+        return MF_NONE;
+    }
+}
+
 /* Whether a metadata value is what Go's omitempty leaves out when
  * ObjectMeta is encoded: null; "" of a plain string field; 0 of
  * generation (a plain int64; deletionGracePeriodSeconds is a pointer and
  * keeps its 0); an empty labels, annotations, ownerReferences or
  * finalizers. A value of the wrong type stays, for validation to reject. */
-static bool meta_value_omitted(const char *key, const json_t *v)
+static bool meta_value_omitted(const char *key, meta_field f, const json_t *v)
 {
-    static const char *const strings[] = {"name", "generateName",    "namespace", "selfLink",
-                                          "uid",  "resourceVersion", NULL};
     if (json_is_null(v))
         return true;
-    if (json_is_string(v)) {
-        for (const char *const *p = strings; *p; p++)
-            if (!strcmp(key, *p))
-                return !*json_string_value(v);
-        return false;
-    }
+    if (json_is_string(v)) /* the plain strings; timestamps are pointers */
+        return f == MF_STRING && !*json_string_value(v) && strcmp(key, "creationTimestamp") &&
+               strcmp(key, "deletionTimestamp");
     if (json_is_object(v))
-        return !json_object_size(v) && (!strcmp(key, "labels") || !strcmp(key, "annotations"));
+        return !json_object_size(v) && f == MF_MAP;
     if (json_is_array(v))
-        return !json_array_size(v) &&
-               (!strcmp(key, "ownerReferences") || !strcmp(key, "finalizers"));
+        return !json_array_size(v) && (f == MF_OWNERS || f == MF_LIST);
     return json_is_integer(v) && !json_integer_value(v) && !strcmp(key, "generation");
 }
 
@@ -420,32 +463,14 @@ static bool meta_value_omitted(const char *key, const json_t *v)
  * list), which the field manager acts on and removes. */
 static void coerce_metadata(json_t *obj)
 {
-    static const char *const known[] = {"name",
-                                        "generateName",
-                                        "namespace",
-                                        "selfLink",
-                                        "uid",
-                                        "resourceVersion",
-                                        "generation",
-                                        "creationTimestamp",
-                                        "deletionTimestamp",
-                                        "deletionGracePeriodSeconds",
-                                        "labels",
-                                        "annotations",
-                                        "ownerReferences",
-                                        "finalizers",
-                                        "managedFields",
-                                        NULL};
     json_t *meta = json_object_get(obj, "metadata");
     const char *k;
     json_t *v;
     void *tmp;
     json_object_foreach_safe(meta, tmp, k, v)
     {
-        bool ok = false;
-        for (const char *const *p = known; *p && !ok; p++)
-            ok = !strcmp(k, *p);
-        if (!ok || meta_value_omitted(k, v))
+        meta_field f = meta_field_of(k);
+        if (f == MF_NONE || meta_value_omitted(k, f, v))
             json_object_del(meta, k);
     }
 }
@@ -523,18 +548,26 @@ static bool metadata_well_typed(const json_t *meta)
     json_object_foreach((json_t *)meta, k, v)
     {
         bool ok;
-        if (!strcmp(k, "generation") || !strcmp(k, "deletionGracePeriodSeconds"))
+        switch (meta_field_of(k)) {
+        case MF_INTEGER:
             ok = json_is_integer(v);
-        else if (!strcmp(k, "labels") || !strcmp(k, "annotations"))
+            break;
+        case MF_MAP:
             ok = json_is_object(v) && all_strings(v);
-        else if (!strcmp(k, "finalizers"))
+            break;
+        case MF_LIST:
             ok = json_is_array(v) && all_strings(v);
-        else if (!strcmp(k, "ownerReferences"))
+            break;
+        case MF_OWNERS:
             ok = entries_typed(v, owner, "ssssbb");
-        else if (!strcmp(k, "managedFields"))
+            break;
+        case MF_MANAGED:
             ok = entries_typed(v, managed, "sssssso");
-        else
+            break;
+        default:
             ok = json_is_string(v); /* the names, uid, resourceVersion, timestamps */
+            break;
+        }
         if (!ok)
             return false;
     }
@@ -788,8 +821,7 @@ static void unref_cobj_cb(const void *data, size_t len, void *arg)
 static bool reply_stored(write_req *w, int code, const store_result *r)
 {
     const resource_type *t = w->rc->type;
-    if (t->present || t->convert || w->parent || !r->value || !r->value_len ||
-        w->rc->want_partial)
+    if (t->present || t->convert || w->parent || !r->value || !r->value_len || w->rc->want_partial)
         return false;
     struct evbuffer *buf = evbuffer_new();
     cobj *o = cacher_get(w->rc->srv->cache, w->sw.key);
@@ -1122,10 +1154,10 @@ static const adm_callbacks admit_callbacks = {admit_done, admit_warn, admit_anno
  * UpdateOptions, DeleteOptions). */
 static json_t *admission_options(const write_req *w, const char *op)
 {
-    const char *kind = !strcmp(op, "CREATE")   ? "CreateOptions"
-                       : !strcmp(op, "UPDATE") ? (w->kind == W_PATCH ? "PatchOptions"
-                                                                     : "UpdateOptions")
-                                               : "DeleteOptions";
+    const char *kind = !strcmp(op, "CREATE") ? "CreateOptions"
+                       : !strcmp(op, "UPDATE")
+                           ? (w->kind == W_PATCH ? "PatchOptions" : "UpdateOptions")
+                           : "DeleteOptions";
     json_t *o = json_pack("{s:s,s:s}", "kind", kind, "apiVersion", "meta.k8s.io/v1");
     if (w->sw.dry_run)
         json_object_set_new(o, "dryRun", json_pack("[s]", "All"));
@@ -2364,10 +2396,9 @@ static ckube_status *cache_wait_failed(req_ctx *rc)
         return ckube_status_new(500, NULL, "context deadline exceeded");
     if (rc->cache_wait_rc == FRESH_CLOSED)
         return ckube_status_internal("storage error: %s", storage_strerror(STORAGE_ERR_CLOSED));
-    ckube_status *st =
-        ckube_status_new(504, CKUBE_REASON_TIMEOUT,
-                         "Too large resource version: %" PRId64 ", current: %" PRId64,
-                         rc->cache_want, rc->cache_have);
+    ckube_status *st = ckube_status_new(
+        504, CKUBE_REASON_TIMEOUT, "Too large resource version: %" PRId64 ", current: %" PRId64,
+        rc->cache_want, rc->cache_have);
     ckube_status_add_cause(st, "ResourceVersionTooLarge", NULL, "Too large resource version");
     st->retry_after_seconds = 1;
     return st;
