@@ -292,6 +292,9 @@ void fm_update(const fm_type *t, const fm_op *op, const json_t *old, json_t *obj
     const char *sub = op_sub(op);
     json_t *meta = ckube_json_object_ensure(obj, "metadata");
     const json_t *sent = json_object_get(meta, "managedFields");
+    /* Every set below is made and dropped within this call. */
+    fm_arena arena;
+    fm_arena_begin(&arena);
     const json_t *live_mf = ckube_json_get_path(old, "metadata.managedFields");
     char *err = NULL;
     fm_managed *m = NULL;
@@ -317,6 +320,7 @@ void fm_update(const fm_type *t, const fm_op *op, const json_t *old, json_t *obj
      * it is applied (upstream's skipNonApplied). */
     if (!m->n && old) {
         fm_managed_free(m);
+        fm_arena_end(&arena);
         return;
     }
     json_t *live = old ? without_mf(old) : skeleton_ref(t);
@@ -330,6 +334,7 @@ void fm_update(const fm_type *t, const fm_op *op, const json_t *old, json_t *obj
     json_decref(live);
     json_decref(nobj);
     fm_managed_free(m);
+    fm_arena_end(&arena);
 }
 
 /* Go's GroupVersionKind.String() of what the body names. */

@@ -33,10 +33,67 @@ int fm_pe_cmp(const char *a, const char *b)
     return strcmp(a + 2, b + 2);
 }
 
+/* ---- the arena ---- */
+
+struct fm_arena_chunk {
+    fm_arena_chunk *next;
+    max_align_t data[];
+};
+
+enum { ARENA_FIRST = 8192, ARENA_CHUNK = 16384 };
+
+/* The first chunk is the thread's own, reused by every operation. */
+static _Thread_local max_align_t arena_first[ARENA_FIRST / sizeof(max_align_t)];
+static _Thread_local fm_arena *arena_cur;
+
+void fm_arena_begin(fm_arena *a)
+{
+    a->p = (char *)arena_first;
+    a->left = sizeof arena_first;
+    a->extra = NULL;
+    arena_cur = a;
+}
+
+void fm_arena_end(fm_arena *a)
+{
+    while (a->extra) {
+        fm_arena_chunk *next = a->extra->next;
+        free(a->extra);
+        a->extra = next;
+    }
+    arena_cur = NULL;
+}
+
+/* n zeroed bytes from the current arena, or NULL when none is open. */
+static void *arena_alloc(size_t n)
+{
+    fm_arena *a = arena_cur;
+    if (!a)
+        return NULL;
+    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    if (n > a->left) {
+        size_t size = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+        fm_arena_chunk *c = xmalloc(sizeof *c + size);
+        c->next = a->extra;
+        a->extra = c;
+        a->p = (char *)c->data;
+        a->left = size;
+    }
+    void *r = a->p;
+    a->p += n;
+    a->left -= n;
+    memset(r, 0, n);
+    return r;
+}
+
 static fm_set *node_new(const char *pe)
 {
     size_t n = strlen(pe);
-    fm_set *c = xcalloc(1, sizeof(fm_set) + n + 1);
+    fm_set *c = arena_alloc(sizeof(fm_set) + n + 1);
+    if (c)
+        c->in_arena = true;
+    else
+        c = xcalloc(1, sizeof(fm_set) + n + 1);
     memcpy(c->pe, pe, n + 1);
     return c;
 }
@@ -48,12 +105,28 @@ fm_set *fm_set_new(void)
 
 void fm_set_free(fm_set *s)
 {
-    if (!s)
+    if (!s || s->in_arena) /* (an arena node's kids are arena nodes too) */
         return;
     for (size_t i = 0; i < s->n; i++)
         fm_set_free(s->kids[i]);
     free(s->kids);
     free(s);
+}
+
+/* Room for one more child. An arena node's array moves within the arena
+ * (the old one is left behind, as arena memory is). */
+static void kids_grow(fm_set *s)
+{
+    size_t cap = s->cap ? s->cap * 2 : 4;
+    if (s->in_arena) {
+        fm_set **k = arena_alloc(cap * sizeof *k);
+        if (s->n)
+            memcpy(k, s->kids, s->n * sizeof *k);
+        s->kids = k;
+    } else {
+        s->kids = xrealloc(s->kids, cap * sizeof *s->kids);
+    }
+    s->cap = cap;
 }
 
 /* Index of the first child whose element is >= pe. */
@@ -83,10 +156,8 @@ fm_set *fm_set_child(fm_set *s, const char *pe)
     size_t i = set_lower(s, pe);
     if (i < s->n && !fm_pe_cmp(s->kids[i]->pe, pe))
         return s->kids[i];
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 4;
-        s->kids = xrealloc(s->kids, s->cap * sizeof *s->kids);
-    }
+    if (s->n == s->cap)
+        kids_grow(s);
     memmove(s->kids + i + 1, s->kids + i, (s->n - i) * sizeof *s->kids);
     fm_set *c = node_new(pe);
     c->parent = s;

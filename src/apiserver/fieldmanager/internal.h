@@ -62,6 +62,7 @@ static inline const char *str_or(const char *s, const char *dflt)
  * built on every write, so their allocations are on the write path). */
 struct fm_set {
     bool member;    /* this path itself is in the set */
+    bool in_arena;  /* node and kids array live in an fm_arena: never freed alone */
     fm_set *parent; /* NULL at the root */
     fm_set **kids;  /* sorted by fm_pe_cmp */
     size_t n, cap;
@@ -73,6 +74,22 @@ struct fm_set {
 typedef void (*member_fn)(void *ctx, const char *const *pes, size_t n);
 
 int fm_pe_cmp(const char *a, const char *b);
+
+/* An arena for the sets of one operation on this thread: between
+ * fm_arena_begin and fm_arena_end, nodes (and their kids arrays) come
+ * from it and fm_set_free leaves them be; fm_arena_end releases them all
+ * at once. A create builds and drops a few dozen nodes; from the arena
+ * they cost a pointer bump instead of a malloc and a free each. No set
+ * made inside may outlive fm_arena_end. Not nested. */
+typedef struct fm_arena_chunk fm_arena_chunk;
+typedef struct fm_arena {
+    char *p;               /* next free byte */
+    size_t left;           /* bytes left at p */
+    fm_arena_chunk *extra; /* chunks beyond the first, malloc'd */
+} fm_arena;
+
+void fm_arena_begin(fm_arena *a);
+void fm_arena_end(fm_arena *a);
 
 fm_set *fm_set_new(void);
 
