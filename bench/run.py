@@ -24,6 +24,7 @@ import argparse
 import atexit
 import base64
 import ctypes
+import glob
 import http.client
 import json
 import os
@@ -477,6 +478,65 @@ def phase_create(tmp):
         if have_etcd:
             etcd_create_round(tmp, r)
         ckube_create_round(tmp, r)
+
+
+INSTR_CREATES = 3000
+
+
+def callgrind_creates(binary, tmp, name):
+    """User-space instructions per durable create of `binary`'s server,
+    counted by callgrind: the server runs under valgrind, takes 300
+    creates to warm up, its counters are zeroed, then INSTR_CREATES
+    creates at 16 connections, and the counters are dumped. Kernel work
+    (the socket, fsync, wake-ups) is not counted. None without valgrind."""
+    vg, ctl = shutil.which("valgrind"), shutil.which("callgrind_control")
+    if not vg or not ctl:
+        return None
+    data = os.path.join(tmp, name)
+    shutil.rmtree(data, ignore_errors=True)
+    out = os.path.join(tmp, name + ".callgrind")
+    port = free_port()
+    argv = [vg, "--tool=callgrind", "--callgrind-out-file=" + out, binary, "server",
+            "--data-dir", data, "--listen", "127.0.0.1:%d" % port, "--plain-http"] + CM_OFF
+    proc = spawn(argv, os.path.join(tmp, name + ".log"))
+    try:
+        if wait_ready(port, "/readyz", time.monotonic(), 120, proc) is None:
+            raise RuntimeError("%s under callgrind did not become ready" % name)
+        url = "http://127.0.0.1:%d" % port
+        loadgen(["--mode", "create", "--url", url, "--namespace", "default", "--prefix", "warm",
+                 "--conns", 8, "--count", 300], 120)
+        subprocess.run([ctl, "-z", str(proc.pid)], stdout=subprocess.DEVNULL, timeout=60)
+        d = loadgen(["--mode", "create", "--url", url, "--namespace", "default", "--prefix", "cm",
+                     "--conns", 16, "--count", INSTR_CREATES], 300)
+        subprocess.run([ctl, "-d", str(proc.pid)], stdout=subprocess.DEVNULL, timeout=60)
+        if d["ok"] != INSTR_CREATES:
+            raise RuntimeError("%s: %d of %d creates" % (name, d["ok"], INSTR_CREATES))
+        dumps = sorted(glob.glob(out + "*"), key=os.path.getmtime)
+        total = None
+        with open(dumps[-1]) as f:
+            for line in f:
+                if line.startswith(("summary:", "totals:")):
+                    total = int(line.split()[1])
+                    break
+        return total / INSTR_CREATES if total else None
+    finally:
+        stop_proc(proc)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def phase_instr(tmp):
+    """Instructions per create, this build and (with --compare) the older one."""
+    mine = callgrind_creates(ARGS.ckube, tmp, "instr")
+    if mine is None:
+        STATE["instr_skip"] = "valgrind not found (make bench installs it)"
+        print("  skip: %s" % STATE["instr_skip"])
+        return
+    old = None
+    if ARGS.compare:
+        old = callgrind_creates(os.path.join(ARGS.compare, "ckube"), tmp, "instr-compare")
+    STATE["instr"] = (mine, old)
+    print("  %.0f instructions per create%s" % (
+        mine, " (compare build: %.0f)" % old if old else ""), flush=True)
 
 
 def populate(s, tag=""):
@@ -1604,6 +1664,17 @@ def build_results():
         skip("create_per_s", "1/s", "create phase did not run")
         skip("create_server_cpu_us", "us", "create phase did not run")
 
+    if S.get("instr"):
+        mine, old = S["instr"]
+        put("create_user_instructions", mine, "instr", old,
+            "compare build (%s)" % ARGS.compare if old else None, creates=INSTR_CREATES,
+            note="user-space instructions per durable create, server under callgrind "
+            "(%d creates at 16 connections after 300 to warm up; kernel work not counted). "
+            "Deterministic to a percent or two where CPU time moves by 2x on this machine: "
+            "compare hot-path changes by it, with --compare DIR in the same run" % INSTR_CREATES)
+    elif "instr_skip" in S:
+        skip("create_user_instructions", "instr", S["instr_skip"])
+
     def median_round(runs):
         return sorted(runs, key=lambda x: x["per_s"])[(len(runs) - 1) // 2] if runs else None
 
@@ -2164,7 +2235,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build", help="build dir with ckube and bench_load")
     ap.add_argument("--full", action="store_true", help="100k objects, longer runs")
-    ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,typed,"
+    ap.add_argument("--only", default="", help="comma list of phases: idle,etcd,create,instr,typed,"
                     "populated,restart,tls,workqueue,rbac,webhook,aggregation,etcdstore,scale (default: all; "
                     "scale only with --scale); get,list,watch,"
                     "watch10k (full runs only, unless named),informers run only that part of "
@@ -2235,6 +2306,9 @@ def main():
         if want("create"):
             with Phase("create, ckube and etcd"):
                 phase_create(tmp)
+        if want("instr"):
+            with Phase("instructions per create (callgrind)"):
+                phase_instr(tmp)
         if want("populated") or any(p in only for p in POPULATED_PARTS):
             with Phase("populated server"):
                 phase_populated(tmp)

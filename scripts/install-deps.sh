@@ -12,9 +12,10 @@ protobuf-c-compiler libprotobuf-c-dev libgrpc-dev etcd-server
 python3 python3-kubernetes curl procps jq iproute2"
 
 # `install-deps.sh bench`: also what `make bench` runs its peers and load
-# with (etcd for the write peer, wrk for load, Node.js for client-node).
+# with (etcd for the write peer, wrk for load, Node.js for client-node,
+# valgrind for the instructions a create costs).
 if [ "${1:-}" = bench ]; then
-    PKGS="$PKGS etcd-server wrk"
+    PKGS="$PKGS etcd-server wrk valgrind"
     command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 fi
 
