@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ckube/json.h"
+#include "common/json_dump.h"
 #include "common/json_plain.h"
 #include "common/text.h"
 #include "common/utf8.h"
@@ -35,7 +36,8 @@
 typedef struct dbuf {
     char *p;
     size_t len, cap;
-    bool bad; /* OOM, invalid UTF-8 or too deep: the result is NULL */
+    bool bad;            /* OOM, invalid UTF-8 or too deep: the result is NULL */
+    ckube__dump_opts *o; /* NULL: a plain dump */
 } dbuf;
 
 static bool grow(dbuf *b, size_t need)
@@ -102,6 +104,8 @@ static void dump_string(dbuf *b, const char *str, size_t len)
             s += n;
             continue;
         }
+        if (!c && b->o)
+            b->o->nul = true;
         char esc[6];
         put(b, esc, ckube__json_escape_ascii(c, "0123456789ABCDEF", esc));
         s++;
@@ -128,6 +132,8 @@ static void dump_real(dbuf *b, const json_t *v)
 {
     /* Rare in API objects: jansson's own formatter keeps the bytes its
      * (precision, "1.0" for integral values) rules give. */
+    if (b->o)
+        b->o->real = true;
     char tmp[128];
     size_t n = json_dumpb(v, tmp, sizeof tmp, JSON_ENCODE_ANY | JSON_COMPACT);
     if (n == 0 || n > sizeof tmp) {
@@ -147,16 +153,25 @@ static void dump_value(dbuf *b, const json_t *v, int depth)
             b->bad = true;
             return;
         }
+        if (b->o && depth + 1 > b->o->containers)
+            b->o->containers = depth + 1;
         putc1(b, '{');
-        bool first = true;
+        bool first = true, report = b->o && b->o->member && depth <= b->o->max_member_depth;
         for (void *it = json_object_iter((json_t *)v); it && !b->bad;
              it = json_object_iter_next((json_t *)v, it)) {
             if (!first)
                 putc1(b, ',');
             first = false;
-            dump_string(b, json_object_iter_key(it), json_object_iter_key_len(it));
+            const char *key = json_object_iter_key(it);
+            size_t key_len = json_object_iter_key_len(it);
+            dump_string(b, key, key_len);
             putc1(b, ':');
-            dump_value(b, json_object_iter_value(it), depth + 1);
+            const json_t *val = json_object_iter_value(it);
+            size_t off = b->len;
+            dump_value(b, val, depth + 1);
+            if (report && !b->bad)
+                b->o->member(b->o->ctx, &(ckube__dump_member){depth, key, key_len, off, b->len,
+                                                              json_typeof(val)});
         }
         putc1(b, '}');
         return;
@@ -166,6 +181,8 @@ static void dump_value(dbuf *b, const json_t *v, int depth)
             b->bad = true;
             return;
         }
+        if (b->o && depth + 1 > b->o->containers)
+            b->o->containers = depth + 1;
         putc1(b, '[');
         size_t n = json_array_size(v);
         for (size_t i = 0; i < n && !b->bad; i++) {
@@ -200,9 +217,18 @@ static void dump_value(dbuf *b, const json_t *v, int depth)
 
 char *ckube_json_dumps(const json_t *v, size_t *len)
 {
+    return ckube__json_dumps_opts(v, len, NULL);
+}
+
+char *ckube__json_dumps_opts(const json_t *v, size_t *len, ckube__dump_opts *o)
+{
+    if (o) {
+        o->real = o->nul = false;
+        o->containers = 0;
+    }
     if (!v)
         return NULL;
-    dbuf b = {0};
+    dbuf b = {.o = o};
     dump_value(&b, v, 0);
     if (!b.bad && !room(&b, 0))
         b.bad = true;

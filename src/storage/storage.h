@@ -77,6 +77,10 @@ typedef struct storage_event {
     size_t value_len;
     int64_t rev;
     int64_t create_rev;
+    /* The writing op's hint (storage_op.hint) when this event is that
+     * op's own write delivered as it commits; NULL otherwise (events
+     * read back: replays, another server's writes seen through etcd). */
+    const void *hint;
 } storage_event;
 
 typedef enum {
@@ -102,6 +106,13 @@ struct storage_op {
     const char *value; /* borrowed until done; CREATE/UPDATE only */
     size_t value_len;
     int64_t expect_mod_rev;
+    /* The writer's note about value for the watchers, opaque to the
+     * storage (ckube's store passes the value's jscan_meta when the value
+     * is canonical, so the watch cache need not scan it again); NULL:
+     * none. Borrowed until done; handed to watch callbacks in the
+     * write's event (storage_event.hint) by backends that deliver their
+     * own commits (SQLite, memory). */
+    const void *hint;
 
     /* Results, valid in done(). */
     int result;         /* STORAGE_OK or STORAGE_ERR_* */

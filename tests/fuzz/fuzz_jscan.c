@@ -12,8 +12,12 @@
  *    label iteration and unescaping match jansson's keys and strings, and
  *    jscan_path / jscan_scalar_dup match ckube_json_get_path and the
  *    cacher's field text;
+ *  - jscan_dump of any tree jansson decodes writes jansson's compact bytes
+ *    and knows, without scanning them, what jscan_canonical says of them
+ *    (canonical or not, and every recorded position);
  *  - on any input, the navigation functions stay inside the buffer (ASan). */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +171,28 @@ static void check_object(const char *buf, size_t len, const jscan_meta *m, json_
     free(out);
 }
 
+/* jscan_dump of a tree: the writer's bytes, and what jscan_canonical says
+ * of them (the flag and, when canonical, every position). */
+static void check_dump(const json_t *v)
+{
+    jscan_meta dm, sm;
+    bool canon;
+    size_t n;
+    char *out = jscan_dump(v, &n, &dm, &canon);
+    char *want = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    check(out && want && strlen(want) == n && !memcmp(out, want, n), "jscan_dump's bytes");
+    bool scanned = jscan_canonical(out, n, &sm);
+    check(canon == scanned, "jscan_dump knows whether its output is canonical");
+    if (canon)
+        check(dm.metadata == sm.metadata && dm.metadata_end == sm.metadata_end &&
+                  dm.rv.off == sm.rv.off && dm.rv.len == sm.rv.len && dm.labels == sm.labels,
+              "jscan_dump's positions are jscan_canonical's");
+    else
+        check(dm.metadata == 0 && dm.rv.off == 0 && dm.labels == 0, "no positions when not");
+    free(out);
+    free(want);
+}
+
 /* Navigation on arbitrary bytes: must not crash or read out of bounds. */
 static void poke(const char *buf, size_t len)
 {
@@ -209,6 +235,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (!canon)
         check(m.metadata == 0 && m.rv.off == 0 && m.labels == 0, "no positions when refused");
+    if (v)
+        check_dump(v);
     if (canon) {
         check_paths(buf, size, v);
         if (json_is_object(v))

@@ -364,11 +364,17 @@ static char *scan_value(const void *src, const char *path)
  * object with an object metadata), -1 on allocation failure. */
 static cobj *cobj_scanned(const char *key, size_t prefix_len, const char *value, size_t len,
                           int64_t rev, int64_t create_rev, const char *rv,
-                          const cacher_field *fields, int *err)
+                          const cacher_field *fields, const jscan_meta *known, int *err)
 {
     jscan_meta m;
     *err = 0;
-    if (!len || value[0] != '{' || !jscan_canonical(value, len, &m) || !m.metadata)
+    if (!len || value[0] != '{')
+        return NULL;
+    if (known) /* the writer made these bytes with jscan_dump: canonical */
+        m = *known;
+    else if (!jscan_canonical(value, len, &m))
+        return NULL;
+    if (!m.metadata)
         return NULL;
     *err = -1;
     /* Labels: string values of metadata.labels, read from `value` (their
@@ -409,14 +415,18 @@ static cobj *cobj_scanned(const char *key, size_t prefix_len, const char *value,
 
 /* Builds the cached form of a stored value: the served JSON with
  * metadata.resourceVersion = rev, labels and selectable fields. NULL if
- * the value is not a JSON object or on allocation failure (both logged). */
+ * the value is not a JSON object or on allocation failure (both logged).
+ * `known`: the value's positions from the writer (a storage event's hint,
+ * see store.c), which spares the scan; NULL: the value is scanned. */
 static cobj *cobj_from_stored(const char *key, size_t prefix_len, const char *value, size_t len,
-                              int64_t rev, int64_t create_rev, const cacher_field *fields)
+                              int64_t rev, int64_t create_rev, const cacher_field *fields,
+                              const jscan_meta *known)
 {
     char rv[32];
     snprintf(rv, sizeof rv, "%" PRId64, rev);
     int err;
-    cobj *o = cobj_scanned(key, prefix_len, value, len, rev, create_rev, rv, fields, &err);
+    cobj *o =
+        cobj_scanned(key, prefix_len, value, len, rev, create_rev, rv, fields, known, &err);
     if (!o && !err)
         o = cobj_decoded(key, prefix_len, value, len, rev, create_rev, rv, fields, &err);
     if (o)
@@ -576,12 +586,12 @@ static void apply_batch(void *arg, const storage_event *evs, size_t n)
         p[i].ev.prev = prev;
         if (e->type == STORAGE_EVENT_PUT) {
             p[i].ev.obj = cobj_from_stored(e->key, plen, e->value, e->value_len, e->rev,
-                                           e->create_rev, fields);
+                                           e->create_rev, fields, e->hint);
             p[i].ev.type = prev ? CEV_MODIFIED : CEV_ADDED;
         } else if (prev) {
             /* The last state, at the deletion revision. */
             p[i].ev.obj = cobj_from_stored(e->key, plen, prev->json, prev->len, e->rev,
-                                           prev->create_rev, fields);
+                                           prev->create_rev, fields, NULL);
             p[i].ev.type = CEV_DELETED;
         }
         if (!p[i].ev.obj) {
@@ -707,7 +717,7 @@ static void load_one(cacher *c, const char *key, const char *value, size_t len, 
     if (!plen)
         return;
     bucket *b = get_bucket_locked(c, key, plen);
-    cobj *o = cobj_from_stored(key, plen, value, len, mod_rev, create_rev, b->fields);
+    cobj *o = cobj_from_stored(key, plen, value, len, mod_rev, create_rev, b->fields, NULL);
     if (o) /* else logged; the rest of the store still loads */
         link_loaded(b, o);
 }
@@ -913,7 +923,7 @@ static void batch_build(const loader *L, load_batch *b)
             continue;
         const cacher_field *fields = known_fields(L, key, r->prefix_len, &last);
         b->objs[i] = cobj_from_stored(key, r->prefix_len, b->buf + r->value, r->value_len,
-                                      r->mod_rev, r->create_rev, fields);
+                                      r->mod_rev, r->create_rev, fields, NULL);
     }
 }
 

@@ -1,5 +1,6 @@
 /* The canonical-JSON scanner; see jscan.h for what "canonical" means. */
 #include "apiserver/codec/jscan.h"
+#include "common/json_dump.h"
 #include "common/json_plain.h"
 #include "common/text.h"
 #include "common/utf8.h"
@@ -682,4 +683,53 @@ size_t jscan_set_rv(const char *buf, size_t len, const jscan_meta *m, const char
     o += len - cut_to;
     *o = 0;
     return n;
+}
+
+/* ---- dumping with the positions recorded ------------------------------ */
+
+/* Members arrive when their value is written, so metadata's own members
+ * (depth 1) come before metadata itself (depth 0): they are kept as
+ * candidates until the next top-level member says whose they were. */
+typedef struct dump_meta {
+    jscan_meta m;
+    jspan rv;      /* candidate: a depth-1 resourceVersion */
+    size_t labels; /* candidate: a depth-1 labels */
+} dump_meta;
+
+static void on_member(void *ctx, const ckube__dump_member *mb)
+{
+    dump_meta *d = ctx;
+    if (mb->depth == 1) {
+        if (mb->key_len == 15 && !memcmp(mb->key, "resourceVersion", 15))
+            d->rv = (jspan){mb->value_off, mb->value_end - mb->value_off};
+        else if (mb->key_len == 6 && !memcmp(mb->key, "labels", 6))
+            d->labels = mb->value_off;
+        return;
+    }
+    if (mb->key_len == 8 && !memcmp(mb->key, "metadata", 8) && mb->type == JSON_OBJECT) {
+        d->m.metadata = mb->value_off;
+        d->m.metadata_end = mb->value_end - 1;
+        d->m.rv = d->rv;
+        d->m.labels = d->labels;
+    }
+    d->rv = (jspan){0, 0};
+    d->labels = 0;
+}
+
+char *jscan_dump(const json_t *v, size_t *len, jscan_meta *meta, bool *canonical)
+{
+    dump_meta d;
+    memset(&d, 0, sizeof d);
+    ckube__dump_opts o = {.max_member_depth = 1, .member = on_member, .ctx = &d};
+    size_t n = 0;
+    char *out = ckube__json_dumps_opts(v, &n, &o);
+    *canonical = out && (json_is_object(v) || json_is_array(v)) && !o.real && !o.nul &&
+                 o.containers <= JSCAN_MAX_DEPTH;
+    if (*canonical && json_is_object(v))
+        *meta = d.m;
+    else
+        memset(meta, 0, sizeof *meta);
+    if (len)
+        *len = n;
+    return out;
 }

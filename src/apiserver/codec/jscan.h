@@ -27,6 +27,7 @@
 #ifndef CKUBE_APISERVER_JSCAN_H
 #define CKUBE_APISERVER_JSCAN_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,6 +57,15 @@ typedef struct jscan_meta {
  * nesting deeper than JSCAN_MAX_DEPTH. Safe on any input. If meta is not
  * NULL it receives the positions above (all 0 when false is returned). */
 bool jscan_canonical(const char *buf, size_t len, jscan_meta *meta);
+
+/* Encodes v as ckube_json_dumps does (same bytes; NULL on the same
+ * failures, caller frees) and learns what jscan_canonical would say of
+ * the result while writing it, without a second pass: *canonical, and
+ * when true *meta as jscan_canonical records it (all 0 otherwise). The
+ * output of a tree can fail to be canonical only by a real, a string
+ * holding U+0000 or nesting deeper than JSCAN_MAX_DEPTH (a tree has no
+ * duplicate keys, and the writer's escapes are the canonical ones). */
+char *jscan_dump(const json_t *v, size_t *len, jscan_meta *meta, bool *canonical);
 
 /* Sets metadata.resourceVersion of canonical bytes with metadata (meta
  * from jscan_canonical, meta->metadata != 0) to the JSON string `rv`

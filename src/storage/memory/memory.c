@@ -202,7 +202,8 @@ static void mem_apply_op(struct mem_storage *m, storage_op *op, struct mem_node 
                           .value = is_put ? (op->value ? op->value : "") : NULL,
                           .value_len = is_put ? op->value_len : 0,
                           .rev = rev,
-                          .create_rev = le.create_rev};
+                          .create_rev = le.create_rev,
+                          .hint = op->hint};
 }
 
 static int mem_apply(void *ctx, storage_op **ops, size_t n, storage_event *events, size_t *nevents)

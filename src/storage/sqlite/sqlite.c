@@ -356,7 +356,8 @@ static int sq_apply(void *ctx, storage_op **ops, size_t n, storage_event *events
                                       .value = put ? (op->value ? op->value : "") : NULL,
                                       .value_len = put ? op->value_len : 0,
                                       .rev = rev,
-                                      .create_rev = create_rev};
+                                      .create_rev = create_rev,
+                                      .hint = op->hint};
     }
     if (rev != start && sq_set_meta(s, "rev", rev) != SQLITE_OK)
         goto fail;

@@ -296,10 +296,14 @@ static void submit(store_write *w, storage_op_type type, int64_t expect)
         json_t *meta = meta_of(w->obj);
         json_t *rv = json_incref(json_object_get(meta, "resourceVersion"));
         json_object_del(meta, "resourceVersion");
-        w->value = ckube_json_dumps(w->obj, &w->op.value_len);
+        /* The positions the watch cache needs come with the bytes, so the
+         * committer's delivery to the cache does not scan them again. */
+        bool canonical;
+        w->value = jscan_dump(w->obj, &w->op.value_len, &w->value_at, &canonical);
         if (rv)
             json_object_set_new(meta, "resourceVersion", rv);
         w->op.value = w->value;
+        w->op.hint = canonical ? &w->value_at : NULL;
         ckube_status *st =
             w->value ? too_large(w) : ckube_status_internal("out of memory encoding the object");
         if (st) {

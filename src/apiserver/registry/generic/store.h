@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "apiserver/cacher/cacher.h"
+#include "apiserver/codec/jscan.h"
 #include "apiserver/registry/rest/registry.h"
 #include "ckube/status.h"
 #include "common/json_cost.h"
@@ -183,7 +184,8 @@ struct store_write {
 
     /* ---- the store's ---- */
     storage_op op;
-    char *value;    /* encoded object being stored */
+    char *value;         /* encoded object being stored */
+    jscan_meta value_at; /* where its metadata parts are (op.hint when canonical) */
     json_t *obj;    /* object being written */
     char *gen_base; /* generateName, for retries */
     int attempts;
