@@ -121,41 +121,51 @@ static void conflicts_free(conflicts *c)
     memset(c, 0, sizeof *c);
 }
 
-/* Skeletons of built-in types, built once per schema (every create
- * compares with one). Each key holds a reference to its schema, so the
- * pointer cannot come to name another schema. A custom type's skeleton
- * is an empty object and is not cached. */
+/* Skeletons of built-in types, built once per type (every create
+ * compares with one). A built-in type's schema is fixed by its
+ * apiVersion and kind, so that is the key (not the schema's address,
+ * which a later type could reuse). Cached skeletons are shared by every
+ * loop thread and never change or go away; their reference counts are
+ * not touched either (jansson's incref reads the count without an
+ * atomic). A custom type's skeleton is an empty object, made each time. */
 #define SKELETON_CACHE 64
 
 static pthread_mutex_t skeleton_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-    json_t *schema, *skeleton;
+    char *gvk; /* "apiVersion/kind" */
+    json_t *skeleton;
 } skeleton_cache[SKELETON_CACHE];
 static size_t skeleton_n;
 
-/* A new reference to t's skeleton; shared, so read-only. */
-static json_t *skeleton_ref(const fm_type *t)
+static json_t *skeleton_find(const char *gvk)
 {
-    if (t->custom || !t->schema)
+    for (size_t i = 0; i < skeleton_n; i++)
+        if (!strcmp(skeleton_cache[i].gvk, gvk))
+            return skeleton_cache[i].skeleton;
+    return NULL;
+}
+
+/* t's skeleton, read-only: a shared one (*owned false) or one the caller
+ * must decref (*owned true). */
+static json_t *skeleton_for(const fm_type *t, bool *owned)
+{
+    *owned = true;
+    if (t->custom || !t->schema || !t->api_version || !t->kind)
         return skeleton(t);
-    json_t *found = NULL;
+    char gvk[256];
+    if ((size_t)snprintf(gvk, sizeof gvk, "%s/%s", t->api_version, t->kind) >= sizeof gvk)
+        return skeleton(t);
     pthread_mutex_lock(&skeleton_mu);
-    for (size_t i = 0; i < skeleton_n && !found; i++)
-        if (skeleton_cache[i].schema == t->schema)
-            found = json_incref(skeleton_cache[i].skeleton);
-    pthread_mutex_unlock(&skeleton_mu);
-    if (found)
-        return found;
-    json_t *sk = skeleton(t);
-    pthread_mutex_lock(&skeleton_mu);
-    bool known = false; /* another thread was first */
-    for (size_t i = 0; i < skeleton_n && !known; i++)
-        known = skeleton_cache[i].schema == t->schema;
-    if (!known && skeleton_n < SKELETON_CACHE) {
-        skeleton_cache[skeleton_n].schema = json_incref((json_t *)t->schema);
-        skeleton_cache[skeleton_n++].skeleton = json_incref(sk);
+    json_t *sk = skeleton_find(gvk);
+    if (!sk && skeleton_n < SKELETON_CACHE) {
+        sk = skeleton(t); /* (built under the lock: once per type) */
+        skeleton_cache[skeleton_n].gvk = xstrdup(gvk);
+        skeleton_cache[skeleton_n++].skeleton = sk;
     }
     pthread_mutex_unlock(&skeleton_mu);
+    if (!sk)
+        return skeleton(t); /* a full cache: made each time */
+    *owned = false;
     return sk;
 }
 
@@ -323,7 +333,8 @@ void fm_update(const fm_type *t, const fm_op *op, const json_t *old, json_t *obj
         fm_arena_end(&arena);
         return;
     }
-    json_t *live = old ? without_mf(old) : skeleton_ref(t);
+    bool live_owned = true;
+    json_t *live = old ? without_mf(old) : skeleton_for(t, &live_owned);
     /* On create obj has no managedFields any more (deleted above) and its
      * resourceVersion, if any, is stripped from the result like every
      * server-owned field: no copy needed then. */
@@ -331,7 +342,8 @@ void fm_update(const fm_type *t, const fm_op *op, const json_t *old, json_t *obj
     record_update(t, op_manager(op), sub, now, m, live, nobj);
     fm_managed_cap(m);
     fm_managed_store(m, obj);
-    json_decref(live);
+    if (live_owned)
+        json_decref(live);
     json_decref(nobj);
     fm_managed_free(m);
     fm_arena_end(&arena);
