@@ -232,8 +232,9 @@ static void record_update(const fm_type *t, const char *manager, const char *sub
 {
     comparison cm;
     take_changes(t, subresource, m, -1, live, nobj, true, &cm, NULL);
-    /* Added and modified are disjoint; a create has only the former, so
-     * take the larger set whole rather than copy it node by node. */
+    /* Added and modified are disjoint and a create has only the former:
+     * keep one of them whole (the added set unless it is empty) and copy
+     * the other into it, instead of copying both node by node. */
     fm_set *mine = cm.added, *other = cm.modified;
     if (fm_set_empty(mine)) {
         mine = cm.modified;
