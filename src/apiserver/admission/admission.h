@@ -61,9 +61,12 @@ typedef struct adm_attrs {
     const char *name; /* the object's name ("" when generated later) */
     const auth_user *user;
     bool dry_run;
-    /* The operation's options (CreateOptions, UpdateOptions,
-     * DeleteOptions with apiVersion and kind), or NULL. */
-    const json_t *options;
+    /* Builds the operation's options (CreateOptions, UpdateOptions,
+     * DeleteOptions with apiVersion and kind; a new reference) for the
+     * reviews; called at most once, and only when a webhook matches, so
+     * a write no webhook wants builds nothing. NULL: none. */
+    json_t *(*options)(void *ctx, const char *operation);
+    void *options_ctx;
     /* The request's type and the registry it is in (both borrowed; may
      * be NULL: no equivalents). A webhook whose matchPolicy is
      * Equivalent (the default) and whose rules name another version of
@@ -96,11 +99,6 @@ adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs
 
 /* Stops a run before done (its calls are cancelled); no callback. */
 void adm_run_cancel(adm_run *r);
-
-/* Whether any mutating (mutating true) or validating webhook is
- * configured: a write asks first and builds nothing for admission_run
- * when none is (the common case). */
-bool admission_has_webhooks(admission *a, bool mutating);
 
 /* How many webhooks the current configurations hold (mutating and
  * validating), compiling them if they changed. For tests. */

@@ -234,14 +234,6 @@ adm_snapshot *adm_snapshot_get(admission *a)
     return s;
 }
 
-bool admission_has_webhooks(admission *a, bool mutating)
-{
-    adm_snapshot *s = adm_snapshot_get(a);
-    bool any = (mutating ? s->nmutating : s->nvalidating) > 0;
-    snapshot_unref(s);
-    return any;
-}
-
 size_t admission_webhook_count(admission *a)
 {
     adm_snapshot *s = adm_snapshot_get(a);

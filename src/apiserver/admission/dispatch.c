@@ -217,7 +217,8 @@ struct adm_run {
     size_t n, next, pending;
     int round;
     struct event *ev;
-    char *name; /* at.name, kept: a patch may free the object's own */
+    char *name;      /* at.name, kept: a patch may free the object's own */
+    json_t *options; /* at.options' result, built once a webhook matched */
     equivalents eqs;
 };
 
@@ -236,6 +237,7 @@ static void run_free(adm_run *r)
     registry_list_free(r->eqs.all, r->eqs.nall);
     free(r->slots);
     free(r->name);
+    json_decref(r->options);
     if (r->ev)
         event_free(r->ev);
     adm_snapshot_unref(r->snap);
@@ -386,7 +388,7 @@ static char *review_body(const slot *s, size_t *len)
     json_object_set(req, "object", obj ? (json_t *)obj : json_null());
     json_object_set(req, "oldObject", old ? (json_t *)old : json_null());
     json_object_set_new(req, "dryRun", json_boolean(at->dry_run));
-    json_object_set(req, "options", at->options ? (json_t *)at->options : json_null());
+    json_object_set(req, "options", r->options ? r->options : json_null());
     json_t *review = json_pack("{s:s,s:s,s:o}", "kind", "AdmissionReview", "apiVersion",
                                !strcmp(s->h->review_version, "v1") ? "admission.k8s.io/v1"
                                                                    : "admission.k8s.io/v1beta1",
@@ -886,6 +888,7 @@ adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs
     r->at = *at;
     r->name = xstrdup(at->name ? at->name : "");
     r->at.name = r->name;
+    r->options = at->options ? at->options(at->options_ctx, at->operation) : NULL;
     r->obj = obj;
     r->old = old;
     r->cb = cb;

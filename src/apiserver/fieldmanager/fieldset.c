@@ -245,13 +245,6 @@ fm_set *fm_set_intersect(const fm_set *a, const fm_set *b)
     return r;
 }
 
-fm_set *fm_set_at(const fm_set *s, const char *const *pes, size_t n)
-{
-    for (size_t i = 0; s && i < n; i++)
-        s = fm_set_find(s, pes[i]);
-    return (fm_set *)s;
-}
-
 json_t *fm_fields_of(const fm_set *s)
 {
     json_t *o = json_object();

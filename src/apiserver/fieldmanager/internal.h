@@ -116,9 +116,6 @@ void fm_set_clear(fm_set *s);
 
 fm_set *fm_set_intersect(const fm_set *a, const fm_set *b);
 
-/* Node at a path of elements, or NULL. */
-fm_set *fm_set_at(const fm_set *s, const char *const *pes, size_t n);
-
 json_t *fm_fields_of(const fm_set *s);
 
 fm_set *fm_set_from_fields(const json_t *fields, char **err);

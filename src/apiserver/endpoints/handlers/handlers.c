@@ -248,7 +248,6 @@ static ckube_status *check_name(req_ctx *rc, const json_t *obj)
     return NULL;
 }
 
-/* kind/apiVersion in a body must match the URL's type. */
 /* Puts kind and apiVersion (set to these values) first in obj, the other
  * members after them in their order. Runs on every write: members are
  * moved, not copied, and an object already in that shape is left alone. */
@@ -286,6 +285,7 @@ static void lead_with_gvk(json_t *obj, const char *kind, const char *api_version
     free(vals);
 }
 
+/* kind/apiVersion in a body must match the URL's type. */
 static ckube_status *check_gvk(req_ctx *rc, json_t *obj)
 {
     const resource_type *t = rc->type;
@@ -391,7 +391,8 @@ static ckube_status *decoding_error(const resource_type *t, const ckube_status *
  * one switch on the first letter replaces lists of names to compare. */
 typedef enum {
     MF_NONE,
-    MF_STRING,  /* names, uid, resourceVersion, selfLink, timestamps */
+    MF_STRING,  /* names, uid, resourceVersion, selfLink */
+    MF_TIME,    /* creationTimestamp, deletionTimestamp (strings) */
     MF_INTEGER, /* generation, deletionGracePeriodSeconds */
     MF_MAP,     /* labels, annotations */
     MF_LIST,    /* finalizers */
@@ -405,9 +406,9 @@ static meta_field meta_field_of(const char *k)
     case 'a':
         return !strcmp(k, "annotations") ? MF_MAP : MF_NONE;
     case 'c':
-        return !strcmp(k, "creationTimestamp") ? MF_STRING : MF_NONE;
+        return !strcmp(k, "creationTimestamp") ? MF_TIME : MF_NONE;
     case 'd':
-        return !strcmp(k, "deletionTimestamp")            ? MF_STRING
+        return !strcmp(k, "deletionTimestamp")            ? MF_TIME
                : !strcmp(k, "deletionGracePeriodSeconds") ? MF_INTEGER
                                                           : MF_NONE;
     case 'f':
@@ -445,8 +446,7 @@ static bool meta_value_omitted(const char *key, meta_field f, const json_t *v)
     if (json_is_null(v))
         return true;
     if (json_is_string(v)) /* the plain strings; timestamps are pointers */
-        return f == MF_STRING && !*json_string_value(v) && strcmp(key, "creationTimestamp") &&
-               strcmp(key, "deletionTimestamp");
+        return f == MF_STRING && !*json_string_value(v);
     if (json_is_object(v))
         return !json_object_size(v) && f == MF_MAP;
     if (json_is_array(v))
@@ -659,9 +659,8 @@ struct write_req {
     char *pre_uid;
     char *pre_rv;
     collection_del *parent;
-    /* admission: the webhooks being asked, and the options they see */
+    /* admission: the webhooks being asked */
     adm_run *adm;
-    json_t *adm_options;
     /* The answer's object being converted (a type with convert), and the
      * code to answer with. */
     resource_conversion *conv;
@@ -696,7 +695,6 @@ static void write_free(write_req *w)
         adm_run_cancel(w->adm);
     if (w->conv)
         w->sw.type->convert_cancel(w->conv);
-    json_decref(w->adm_options);
     json_decref(w->adm_scale);
     json_decref(w->adm_old_scale);
     json_decref(w->body);
@@ -1152,8 +1150,9 @@ static const adm_callbacks admit_callbacks = {admit_done, admit_warn, admit_anno
 
 /* The operation's options as webhooks see them (metav1's CreateOptions,
  * UpdateOptions, DeleteOptions). */
-static json_t *admission_options(const write_req *w, const char *op)
+static json_t *admission_options(void *ctx, const char *op)
 {
+    const write_req *w = ctx;
     const char *kind = !strcmp(op, "CREATE") ? "CreateOptions"
                        : !strcmp(op, "UPDATE")
                            ? (w->kind == W_PATCH ? "PatchOptions" : "UpdateOptions")
@@ -1179,14 +1178,11 @@ static bool write_admit(store_write *sw, store_admit_stage stage, json_t *obj, c
     (void)st;
     write_req *w = (write_req *)sw;
     req_ctx *rc = write_rc(w);
-    if (!rc->srv->admission || !rc->lp->out ||
-        !admission_has_webhooks(rc->srv->admission, stage == STORE_ADMIT_MUTATE))
+    if (!rc->srv->admission || !rc->lp->out)
         return true;
     const resource_type *t = rc->type;
     const char *op = sw->verb == STORE_DELETE ? "DELETE" : old ? "UPDATE" : "CREATE";
     const char *name = obj ? ckube_obj_name(obj) : old ? ckube_obj_name(old) : NULL;
-    json_decref(w->adm_options);
-    w->adm_options = admission_options(w, op);
     adm_attrs at = {.operation = op,
                     .group = t->group,
                     .version = t->version,
@@ -1198,7 +1194,8 @@ static bool write_admit(store_write *sw, store_admit_stage stage, json_t *obj, c
                     .name = name ? name : "",
                     .user = rc->user,
                     .dry_run = sw->dry_run,
-                    .options = w->adm_options,
+                    .options = admission_options,
+                    .options_ctx = w,
                     .type = t,
                     .reg = rc->srv->registry};
     if (!strcmp(at.subresource, "scale") && t->scale_subresource && sw->verb != STORE_DELETE) {
