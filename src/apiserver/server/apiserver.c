@@ -81,12 +81,16 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* Called by the cacher (storage thread) after each applied batch. */
+/* Called by the cacher (storage thread) after each applied batch: the
+ * loops with watches flush them. A loop without any is not woken (a wake
+ * from another thread is a write to its eventfd and a context switch,
+ * per batch). */
 static void wake_loops(void *arg)
 {
     apiserver *s = arg;
     for (int i = 0; i < s->nloops; i++)
-        event_active(s->loops[i].wake, 0, 0);
+        if (atomic_load(&s->loops[i].nwatches) > 0)
+            event_active(s->loops[i].wake, 0, 0);
 }
 
 /* Parses a query string (q[0..len)) as Go's url.ParseQuery does:
@@ -865,8 +869,7 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
     /* The registry, then each API group's install function. */
     s->registry = registry_new();
     if (!s->registry || core_install(s->registry) != 0 || apps_install(s->registry) != 0 ||
-        coordination_install(s->registry) != 0 ||
-        admissionregistration_install(s->registry) != 0 ||
+        coordination_install(s->registry) != 0 || admissionregistration_install(s->registry) != 0 ||
         apiregistration_install(s->registry) != 0 || events_install(s->registry) != 0 ||
         authorization_install(s->registry) != 0 || rbac_install(s->registry) != 0 ||
         apiextensions_install(s->registry) != 0) {

@@ -59,6 +59,7 @@
 struct http_watch {
     LIST_ENTRY(http_watch) link;
     req_ctx *rc;
+    loop *lp; /* counted in lp->nwatches while w lives */
     cwatch cw;
     ckube_selector *ls, *fs;
     bool table;
@@ -84,6 +85,7 @@ struct http_watch {
 
 static void watch_free(http_watch *w)
 {
+    atomic_fetch_sub(&w->lp->nwatches, 1);
     read_convert_cancel(w->conv);
     free(w->conv_types);
     cacher_events_free(w->pend, w->npend);
@@ -765,6 +767,11 @@ void handle_watch(req_ctx *rc)
     const resource_type *t = rc->type;
     http_watch *w = xcalloc(1, sizeof *w);
     w->rc = rc;
+    /* Counted before the cache is read (cacher_watch_begin): a batch
+     * applied after that read is followed by a wake that sees the count
+     * (the cache's lock orders the two). */
+    w->lp = rc->lp;
+    atomic_fetch_add(&w->lp->nwatches, 1);
     ckube_status *st = request_selectors(rc, &w->ls, &w->fs);
     if (st) {
         w->rc = NULL;

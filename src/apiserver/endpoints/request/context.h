@@ -122,6 +122,11 @@ struct loop {
     unsigned long crd_retired_seen;  /* crd_retired_generation at the last flush */
     apimetrics_cache *mcache;        /* metric children by labels; loop thread only */
     bool exiting;                    /* stopping: watches closed; loop thread only */
+    /* Watches of this loop, counted from before a watch reads the cache
+     * until it is freed: the cacher's wake after each applied batch
+     * (server's wake_loops) skips a loop without any, which has nothing
+     * to flush. Written by the loop thread, read by the storage's. */
+    atomic_int nwatches;
 };
 
 struct apiserver {
