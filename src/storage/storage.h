@@ -77,9 +77,10 @@ typedef struct storage_event {
     size_t value_len;
     int64_t rev;
     int64_t create_rev;
-    /* The writing op's hint (storage_op.hint) when this event is that
-     * op's own write delivered as it commits; NULL otherwise (events
-     * read back: replays, another server's writes seen through etcd). */
+    /* PUT: the writing op's hint (storage_op.hint) when this event is
+     * that op's own write delivered as it commits (etcd: the event of a
+     * Txn of this client's); NULL otherwise (deletes, events read back:
+     * replays, another server's writes seen through etcd). */
     const void *hint;
 } storage_event;
 
@@ -110,8 +111,9 @@ struct storage_op {
      * storage (ckube's store passes the value's jscan_meta when the value
      * is canonical, so the watch cache need not scan it again); NULL:
      * none. Borrowed until done; handed to watch callbacks in the
-     * write's event (storage_event.hint) by backends that deliver their
-     * own commits (SQLite, memory). */
+     * write's event (storage_event.hint) by SQLite and memory, which
+     * deliver their own commits, and by etcd, which finds the op of its
+     * own Txn's event. */
     const void *hint;
 
     /* Results, valid in done(). */

@@ -55,6 +55,8 @@
  * many as etcd batches into one fsync under load, and below
  * kube-apiserver's 200 mutating requests in flight. */
 #define MAX_INFLIGHT 128
+/* Buckets of the table of writes in flight (a power of two). */
+#define FLYING_BUCKETS 256
 #define RANGE_PAGE 1000
 #define CALL_TIMEOUT_MS 30000
 /* storage_current_rev: what health checks and consistent reads ask, each
@@ -77,15 +79,17 @@ typedef struct etcd_storage {
     int64_t compact_time;        /* under mu: compact_rev_key's version last seen */
     pthread_mutex_t mu;          /* guards everything below */
     pthread_cond_t cv;           /* state changes: watchers, close, finished writes */
-    pthread_cond_t sup_cv; /* the supervisors': a watcher broken or dead, progress, close (not
-                            * every write and event, which s->cv hears) */
+    pthread_cond_t sup_cv;       /* the supervisors': a watcher broken or dead, progress, close (not
+                                  * every write and event, which s->cv hears) */
     size_t running;              /* writes whose Txn is in flight */
     storage_op *q_head, *q_tail; /* writes waiting for one of MAX_INFLIGHT */
     storage_op *failed_q;        /* queued writes that could not start */
     storage_op *pending;         /* written, waiting for the watchers; by rev */
     bool closing;
+    int hints_lent; /* watch callbacks running with ops' hints (lend_hints) */
+    struct write_call *flying[FLYING_BUCKETS]; /* writes in flight by etcd key (lend_hints) */
     ewatcher *watchers;
-    etcd_keymap *km; /* the Kubernetes layout, or NULL: keys unchanged */
+    etcd_keymap *km;       /* the Kubernetes layout, or NULL: keys unchanged */
     uint64_t progress_gen; /* bumped by e_request_progress; supervisors send */
     int64_t compacted;
     atomic_uint_fast64_t ops, failed;
@@ -105,7 +109,7 @@ struct ewatcher {
     bool has_sup;
     storage_watch_fn fn;
     void *arg;
-    int64_t delivered; /* under s->mu: the newest revision handed to fn */
+    int64_t delivered;      /* under s->mu: the newest revision handed to fn */
     uint64_t progress_seen; /* under s->mu: s->progress_gen last sent for */
     /* Under s->mu. A stream that starts behind etcd's revision replays
      * history first; until it has caught up ("synced", in etcd's words),
@@ -118,8 +122,8 @@ struct ewatcher {
      * sync marker instead (sync_marker). */
     int64_t created_rev;
     bool synced, marker_sent;
-    int state;         /* under s->mu: W_* */
-    int error;         /* under s->mu: why it was refused or ended */
+    int state; /* under s->mu: W_* */
+    int error; /* under s->mu: why it was refused or ended */
 };
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -255,12 +259,39 @@ static Ckube__Etcd__TxnResponse *txn_or_get(etcd_storage *s, Ckube__Etcd__Compar
     return (Ckube__Etcd__TxnResponse *)m;
 }
 
-/* A write in flight: its Txn's answer comes to write_answered. */
+/* A write in flight: its Txn's answer comes to write_answered. Filed
+ * in s->flying under its key from just before its Txn starts until its
+ * answer, so that its event, when it comes first, finds its hint. */
 typedef struct write_call {
     etcd_storage *s;
     storage_op *op;
-    char *key; /* etcd's, for the log */
+    char *key; /* etcd's */
+    size_t key_len;
+    struct write_call *hnext; /* under s->mu: s->flying's chain */
 } write_call;
+
+static size_t flying_bucket(const char *key, size_t len)
+{
+    return (size_t)(ckube__fnv1a(CKUBE__FNV1A_INIT, key, len) & (FLYING_BUCKETS - 1));
+}
+
+/* s->mu held. */
+static void fly(etcd_storage *s, write_call *wc)
+{
+    write_call **b = &s->flying[flying_bucket(wc->key, wc->key_len)];
+    wc->hnext = *b;
+    *b = wc;
+}
+
+/* s->mu held. */
+static void land(etcd_storage *s, write_call *wc)
+{
+    write_call **p = &s->flying[flying_bucket(wc->key, wc->key_len)];
+    while (*p && *p != wc)
+        p = &(*p)->hnext;
+    if (*p)
+        *p = wc->hnext;
+}
 
 static void write_answered(void *arg, ProtobufCMessage *m, const etcd_error *err);
 
@@ -274,7 +305,7 @@ static int start_write(etcd_storage *s, storage_op *op)
         free(wc);
         return STORAGE_ERR_NOMEM;
     }
-    *wc = (write_call){s, op, key};
+    *wc = (write_call){.s = s, .op = op, .key = key, .key_len = strlen(key)};
     Ckube__Etcd__Compare cmp = CKUBE__ETCD__COMPARE__INIT;
     cmp.key = bin(key, strlen(key));
     if (op->type == STORAGE_OP_CREATE || !op->expect_mod_rev) {
@@ -292,7 +323,7 @@ static int start_write(etcd_storage *s, storage_op *op)
     Ckube__Etcd__PutRequest put = CKUBE__ETCD__PUT_REQUEST__INIT;
     put.key = cmp.key;
     put.value = bin(op->value ? op->value : "", op->value ? op->value_len : 0);
-    put.prev_kv = true;
+    put.prev_kv = op->type != STORAGE_OP_CREATE; /* a create has none: op->rev */
     Ckube__Etcd__DeleteRangeRequest del = CKUBE__ETCD__DELETE_RANGE_REQUEST__INIT;
     del.key = cmp.key;
     del.prev_kv = true;
@@ -307,9 +338,17 @@ static int start_write(etcd_storage *s, storage_op *op)
     txn_req r;
     txn_or_get_init(&r, &cmp, &then);
     etcd_error err = {0};
+    if (op->hint && op->type != STORAGE_OP_DELETE) {
+        pthread_mutex_lock(&s->mu);
+        fly(s, wc);
+        pthread_mutex_unlock(&s->mu);
+    }
     if (etcd_call_async(s->c, KV_TXN, &r.t.base, &ckube__etcd__txn_response__descriptor,
                         CALL_TIMEOUT_MS, write_answered, wc, &err) != 0) {
         CKUBE_ERROR("etcd: transaction on %s failed to start: %s", key, err.message);
+        pthread_mutex_lock(&s->mu);
+        land(s, wc);
+        pthread_mutex_unlock(&s->mu);
         free(key);
         free(wc);
         return STORAGE_ERR_IO;
@@ -435,9 +474,10 @@ static void write_answered(void *arg, ProtobufCMessage *m, const etcd_error *err
     write_outcome(op, wc->key, (const Ckube__Etcd__TxnResponse *)m, err);
     if (m)
         protobuf_c_message_free_unpacked(m, NULL);
+    pthread_mutex_lock(&s->mu);
+    land(s, wc);
     free(wc->key);
     free(wc);
-    pthread_mutex_lock(&s->mu);
     s->running--;
     start_queued(s);
     storage_op *ready = NULL;
@@ -511,9 +551,8 @@ static int e_submit(storage *st, storage_op *op)
 /* ---- reads ------------------------------------------------------------------------- */
 
 /* One Range: NULL with *rc on failure. */
-static Ckube__Etcd__RangeResponse *range_call_within(etcd_storage *s,
-                                                     Ckube__Etcd__RangeRequest *rq, int *rc,
-                                                     int timeout_ms)
+static Ckube__Etcd__RangeResponse *range_call_within(etcd_storage *s, Ckube__Etcd__RangeRequest *rq,
+                                                     int *rc, int timeout_ms)
 {
     ProtobufCMessage *m = NULL;
     etcd_error err = {0};
@@ -677,6 +716,52 @@ static int64_t progress_rev(etcd_storage *s, const ewatcher *w, int64_t rev)
     return rev;
 }
 
+/* Gives this server's own writes among ev[0..n) (kvs[i]: ev[i]'s etcd
+ * key-value) their op's hint, as the SQLite committer does for the
+ * events of its commits. A hint describes bytes, so any op that wrote
+ * the event's very bytes may lend its own: an op in `pending` (its Txn
+ * answered, waiting for the watchers, this one included) by its
+ * revision, which names the event (one Txn, one key); an op still in
+ * flight (etcd often notifies its watchers before it answers) by key and
+ * equal bytes. Both stay until the caller is done: their answers and
+ * dones run on this thread, after it, and e_close waits while
+ * s->hints_lent. True if a hint was lent (the caller then gives it back). */
+static bool lend_hints(etcd_storage *s, storage_event *ev, const Ckube__Etcd__KeyValue **kvs,
+                       size_t n)
+{
+    bool lent = false;
+    pthread_mutex_lock(&s->mu);
+    const storage_op *op = s->pending; /* by revision, as the events */
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].type != STORAGE_EVENT_PUT)
+            continue;
+        while (op && op->rev < ev[i].rev)
+            op = op->next;
+        const void *hint = NULL;
+        if (op && op->rev == ev[i].rev) {
+            if (op->type != STORAGE_OP_DELETE && op->value_len == ev[i].value_len)
+                hint = op->hint;
+        } else {
+            const Ckube__Etcd__KeyValue *kv = kvs[i];
+            for (const write_call *wc =
+                     s->flying[flying_bucket((const char *)kv->key.data, kv->key.len)];
+                 wc && !hint; wc = wc->hnext)
+                if (wc->key_len == kv->key.len && !memcmp(wc->key, kv->key.data, kv->key.len) &&
+                    wc->op->value_len == ev[i].value_len &&
+                    !memcmp(wc->op->value, ev[i].value, ev[i].value_len))
+                    hint = wc->op->hint;
+        }
+        if (hint) {
+            ev[i].hint = hint;
+            lent = true;
+        }
+    }
+    if (lent)
+        s->hints_lent++;
+    pthread_mutex_unlock(&s->mu);
+    return lent;
+}
+
 static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd_error *err)
 {
     ewatcher *w = arg;
@@ -722,7 +807,8 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
     if (r->n_events) {
         storage_event *ev = calloc(r->n_events, sizeof *ev);
         char **keys = calloc(r->n_events, sizeof *keys);
-        if (!ev || !keys)
+        const Ckube__Etcd__KeyValue **kvs = calloc(r->n_events, sizeof *kvs);
+        if (!ev || !keys || !kvs)
             xalloc_die(); /* the server's policy: out of memory aborts */
         size_t n = 0;
         for (size_t i = 0; i < r->n_events; i++) {
@@ -743,15 +829,24 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
                                     .rev = kv->mod_revision,
                                     .create_rev = del && e->prev_kv ? e->prev_kv->create_revision
                                                                     : kv->create_revision};
+            kvs[n] = kv;
             n++;
         }
         if (!n) /* only others' keys: the revision moves all the same */
             ev[n++] = (storage_event){.type = STORAGE_EVENT_PROGRESS,
                                       .rev = r->events[r->n_events - 1]->kv->mod_revision};
+        bool lent = lend_hints(s, ev, kvs, n);
         w->fn(w->arg, ev, n);
+        if (lent) {
+            pthread_mutex_lock(&s->mu);
+            s->hints_lent--;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+        }
         for (size_t i = 0; i < n; i++)
             free(keys[i]);
         free(keys);
+        free(kvs);
         free(ev);
     }
     pthread_mutex_lock(&s->mu);
@@ -765,9 +860,8 @@ static void on_events(void *arg, const Ckube__Etcd__WatchResponse *r, const etcd
      * has been sent, once the stream is synced; a creation answer does not
      * (the replay follows) */
     int64_t rev = r->n_events ? r->events[r->n_events - 1]->kv->mod_revision
-                  : !r->created && r->header && w->synced
-                      ? progress_rev(s, w, r->header->revision)
-                      : 0;
+                  : !r->created && r->header && w->synced ? progress_rev(s, w, r->header->revision)
+                                                          : 0;
     if (r->n_events && rev >= w->created_rev)
         w->synced = true;
     if (!r->n_events && rev > w->delivered) {
@@ -834,8 +928,7 @@ static void *supervisor_main(void *p)
             etcd_watch *cur = w->w;
             /* (after the creation answer: the marker's revision is then
              * after created_rev, so its event proves the stream synced) */
-            bool marker =
-                !w->synced && !w->marker_sent && s->km && w->created_rev != INT64_MAX;
+            bool marker = !w->synced && !w->marker_sent && s->km && w->created_rev != INT64_MAX;
             w->marker_sent |= marker;
             bool synced = w->synced;
             pthread_mutex_unlock(&s->mu);
@@ -1138,6 +1231,10 @@ static void e_close(storage *st)
     while (s->running || s->q_head)
         pthread_cond_wait(&s->cv, &s->mu);
     s->closing = true;
+    /* a watch callback may still read pending ops' hints: their dones
+     * (which end the ops) wait for it */
+    while (s->hints_lent)
+        pthread_cond_wait(&s->cv, &s->mu);
     pthread_cond_broadcast(&s->cv);
     pthread_cond_broadcast(&s->sup_cv);
     ewatcher *ws = s->watchers;
@@ -1227,8 +1324,8 @@ storage *storage_etcd_open(const char *endpoints, const char *prefix, bool kube_
          * a connection gets gRPC's account of the last attempt */
         etcd_error why = {0};
         if (e.code == ETCD_GRPC_DEADLINE_EXCEEDED &&
-            etcd_call_now(c, KV_RANGE, &rq.base, &ckube__etcd__range_response__descriptor, &m,
-                          2000, &why) != 0 &&
+            etcd_call_now(c, KV_RANGE, &rq.base, &ckube__etcd__range_response__descriptor, &m, 2000,
+                          &why) != 0 &&
             why.message[0])
             e = why;
         else if (m)

@@ -203,7 +203,7 @@ static void mem_apply_op(struct mem_storage *m, storage_op *op, struct mem_node 
                           .value_len = is_put ? op->value_len : 0,
                           .rev = rev,
                           .create_rev = le.create_rev,
-                          .hint = op->hint};
+                          .hint = is_put ? op->hint : NULL};
 }
 
 static int mem_apply(void *ctx, storage_op **ops, size_t n, storage_event *events, size_t *nevents)

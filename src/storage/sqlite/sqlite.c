@@ -357,7 +357,7 @@ static int sq_apply(void *ctx, storage_op **ops, size_t n, storage_event *events
                                       .value_len = put ? op->value_len : 0,
                                       .rev = rev,
                                       .create_rev = create_rev,
-                                      .hint = op->hint};
+                                      .hint = put ? op->hint : NULL};
     }
     if (rev != start && sq_set_meta(s, "rev", rev) != SQLITE_OK)
         goto fail;

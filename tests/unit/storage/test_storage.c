@@ -118,6 +118,7 @@ static int shifted_submit(storage *st, storage_op *o)
                          .value_len = o->value_len,
                          .expect_mod_rev = o->expect_mod_rev > 0 ? o->expect_mod_rev + ETCD_BASE
                                                                  : o->expect_mod_rev,
+                         .hint = o->hint,
                          .done = o->done ? shifted_done : NULL};
     int rc = storage_submit(s->inner, &w->op);
     if (rc != STORAGE_OK)
@@ -416,6 +417,7 @@ struct rec_event {
     size_t value_len;
     int64_t rev;
     int64_t create_rev;
+    const void *hint; /* the event's (storage_event.hint) */
 };
 
 struct recorder {
@@ -494,6 +496,7 @@ static void rec_fn(void *arg, const storage_event *ev, size_t n)
             .value_len = e->value_len,
             .rev = e->rev,
             .create_rev = e->create_rev,
+            .hint = e->hint,
         };
     }
     pthread_cond_broadcast(&r->cv);
@@ -1314,6 +1317,86 @@ static void test_watch_before_done(void **state)
     pthread_cond_destroy(&c.cv);
 }
 
+/* A write's hint (storage_op.hint) reaches the watchers in that write's
+ * own event and in no other: SQLite and memory deliver their commits
+ * with it; etcd finds the op of its own Txn's event, whether the event
+ * comes before the Txn's answer (in flight) or after (pending). No
+ * delete event carries one, nor does a replay of history. */
+static void test_write_hints(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 40 };
+    static const char tags[N][2]; /* one address per write: the hints */
+    static const char upd_tags[N][2];
+    struct recorder r;
+    rec_init(&r);
+    assert_int_equal(storage_watch(f->st, 0, rec_fn, &r), STORAGE_OK);
+    char keys[N][32], vals[N][64];
+    const void *want[3 * N + 1] = {0}; /* by revision since the first */
+    int64_t first = 0, last = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "/hint/%d", i);
+        snprintf(vals[i], sizeof vals[i], "value %0*d", 1 + i % 7, i);
+        storage_op op = {.type = STORAGE_OP_CREATE,
+                         .key = keys[i],
+                         .value = vals[i],
+                         .value_len = strlen(vals[i]),
+                         .hint = tags[i]};
+        assert_int_equal(run_op(f->st, &op), STORAGE_OK);
+        if (!first)
+            first = op.rev;
+        assert_true(op.rev - first < 3 * N);
+        want[op.rev - first] = tags[i];
+        last = op.rev;
+    }
+    for (int i = 0; i < N; i += 2) { /* updates, then deletes with a hint set */
+        storage_op op = {.type = STORAGE_OP_UPDATE,
+                         .key = keys[i],
+                         .value = "updated",
+                         .value_len = 7,
+                         .hint = upd_tags[i]};
+        assert_int_equal(run_op(f->st, &op), STORAGE_OK);
+        want[op.rev - first] = upd_tags[i];
+        storage_op del = {.type = STORAGE_OP_DELETE, .key = keys[i + 1], .hint = tags[i + 1]};
+        assert_int_equal(run_op(f->st, &del), STORAGE_OK);
+        last = del.rev;
+    }
+    rec_wait(&r, last);
+    size_t puts = 0, hinted = 0;
+    pthread_mutex_lock(&r.mu);
+    for (size_t i = 0; i < r.n; i++) {
+        const struct rec_event *e = &r.ev[i];
+        if (e->rev < first)
+            continue;
+        assert_true(e->rev - first < 3 * N);
+        if (e->type == STORAGE_EVENT_DELETE) {
+            assert_null(e->hint);
+            continue;
+        }
+        puts++;
+        if (e->hint) {
+            assert_ptr_equal(e->hint, want[e->rev - first]);
+            hinted++;
+        }
+    }
+    pthread_mutex_unlock(&r.mu);
+    assert_int_equal(puts, N + N / 2);
+    assert_int_equal(hinted, puts);
+    /* a replay is read back from the store: no hints */
+    struct recorder replay;
+    rec_init(&replay);
+    assert_int_equal(storage_watch(f->st, first - 1, rec_fn, &replay), STORAGE_OK);
+    rec_wait(&replay, last);
+    pthread_mutex_lock(&replay.mu);
+    for (size_t i = 0; i < replay.n; i++)
+        assert_null(replay.ev[i].hint);
+    pthread_mutex_unlock(&replay.mu);
+    storage_close(f->st);
+    f->st = open_backend(f);
+    rec_free(&replay);
+    rec_free(&r);
+}
+
 /* Watches registered while writers are busy see every revision after their
  * start exactly once, in order: nothing lost or duplicated at the seam
  * between history replay and live events. */
@@ -1926,7 +2009,7 @@ static void test_open_errors(void **state)
     X(test_create_get, be), X(test_invalid_ops, be), X(test_update, be), X(test_delete, be),       \
         X(test_revisions_global, be), X(test_range_prefix, be), X(test_load_like_range, be),       \
         X(test_range_history, be), X(test_range_consistent, be), X(test_watch_from_zero, be),      \
-        X(test_watch_from_middle, be), X(test_watch_before_done, be),                              \
+        X(test_watch_from_middle, be), X(test_watch_before_done, be), X(test_write_hints, be),     \
         X(test_watch_register_race, be), X(test_compaction, be),                                   \
         X(test_compaction_keeps_counter, be), X(test_group_commit, be), X(test_throughput, be),    \
         X(test_reentrant_callbacks, be), X(test_close, be)
