@@ -153,6 +153,25 @@ size_t ckube__json_escape_ascii(unsigned char c, const char *hex, char out[6])
 
 /* Human-readable durations as kubectl prints ages: "45s", "3m12s", "5h",
  * "2d3h", "400d", "3y20d". */
+size_t ckube__concat(char *buf, size_t n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    size_t len = 0;
+    for (const char *part; (part = va_arg(ap, const char *));) {
+        size_t k = strlen(part);
+        if (len + 1 < n) {
+            size_t room = n - 1 - len;
+            memcpy(buf + len, part, k < room ? k : room);
+        }
+        len += k;
+    }
+    va_end(ap);
+    if (n)
+        buf[len < n ? len : n - 1] = '\0';
+    return len;
+}
+
 void ckube__human_duration(int64_t s, char *buf, size_t n)
 {
     if (s < -1) {

@@ -49,6 +49,13 @@ void ckube__set_err(char **err, const char *fmt, ...) __attribute__((format(prin
  * canonical encoder and the Go-compatible continue tokens. */
 size_t ckube__json_escape_ascii(unsigned char c, const char *hex, char out[6]);
 
+/* Joins the strings up to the NULL that ends the list into buf (n
+ * bytes), as snprintf(buf, n, "%s%s...") would: cut to n - 1 bytes and
+ * always terminated when n > 0. Returns the length the whole join has.
+ * For paths taken by every request (object keys, verbs), where
+ * snprintf's format parsing showed in a create's profile. */
+size_t ckube__concat(char *buf, size_t n, ...);
+
 /* The standard reason phrase of an HTTP status code ("Not Found"), or ""
  * for codes without one here. Shared by the server's replies and the
  * client's request logs. */

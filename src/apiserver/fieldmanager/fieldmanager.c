@@ -3,6 +3,8 @@
  * machinery they use is in the other files (internal.h). */
 #include "apiserver/fieldmanager/internal.h"
 
+#include "common/text.h"
+
 /* Fields no manager ever owns (upstream's stripMeta): apiVersion, kind,
  * metadata itself and these fields of it. */
 static const char *const strip_meta_fields[] = {
@@ -297,7 +299,7 @@ void fm_update(const fm_type *t, const fm_op *op, const json_t *old, json_t *obj
 {
     char now[32];
     if (op->now)
-        snprintf(now, sizeof now, "%s", op->now);
+        ckube__concat(now, sizeof now, op->now, NULL);
     else
         ckube_now_rfc3339(now, sizeof now);
     const char *sub = op_sub(op);
@@ -611,7 +613,7 @@ json_t *fm_apply(const fm_type *t, const fm_op *op, const json_t *live, const js
     }
     char now[32];
     if (op->now)
-        snprintf(now, sizeof now, "%s", op->now);
+        ckube__concat(now, sizeof now, op->now, NULL);
     else
         ckube_now_rfc3339(now, sizeof now);
     const char *sub = op_sub(op);

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/text.h"
+
 #define MAX_PARTS 12
 
 static int copy(char *dst, size_t n, const char *src)
@@ -95,6 +97,6 @@ int request_info_parse(const char *path, const char *method, bool watch_param, r
     } else if (!strcmp(method, "DELETE")) {
         verb = *ri->name ? "delete" : "deletecollection";
     }
-    snprintf(ri->verb, sizeof ri->verb, "%s", verb);
+    ckube__concat(ri->verb, sizeof ri->verb, verb, NULL);
     return 0;
 }

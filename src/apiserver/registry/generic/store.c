@@ -17,6 +17,7 @@
 #include "ckube/json.h"
 #include "ckube/validation.h"
 #include "common/xalloc.h"
+#include "common/text.h"
 
 struct store {
     storage *st;
@@ -46,9 +47,9 @@ void store_object_key(const resource_type *t, const char *ns, const char *name, 
     const char *g = t->storage_group ? t->storage_group : t->group;
     const char *group = *g ? g : "core";
     if (t->namespaced)
-        snprintf(buf, n, "/registry/%s/%s/%s/%s", group, t->resource, ns, name);
+        ckube__concat(buf, n, "/registry/", group, "/", t->resource, "/", ns, "/", name, NULL);
     else
-        snprintf(buf, n, "/registry/%s/%s/%s", group, t->resource, name);
+        ckube__concat(buf, n, "/registry/", group, "/", t->resource, "/", name, NULL);
 }
 
 /* ---- object helpers ----------------------------------------------------- */
@@ -337,7 +338,7 @@ static void submit(store_write *w, storage_op_type type, int64_t expect)
 static ckube_status *check_namespace_open(const store_write *w, const char *name)
 {
     char key[512];
-    snprintf(key, sizeof key, "/registry/core/namespaces/%s", w->ns);
+    ckube__concat(key, sizeof key, "/registry/core/namespaces/", w->ns, NULL);
     cobj *ns = cacher_get(w->store->cache, key);
     if (!ns)
         return ckube_status_not_found("", "namespaces", w->ns);
@@ -361,7 +362,6 @@ static ckube_status *check_namespace_open(const store_write *w, const char *name
                            "namespace %s is being terminated", w->ns);
     return st;
 }
-
 
 /* ---- conversion through a webhook (resource_type.convert) ------------------ */
 
@@ -404,8 +404,8 @@ static void convert_then(store_write *w, int stage, json_t *obj)
     const resource_type *t = w->type;
     if (!w->out) {
         finish(w, 0, NULL,
-               ckube_status_internal("%s/%s %s: converting needs a loop to call out from",
-                                     t->group, t->version, t->resource));
+               ckube_status_internal("%s/%s %s: converting needs a loop to call out from", t->group,
+                                     t->version, t->resource));
         return;
     }
     w->conv_stage = stage;
