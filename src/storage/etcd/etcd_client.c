@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -33,6 +34,9 @@
 #include "common/text.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
+/* Between attempts of a repeatable call (etcd_call): clientv3's first
+ * backoff is 25 ms with jitter. */
+#define RETRY_PAUSE_MS 50
 
 struct etcd_client {
     grpc_channel *ch;
@@ -445,11 +449,47 @@ static int call_sync(etcd_client *c, const char *method, const ProtobufCMessage 
     return rc;
 }
 
+/* A request etcd's own client retries when it meets an unavailable
+ * member (clientv3's retry interceptor: "repeatable" requests, code
+ * Unavailable, until the caller's deadline): a read. gRPC's transparent
+ * retries, off here, would cover only calls that never left; a call sent
+ * on a connection whose member has just died ("Transport closed") fails
+ * with UNAVAILABLE before gRPC notices the death. Writes are not retried:
+ * their answer may be lost after etcd applied them. */
+static bool repeatable(const char *method)
+{
+    return !strcmp(method, "/etcdserverpb.KV/Range");
+}
+
+/* CLOCK_MONOTONIC in ns (this module is loaded by the server: it calls
+ * only what the server exports, which ckube_monotonic_ns is not). */
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
               const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
               etcd_error *err)
 {
-    return call_sync(c, method, req, resp_desc, resp, timeout_ms, true, err);
+    int ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
+    uint64_t end = mono_ns() + (uint64_t)ms * 1000000u;
+    etcd_error local = {0};
+    etcd_error *e = err ? err : &local;
+    for (;;) {
+        int rc = call_sync(c, method, req, resp_desc, resp, ms, true, e);
+        if (rc == 0 || e->code != GRPC_STATUS_UNAVAILABLE || !repeatable(method))
+            return rc;
+        uint64_t now = mono_ns();
+        if (now + RETRY_PAUSE_MS * 2000000u >= end)
+            return rc;
+        CKUBE_V(2, "etcd: %s: %s; trying again", method, e->message);
+        struct timespec pause = {0, RETRY_PAUSE_MS * 1000000L};
+        nanosleep(&pause, NULL);
+        ms = (int)((end - mono_ns()) / 1000000u);
+    }
 }
 
 int etcd_call_now(etcd_client *c, const char *method, const ProtobufCMessage *req,
@@ -549,7 +589,8 @@ struct etcd_watch {
 
 /* Starts one send (a batch of `ops`, the message last, built from rq) and
  * waits for the driver to report it. 0 or -1. Any thread but the driver. */
-static int watch_send_ops(etcd_watch *w, grpc_op *ops, size_t nops, const Ckube__Etcd__WatchRequest *rq)
+static int watch_send_ops(etcd_watch *w, grpc_op *ops, size_t nops,
+                          const Ckube__Etcd__WatchRequest *rq)
 {
     pthread_mutex_lock(&w->mu);
     while (w->send_busy)

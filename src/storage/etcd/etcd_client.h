@@ -56,7 +56,9 @@ void etcd_client_free(etcd_client *c);
 /* One unary call: `method` is the gRPC path ("/etcdserverpb.KV/Range"),
  * `req` the request (borrowed), `resp_desc` the answer's type. Waits up
  * to timeout_ms (0: 30 s), connecting first if need be (a member that is
- * down is waited for until the deadline, as etcd's clients do). Returns
+ * down is waited for until the deadline, as etcd's clients do; a Range
+ * that meets a member dying under it, UNAVAILABLE, is tried again within
+ * the deadline, as clientv3 retries its repeatable requests). Returns
  * 0 with *resp (free with protobuf_c_message_free_unpacked), or -1 with
  * *err. */
 int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
