@@ -5,11 +5,10 @@ TESTBUILD  ?= build/asan
 TSANBUILD  ?= build/tsan
 PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
-# Tests at once: two per CPU, as the e2e tests wait on servers and
+# Tests at once: one more than CPUs, as the e2e tests wait on servers and
 # clients much of their time (the CPUs sat 30-77 % idle at one test per
-# CPU); the multi-process etcd tests and those that time themselves run
-# alone (RUN_SERIAL, CMakeLists.txt).
-TEST_JOBS  ?= $(shell echo $$(( $(JOBS) * 2 )))
+# CPU); the multi-process etcd tests run alone (RUN_SERIAL, CMakeLists.txt).
+TEST_JOBS  ?= $(shell echo $$(( $(JOBS) + 1 )))
 ARGS       ?=
 
 .PHONY: all deps build run test test-tsan install fuzz bench format clean
