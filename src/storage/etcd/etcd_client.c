@@ -30,6 +30,7 @@
 #include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
+#include "ckube/json.h" /* ckube_monotonic_ns */
 #include "ckube/log.h"
 #include "common/text.h"
 
@@ -461,34 +462,25 @@ static bool repeatable(const char *method)
     return !strcmp(method, "/etcdserverpb.KV/Range");
 }
 
-/* CLOCK_MONOTONIC in ns (this module is loaded by the server: it calls
- * only what the server exports, which ckube_monotonic_ns is not). */
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int etcd_call(etcd_client *c, const char *method, const ProtobufCMessage *req,
               const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp, int timeout_ms,
               etcd_error *err)
 {
     int ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
-    uint64_t end = mono_ns() + (uint64_t)ms * 1000000u;
+    uint64_t end = ckube_monotonic_ns() + (uint64_t)ms * 1000000u;
     etcd_error local = {0};
     etcd_error *e = err ? err : &local;
     for (;;) {
         int rc = call_sync(c, method, req, resp_desc, resp, ms, true, e);
         if (rc == 0 || e->code != GRPC_STATUS_UNAVAILABLE || !repeatable(method))
             return rc;
-        uint64_t now = mono_ns();
+        uint64_t now = ckube_monotonic_ns();
         if (now + RETRY_PAUSE_MS * 2000000u >= end)
             return rc;
         CKUBE_V(2, "etcd: %s: %s; trying again", method, e->message);
         struct timespec pause = {0, RETRY_PAUSE_MS * 1000000L};
         nanosleep(&pause, NULL);
-        ms = (int)((end - mono_ns()) / 1000000u);
+        ms = (int)((end - ckube_monotonic_ns()) / 1000000u);
     }
 }
 
