@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1061,6 +1062,82 @@ static void test_jscan_set_rv(void **state)
     assert_memory_equal(s, "a\"b\x01\\", 6);
 }
 
+/* ---- cacher_set_object_allocator ------------------------------------ */
+
+/* A counting allocator whose blocks carry a header: a block it did not
+ * hand out (or one freed by free()) is caught, by the magic here or by
+ * ASan's check of the pointer free() gets. */
+enum { HDR = 16 };
+static const uint64_t MAGIC = 0xc0b1ec7a110c0b1eULL;
+static atomic_long obj_allocs, obj_releases;
+
+static void *count_alloc(size_t n)
+{
+    char *p = malloc(n + HDR);
+    if (!p)
+        return NULL;
+    memcpy(p, &MAGIC, sizeof MAGIC);
+    atomic_fetch_add(&obj_allocs, 1);
+    return p + HDR;
+}
+
+static void count_release(void *q)
+{
+    char *p = (char *)q - HDR;
+    uint64_t m;
+    memcpy(&m, p, sizeof m);
+    assert_true(m == MAGIC);
+    memset(p, 0, HDR);
+    atomic_fetch_add(&obj_releases, 1);
+    free(p);
+}
+
+/* Every cached object's block, whichever way it was made (loaded,
+ * created, updated, converted for a reader) comes from the allocator
+ * set, and goes back to it, and nothing else does. */
+static void test_object_allocator(void **state)
+{
+    (void)state;
+    cacher_set_object_allocator(count_alloc, count_release);
+    storage *st = storage_memory_open();
+    char key[128];
+    for (int i = 0; i < 3; i++) { /* loaded at start */
+        snprintf(key, sizeof key, PREFIX "ns/pre%d", i);
+        char *v = cm(key + strlen(PREFIX "ns/"), "pre");
+        assert_int_equal(write_sync(st, STORAGE_OP_CREATE, key, v, NULL), STORAGE_OK);
+        free(v);
+    }
+    cacher *c = cacher_new(st, 8);
+    assert_int_equal(cacher_start(c), 0);
+    assert_int_equal(atomic_load(&obj_allocs), 3);
+    fixture f = {.st = st, .c = c};
+    int64_t rev;
+    put(&f, "a", "x", STORAGE_OP_CREATE, &rev);
+    put(&f, "b", "x", STORAGE_OP_CREATE, &rev);
+    put(&f, "a", "y", STORAGE_OP_UPDATE, &rev);
+    snprintf(key, sizeof key, PREFIX "ns/b");
+    assert_int_equal(write_sync(st, STORAGE_OP_DELETE, key, NULL, &rev), STORAGE_OK);
+    cobj *o = cacher_get(c, PREFIX "ns/a");
+    assert_non_null(o);
+    long before = atomic_load(&obj_allocs);
+    cobj *conv = cobj_with_json(o, "{\"x\":1}", 7);
+    assert_int_equal(atomic_load(&obj_allocs), before + 1);
+    assert_string_equal(conv->json, "{\"x\":1}");
+    cobj_unref(conv);
+    cobj_unref(o);
+    size_t n, more;
+    cobj **objs = cacher_list(c, PREFIX, NULL, NULL, 0, &n, &rev, &more);
+    assert_int_equal(n, 4);
+    cacher_objs_free(objs, n);
+    /* 3 loaded, 3 written (a's update a new block), 1 converted; the
+     * delete's event may carry a block of its own */
+    assert_true(atomic_load(&obj_allocs) >= 7);
+    storage_close(st);
+    cacher_free(c);
+    assert_int_equal(atomic_load(&obj_releases), atomic_load(&obj_allocs));
+    cacher_set_object_allocator(malloc, free);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1076,6 +1153,7 @@ int main(void)
         cmocka_unit_test(test_bucket_fields_union), cmocka_unit_test(test_listeners_get_initial_objects),
         cmocka_unit_test(test_jscan_canonical_forms),
         cmocka_unit_test(test_jscan_set_rv),
+        cmocka_unit_test(test_object_allocator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
