@@ -25,9 +25,10 @@ build: deps
 run: build
 	./$(BUILD)/ckube server $(ARGS)
 
-# Every test, built with AddressSanitizer + UndefinedBehaviorSanitizer,
-# then the threaded runtime's tests (label "runtime") again under
-# ThreadSanitizer.
+# Every test, built with AddressSanitizer + UndefinedBehaviorSanitizer;
+# then the release build's own binaries (with mimalloc, as shipped) under
+# the e2e tests labelled "shipped"; then the threaded runtime's tests
+# (label "runtime") again under ThreadSanitizer.
 test: deps build
 	@cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug \
 	    -DCKUBE_SANITIZE=address,undefined >/dev/null
@@ -35,6 +36,7 @@ test: deps build
 	cd $(TESTBUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j $(TEST_JOBS) $(if $(T),-R $(T))
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -L shipped $(if $(T),-R $(T))
 	@$(MAKE) --no-print-directory test-tsan
 
 test-tsan: deps

@@ -6,6 +6,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libevent-dev libhttp-parser-dev libjansson-dev libyaml-dev libsqlite3-dev libmd-dev openssl
+libmimalloc-dev
 zlib1g-dev
 libcurl4-openssl-dev libssl-dev libcmocka-dev libbsd-dev libmnl-dev
 protobuf-c-compiler libprotobuf-c-dev libgrpc-dev etcd-server

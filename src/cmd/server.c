@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <event2/event.h>
-#include <malloc.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +25,7 @@
 #include "ckube/json.h"
 #include "apiserver/audit/log.h"
 #include "apiserver/audit/policy.h"
+#include "cmd/allocator.h"
 #include "cmd/cm_child.h"
 #include "cmd/cmd.h"
 #include "common/text.h"
@@ -532,6 +532,7 @@ int cmd_server(int argc, char **argv)
      * either allocates anything. */
     json_set_alloc_funcs(xalloc_malloc, free);
     event_set_mem_functions(xalloc_malloc, xalloc_realloc, free);
+    cmd_allocator_init();
     const char *data_dir = "./.ckube";
     const char *listen = "127.0.0.1:6443";
     const char *kubeconfig = NULL;
@@ -978,6 +979,9 @@ int cmd_server(int argc, char **argv)
         }
     }
     free(serving_ca);
+    char alloc[64];
+    cmd_allocator_name(alloc, sizeof alloc);
+    CKUBE_V(1, "allocator: %s", alloc);
     CKUBE_INFO("ckube server ready: serving %s, %s storage in %s, kubeconfig %s", url, backend,
                data_dir, kubeconfig);
 
@@ -987,7 +991,7 @@ int cmd_server(int argc, char **argv)
     /* Start-up builds large transient trees (schemas, the first list of
      * every resource); give their freed pages back so an idle server's
      * RSS is its real working set. */
-    malloc_trim(0);
+    cmd_allocator_release();
 
     int sig = wait_for_shutdown(&set, ctl);
     int rc = 0;
