@@ -62,7 +62,8 @@ void cmd_allocator_release(void)
      * and the segments held in the cache; then the hot path's delay */
     mi_collect(true);
     mi_option_set(mi_option_decommit_delay, decommit_delay);
-#else
-    malloc_trim(0);
 #endif
+    /* glibc's heap: all of it, or (under mimalloc) the cached objects',
+     * where the objects a start-up replaced leave holes */
+    malloc_trim(0);
 }
