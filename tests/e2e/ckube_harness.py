@@ -27,6 +27,22 @@ import urllib.request
 
 from free_port import free_port
 
+# Set when the test fails (run_unittests, or an exception that ends the
+# script): cleanup then prints the end of each server's log, which
+# removing the test's directory would otherwise take with it (a CI run's
+# only trace of why a server stopped answering).
+_failed = False
+_prev_excepthook = sys.excepthook
+
+
+def _on_uncaught(kind, value, tb):
+    global _failed
+    _failed = True
+    _prev_excepthook(kind, value, tb)
+
+
+sys.excepthook = _on_uncaught
+
 SRC = os.environ.get("CKUBE_SRC") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("CKUBE_BIN") or os.path.join(SRC, "build", "ckube")
@@ -186,7 +202,11 @@ class Server:
             self.etcd.wait()
         if self.log:
             self.log.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        if _failed:
+            sys.stderr.write("---- the test failed: the last 150 lines of %s/server.log ----\n%s\n"
+                             "---- end of server.log ----\n" % (self.tmp, self.logtail(150)))
+        if not os.environ.get("KEEP_TMP"):  # as lib.sh: KEEP_TMP=1 keeps it
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     def client(self):
         """An ApiClient of the official Python client for this server."""
@@ -204,4 +224,6 @@ def run_unittests():
     result = unittest.main(module="__main__", exit=False, verbosity=2).result
     failed = len(result.failures) + len(result.errors)
     print("%d passed, %d failed" % (result.testsRun - failed, failed))
+    global _failed
+    _failed = bool(failed) or not result.wasSuccessful()
     sys.exit(1 if failed or not result.wasSuccessful() else 0)
