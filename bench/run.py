@@ -744,6 +744,33 @@ def phase_watch10k(s):
           " server RSS %.1f -> %.1f MiB, %s descriptors"
           % (d["watchers_ok"], d["received"], d["expected"], d["p50_ms"], d["p99_ms"],
              mib(base), mib(mid.get("rss") or base), mid.get("fds")))
+    phase_watch10k_floor(s.tmp, dur)
+
+
+def phase_watch10k_floor(tmp, dur):
+    """The same load against bench_fanout_floor, a server that only
+    forwards each POSTed body to every watcher (one send each, threads as
+    ckube's loops): the loopback's and the load generator's own share of
+    the 10,000-watcher figure, measured right after ckube's run."""
+    exe = os.path.join(ARGS.build, "bench_fanout_floor")
+    if not os.access(exe, os.X_OK):
+        STATE["watch10k_floor_skip"] = "%s not built" % exe
+        return
+    port = free_port()
+    p = spawn([exe, "--port", str(port), "--timeout", str(dur + 240)],
+              os.path.join(tmp, "fanout-floor.log"))
+    try:
+        deadline = time.monotonic() + 10
+        while http_status(port, "/") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        d = loadgen(["--mode", "watch-fanout", "--url", "http://127.0.0.1:%d" % port,
+                     "--namespace", "bench-watch", "--prefix", "w10k", "--watchers", 10000,
+                     "--rate", 10, "--duration", dur, "--drain", 5], dur + 180)
+    finally:
+        stop_proc(p)
+    STATE["watch10k_floor"] = d
+    print("  the same against a do-nothing fan-out server (bench_fanout_floor): received %d of %d;"
+          " p50 %.1f ms, p99 %.1f ms" % (d["received"], d["expected"], d["p50_ms"], d["p99_ms"]))
 
 
 def phase_informers(s):
@@ -1854,11 +1881,19 @@ def build_results():
     if w:
         per = ((w["rss_mid"] - w["rss_base"]) / w["watchers_ok"]
                if w.get("rss_mid") and w["watchers_ok"] else None)
-        put("watch_fanout_10k_p99_ms", w["p99_ms"], "ms", p50_ms=w["p50_ms"],
-            max_ms=w["max_ms"], send_to_receipt_p99_ms=w["e2e_p99_ms"],
+        fl = S.get("watch10k_floor") or {}
+        fl_ok = fl.get("received") and fl["received"] == fl.get("expected")
+        put("watch_fanout_10k_p99_ms", w["p99_ms"], "ms", fl["p99_ms"] if fl_ok else None,
+            "do-nothing fan-out server (bench_fanout_floor)" if fl_ok else None,
+            p50_ms=w["p50_ms"], max_ms=w["max_ms"], send_to_receipt_p99_ms=w["e2e_p99_ms"],
             write_p99_ms=w["write_p99_ms"], watchers=w["watchers_ok"], received=w["received"],
             expected=w["expected"], writes_per_s=w["writes_per_s"],
-            note="10,000 watchers, 10 creates/s (the deliveries/s of the 1,000-watcher row)")
+            floor_p50_ms=fl.get("p50_ms"), floor_write_p99_ms=fl.get("write_p99_ms"),
+            note="10,000 watchers, 10 creates/s (the deliveries/s of the 1,000-watcher row); "
+            "the peer is the same load against a server that only forwards each POSTed body "
+            "to every watcher: the loopback's and the load generator's share"
+            + ("" if fl_ok else " (not measured: %s)"
+               % (S.get("watch10k_floor_skip") or "incomplete run")))
         put("watch_bytes_per_watcher", per, "B", fds=w.get("fds_mid"),
             note="server RSS growth with 10,000 watchers streaming, per watcher")
 
