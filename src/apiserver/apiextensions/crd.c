@@ -1335,7 +1335,7 @@ crd_state *crd_attach(registry *reg, store *s)
     crds->cache = store_cache(s);
     pthread_mutex_init(&crds->mu, NULL);
     cacher_add_listener(crds->cache, CRD_KEY_PREFIX, on_crd_event, crds);
-    cacher_add_listener(crds->cache, "/registry/", on_any_event, crds);
+    cacher_add_change_listener(crds->cache, "/registry/", on_any_event, crds);
     return crds;
 }
 

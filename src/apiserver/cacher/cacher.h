@@ -129,6 +129,13 @@ void cacher_set_notify(cacher *c, void (*fn)(void *arg), void *arg);
  * with `prefix_filter`, used for in-process reactions (CRD registration). */
 typedef void (*cacher_event_fn)(void *arg, cevent_type type, const cobj *obj);
 void cacher_add_listener(cacher *c, const char *prefix_filter, cacher_event_fn fn, void *arg);
+/* As cacher_add_listener, for changes only: the objects cacher_start
+ * loads are not replayed to it as ADDED. For a listener of a wide prefix
+ * that only reacts to some changes (CRD finalization waits for
+ * deletions under "/registry/"): a replay would visit every stored
+ * object at start, a million of them at scale. */
+void cacher_add_change_listener(cacher *c, const char *prefix_filter, cacher_event_fn fn,
+                                void *arg);
 
 int64_t cacher_rev(cacher *c);
 

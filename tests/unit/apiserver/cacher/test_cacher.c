@@ -631,6 +631,26 @@ static bool saw(const seen_keys *s, const char *key)
     return false;
 }
 
+/* A change listener: records "TYPE key" (any type). */
+static void on_changed(void *arg, cevent_type type, const cobj *o)
+{
+    seen_keys *s = arg;
+    assert_true(s->n < 16);
+    snprintf(s->keys[s->n++], sizeof s->keys[0], "%s %s",
+             type == CEV_ADDED      ? "ADDED"
+             : type == CEV_MODIFIED ? "MODIFIED"
+                                    : "DELETED",
+             o->key);
+}
+
+/* Waits (up to 5 s) until the cacher has applied revision rev. */
+static bool wait_rev(cacher *c, int64_t rev)
+{
+    for (int i = 0; i < 5000 && cacher_rev(c) < rev; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    return cacher_rev(c) >= rev;
+}
+
 /* At start a listener gets every stored object its prefix covers as
  * ADDED, as it gets live events by key: a prefix spanning several
  * buckets (a whole API group, as the RBAC index listens) gets them all,
@@ -642,12 +662,10 @@ static bool saw(const seen_keys *s, const char *key)
 static void test_bucket_fields_union(void **state)
 {
     (void)state;
-    static const cacher_field core[] = {{"involvedObject.name", "involvedObject.name"},
-                                        {"type", "type"},
-                                        {NULL, NULL}};
-    static const cacher_field other[] = {{"regarding.name", "involvedObject.name"},
-                                         {"type", "note"},
-                                         {NULL, NULL}};
+    static const cacher_field core[] = {
+        {"involvedObject.name", "involvedObject.name"}, {"type", "type"}, {NULL, NULL}};
+    static const cacher_field other[] = {
+        {"regarding.name", "involvedObject.name"}, {"type", "note"}, {NULL, NULL}};
     storage *st = storage_memory_open();
     const char *key = "/registry/core/events/ns/e1";
     assert_int_equal(write_sync(st, STORAGE_OP_CREATE, key,
@@ -692,12 +710,14 @@ static void test_listeners_get_initial_objects(void **state)
         free(v);
     }
     cacher *c = cacher_new(st, 64);
-    seen_keys group = {0}, part = {0}, bucket = {0}, none = {0};
+    seen_keys group = {0}, part = {0}, bucket = {0}, none = {0}, changes = {0};
     cacher_add_listener(c, "/registry/rbac.authorization.k8s.io/", on_listened, &group);
     cacher_add_listener(c, "/registry/rbac.authorization.k8s.io/roles/ns1/", on_listened, &part);
     cacher_add_listener(c, "/registry/core/configmaps/", on_listened, &bucket);
     cacher_add_listener(c, "/registry/apps/", on_listened, &none);
+    cacher_add_change_listener(c, "/registry/", on_changed, &changes);
     assert_int_equal(cacher_start(c), 0);
+    assert_int_equal(changes.n, 0); /* the loaded objects are not replayed to it */
     assert_int_equal(group.n, 4);
     for (size_t i = 0; i < 4; i++)
         assert_true(saw(&group, keys[i]));
@@ -705,6 +725,18 @@ static void test_listeners_get_initial_objects(void **state)
     assert_true(saw(&part, keys[2]));
     assert_int_equal(bucket.n, 1);
     assert_true(saw(&bucket, keys[4]));
+    assert_int_equal(none.n, 0);
+    /* but it sees the changes that follow, of any resource and type */
+    const char *job = "/registry/batch/jobs/ns1/j1";
+    int64_t rev;
+    assert_int_equal(write_sync(st, STORAGE_OP_CREATE, job,
+                                "{\"kind\":\"Job\",\"metadata\":{\"name\":\"j1\"}}", NULL),
+                     STORAGE_OK);
+    assert_int_equal(write_sync(st, STORAGE_OP_DELETE, job, NULL, &rev), STORAGE_OK);
+    assert_true(wait_rev(c, rev));
+    assert_int_equal(changes.n, 2);
+    assert_true(saw(&changes, "ADDED /registry/batch/jobs/ns1/j1"));
+    assert_true(saw(&changes, "DELETED /registry/batch/jobs/ns1/j1"));
     assert_int_equal(none.n, 0);
     cacher_free(c);
     storage_close(st);
@@ -717,12 +749,16 @@ static void test_load_many(void **state)
 {
     (void)state;
     storage *st = storage_memory_open();
+    /* 3,000 rows of 12 KiB are 36 MB: more than the loader's batches hold
+     * at once (LOAD_BATCHES of 2 MiB), and three values above 2 MiB. */
     enum { N = 3000 };
     static int64_t revs[N];
-    size_t big = 300 * 1024;
-    char *pad = malloc(big + 1);
+    size_t big = 2304 * 1024, small = 12 * 1024;
+    char *pad = malloc(big + 1), *spad = malloc(small + 1);
     memset(pad, 'x', big);
     pad[big] = 0;
+    memset(spad, 'y', small);
+    spad[small] = 0;
     char key[128];
     for (int i = 0; i < N; i++) {
         char *v;
@@ -730,7 +766,7 @@ static void test_load_many(void **state)
         assert_true(asprintf(&v,
                              "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"o%05d\","
                              "\"labels\":{\"i\":\"%d\",\"even\":\"%s\"}},\"data\":{\"p\":\"%s\"}}",
-                             i, i, i % 2 ? "no" : "yes", i % 1000 == 7 ? pad : "small") > 0);
+                             i, i, i % 2 ? "no" : "yes", i % 1000 == 7 ? pad : spad) > 0);
         assert_int_equal(write_sync(st, STORAGE_OP_CREATE, key, v, &revs[i]), STORAGE_OK);
         free(v);
     }
@@ -766,6 +802,7 @@ static void test_load_many(void **state)
     cacher_free(c);
     storage_close(st);
     free(pad);
+    free(spad);
 }
 
 /* Writes submitted together (one group commit, not an fsync each). */
@@ -831,7 +868,9 @@ static void test_load_sqlite_history(void **state)
                              "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%05d\","
                              "\"labels\":{\"i\":\"%d\"}},\"data\":{\"v\":\"1\"}}",
                              i, i) > 0);
-        ops[k++] = (storage_op){.type = STORAGE_OP_CREATE, .key = key[i], .value = vals[i],
+        ops[k++] = (storage_op){.type = STORAGE_OP_CREATE,
+                                .key = key[i],
+                                .value = vals[i],
                                 .value_len = strlen(vals[i])};
         live[i] = true;
     }
@@ -841,11 +880,14 @@ static void test_load_sqlite_history(void **state)
     for (int i = 0; i < P; i++) {
         snprintf(pkey[i], sizeof pkey[0], POD "hist/p%04d", i);
         free(vals[i]);
-        assert_true(asprintf(&vals[i],
-                             "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p%04d\"},"
-                             "\"spec\":{\"nodeName\":\"node-%d\"},\"status\":{\"phase\":\"Running\"}}",
-                             i, i % 7) > 0);
-        ops[i] = (storage_op){.type = STORAGE_OP_CREATE, .key = pkey[i], .value = vals[i],
+        assert_true(
+            asprintf(&vals[i],
+                     "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p%04d\"},"
+                     "\"spec\":{\"nodeName\":\"node-%d\"},\"status\":{\"phase\":\"Running\"}}",
+                     i, i % 7) > 0);
+        ops[i] = (storage_op){.type = STORAGE_OP_CREATE,
+                              .key = pkey[i],
+                              .value = vals[i],
                               .value_len = strlen(vals[i])};
     }
     write_many(st, ops, P);
@@ -861,7 +903,9 @@ static void test_load_sqlite_history(void **state)
                                  "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%05d\","
                                  "\"labels\":{\"i\":\"%d\",\"round\":\"%d\"}},\"data\":{}}",
                                  i, i, round) > 0);
-            ops[k++] = (storage_op){.type = STORAGE_OP_UPDATE, .key = key[i], .value = vals[k - 1],
+            ops[k++] = (storage_op){.type = STORAGE_OP_UPDATE,
+                                    .key = key[i],
+                                    .value = vals[k - 1],
                                     .value_len = strlen(vals[k - 1])};
         }
         write_many(st, ops, k);
@@ -880,7 +924,9 @@ static void test_load_sqlite_history(void **state)
         free(vals[k]);
         assert_true(asprintf(&vals[k], "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%05d\"}}",
                              i) > 0);
-        ops[k++] = (storage_op){.type = STORAGE_OP_CREATE, .key = key[i], .value = vals[k - 1],
+        ops[k++] = (storage_op){.type = STORAGE_OP_CREATE,
+                                .key = key[i],
+                                .value = vals[k - 1],
                                 .value_len = strlen(vals[k - 1])};
         live[i] = true;
     }
@@ -1158,7 +1204,8 @@ int main(void)
         cmocka_unit_test(test_load_serves_what_decoding_did),
         cmocka_unit_test(test_load_many),
         cmocka_unit_test(test_load_sqlite_history),
-        cmocka_unit_test(test_bucket_fields_union), cmocka_unit_test(test_listeners_get_initial_objects),
+        cmocka_unit_test(test_bucket_fields_union),
+        cmocka_unit_test(test_listeners_get_initial_objects),
         cmocka_unit_test(test_jscan_canonical_forms),
         cmocka_unit_test(test_jscan_set_rv),
         cmocka_unit_test_teardown(test_object_allocator, restore_object_allocator),
