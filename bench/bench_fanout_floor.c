@@ -71,12 +71,14 @@ typedef struct conn {
     char *out; /* what the socket has not taken yet */
     size_t outlen, outcap;
     struct conn *next_watch;
+    struct conn *next_dead; /* closed during this turn of the loop */
 } conn;
 
 typedef struct {
     pthread_t th;
     int ep, wake;
     conn *watchers;
+    conn *dead;    /* closed, freed after the turn (epoll may still name them) */
     uint64_t seen; /* events sent up to (ring sequence) */
 } worker;
 
@@ -125,9 +127,20 @@ static void conn_close(worker *w, conn *c)
     }
     epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    free(c->in);
-    free(c->out);
-    free(c);
+    c->fd = -1;
+    c->next_dead = w->dead;
+    w->dead = c;
+}
+
+static void bury(worker *w)
+{
+    while (w->dead) {
+        conn *c = w->dead;
+        w->dead = c->next_dead;
+        free(c->in);
+        free(c->out);
+        free(c);
+    }
 }
 
 /* Writes what is queued; -1 if the connection broke. */
@@ -164,7 +177,7 @@ static int conn_write(worker *w, conn *c, const char *p, size_t n)
             n -= (size_t)k;
         }
         if (n == 0)
-            return c->close_after ? -1 : 0;
+            return 0;
     }
     append(&c->out, &c->outlen, &c->outcap, p, n);
     return conn_flush(w, c);
@@ -305,8 +318,8 @@ static int serve(worker *w, conn *c)
         }
         memmove(c->in, c->in + hlen + body, c->inlen - hlen - body);
         c->inlen -= hlen + body;
-        if (rc < 0)
-            return -1;
+        if (rc < 0 || (c->close_after && c->outlen == 0))
+            return -1; /* (with output queued, conn_flush closes once it is out) */
     }
 }
 
@@ -366,6 +379,8 @@ static void *worker_main(void *arg)
                 fan_out(w);
             } else {
                 conn *c = p;
+                if (c->fd < 0)
+                    continue; /* closed earlier in this turn */
                 if ((evs[i].events & EPOLLOUT) && conn_flush(w, c) < 0) {
                     conn_close(w, c);
                     continue;
@@ -374,6 +389,7 @@ static void *worker_main(void *arg)
                     on_readable(w, c);
             }
         }
+        bury(w);
     }
     return NULL;
 }
