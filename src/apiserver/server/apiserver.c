@@ -978,6 +978,7 @@ int apiserver_start(apiserver *s, char **err)
         lp->mcache = apimetrics_cache_new(); /* NULL: metrics without the cache */
         lp->base = event_base_new();
         lp->wake = lp->base ? event_new(lp->base, -1, 0, on_wake, lp) : NULL;
+        lp->more = lp->base ? evtimer_new(lp->base, on_wake, lp) : NULL;
         lp->out = lp->base ? outbound_new(lp->base) : NULL;
         /* A body over the limit is answered with a Status 413 as soon as
          * its length is known, and not read. */
@@ -985,7 +986,9 @@ int apiserver_start(apiserver *s, char **err)
                            .idle_timeout = 3600,
                            .tls = s->tls,
                            .slot_free = conn_identity_free};
-        lp->http = lp->wake && lp->out ? httpd_new(lp->base, fd, &hc, handle_request, lp) : NULL;
+        lp->http = lp->wake && lp->more && lp->out
+                       ? httpd_new(lp->base, fd, &hc, handle_request, lp)
+                       : NULL;
         if (!lp->http) {
             ckube__set_err(err, "starting the HTTP loop: out of memory");
             return -1;
@@ -1078,6 +1081,8 @@ void apiserver_free(apiserver *s)
         outbound_free(lp->out);
         httpd_free(lp->http);
         event_free(lp->wake);
+        if (lp->more)
+            event_free(lp->more);
         event_base_free(lp->base);
         pthread_mutex_destroy(&lp->mu);
         apimetrics_cache_free(lp->mcache);

@@ -55,6 +55,7 @@
 #define BOOKMARK_INTERVAL_SEC 30
 #define FLUSH_MAX_GROUPS 32 /* watches beyond this many (bucket, rev) groups flush alone */
 #define SEND_IOV 64         /* iovecs per sendmsg */
+#define FLUSH_SLICE 256     /* watches served per turn of the loop */
 
 struct http_watch {
     LIST_ENTRY(http_watch) link;
@@ -70,6 +71,7 @@ struct http_watch {
     struct evbuffer *out; /* the connection's output queue (borrowed), or NULL */
     bool shared;          /* may take its group's shared lines (groupable) */
     int group;            /* index into the running flush's groups, or -1 */
+    uint64_t flushed;     /* the loop's flush round that last served it */
     struct event *timeout_ev;
     struct event *bookmark_ev;
     /* A type that converts through a webhook: events wait in `pend`, in
@@ -718,16 +720,31 @@ static void end_retired_watches(loop *lp, unsigned long g)
     }
 }
 
+/* A flush round serves every watch of the loop once, FLUSH_SLICE watches
+ * per call: with thousands of watches a round is tens of milliseconds of
+ * sends, and the loop's other connections (a create, its reply) would
+ * wait for all of them. Between slices the loop polls its sockets (the
+ * `more` timer, zero timeout, runs after that) and runs posted tasks;
+ * each slice takes the watches this round has not served, grouped anew.
+ * A watch served early in a round whose next event comes before the
+ * round ends gets it in the next round, which starts at once if the
+ * cache moved on while this one ran. */
 void watch_loop_flush(loop *lp)
 {
-    unsigned long retired = crd_retired_generation(lp->srv->crds);
+    if (!lp->flush_active) {
+        lp->flush_active = true;
+        lp->flush_gen++;
+        lp->flush_retired = crd_retired_generation(lp->srv->crds);
+        lp->flush_rev = cacher_rev(lp->srv->cache);
+    }
+    uint64_t round = lp->flush_gen;
     group groups[FLUSH_MAX_GROUPS];
     size_t ng = 0;
     http_watch *w;
     LIST_FOREACH(w, &lp->watches, link)
     {
         w->group = -1;
-        if (!w->shared)
+        if (!w->shared || w->flushed == round)
             continue;
         size_t g = 0;
         while (g < ng && (groups[g].rev != w->cw.rev || strcmp(groups[g].bucket, w->cw.bucket)))
@@ -741,18 +758,36 @@ void watch_loop_flush(loop *lp)
     }
     for (size_t g = 0; g < ng; g++)
         group_collect(lp->srv->cache, &groups[g]);
+    size_t served = 0;
+    bool more = false;
     w = LIST_FIRST(&lp->watches);
     while (w) {
         http_watch *next = LIST_NEXT(w, link);
-        if (w->group >= 0)
-            flush_member(w, &groups[w->group]);
-        else
-            flush_one(w);
+        if (w->flushed != round) {
+            if (served == FLUSH_SLICE) {
+                more = true;
+                break;
+            }
+            served++;
+            w->flushed = round;
+            if (w->group >= 0)
+                flush_member(w, &groups[w->group]);
+            else
+                flush_one(w);
+        }
         w = next;
     }
     for (size_t g = 0; g < ng; g++)
         group_free(&groups[g]);
-    end_retired_watches(lp, retired);
+    if (more) {
+        static const struct timeval now = {0, 0};
+        evtimer_add(lp->more, &now);
+        return;
+    }
+    lp->flush_active = false;
+    end_retired_watches(lp, lp->flush_retired);
+    if (cacher_rev(lp->srv->cache) > lp->flush_rev)
+        event_active(lp->wake, 0, 0); /* events this round began too early for */
 }
 
 void watch_loop_close_all(loop *lp)

@@ -111,10 +111,18 @@ struct loop {
     apiserver *srv;
     int index;
     struct event_base *base;
-    httpd *http; /* connections accepted by this loop */
+    httpd *http;          /* connections accepted by this loop */
     struct outbound *out; /* calls out (admission webhooks) from this loop */
     pthread_t thread;
     struct event *wake;
+    /* A flush round in slices (watch.c, watch_loop_flush): `more` is a
+     * zero timer that goes on with the round after the loop has polled
+     * its sockets; loop thread only. */
+    struct event *more;
+    bool flush_active;           /* a round is under way */
+    uint64_t flush_gen;          /* the round's number */
+    int64_t flush_rev;           /* the cache's revision when the round began */
+    unsigned long flush_retired; /* crd_retired_generation then */
     pthread_mutex_t mu;
     loop_task *tasks, *tasks_tail;   /* guarded by mu */
     LIST_HEAD(, http_watch) watches; /* loop thread only */
@@ -142,14 +150,14 @@ struct apiserver {
     int nloops;
     int port; /* bound port */
     int listen_fds[16];
-    httpd_tls *tls;              /* NULL: plain HTTP (owned) */
-    struct authenticator *authn; /* who requests are from (owned) */
-    struct sa_tokens *sa;        /* ServiceAccount tokens, NULL: not served (owned) */
-    json_t *api_audiences;       /* the audiences the API accepts (owned) */
-    struct admission *admission; /* admission webhooks' configurations (owned) */
+    httpd_tls *tls;                /* NULL: plain HTTP (owned) */
+    struct authenticator *authn;   /* who requests are from (owned) */
+    struct sa_tokens *sa;          /* ServiceAccount tokens, NULL: not served (owned) */
+    json_t *api_audiences;         /* the audiences the API accepts (owned) */
+    struct admission *admission;   /* admission webhooks' configurations (owned) */
     struct aggregator *aggregator; /* API aggregation: the proxy and APIService status (owned) */
-    struct rbac_index *rbac;     /* RBAC's view of the cluster's roles and bindings, fed
-                                  * by the watch cache (owned; authorization/rbac) */
+    struct rbac_index *rbac;       /* RBAC's view of the cluster's roles and bindings, fed
+                                    * by the watch cache (owned; authorization/rbac) */
     /* Graceful shutdown (apiserver_shutdown_begin, apiserver_drain_begin): */
     atomic_bool shutting_down; /* /readyz fails; everything is still served */
     atomic_bool draining;      /* listeners closed, replies close connections */
