@@ -734,9 +734,7 @@ def phase_watch10k(s):
 
     t = threading.Thread(target=sample, daemon=True)
     t.start()
-    d = loadgen(["--mode", "watch-fanout", "--url", s.url, "--namespace", "bench-watch",
-                 "--prefix", "w10k", "--watchers", 10000, "--rate", 10, "--duration", dur,
-                 "--drain", 5], dur + 180)
+    d = watch10k_load(s.url, dur)
     t.join()
     d["rss_base"], d["rss_mid"], d["fds_mid"] = base, mid.get("rss"), mid.get("fds")
     STATE["watch10k"] = d
@@ -745,6 +743,13 @@ def phase_watch10k(s):
           % (d["watchers_ok"], d["received"], d["expected"], d["p50_ms"], d["p99_ms"],
              mib(base), mib(mid.get("rss") or base), mid.get("fds")))
     phase_watch10k_floor(s.tmp, dur)
+
+
+def watch10k_load(url, dur):
+    """bench_load's 10,000 watchers at 10 creates/s against url."""
+    return loadgen(["--mode", "watch-fanout", "--url", url, "--namespace", "bench-watch",
+                    "--prefix", "w10k", "--watchers", 10000, "--rate", 10, "--duration", dur,
+                    "--drain", 5], dur + 180)
 
 
 def phase_watch10k_floor(tmp, dur):
@@ -760,12 +765,10 @@ def phase_watch10k_floor(tmp, dur):
     p = spawn([exe, "--port", str(port), "--timeout", str(dur + 240)],
               os.path.join(tmp, "fanout-floor.log"))
     try:
-        deadline = time.monotonic() + 10
-        while http_status(port, "/") is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        d = loadgen(["--mode", "watch-fanout", "--url", "http://127.0.0.1:%d" % port,
-                     "--namespace", "bench-watch", "--prefix", "w10k", "--watchers", 10000,
-                     "--rate", 10, "--duration", dur, "--drain", 5], dur + 180)
+        if wait_ready(port, "/", time.monotonic(), 10, p) is None:
+            STATE["watch10k_floor_skip"] = "bench_fanout_floor did not answer"
+            return
+        d = watch10k_load("http://127.0.0.1:%d" % port, dur)
     finally:
         stop_proc(p)
     STATE["watch10k_floor"] = d
