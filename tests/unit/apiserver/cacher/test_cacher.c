@@ -1058,6 +1058,20 @@ static void test_jscan_canonical_forms(void **state)
     assert_true(jscan_canonical(big, strlen(big), NULL));
     memcpy(strrchr(big, '"') - 2, "10", 2); /* the last key becomes a second "k10" */
     assert_false(jscan_canonical(big, strlen(big), NULL));
+    /* Either side of the pairwise check (8 keys) and keys longer than a
+     * hash step, alike in their first 16 bytes: distinct ones pass, a
+     * repeated one (first and last) is found. */
+    for (int n = 8; n <= 9; n++) {
+        char obj[1024] = "{";
+        for (int i = 0; i < n; i++)
+            snprintf(obj + strlen(obj), sizeof obj - strlen(obj),
+                     "%s\"a-long-common-prefix-%d-tail\":%d", i ? "," : "", i, i);
+        strcat(obj, "}");
+        assert_true(jscan_canonical(obj, strlen(obj), NULL));
+        char *last = strstr(obj, n == 8 ? "-7-tail" : "-8-tail");
+        last[1] = '0'; /* the last key becomes the first one again */
+        assert_false(jscan_canonical(obj, strlen(obj), NULL));
+    }
     char deep[2 * JSCAN_MAX_DEPTH + 8];
     size_t d = 0;
     for (int i = 0; i < JSCAN_MAX_DEPTH; i++)
