@@ -979,6 +979,76 @@ static void sort_collected(struct collected *c)
     }
 }
 
+/* Every row a load or range gives, for comparing thousands of them. */
+struct rows {
+    size_t n, cap;
+    struct krow {
+        char key[64];
+        int64_t mod_rev;
+        size_t value_len;
+    } * v;
+};
+
+static int rows_fn(void *arg, const storage_kv *kv)
+{
+    struct rows *r = arg;
+    if (r->n == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 1024;
+        r->v = realloc(r->v, r->cap * sizeof *r->v);
+        assert_non_null(r->v);
+    }
+    struct krow *k = &r->v[r->n++];
+    snprintf(k->key, sizeof k->key, "%s", kv->key);
+    k->mod_rev = kv->mod_rev;
+    k->value_len = kv->value_len;
+    return 0;
+}
+
+static int cmp_krow(const void *a, const void *b)
+{
+    return strcmp(((const struct krow *)a)->key, ((const struct krow *)b)->key);
+}
+
+/* A load of thousands of keys written by several threads at once (so
+ * their revisions do not follow key order, and run past the 2,048 of one
+ * digit of the loader's id sort), then updated and deleted here and
+ * there: exactly the rows a range gives. */
+static void test_load_many(void **state)
+{
+    struct fixture *f = *state;
+    storage *st = f->st;
+    struct burst_run run;
+    run_burst(st, "/many", 4, 1000, NULL, NULL, &run);
+    size_t updated = 0, deleted = 0;
+    for (size_t i = 0; i < run.total; i += 5) {
+        if (i % 7 == 0) {
+            assert_int_equal(do_delete(st, run.keys[i], 0, NULL), STORAGE_OK);
+            deleted++;
+        } else {
+            assert_int_equal(do_update(st, run.keys[i], "updated", 0, NULL), STORAGE_OK);
+            updated++;
+        }
+    }
+    assert_true(storage_current_rev(st) > 4096);
+    struct rows l = {0}, r = {0};
+    assert_int_equal(storage_load(st, "/many/", rows_fn, &l, NULL), STORAGE_OK);
+    assert_int_equal(storage_range(st, "/many/", rows_fn, &r, NULL), STORAGE_OK);
+    assert_int_equal(r.n, run.total - deleted);
+    assert_int_equal(l.n, r.n);
+    qsort(l.v, l.n, sizeof *l.v, cmp_krow);
+    size_t seen_updated = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        assert_string_equal(l.v[i].key, r.v[i].key);
+        assert_int_equal(l.v[i].mod_rev, r.v[i].mod_rev);
+        assert_int_equal(l.v[i].value_len, r.v[i].value_len);
+        seen_updated += l.v[i].value_len == strlen("updated");
+    }
+    assert_int_equal(seen_updated, updated);
+    free(l.v);
+    free(r.v);
+    burst_free(&run);
+}
+
 static void test_load_like_range(void **state)
 {
     struct fixture *f = *state;
@@ -2008,9 +2078,9 @@ static void test_open_errors(void **state)
 #define SUITE(X, be)                                                                               \
     X(test_create_get, be), X(test_invalid_ops, be), X(test_update, be), X(test_delete, be),       \
         X(test_revisions_global, be), X(test_range_prefix, be), X(test_load_like_range, be),       \
-        X(test_range_history, be), X(test_range_consistent, be), X(test_watch_from_zero, be),      \
-        X(test_watch_from_middle, be), X(test_watch_before_done, be), X(test_write_hints, be),     \
-        X(test_watch_register_race, be), X(test_compaction, be),                                   \
+        X(test_load_many, be), X(test_range_history, be), X(test_range_consistent, be),            \
+        X(test_watch_from_zero, be), X(test_watch_from_middle, be), X(test_watch_before_done, be), \
+        X(test_write_hints, be), X(test_watch_register_race, be), X(test_compaction, be),          \
         X(test_compaction_keeps_counter, be), X(test_group_commit, be), X(test_throughput, be),    \
         X(test_reentrant_callbacks, be), X(test_close, be)
 
