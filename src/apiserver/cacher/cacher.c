@@ -987,13 +987,20 @@ static void *builder_main(void *arg)
 }
 
 /* The calling thread: links b's objects into their buckets. Caller holds
- * the write lock. */
+ * the write lock. Rows of one resource tend to come together, so the
+ * bucket of the previous row is tried first (a search of the bucket list
+ * per object was 1 % of a start's CPU). */
 static void batch_link(cacher *c, load_batch *b)
 {
+    bucket *last = NULL;
     for (size_t i = 0; i < b->n; i++) {
         cobj *o = b->objs[i];
-        if (o)
-            link_loaded(get_bucket_locked(c, o->key, b->rows[i].prefix_len), o);
+        if (!o)
+            continue;
+        size_t plen = b->rows[i].prefix_len;
+        if (!last || last->prefix_len != plen || memcmp(last->prefix, o->key, plen))
+            last = get_bucket_locked(c, o->key, plen);
+        link_loaded(last, o);
     }
 }
 
