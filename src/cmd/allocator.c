@@ -13,6 +13,12 @@
 
 #ifdef CKUBE_MIMALLOC
 static long decommit_delay;
+
+/* glibc's top pad while the cache loads (an arena reservation's whole
+ * size, HEAP_MAX_SIZE on 64-bit) and after it (glibc's default,
+ * DEFAULT_TOP_PAD). See cmd_allocator_init. */
+#define LOAD_TOP_PAD (64 << 20)
+#define RUN_TOP_PAD (128 << 10)
 #endif
 
 void cmd_allocator_init(void)
@@ -41,6 +47,22 @@ void cmd_allocator_init(void)
                    "(about 12 %% more memory per object)");
     if (libc)
         dlclose(libc); /* NOLOAD took a reference; libc stays mapped */
+    /* Under mimalloc glibc's heap holds only cached objects, and a
+     * start-up at a million of them fills the builder threads' arenas
+     * with 1.7 GB. A glibc arena other than the main one is a series of
+     * 64 MiB reservations, each made writable by mprotect as the arena
+     * grows into it: past its first top-pad bytes, one call per page it
+     * grows by, so 160,000-220,000 calls per start (strace), each
+     * splitting and merging the arena's mappings while both CPUs fault
+     * pages in. With the pad at 64 MiB a new reservation is writable
+     * whole at once: 86 calls, start-up 2.1-2.5 s -> 1.8-2.1 s on the
+     * same data (alternating runs). Only address space is made writable;
+     * pages come when touched (RSS unchanged), though under strict
+     * overcommit (vm.overcommit_memory=2) each arena's 64 MiB is charged
+     * at once. Setting the pad also fixes glibc's mmap threshold at
+     * 128 KiB instead of letting it rise; here that only means an object
+     * above 128 KiB gets its own mapping, which its free returns. */
+    mallopt(M_TOP_PAD, LOAD_TOP_PAD);
 #endif
 }
 
@@ -62,6 +84,7 @@ void cmd_allocator_release(void)
      * and the segments held in the cache; then the hot path's delay */
     mi_collect(true);
     mi_option_set(mi_option_decommit_delay, decommit_delay);
+    mallopt(M_TOP_PAD, RUN_TOP_PAD);
 #endif
     /* glibc's heap: all of it, or (under mimalloc) the cached objects',
      * where the objects a start-up replaced leave holes */
