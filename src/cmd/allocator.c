@@ -19,6 +19,8 @@ static long decommit_delay;
  * DEFAULT_TOP_PAD). See cmd_allocator_init. */
 #define LOAD_TOP_PAD (64 << 20)
 #define RUN_TOP_PAD (128 << 10)
+/* glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit. */
+#define MMAP_THRESHOLD (32 << 20)
 #endif
 
 void cmd_allocator_init(void)
@@ -59,10 +61,16 @@ void cmd_allocator_init(void)
      * same data (alternating runs). Only address space is made writable;
      * pages come when touched (RSS unchanged), though under strict
      * overcommit (vm.overcommit_memory=2) each arena's 64 MiB is charged
-     * at once. Setting the pad also fixes glibc's mmap threshold at
-     * 128 KiB instead of letting it rise; here that only means an object
-     * above 128 KiB gets its own mapping, which its free returns. */
+     * at once. */
     mallopt(M_TOP_PAD, LOAD_TOP_PAD);
+    /* Setting any of glibc's thresholds stops it from raising its mmap
+     * threshold (128 KiB) as mapped chunks are freed. Left there, every
+     * version of an object above 128 KiB (a large CRD or ConfigMap)
+     * would get a new mapping and fault its pages in afresh; at the
+     * ceiling the rising threshold has (32 MiB on 64-bit), objects of
+     * any size the server accepts come from the heap, as they did once
+     * the threshold had risen. */
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
 #endif
 }
 
