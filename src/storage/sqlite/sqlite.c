@@ -19,6 +19,7 @@
  * this process), and `ckube restore` and `ckube migrate` from running
  * beside the server. Online copies (`ckube backup`) are snapshot.c's. */
 #include "storage/sqlite/sqlite.h"
+#include "storage/sqlite/window_vfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -116,10 +117,11 @@ static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **out)
     return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
 }
 
-static int open_conn(const char *path, int flags, sqlite3 **out)
+/* vfs: NULL for the default. */
+static int open_conn(const char *path, int flags, const char *vfs, sqlite3 **out)
 {
     *out = NULL;
-    int rc = sqlite3_open_v2(path, out, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    int rc = sqlite3_open_v2(path, out, flags | SQLITE_OPEN_NOMUTEX, vfs);
     if (rc == SQLITE_OK)
         rc = sqlite3_busy_timeout(*out, SQ_BUSY_TIMEOUT_MS);
     return rc;
@@ -156,7 +158,7 @@ static void reader_close(struct sq_reader *r)
 static struct sq_reader *reader_open(struct sq_storage *s)
 {
     struct sq_reader *r = xcalloc(1, sizeof *r);
-    int rc = open_conn(s->path, SQLITE_OPEN_READWRITE, &r->db);
+    int rc = open_conn(s->path, SQLITE_OPEN_READWRITE, NULL, &r->db);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(r->db, "PRAGMA query_only=1", NULL, NULL, NULL);
     if (rc == SQLITE_OK)
@@ -851,37 +853,47 @@ static int live_rows(sqlite3 *db, const int64_t *ids, size_t n, storage_range_fn
 }
 
 /* storage_load. Two passes in one read transaction (see live_ids and
- * live_rows); without the memory map sq_range uses, so the 2 GB file of
- * a million objects is not counted in the resident set of a server that
- * is building its cache from it (pread costs about as much here: the
- * file is read sequentially). The statements are prepared per call:
- * this runs once per start. */
+ * live_rows), on a connection of its own through the window VFS
+ * (window_vfs.h): pass 1 reads the index through pread (its pages lie all
+ * over the file, in key order), pass 2 reads the table front to back from
+ * memory-mapped windows, so no page is copied and at most a few windows
+ * are mapped at a time: the 2 GB of a million objects never count in the
+ * resident set of a server building its cache from them. The connection
+ * and its statements live for this call: it runs once per start. */
 static int sq_load(storage *st, const char *prefix, storage_range_fn fn, void *arg,
                    int64_t *rev_out)
 {
     struct sq_storage *s = sq_of(st);
-    struct sq_reader *r = reader_get(s);
-    if (!r)
-        return STORAGE_ERR_IO;
-    int rc = STORAGE_ERR_IO, src = SQLITE_ERROR;
-    if (step_done(r->begin) == SQLITE_OK) {
-        int64_t rev = read_meta(r->meta, "rev");
-        id_list ids = {0};
-        if (rev >= 0 && (src = live_ids(r->db, prefix, &ids)) == SQLITE_OK && ids.n)
-            src = live_rows(r->db, ids.v, ids.n, fn, arg);
-        ids_free(&ids);
-        if (src == SQLITE_OK) {
-            rc = STORAGE_OK;
-            if (rev_out)
-                *rev_out = rev;
-        } else if (src == SQLITE_NOMEM) {
-            rc = STORAGE_ERR_NOMEM;
-        }
-    }
+    const char *vfs = window_vfs_name();
+    sqlite3 *db = NULL;
+    sqlite3_stmt *meta = NULL;
+    int64_t rev = -1;
+    id_list ids = {0};
+    int src = open_conn(s->path, SQLITE_OPEN_READWRITE, vfs, &db);
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(db, "PRAGMA query_only=1; BEGIN", NULL, NULL, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE name = ?1", -1, &meta, NULL);
+    if (src == SQLITE_OK && (rev = read_meta(meta, "rev")) < 0)
+        src = SQLITE_ERROR;
+    if (src == SQLITE_OK)
+        src = live_ids(db, prefix, &ids);
+    if (src == SQLITE_OK && ids.n && vfs)
+        src = sqlite3_exec(db, "PRAGMA mmap_size=" SQ_RANGE_MMAP, NULL, NULL, NULL);
+    if (src == SQLITE_OK && ids.n)
+        src = live_rows(db, ids.v, ids.n, fn, arg);
+    ids_free(&ids);
+    int rc = src == SQLITE_OK      ? STORAGE_OK
+             : src == SQLITE_NOMEM ? STORAGE_ERR_NOMEM
+                                   : STORAGE_ERR_IO;
     if (rc != STORAGE_OK)
-        CKUBE_ERROR("storage: load %s: %s", prefix, sqlite3_errmsg(r->db));
-    reader_end(r);
-    reader_put(s, r);
+        CKUBE_ERROR("storage: load %s: %s", prefix, db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
+    else if (rev_out)
+        *rev_out = rev;
+    sqlite3_finalize(meta);
+    if (db && !sqlite3_get_autocommit(db))
+        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(db);
     return rc;
 }
 
@@ -958,7 +970,7 @@ int storage_sqlite_lock(const char *dir, bool *busy, char **err)
  * schema and prepares the writer statements. */
 static int open_writer(struct sq_storage *s, char **err)
 {
-    int rc = open_conn(s->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &s->wdb);
+    int rc = open_conn(s->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL, &s->wdb);
     if (rc != SQLITE_OK) {
         ckube__set_err(err, "cannot open %s: %s", s->path,
                        s->wdb ? sqlite3_errmsg(s->wdb) : sqlite3_errstr(rc));

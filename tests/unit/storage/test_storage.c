@@ -29,6 +29,7 @@
 #include "storage/etcd/etcd.h"
 #include "storage/memory/memory.h"
 #include "storage/sqlite/sqlite.h"
+#include "storage/sqlite/window_vfs.h"
 #include "storage/storage.h"
 #include "util/etcd_util.h"
 
@@ -986,8 +987,14 @@ struct rows {
         char key[64];
         int64_t mod_rev;
         size_t value_len;
+        uint64_t value_hash; /* FNV-1a of the value's bytes */
     } * v;
 };
+
+static int cmp_krow(const void *a, const void *b)
+{
+    return strcmp(((const struct krow *)a)->key, ((const struct krow *)b)->key);
+}
 
 static int rows_fn(void *arg, const storage_kv *kv)
 {
@@ -1001,12 +1008,32 @@ static int rows_fn(void *arg, const storage_kv *kv)
     snprintf(k->key, sizeof k->key, "%s", kv->key);
     k->mod_rev = kv->mod_rev;
     k->value_len = kv->value_len;
+    k->value_hash = 1469598103934665603ull;
+    for (size_t i = 0; i < kv->value_len; i++)
+        k->value_hash = (k->value_hash ^ (unsigned char)kv->value[i]) * 1099511628211ull;
     return 0;
 }
 
-static int cmp_krow(const void *a, const void *b)
+/* Load and range of `prefix` give the same rows, values byte for byte;
+ * returns how many. */
+static size_t assert_load_like_range(storage *st, const char *prefix)
 {
-    return strcmp(((const struct krow *)a)->key, ((const struct krow *)b)->key);
+    struct rows l = {0}, r = {0};
+    assert_int_equal(storage_load(st, prefix, rows_fn, &l, NULL), STORAGE_OK);
+    assert_int_equal(storage_range(st, prefix, rows_fn, &r, NULL), STORAGE_OK);
+    assert_int_equal(l.n, r.n);
+    qsort(l.v, l.n, sizeof *l.v, cmp_krow);
+    for (size_t i = 0; i < l.n; i++) {
+        assert_string_equal(l.v[i].key, r.v[i].key);
+        assert_int_equal(l.v[i].mod_rev, r.v[i].mod_rev);
+        assert_int_equal(l.v[i].value_len, r.v[i].value_len);
+        if (l.v[i].value_hash != r.v[i].value_hash)
+            fail_msg("%s: the loaded value differs from the stored one", l.v[i].key);
+    }
+    size_t n = l.n;
+    free(l.v);
+    free(r.v);
+    return n;
 }
 
 /* A load of thousands of keys written by several threads at once (so
@@ -1019,34 +1046,65 @@ static void test_load_many(void **state)
     storage *st = f->st;
     struct burst_run run;
     run_burst(st, "/many", 4, 1000, NULL, NULL, &run);
-    size_t updated = 0, deleted = 0;
+    size_t deleted = 0;
     for (size_t i = 0; i < run.total; i += 5) {
         if (i % 7 == 0) {
             assert_int_equal(do_delete(st, run.keys[i], 0, NULL), STORAGE_OK);
             deleted++;
         } else {
             assert_int_equal(do_update(st, run.keys[i], "updated", 0, NULL), STORAGE_OK);
-            updated++;
         }
     }
     assert_true(storage_current_rev(st) > 4096);
-    struct rows l = {0}, r = {0};
-    assert_int_equal(storage_load(st, "/many/", rows_fn, &l, NULL), STORAGE_OK);
-    assert_int_equal(storage_range(st, "/many/", rows_fn, &r, NULL), STORAGE_OK);
-    assert_int_equal(r.n, run.total - deleted);
-    assert_int_equal(l.n, r.n);
-    qsort(l.v, l.n, sizeof *l.v, cmp_krow);
-    size_t seen_updated = 0;
-    for (size_t i = 0; i < l.n; i++) {
-        assert_string_equal(l.v[i].key, r.v[i].key);
-        assert_int_equal(l.v[i].mod_rev, r.v[i].mod_rev);
-        assert_int_equal(l.v[i].value_len, r.v[i].value_len);
-        seen_updated += l.v[i].value_len == strlen("updated");
-    }
-    assert_int_equal(seen_updated, updated);
-    free(l.v);
-    free(r.v);
+    assert_int_equal(assert_load_like_range(st, "/many/"), run.total - deleted);
     burst_free(&run);
+}
+
+/* A load reads the table from memory-mapped windows of the file
+ * (window_vfs.h): a store of several windows, with values of every size
+ * from a hundred bytes to two pages (overflow pages included), some
+ * rewritten after the first pass of writes, loads byte for byte what a
+ * range reads through SQLite's ordinary reads. */
+static void test_load_windows(void **state)
+{
+    struct fixture *f = *state;
+    storage *st = f->st;
+    enum { N = 6000, MAX = 8200 };
+    storage_op *ops = calloc(N, sizeof *ops);
+    char(*keys)[32] = calloc(N, sizeof *keys);
+    char *vals = malloc((size_t)N * MAX);
+    assert_true(ops && keys && vals);
+    struct counter c = {.done = 0};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    size_t total = 0;
+    for (size_t i = 0; i < N; i++) {
+        size_t len = 100 + i * 2741 % (MAX - 100);
+        char *v = vals + i * MAX;
+        for (size_t j = 0; j < len; j++)
+            v[j] = (char)('a' + (i + j * 7) % 26);
+        snprintf(keys[i], sizeof keys[i], "/win/k%05zu", (i * 7919) % N);
+        ops[i] = (storage_op){.type = STORAGE_OP_CREATE,
+                              .key = keys[i],
+                              .value = v,
+                              .value_len = len,
+                              .done = counter_done,
+                              .arg = &c};
+        assert_int_equal(storage_submit(st, &ops[i]), STORAGE_OK);
+        total += len;
+    }
+    counter_wait(&c, N);
+    for (size_t i = 0; i < N; i++)
+        assert_int_equal(ops[i].result, STORAGE_OK);
+    assert_true(total > 2 * WINDOW_VFS_WINDOW);
+    for (size_t i = 0; i < N; i += 9) /* newer rows at the end of the file */
+        assert_int_equal(do_update(st, keys[i], "rewritten", 0, NULL), STORAGE_OK);
+    assert_int_equal(assert_load_like_range(st, "/win/"), N);
+    pthread_mutex_destroy(&c.mu);
+    pthread_cond_destroy(&c.cv);
+    free(ops);
+    free(keys);
+    free(vals);
 }
 
 static void test_load_like_range(void **state)
@@ -2086,7 +2144,9 @@ static void test_open_errors(void **state)
 
 /* What only the SQLite store has: a file to reopen, fail and lock (etcd's
  * restart, fault and open errors are test_etcd_client's). */
-#define SQLITE_ONLY(X, be) X(test_restart, be), X(test_commit_failure, be), X(test_open_errors, be)
+#define SQLITE_ONLY(X, be)                                                                         \
+    X(test_load_windows, be), X(test_restart, be), X(test_commit_failure, be),                     \
+        X(test_open_errors, be)
 
 /* etcd: the suite as it applies (revisions are etcd's, which start at 1,
  * and writes are not grouped as the committer groups them). */

@@ -1,0 +1,406 @@
+/* window_vfs.c - SQLite's memory-mapped reads, a window at a time (see
+ * window_vfs.h).
+ *
+ * The shape is SQLite's VFS shim: a file of this VFS is a small header
+ * followed by the default VFS's own file (szOsFile is the sum), and every
+ * method but three forwards to that inner file. The three:
+ *  - xFetch hands out a pointer into the window holding the page, mapping
+ *    the window first if it is not mapped (read-only, shared, from a
+ *    descriptor of our own on the database file);
+ *  - xUnfetch drops the page's reference; a window nobody references is
+ *    unmapped unless it is the newest (the scan goes on there);
+ *  - xFileControl(SQLITE_FCNTL_MMAP_SIZE) switches the mapping on (> 0)
+ *    or off, and is not passed on, so the inner file never maps the whole
+ *    database itself.
+ * A fetch that cannot be served (no descriptor, mapping off, a page past
+ * the file's end when its window was mapped, mmap failing) answers NULL,
+ * and SQLite reads that page with xRead: never an error.
+ *
+ * Windows are per file and the file is used by one connection on one
+ * thread at a time (SQLite's contract for a file), so nothing here locks.
+ * SQLite holds a fetched page until it releases the page; the pages a
+ * scan holds at once are the b-tree path from the root to the current
+ * leaf, so a handful of windows are mapped at a time: the leaves' one
+ * and those of interior pages above them. */
+#include "storage/sqlite/window_vfs.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct window {
+    sqlite3_int64 off; /* in the file; a multiple of WINDOW_VFS_WINDOW */
+    size_t len;        /* mapped bytes: the window, or up to the file's end */
+    char *map;
+    int refs; /* pages of it SQLite holds */
+    struct window *next;
+} window;
+
+typedef struct wfile {
+    sqlite3_file base;   /* pMethods: &wmethods once open */
+    sqlite3_file *inner; /* the default VFS's file, right after this header */
+    int fd;              /* read-only, the main database only; else -1 */
+    sqlite3_int64 limit; /* the connection's mmap_size: > 0 maps */
+    window *windows;     /* newest first */
+} wfile;
+
+static sqlite3_vfs *parent; /* the default VFS, wrapped */
+static sqlite3_vfs wvfs;
+static bool registered;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static sqlite3_file *inner(sqlite3_file *f)
+{
+    return ((wfile *)f)->inner;
+}
+
+/* ---- windows ---------------------------------------------------------- */
+
+static void window_unmap(wfile *wf, window *w)
+{
+    window **pp = &wf->windows;
+    while (*pp != w)
+        pp = &(*pp)->next;
+    *pp = w->next;
+    munmap(w->map, w->len);
+    free(w);
+}
+
+/* Unmaps every window no page is held of, but `keep`. */
+static void windows_trim(wfile *wf, const window *keep)
+{
+    window *w = wf->windows;
+    while (w) {
+        window *next = w->next;
+        if (w != keep && w->refs == 0)
+            window_unmap(wf, w);
+        w = next;
+    }
+}
+
+static window *window_at(wfile *wf, sqlite3_int64 off)
+{
+    for (window *w = wf->windows; w; w = w->next)
+        if (w->off == off)
+            return w;
+    return NULL;
+}
+
+/* Maps the window at `off` (which must reach `need`, an offset past the
+ * wanted page), makes it the newest and unmaps the idle ones. NULL when
+ * it cannot: the file is shorter than `need`, or no memory. */
+static window *window_map(wfile *wf, sqlite3_int64 off, sqlite3_int64 need)
+{
+    struct stat st;
+    if (fstat(wf->fd, &st) != 0 || st.st_size < need)
+        return NULL;
+    sqlite3_int64 len = st.st_size - off;
+    if (len > WINDOW_VFS_WINDOW)
+        len = WINDOW_VFS_WINDOW;
+    window *w = malloc(sizeof *w);
+    if (!w)
+        return NULL;
+    w->map = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, wf->fd, (off_t)off);
+    if (w->map == MAP_FAILED) {
+        free(w);
+        return NULL;
+    }
+    w->off = off;
+    w->len = (size_t)len;
+    w->refs = 0;
+    w->next = wf->windows;
+    wf->windows = w;
+    windows_trim(wf, w);
+    return w;
+}
+
+/* ---- the three methods of our own ----------------------------------- */
+
+static int w_fetch(sqlite3_file *f, sqlite3_int64 off, int amt, void **pp)
+{
+    wfile *wf = (wfile *)f;
+    *pp = NULL;
+    if (wf->fd < 0 || wf->limit <= 0 || amt <= 0 || off < 0)
+        return SQLITE_OK;
+    sqlite3_int64 woff = off - off % WINDOW_VFS_WINDOW, end = off + amt;
+    if (end > woff + WINDOW_VFS_WINDOW)
+        return SQLITE_OK; /* across two windows (not a page): read it */
+    window *w = window_at(wf, woff);
+    if (!w && !(w = window_map(wf, woff, end)))
+        return SQLITE_OK;
+    if (end > w->off + (sqlite3_int64)w->len)
+        return SQLITE_OK; /* the file grew after the window was mapped */
+    w->refs++;
+    *pp = w->map + (off - w->off);
+    return SQLITE_OK;
+}
+
+static int w_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
+{
+    wfile *wf = (wfile *)f;
+    if (!p) { /* SQLite: any mapping may be stale now */
+        windows_trim(wf, NULL);
+        return SQLITE_OK;
+    }
+    window *w = window_at(wf, off - off % WINDOW_VFS_WINDOW);
+    if (w && w->refs > 0 && --w->refs == 0 && w != wf->windows)
+        window_unmap(wf, w);
+    return SQLITE_OK;
+}
+
+static int w_file_control(sqlite3_file *f, int op, void *arg)
+{
+    wfile *wf = (wfile *)f;
+    if (op == SQLITE_FCNTL_MMAP_SIZE) {
+        sqlite3_int64 want = *(sqlite3_int64 *)arg;
+        *(sqlite3_int64 *)arg = wf->limit; /* as the default VFS: the old limit */
+        if (want >= 0)
+            wf->limit = want;
+        if (wf->limit <= 0)
+            windows_trim(wf, NULL);
+        return SQLITE_OK;
+    }
+    return inner(f)->pMethods->xFileControl(inner(f), op, arg);
+}
+
+static int w_close(sqlite3_file *f)
+{
+    wfile *wf = (wfile *)f;
+    while (wf->windows) /* SQLite releases its pages before closing */
+        window_unmap(wf, wf->windows);
+    if (wf->fd >= 0)
+        close(wf->fd);
+    wf->fd = -1;
+    return inner(f)->pMethods->xClose(inner(f));
+}
+
+/* ---- forwarded -------------------------------------------------------- */
+
+static int w_read(sqlite3_file *f, void *b, int n, sqlite3_int64 off)
+{
+    return inner(f)->pMethods->xRead(inner(f), b, n, off);
+}
+
+static int w_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 off)
+{
+    return inner(f)->pMethods->xWrite(inner(f), b, n, off);
+}
+
+static int w_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+    return inner(f)->pMethods->xTruncate(inner(f), size);
+}
+
+static int w_sync(sqlite3_file *f, int flags)
+{
+    return inner(f)->pMethods->xSync(inner(f), flags);
+}
+
+static int w_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+    return inner(f)->pMethods->xFileSize(inner(f), size);
+}
+
+static int w_lock(sqlite3_file *f, int lock)
+{
+    return inner(f)->pMethods->xLock(inner(f), lock);
+}
+
+static int w_unlock(sqlite3_file *f, int lock)
+{
+    return inner(f)->pMethods->xUnlock(inner(f), lock);
+}
+
+static int w_check_reserved(sqlite3_file *f, int *out)
+{
+    return inner(f)->pMethods->xCheckReservedLock(inner(f), out);
+}
+
+static int w_sector_size(sqlite3_file *f)
+{
+    return inner(f)->pMethods->xSectorSize(inner(f));
+}
+
+static int w_device_characteristics(sqlite3_file *f)
+{
+    return inner(f)->pMethods->xDeviceCharacteristics(inner(f));
+}
+
+static int w_shm_map(sqlite3_file *f, int region, int size, int extend, void volatile **pp)
+{
+    return inner(f)->pMethods->xShmMap(inner(f), region, size, extend, pp);
+}
+
+static int w_shm_lock(sqlite3_file *f, int offset, int n, int flags)
+{
+    return inner(f)->pMethods->xShmLock(inner(f), offset, n, flags);
+}
+
+static void w_shm_barrier(sqlite3_file *f)
+{
+    inner(f)->pMethods->xShmBarrier(inner(f));
+}
+
+static int w_shm_unmap(sqlite3_file *f, int del)
+{
+    return inner(f)->pMethods->xShmUnmap(inner(f), del);
+}
+
+static const sqlite3_io_methods wmethods = {
+    .iVersion = 3, /* 3: xFetch and xUnfetch are called */
+    .xClose = w_close,
+    .xRead = w_read,
+    .xWrite = w_write,
+    .xTruncate = w_truncate,
+    .xSync = w_sync,
+    .xFileSize = w_file_size,
+    .xLock = w_lock,
+    .xUnlock = w_unlock,
+    .xCheckReservedLock = w_check_reserved,
+    .xFileControl = w_file_control,
+    .xSectorSize = w_sector_size,
+    .xDeviceCharacteristics = w_device_characteristics,
+    .xShmMap = w_shm_map,
+    .xShmLock = w_shm_lock,
+    .xShmBarrier = w_shm_barrier,
+    .xShmUnmap = w_shm_unmap,
+    .xFetch = w_fetch,
+    .xUnfetch = w_unfetch,
+};
+
+/* ---- the VFS ---------------------------------------------------------- */
+
+static int v_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out_flags)
+{
+    (void)vfs;
+    wfile *wf = (wfile *)f;
+    wf->base.pMethods = NULL; /* SQLite closes only what opened */
+    wf->inner = (sqlite3_file *)(wf + 1);
+    wf->fd = -1;
+    wf->limit = 0;
+    wf->windows = NULL;
+    int rc = parent->xOpen(parent, name, wf->inner, flags, out_flags);
+    if (rc != SQLITE_OK)
+        return rc;
+    /* The inner file's methods must have what ours forward to. */
+    if (!wf->inner->pMethods || wf->inner->pMethods->iVersion < 2) {
+        if (wf->inner->pMethods)
+            wf->inner->pMethods->xClose(wf->inner);
+        return SQLITE_CANTOPEN;
+    }
+    if (name && (flags & SQLITE_OPEN_MAIN_DB))
+        wf->fd = open(name, O_RDONLY | O_CLOEXEC); /* -1: served by xRead */
+    wf->base.pMethods = &wmethods;
+    return SQLITE_OK;
+}
+
+static int v_delete(sqlite3_vfs *vfs, const char *name, int sync_dir)
+{
+    (void)vfs;
+    return parent->xDelete(parent, name, sync_dir);
+}
+
+static int v_access(sqlite3_vfs *vfs, const char *name, int flags, int *out)
+{
+    (void)vfs;
+    return parent->xAccess(parent, name, flags, out);
+}
+
+static int v_full_pathname(sqlite3_vfs *vfs, const char *name, int n, char *out)
+{
+    (void)vfs;
+    return parent->xFullPathname(parent, name, n, out);
+}
+
+static void *v_dl_open(sqlite3_vfs *vfs, const char *name)
+{
+    (void)vfs;
+    return parent->xDlOpen(parent, name);
+}
+
+static void v_dl_error(sqlite3_vfs *vfs, int n, char *msg)
+{
+    (void)vfs;
+    parent->xDlError(parent, n, msg);
+}
+
+static void (*v_dl_sym(sqlite3_vfs *vfs, void *h, const char *sym))(void)
+{
+    (void)vfs;
+    return parent->xDlSym(parent, h, sym);
+}
+
+static void v_dl_close(sqlite3_vfs *vfs, void *h)
+{
+    (void)vfs;
+    parent->xDlClose(parent, h);
+}
+
+static int v_randomness(sqlite3_vfs *vfs, int n, char *out)
+{
+    (void)vfs;
+    return parent->xRandomness(parent, n, out);
+}
+
+static int v_sleep(sqlite3_vfs *vfs, int us)
+{
+    (void)vfs;
+    return parent->xSleep(parent, us);
+}
+
+static int v_current_time(sqlite3_vfs *vfs, double *out)
+{
+    (void)vfs;
+    return parent->xCurrentTime(parent, out);
+}
+
+static int v_last_error(sqlite3_vfs *vfs, int n, char *out)
+{
+    (void)vfs;
+    return parent->xGetLastError(parent, n, out);
+}
+
+static int v_current_time64(sqlite3_vfs *vfs, sqlite3_int64 *out)
+{
+    (void)vfs;
+    return parent->xCurrentTimeInt64(parent, out);
+}
+
+static void register_vfs(void)
+{
+    parent = sqlite3_vfs_find(NULL);
+    if (!parent || parent->iVersion < 2 || !parent->xCurrentTimeInt64)
+        return;
+    wvfs = (sqlite3_vfs){
+        .iVersion = 2, /* no system-call overrides: those are the parent's */
+        .szOsFile = (int)sizeof(wfile) + parent->szOsFile,
+        .mxPathname = parent->mxPathname,
+        .zName = "ckube-window",
+        .xOpen = v_open,
+        .xDelete = v_delete,
+        .xAccess = v_access,
+        .xFullPathname = v_full_pathname,
+        .xDlOpen = v_dl_open,
+        .xDlError = v_dl_error,
+        .xDlSym = v_dl_sym,
+        .xDlClose = v_dl_close,
+        .xRandomness = v_randomness,
+        .xSleep = v_sleep,
+        .xCurrentTime = v_current_time,
+        .xGetLastError = v_last_error,
+        .xCurrentTimeInt64 = v_current_time64,
+    };
+    registered = sqlite3_vfs_register(&wvfs, 0) == SQLITE_OK;
+}
+
+const char *window_vfs_name(void)
+{
+    pthread_once(&once, register_vfs);
+    return registered ? wvfs.zName : NULL;
+}
