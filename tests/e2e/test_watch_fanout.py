@@ -386,6 +386,43 @@ def t_watchers_beyond_one_slice():
         w.close()
 
 
+def t_event_during_a_round():
+    """An event the cache takes while a flush round is under way reaches
+    the watchers the round served before it came (watch_loop_flush: a round
+    that ends after the cache moved on starts another). The server pauses
+    40 ms between slices (CKUBE_TEST_FLUSH_PAUSE_MS) and 600 watchers make
+    three slices of 256: the second create, sent 10 ms after the first,
+    lands in the first pause, so its wake serves the second slice, the
+    pause's timer the third, and the round ends with nothing pending. Only
+    the restart takes that event to the first slice; nothing else would
+    until the watchers' timeout (they have no bookmarks)."""
+    ns = "fo-round"
+    mkns(ns)
+    rv0 = list_rv(cms(ns))
+    ws = [Raw(cms(ns) + "?watch=1&timeoutSeconds=120&resourceVersion=" + rv0)
+          for _ in range(600)]
+    for k in range(3):
+        create(ns, "p%d-a" % k)
+        time.sleep(0.01)
+        create(ns, "p%d-b" % k)
+        want = 2 * (k + 1)
+        end = time.monotonic() + 3
+        short = ws
+        while short and time.monotonic() < end:
+            pump_all(short, 0.0)
+            short = [w for w in short if len(w.lines()) < want]
+            time.sleep(0.01)
+        check(not short, "pair %d: %d of 600 watchers without its second event after 3 s "
+              "(first short: #%d, %d lines)" % (k, len(short), ws.index(short[0]) if short else -1,
+                                                len(short[0].lines()) if short else 0))
+        if short:
+            break
+    ref = ws[0].lines()
+    check(all(w.lines() == ref for w in ws), "watchers got different streams")
+    for w in ws:
+        w.close()
+
+
 def t_stalled_reader_catches_up():
     ns = "fo-slow"
     mkns(ns)
@@ -516,12 +553,21 @@ def main():
     # that path, and it is the one these cases were written for. The
     # slices need one loop, so that all the watchers share it (plain HTTP:
     # 330 TLS handshakes would be most of the test's time).
-    runs = (("TLS", (), tests), ("plain HTTP", ("--plain-http",), tests),
-            ("plain HTTP, one loop", ("--plain-http", "--http-threads", "1"),
-             (t_watchers_beyond_one_slice,)))
+    # The last server pauses between slices (a test hook read at start),
+    # so that a round lasts long enough for an event to land inside it.
+    one_loop = ("--plain-http", "--http-threads", "1")
+    runs = (("TLS", (), {}, tests), ("plain HTTP", ("--plain-http",), {}, tests),
+            ("plain HTTP, one loop", one_loop, {}, (t_watchers_beyond_one_slice,)),
+            ("plain HTTP, one loop, 40 ms between slices", one_loop,
+             {"CKUBE_TEST_FLUSH_PAUSE_MS": "40"}, (t_event_during_a_round,)))
     passed = total = 0
-    for mode, flags, cases in runs:
-        SRV = Server("--controller-manager=false", *flags).start()
+    for mode, flags, env, cases in runs:
+        os.environ.update(env)
+        try:
+            SRV = Server("--controller-manager=false", *flags).start()
+        finally:
+            for k in env:
+                del os.environ[k]
         for t in cases:
             n = len(FAILURES)
             try:

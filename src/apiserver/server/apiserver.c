@@ -53,6 +53,21 @@
 #include "storage/sqlite/sqlite.h"
 #include "storage/memory/memory.h"
 
+/* The pause between two slices of a flush round (watch_loop_flush):
+ * none, unless CKUBE_TEST_FLUSH_PAUSE_MS asks for one. A test hook, not a
+ * setting: an e2e test stretches a round over many milliseconds so that
+ * an event lands in the middle of it, which a zero pause makes a race. */
+static struct timeval flush_pause(void)
+{
+    const char *v = getenv("CKUBE_TEST_FLUSH_PAUSE_MS");
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    if (ms <= 0 || ms > 10000)
+        return (struct timeval){0, 0};
+    CKUBE_WARN("CKUBE_TEST_FLUSH_PAUSE_MS=%ld: watch flushes pause between slices (a test hook)",
+               ms);
+    return (struct timeval){ms / 1000, ms % 1000 * 1000};
+}
+
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
     loop *lp = arg;
@@ -962,6 +977,7 @@ int apiserver_start(apiserver *s, char **err)
     if (lfd < 0)
         return -1;
     s->port = bound_port(lfd);
+    struct timeval pause = flush_pause();
     for (int i = 0; i < nloops; i++) {
         int fd = i == 0 ? lfd : fcntl(lfd, F_DUPFD_CLOEXEC, 0);
         if (fd < 0) {
@@ -979,6 +995,7 @@ int apiserver_start(apiserver *s, char **err)
         lp->base = event_base_new();
         lp->wake = lp->base ? event_new(lp->base, -1, 0, on_wake, lp) : NULL;
         lp->more = lp->base ? evtimer_new(lp->base, on_wake, lp) : NULL;
+        lp->flush_pause = pause;
         lp->out = lp->base ? outbound_new(lp->base) : NULL;
         /* A body over the limit is answered with a Status 413 as soon as
          * its length is known, and not read. */

@@ -780,8 +780,7 @@ void watch_loop_flush(loop *lp)
     for (size_t g = 0; g < ng; g++)
         group_free(&groups[g]);
     if (more) {
-        static const struct timeval now = {0, 0};
-        evtimer_add(lp->more, &now);
+        evtimer_add(lp->more, &lp->flush_pause);
         return;
     }
     lp->flush_active = false;

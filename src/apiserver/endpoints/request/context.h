@@ -119,6 +119,7 @@ struct loop {
      * zero timer that goes on with the round after the loop has polled
      * its sockets; loop thread only. */
     struct event *more;
+    struct timeval flush_pause;  /* `more`'s delay: zero, but see apiserver.c */
     bool flush_active;           /* a round is under way */
     uint64_t flush_gen;          /* the round's number */
     int64_t flush_rev;           /* the cache's revision when the round began */
