@@ -550,10 +550,12 @@ static int sq_range(storage *st, const char *prefix, storage_range_fn fn, void *
     if (!r)
         return STORAGE_ERR_IO;
     int rc = STORAGE_ERR_IO;
-    /* A range reads much of the database once (the cacher's start-up
-     * list): map the file for it rather than copying every page through
-     * pread into the page cache, and unmap it afterwards, so the mapping
-     * does not stay in the resident set of an idle server. */
+    /* A range reads much of the database once (`ckube migrate`; the
+     * server's start-up reads with sq_load): map the file for it rather
+     * than copying every page through pread into the page cache, and
+     * unmap it afterwards, so the mapping does not stay in the resident
+     * set. In key order the table's pages come in no order, so the whole
+     * file is mapped, not windows of it (window_vfs.h). */
     sqlite3_exec(r->db, "PRAGMA mmap_size=" SQ_RANGE_MMAP, NULL, NULL, NULL);
     /* One read transaction: the revision and the rows are one snapshot. */
     if (step_done(r->begin) == SQLITE_OK) {
