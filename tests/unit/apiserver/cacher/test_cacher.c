@@ -903,10 +903,11 @@ static void test_load_sqlite_history(void **state)
                                  "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%05d\","
                                  "\"labels\":{\"i\":\"%d\",\"round\":\"%d\"}},\"data\":{}}",
                                  i, i, round) > 0);
-            ops[k++] = (storage_op){.type = STORAGE_OP_UPDATE,
-                                    .key = key[i],
-                                    .value = vals[k - 1],
-                                    .value_len = strlen(vals[k - 1])};
+            ops[k] = (storage_op){.type = STORAGE_OP_UPDATE,
+                                  .key = key[i],
+                                  .value = vals[k],
+                                  .value_len = strlen(vals[k])};
+            k++;
         }
         write_many(st, ops, k);
         k = 0;
@@ -924,10 +925,11 @@ static void test_load_sqlite_history(void **state)
         free(vals[k]);
         assert_true(asprintf(&vals[k], "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c%05d\"}}",
                              i) > 0);
-        ops[k++] = (storage_op){.type = STORAGE_OP_CREATE,
-                                .key = key[i],
-                                .value = vals[k - 1],
-                                .value_len = strlen(vals[k - 1])};
+        ops[k] = (storage_op){.type = STORAGE_OP_CREATE,
+                              .key = key[i],
+                              .value = vals[k],
+                              .value_len = strlen(vals[k])};
+        k++;
         live[i] = true;
     }
     write_many(st, ops, k);
