@@ -993,18 +993,18 @@ int gen_model_add_openapi(gen_model *m, const json_t *doc, const char *source, c
         {
             const json_t *gvk = rc ? NULL : pass ? post_gvk(p, item) : get_gvk(p, item);
             const char *kind = json_string_value(json_object_get(gvk, "kind"));
+            const char *version = json_string_value(json_object_get(gvk, "version"));
             const char *def = gvk ? answer_ref(item, pass ? "post" : "get") : NULL;
-            if (!kind || !def || !wanted(m, kind))
+            /* (a group-version-kind without a kind or version names none) */
+            if (!kind || !version || !def || !wanted(m, kind))
                 continue;
             bool seen = false; /* (a kind's namespaced and all-namespaces paths) */
             for (size_t i = n0; i < m->nkinds; i++)
-                seen |= !strcmp(m->kinds[i].kind, kind) &&
-                        !strcmp(m->kinds[i].version,
-                                json_string_value(json_object_get(gvk, "version")));
+                seen |= !strcmp(m->kinds[i].kind, kind) && !strcmp(m->kinds[i].version, version);
             if (seen)
                 continue;
             char *where = dupf("%s: %s", source, def);
-            char *kindver = dupf("%s %s", kind, json_string_value(json_object_get(gvk, "version")));
+            char *kindver = dupf("%s %s", kind, version);
             char *one = pass ? dupf("%s/{name}", p) : strdup(p); /* (the path of one) */
             build b = {.where = where,
                        .kindver = kindver,

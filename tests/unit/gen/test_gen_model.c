@@ -565,6 +565,30 @@ static void test_openapi(void **state)
     free(err);
     err = NULL;
     free(bad);
+    /* a second path whose group-version-kind has no version (or one that
+     * is not a string) names no kind: skipped, as one without a kind is
+     * (a fuzzer's finding: the version went to strcmp as NULL) */
+    for (int variant = 0; variant < 2; variant++) {
+        json_t *d = json_loads(OPENAPI, 0, NULL);
+        json_t *ps = json_object_get(d, "paths");
+        json_t *one = json_deep_copy(
+            json_object_get(ps, "/apis/x.io/v1/namespaces/{namespace}/things/{name}"));
+        json_t *g = json_object_get(json_object_get(one, "get"), "x-kubernetes-group-version-kind");
+        if (variant)
+            json_object_set_new(g, "version", json_integer(1));
+        else
+            json_object_del(g, "version");
+        json_object_set_new(ps, "/apis/x.io/v1/things/{name}", one);
+        char *text = json_dumps(d, 0);
+        gen_model *mm = openapi_model(text, &err);
+        if (!mm)
+            fail_msg("%s", err);
+        assert_int_equal(mm->nkinds, 1);
+        assert_string_equal(mm->kinds[0].version, "v1");
+        gen_model_free(mm);
+        free(text);
+        json_decref(d);
+    }
     /* kinds that are only created (TokenReview's shape), but not a
      * subresource's (pods/{name}/eviction's) */
     json_t *doc = json_loads(OPENAPI, 0, NULL);
