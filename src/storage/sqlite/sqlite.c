@@ -19,7 +19,7 @@
  * this process), and `ckube restore` and `ckube migrate` from running
  * beside the server. Online copies (`ckube backup`) are snapshot.c's. */
 #include "storage/sqlite/sqlite.h"
-#include "storage/sqlite/window_vfs.h"
+#include "storage/sqlite/vfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -555,7 +555,7 @@ static int sq_range(storage *st, const char *prefix, storage_range_fn fn, void *
      * than copying every page through pread into the page cache, and
      * unmap it afterwards, so the mapping does not stay in the resident
      * set. In key order the table's pages come in no order, so the whole
-     * file is mapped, not windows of it (window_vfs.h). */
+     * file is mapped, not windows of it (vfs.h). */
     sqlite3_exec(r->db, "PRAGMA mmap_size=" SQ_RANGE_MMAP, NULL, NULL, NULL);
     /* One read transaction: the revision and the rows are one snapshot. */
     if (step_done(r->begin) == SQLITE_OK) {
@@ -856,7 +856,7 @@ static int live_rows(sqlite3 *db, const int64_t *ids, size_t n, storage_range_fn
 
 /* storage_load. Two passes in one read transaction (see live_ids and
  * live_rows), on a connection of its own through the window VFS
- * (window_vfs.h): pass 1 reads the index through pread (its pages lie all
+ * (vfs.h): pass 1 reads the index through pread (its pages lie all
  * over the file, in key order), pass 2 reads the table front to back from
  * memory-mapped windows, so no page is copied and at most a few windows
  * are mapped at a time: the 2 GB of a million objects never count in the
@@ -866,7 +866,7 @@ static int sq_load(storage *st, const char *prefix, storage_range_fn fn, void *a
                    int64_t *rev_out)
 {
     struct sq_storage *s = sq_of(st);
-    const char *vfs = window_vfs_name();
+    const char *vfs = vfs_window_name();
     sqlite3 *db = NULL;
     sqlite3_stmt *meta = NULL;
     int64_t rev = -1;
@@ -972,7 +972,10 @@ int storage_sqlite_lock(const char *dir, bool *busy, char **err)
  * schema and prepares the writer statements. */
 static int open_writer(struct sq_storage *s, char **err)
 {
-    int rc = open_conn(s->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL, &s->wdb);
+    /* The writer VFS combines the WAL's frame writes into one system
+     * call per commit; it needs synchronous=FULL, set below (vfs.h). */
+    int rc =
+        open_conn(s->path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, vfs_writer_name(), &s->wdb);
     if (rc != SQLITE_OK) {
         ckube__set_err(err, "cannot open %s: %s", s->path,
                        s->wdb ? sqlite3_errmsg(s->wdb) : sqlite3_errstr(rc));

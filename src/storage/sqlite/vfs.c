@@ -1,9 +1,13 @@
-/* window_vfs.c - SQLite's memory-mapped reads, a window at a time (see
- * window_vfs.h).
+/* vfs.c - ckube's SQLite VFS shims: memory-mapped reads a window at a
+ * time, and a writer's WAL writes combined (see vfs.h).
  *
- * The shape is SQLite's VFS shim: a file of this VFS is a small header
+ * The shape is SQLite's VFS shim: a file of these VFSes is a small header
  * followed by the default VFS's own file (szOsFile is the sum), and every
- * method but three forwards to that inner file. The three:
+ * method forwards to that inner file but where a feature of the file's
+ * takes over. The two VFSes share the methods; a file has the features
+ * its VFS and its kind give it at open.
+ *
+ * Windows (the window VFS's main database file):
  *  - xFetch hands out a pointer into the window holding the page, mapping
  *    the window first if it is not mapped (read-only, shared, from a
  *    descriptor of our own on the database file);
@@ -14,19 +18,26 @@
  *    database itself.
  * A fetch that cannot be served (no descriptor, mapping off, a page past
  * the file's end when its window was mapped, mmap failing) answers NULL,
- * and SQLite reads that page with xRead: never an error.
+ * and SQLite reads that page with xRead: never an error. SQLite holds a
+ * fetched page until it releases the page; the pages a scan holds at once
+ * are the b-tree path from the root to the current leaf, so a handful of
+ * windows are mapped at a time: the leaves' one and those of interior
+ * pages above them.
  *
- * Windows are per file and the file is used by one connection on one
- * thread at a time (SQLite's contract for a file), so nothing here locks.
- * SQLite holds a fetched page until it releases the page; the pages a
- * scan holds at once are the b-tree path from the root to the current
- * leaf, so a handful of windows are mapped at a time: the leaves' one
- * and those of interior pages above them. */
-#include "storage/sqlite/window_vfs.h"
+ * Combined writes (the writer VFS's WAL files): xWrite appends to the
+ * file's buffer a write that starts where the buffered bytes end; any
+ * other write, and every other method that looks at the file's bytes
+ * (xRead, xFileSize, xTruncate, xSync, xFileControl, xClose), writes the
+ * buffer out first. A write larger than the buffer goes straight through.
+ *
+ * Files are used by one connection on one thread at a time (SQLite's
+ * contract for a file), so nothing here locks but the counters. */
+#include "storage/sqlite/vfs.h"
 
 #include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,34 +46,42 @@
 #include <unistd.h>
 
 typedef struct window {
-    sqlite3_int64 off; /* in the file; a multiple of WINDOW_VFS_WINDOW */
+    sqlite3_int64 off; /* in the file; a multiple of VFS_WINDOW */
     size_t len;        /* mapped bytes: the window, or up to the file's end */
     char *map;
     int refs; /* pages of it SQLite holds */
     struct window *next;
 } window;
 
-typedef struct wfile {
+typedef struct vfile {
     sqlite3_file base;   /* pMethods: &wmethods once open */
     sqlite3_file *inner; /* the default VFS's file, right after this header */
+    /* windows: the window VFS's files (mapping its main database file) */
+    bool windowed;
     int fd;              /* read-only, the main database only; else -1 */
     sqlite3_int64 limit; /* the connection's mmap_size: > 0 maps */
     window *windows;     /* newest first */
-} wfile;
+    /* combined writes: the writer VFS's WAL files */
+    char *buf;          /* VFS_WAL_BUFFER bytes from a commit's first write to its sync */
+    bool combine;       /* writes are combined (buf may still be NULL) */
+    size_t len;         /* bytes in buf */
+    sqlite3_int64 boff; /* file offset of buf[0] */
+} vfile;
 
 static sqlite3_vfs *parent; /* the default VFS, wrapped */
-static sqlite3_vfs wvfs;
+static sqlite3_vfs window_vfs, writer_vfs;
 static bool registered;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t wal_writes, wal_syscalls;
 
 static sqlite3_file *inner(sqlite3_file *f)
 {
-    return ((wfile *)f)->inner;
+    return ((vfile *)f)->inner;
 }
 
 /* ---- windows ---------------------------------------------------------- */
 
-static void window_unmap(wfile *wf, window *w)
+static void window_unmap(vfile *wf, window *w)
 {
     window **pp = &wf->windows;
     while (*pp != w)
@@ -73,7 +92,7 @@ static void window_unmap(wfile *wf, window *w)
 }
 
 /* Unmaps every window no page is held of, but `keep`. */
-static void windows_trim(wfile *wf, const window *keep)
+static void windows_trim(vfile *wf, const window *keep)
 {
     window *w = wf->windows;
     while (w) {
@@ -84,7 +103,7 @@ static void windows_trim(wfile *wf, const window *keep)
     }
 }
 
-static window *window_at(wfile *wf, sqlite3_int64 off)
+static window *window_at(vfile *wf, sqlite3_int64 off)
 {
     for (window *w = wf->windows; w; w = w->next)
         if (w->off == off)
@@ -95,14 +114,14 @@ static window *window_at(wfile *wf, sqlite3_int64 off)
 /* Maps the window at `off` (which must reach `need`, an offset past the
  * wanted page), makes it the newest and unmaps the idle ones. NULL when
  * it cannot: the file is shorter than `need`, or no memory. */
-static window *window_map(wfile *wf, sqlite3_int64 off, sqlite3_int64 need)
+static window *window_map(vfile *wf, sqlite3_int64 off, sqlite3_int64 need)
 {
     struct stat st;
     if (fstat(wf->fd, &st) != 0 || st.st_size < need)
         return NULL;
     sqlite3_int64 len = st.st_size - off;
-    if (len > WINDOW_VFS_WINDOW)
-        len = WINDOW_VFS_WINDOW;
+    if (len > VFS_WINDOW)
+        len = VFS_WINDOW;
     window *w = malloc(sizeof *w);
     if (!w)
         return NULL;
@@ -120,16 +139,70 @@ static window *window_map(wfile *wf, sqlite3_int64 off, sqlite3_int64 need)
     return w;
 }
 
-/* ---- the three methods of our own ----------------------------------- */
+/* ---- combined writes ------------------------------------------------- */
+
+/* Writes the buffered bytes, if any, in pieces of at most VFS_WAL_PIECE;
+ * the buffer is empty afterwards even when a write failed (SQLite rolls
+ * the transaction back then, and writes the frames it wants again). */
+static int combined_flush(vfile *vf)
+{
+    size_t done = 0, n = vf->len;
+    vf->len = 0;
+    while (done < n) {
+        size_t piece = n - done < VFS_WAL_PIECE ? n - done : VFS_WAL_PIECE;
+        atomic_fetch_add_explicit(&wal_syscalls, 1, memory_order_relaxed);
+        int rc = inner(&vf->base)->pMethods->xWrite(inner(&vf->base), vf->buf + done, (int)piece,
+                                                    vf->boff + (sqlite3_int64)done);
+        if (rc != SQLITE_OK)
+            return rc;
+        done += piece;
+    }
+    return SQLITE_OK;
+}
+
+static int w_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 off)
+{
+    vfile *vf = (vfile *)f;
+    if (!vf->combine)
+        return inner(f)->pMethods->xWrite(inner(f), b, n, off);
+    atomic_fetch_add_explicit(&wal_writes, 1, memory_order_relaxed);
+    if (!vf->buf && !(vf->buf = malloc(VFS_WAL_BUFFER)))
+        vf->combine = false; /* no memory: every write goes through */
+    if (vf->len > 0 && off == vf->boff + (sqlite3_int64)vf->len &&
+        (size_t)n <= VFS_WAL_BUFFER - vf->len) {
+        memcpy(vf->buf + vf->len, b, (size_t)n);
+        vf->len += (size_t)n;
+        return SQLITE_OK;
+    }
+    int rc = combined_flush(vf);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (!vf->combine || n <= 0 || (size_t)n >= VFS_WAL_PIECE) {
+        atomic_fetch_add_explicit(&wal_syscalls, 1, memory_order_relaxed);
+        return inner(f)->pMethods->xWrite(inner(f), b, n, off);
+    }
+    memcpy(vf->buf, b, (size_t)n);
+    vf->len = (size_t)n;
+    vf->boff = off;
+    return SQLITE_OK;
+}
+
+void vfs_writer_counts_get(vfs_writer_counts *out)
+{
+    out->writes = atomic_load(&wal_writes);
+    out->syscalls = atomic_load(&wal_syscalls);
+}
+
+/* ---- windows: the methods of their own -------------------------------- */
 
 static int w_fetch(sqlite3_file *f, sqlite3_int64 off, int amt, void **pp)
 {
-    wfile *wf = (wfile *)f;
+    vfile *wf = (vfile *)f;
     *pp = NULL;
     if (wf->fd < 0 || wf->limit <= 0 || amt <= 0 || off < 0)
         return SQLITE_OK;
-    sqlite3_int64 woff = off - off % WINDOW_VFS_WINDOW, end = off + amt;
-    if (end > woff + WINDOW_VFS_WINDOW)
+    sqlite3_int64 woff = off - off % VFS_WINDOW, end = off + amt;
+    if (end > woff + VFS_WINDOW)
         return SQLITE_OK; /* across two windows (not a page): read it */
     window *w = window_at(wf, woff);
     if (!w && !(w = window_map(wf, woff, end)))
@@ -143,12 +216,12 @@ static int w_fetch(sqlite3_file *f, sqlite3_int64 off, int amt, void **pp)
 
 static int w_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
 {
-    wfile *wf = (wfile *)f;
+    vfile *wf = (vfile *)f;
     if (!p) { /* SQLite: any mapping may be stale now */
         windows_trim(wf, NULL);
         return SQLITE_OK;
     }
-    window *w = window_at(wf, off - off % WINDOW_VFS_WINDOW);
+    window *w = window_at(wf, off - off % VFS_WINDOW);
     if (w && w->refs > 0 && --w->refs == 0 && w != wf->windows)
         window_unmap(wf, w);
     return SQLITE_OK;
@@ -156,8 +229,8 @@ static int w_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
 
 static int w_file_control(sqlite3_file *f, int op, void *arg)
 {
-    wfile *wf = (wfile *)f;
-    if (op == SQLITE_FCNTL_MMAP_SIZE) {
+    vfile *vf = (vfile *)f, *wf = vf;
+    if (op == SQLITE_FCNTL_MMAP_SIZE && wf->windowed) {
         sqlite3_int64 want = *(sqlite3_int64 *)arg;
         *(sqlite3_int64 *)arg = wf->limit; /* as the default VFS: the old limit */
         if (want >= 0)
@@ -166,45 +239,54 @@ static int w_file_control(sqlite3_file *f, int op, void *arg)
             windows_trim(wf, NULL);
         return SQLITE_OK;
     }
-    return inner(f)->pMethods->xFileControl(inner(f), op, arg);
+    int rc = combined_flush(vf);
+    return rc != SQLITE_OK ? rc : inner(f)->pMethods->xFileControl(inner(f), op, arg);
 }
 
 static int w_close(sqlite3_file *f)
 {
-    wfile *wf = (wfile *)f;
+    vfile *wf = (vfile *)f;
     while (wf->windows) /* SQLite releases its pages before closing */
         window_unmap(wf, wf->windows);
     if (wf->fd >= 0)
         close(wf->fd);
     wf->fd = -1;
-    return inner(f)->pMethods->xClose(inner(f));
+    int rc = combined_flush(wf);
+    free(wf->buf);
+    wf->buf = NULL;
+    int crc = inner(f)->pMethods->xClose(inner(f));
+    return rc != SQLITE_OK ? rc : crc;
 }
 
 /* ---- forwarded -------------------------------------------------------- */
 
 static int w_read(sqlite3_file *f, void *b, int n, sqlite3_int64 off)
 {
-    return inner(f)->pMethods->xRead(inner(f), b, n, off);
-}
-
-static int w_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 off)
-{
-    return inner(f)->pMethods->xWrite(inner(f), b, n, off);
+    int rc = combined_flush((vfile *)f);
+    return rc != SQLITE_OK ? rc : inner(f)->pMethods->xRead(inner(f), b, n, off);
 }
 
 static int w_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
-    return inner(f)->pMethods->xTruncate(inner(f), size);
+    int rc = combined_flush((vfile *)f);
+    return rc != SQLITE_OK ? rc : inner(f)->pMethods->xTruncate(inner(f), size);
 }
 
 static int w_sync(sqlite3_file *f, int flags)
 {
-    return inner(f)->pMethods->xSync(inner(f), flags);
+    vfile *vf = (vfile *)f;
+    int rc = combined_flush(vf);
+    /* A commit's end: an idle server keeps no buffer (its pages would
+     * stay in the resident set); the next commit takes one again. */
+    free(vf->buf);
+    vf->buf = NULL;
+    return rc != SQLITE_OK ? rc : inner(f)->pMethods->xSync(inner(f), flags);
 }
 
 static int w_file_size(sqlite3_file *f, sqlite3_int64 *size)
 {
-    return inner(f)->pMethods->xFileSize(inner(f), size);
+    int rc = combined_flush((vfile *)f);
+    return rc != SQLITE_OK ? rc : inner(f)->pMethods->xFileSize(inner(f), size);
 }
 
 static int w_lock(sqlite3_file *f, int lock)
@@ -278,13 +360,17 @@ static const sqlite3_io_methods wmethods = {
 
 static int v_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out_flags)
 {
-    (void)vfs;
-    wfile *wf = (wfile *)f;
+    vfile *wf = (vfile *)f;
     wf->base.pMethods = NULL; /* SQLite closes only what opened */
     wf->inner = (sqlite3_file *)(wf + 1);
+    wf->windowed = vfs == &window_vfs;
     wf->fd = -1;
     wf->limit = 0;
     wf->windows = NULL;
+    wf->buf = NULL;
+    wf->combine = vfs == &writer_vfs && (flags & SQLITE_OPEN_WAL);
+    wf->len = 0;
+    wf->boff = 0;
     int rc = parent->xOpen(parent, name, wf->inner, flags, out_flags);
     if (rc != SQLITE_OK)
         return rc;
@@ -294,7 +380,7 @@ static int v_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
             wf->inner->pMethods->xClose(wf->inner);
         return SQLITE_CANTOPEN;
     }
-    if (name && (flags & SQLITE_OPEN_MAIN_DB))
+    if (wf->windowed && name && (flags & SQLITE_OPEN_MAIN_DB))
         wf->fd = open(name, O_RDONLY | O_CLOEXEC); /* -1: served by xRead */
     wf->base.pMethods = &wmethods;
     return SQLITE_OK;
@@ -377,9 +463,9 @@ static void register_vfs(void)
     parent = sqlite3_vfs_find(NULL);
     if (!parent || parent->iVersion < 2 || !parent->xCurrentTimeInt64)
         return;
-    wvfs = (sqlite3_vfs){
+    window_vfs = (sqlite3_vfs){
         .iVersion = 2, /* no system-call overrides: those are the parent's */
-        .szOsFile = (int)sizeof(wfile) + parent->szOsFile,
+        .szOsFile = (int)sizeof(vfile) + parent->szOsFile,
         .mxPathname = parent->mxPathname,
         .zName = "ckube-window",
         .xOpen = v_open,
@@ -396,11 +482,20 @@ static void register_vfs(void)
         .xGetLastError = v_last_error,
         .xCurrentTimeInt64 = v_current_time64,
     };
-    registered = sqlite3_vfs_register(&wvfs, 0) == SQLITE_OK;
+    writer_vfs = window_vfs;
+    writer_vfs.zName = "ckube-writer";
+    registered = sqlite3_vfs_register(&window_vfs, 0) == SQLITE_OK &&
+                 sqlite3_vfs_register(&writer_vfs, 0) == SQLITE_OK;
 }
 
-const char *window_vfs_name(void)
+const char *vfs_window_name(void)
 {
     pthread_once(&once, register_vfs);
-    return registered ? wvfs.zName : NULL;
+    return registered ? window_vfs.zName : NULL;
+}
+
+const char *vfs_writer_name(void)
+{
+    pthread_once(&once, register_vfs);
+    return registered ? writer_vfs.zName : NULL;
 }
