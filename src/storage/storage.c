@@ -366,6 +366,7 @@ int storage_committer_exclusive(storage_committer *c, int (*fn)(void *ctx), void
 
 void storage_committer_stats(storage_committer *c, storage_stats *out)
 {
+    memset(out, 0, sizeof *out);
     out->commits = atomic_load(&c->commits);
     out->failed_commits = atomic_load(&c->failed_commits);
     out->ops = atomic_load(&c->ops_done);

@@ -151,6 +151,10 @@ typedef struct storage_stats {
     uint64_t ops;            /* ops that completed (done ran), any result */
     uint64_t max_batch;      /* largest group seen */
     uint64_t commit_ns;      /* time spent applying groups (transaction and fsync) */
+    /* SQLite: WAL checkpoints by the checkpointer thread, and by the
+     * writer itself once the WAL reached its bound (checkpointer.h). */
+    uint64_t checkpoints;
+    uint64_t inline_checkpoints;
 } storage_stats;
 
 struct storage_backend_ops {

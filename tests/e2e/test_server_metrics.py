@@ -212,6 +212,10 @@ class ServerMetricsTest(unittest.TestCase):
         self.assertGreater(value(m, "ckube_storage_commit_seconds_total"), 0)
         self.assertGreaterEqual(value(m, "ckube_storage_largest_commit_writes"), 1)
         self.assertEqual(value(m, "ckube_storage_failed_commits_total"), 0)
+        # the WAL's checkpoints, by whom: both series are there from the start
+        # (this test writes too little for either to have run)
+        for by in ("checkpointer", "writer"):
+            self.assertIn(("ckube_storage_checkpoints_total", frozenset({("by", by)})), m)
         rv = int(json.loads(call("GET", path + "/g2")[2])["metadata"]["resourceVersion"])
         self.assertGreaterEqual(value(m, "ckube_storage_revision"), rv)
 

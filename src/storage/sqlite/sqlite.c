@@ -19,6 +19,7 @@
  * this process), and `ckube restore` and `ckube migrate` from running
  * beside the server. Online copies (`ckube backup`) are snapshot.c's. */
 #include "storage/sqlite/sqlite.h"
+#include "storage/sqlite/checkpointer.h"
 #include "storage/sqlite/vfs.h"
 
 #include <errno.h>
@@ -75,6 +76,7 @@ struct sq_storage {
     char *path;   /* DIR/state.db */
     int lock_fd;
     storage_committer *committer;
+    checkpointer *ckpt; /* the WAL copied back on a thread of its own */
 
     /* Writer connection and statements: commit lock only. */
     sqlite3 *wdb;
@@ -629,12 +631,18 @@ static int sq_compact(storage *st, int64_t rev)
 
 static void sq_stats(storage *st, storage_stats *out)
 {
-    storage_committer_stats(sq_of(st)->committer, out);
+    struct sq_storage *s = sq_of(st);
+    storage_committer_stats(s->committer, out);
+    checkpointer_counts n;
+    checkpointer_counts_get(s->ckpt, &n);
+    out->checkpoints = n.background;
+    out->inline_checkpoints = n.inline_;
 }
 
 /* Frees everything but the committer (already stopped or never started). */
 static void sq_free(struct sq_storage *s)
 {
+    checkpointer_stop(s->ckpt);
     sqlite3_finalize(s->w_begin);
     sqlite3_finalize(s->w_commit);
     sqlite3_finalize(s->w_rollback);
@@ -1074,6 +1082,9 @@ storage *storage_sqlite_open(const char *dir, char **err)
         goto fail;
     s->lock_fd = storage_sqlite_lock(dir, NULL, err);
     if (s->lock_fd < 0 || open_writer(s, err) != 0)
+        goto fail;
+    s->ckpt = checkpointer_start(s->path, s->wdb, err);
+    if (!s->ckpt)
         goto fail;
     sync_dir(dir);
     s->committer = storage_committer_start(&sq_hooks, s, SQ_MAX_BATCH);

@@ -11,7 +11,7 @@
  *                                                    "deployments.apps")
  *   process_cpu_seconds_total, process_resident_memory_bytes,
  *   process_virtual_memory_bytes, process_open_fds, process_start_time_seconds
- *   ckube_storage_{commits,failed_commits,writes,commit_seconds}_total,
+ *   ckube_storage_{commits,failed_commits,writes,commit_seconds,checkpoints}_total,
  *   ckube_storage_largest_commit_writes, ckube_storage_revision,
  *   ckube_storage_compacted_revision     the group committer's own
  *
@@ -42,8 +42,8 @@ struct apimetrics {
     ckube_metrics_registry *reg;
     ckube_metric_family *requests, *durations, *longrunning, *objects;
     ckube_metric_family *cpu, *rss, *vsize, *fds, *start_time;
-    ckube_metric_family *commits, *failed_commits, *writes, *commit_seconds, *largest, *rev,
-        *compacted;
+    ckube_metric_family *commits, *failed_commits, *writes, *commit_seconds, *checkpoints, *largest,
+        *rev, *compacted;
     ckube_metrics_collector *collector;
     apiserver *srv;
     double started; /* wall clock, seconds */
@@ -285,6 +285,10 @@ static void collect_storage(apimetrics *m)
     counter_to(ckube_metric_with(m->failed_commits, NULL), (double)st.failed_commits);
     counter_to(ckube_metric_with(m->writes, NULL), (double)st.ops);
     counter_to(ckube_metric_with(m->commit_seconds, NULL), (double)st.commit_ns / 1e9);
+    counter_to(ckube_metric_with(m->checkpoints, (const char *[]){"checkpointer"}),
+               (double)st.checkpoints);
+    counter_to(ckube_metric_with(m->checkpoints, (const char *[]){"writer"}),
+               (double)st.inline_checkpoints);
     ckube_gauge_set(ckube_metric_with(m->largest, NULL), (double)st.max_batch);
     ckube_gauge_set(ckube_metric_with(m->rev, NULL), (double)storage_current_rev(m->srv->st));
     ckube_gauge_set(ckube_metric_with(m->compacted, NULL),
@@ -361,6 +365,11 @@ apimetrics *apimetrics_new(apiserver *srv)
     m->commit_seconds =
         ckube_metrics_counter(m->reg, "ckube_storage_commit_seconds_total",
                               "Time spent committing write groups, fsync included.", NULL);
+    m->checkpoints = ckube_metrics_counter(
+        m->reg, "ckube_storage_checkpoints_total",
+        "SQLite WAL checkpoints that copied pages back into the database file, by the "
+        "checkpointer thread or by the writer once the WAL reached its bound.",
+        (const char *[]){"by", NULL});
     m->largest = ckube_metrics_gauge(m->reg, "ckube_storage_largest_commit_writes",
                                      "The most writes one group commit has carried.", NULL);
     m->rev = ckube_metrics_gauge(m->reg, "ckube_storage_revision",
@@ -370,7 +379,8 @@ apimetrics *apimetrics_new(apiserver *srv)
     m->collector = ckube_metrics_add_collector(m->reg, collect, m);
     if (!m->requests || !m->durations || !m->longrunning || !m->objects || !m->cpu || !m->rss ||
         !m->vsize || !m->fds || !m->start_time || !m->commits || !m->failed_commits || !m->writes ||
-        !m->commit_seconds || !m->largest || !m->rev || !m->compacted || !m->collector) {
+        !m->commit_seconds || !m->checkpoints || !m->largest || !m->rev || !m->compacted ||
+        !m->collector) {
         apimetrics_free(m);
         return NULL;
     }

@@ -1,0 +1,162 @@
+/* checkpointer.c - the store's WAL checkpointed on a thread of its own
+ * (see checkpointer.h).
+ *
+ * The writer's WAL hook runs on whichever thread just committed with the
+ * writer connection (the committer, or compaction under the commit
+ * lock): it only sets `wanted` and signals, or, past the inline bound,
+ * checkpoints on the writer itself as SQLite's auto-checkpoint would.
+ * When that finds the thread's checkpoint under way (busy), the thread
+ * starts no other until the writer's has run (`yield`): under a steady
+ * stream of commits it would otherwise run back to back and the writer
+ * would keep finding it busy while the WAL grows.
+ * The thread waits for `wanted`, then runs one PASSIVE checkpoint on its
+ * own connection; asks that arrive during a checkpoint make it run one
+ * more afterwards, not one per ask. A busy answer (the writer's own
+ * checkpoint holds the checkpoint lock) is not an error: whoever holds
+ * it is copying the same frames. */
+#include "storage/sqlite/checkpointer.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckube/log.h"
+#include "common/text.h"
+#include "common/xalloc.h"
+
+struct checkpointer {
+    char *path;
+    sqlite3 *writer; /* borrowed: the hook's */
+    sqlite3 *db;     /* the thread's own connection */
+    pthread_t thread;
+    pthread_mutex_t mu; /* guards wanted, yield, stopping */
+    pthread_cond_t cv;
+    bool wanted, stopping;
+    /* The writer reached the bound but found a checkpoint of ours under
+     * way: start none until the writer's own has run. */
+    bool yield;
+    _Atomic uint64_t background, inline_;
+};
+
+/* A checkpoint's result worth a warning: anything but done or busy. */
+static void warn_unless_busy(sqlite3 *db, int rc, const char *who)
+{
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY && rc != SQLITE_LOCKED)
+        CKUBE_WARN("storage: %s checkpoint of %s: %s", who, sqlite3_db_filename(db, "main"),
+                   sqlite3_errmsg(db));
+}
+
+/* The writer's WAL hook: `pages` is the WAL's size after the commit. */
+static int wal_hook(void *arg, sqlite3 *db, const char *schema, int pages)
+{
+    checkpointer *c = arg;
+    if (pages >= CHECKPOINTER_INLINE) {
+        int log = 0, copied = 0;
+        int rc = sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+        if (rc == SQLITE_OK && copied > 0)
+            atomic_fetch_add_explicit(&c->inline_, 1, memory_order_relaxed);
+        warn_unless_busy(db, rc, "writer");
+        pthread_mutex_lock(&c->mu);
+        bool was = c->yield;
+        c->yield = rc == SQLITE_BUSY; /* the thread's: the next commit tries again */
+        if (was && !c->yield)
+            pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+    } else if (pages >= CHECKPOINTER_START) {
+        pthread_mutex_lock(&c->mu);
+        if (!c->wanted) {
+            c->wanted = true;
+            pthread_cond_signal(&c->cv);
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    return SQLITE_OK; /* a hook's error would fail the commit */
+}
+
+static void *checkpointer_main(void *p)
+{
+    pthread_setname_np(pthread_self(), "ckube-ckpt"); /* top -H, perf, gdb */
+    checkpointer *c = p;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while ((!c->wanted || c->yield) && !c->stopping)
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (c->stopping)
+            break;
+        c->wanted = false;
+        pthread_mutex_unlock(&c->mu);
+        int log = 0, copied = 0;
+        int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+        if (rc == SQLITE_OK && copied > 0) /* not when there was nothing new */
+            atomic_fetch_add_explicit(&c->background, 1, memory_order_relaxed);
+        warn_unless_busy(c->db, rc, "background");
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+checkpointer *checkpointer_start(const char *path, sqlite3 *writer, char **err)
+{
+    checkpointer *c = xcalloc(1, sizeof *c);
+    c->path = xstrdup(path);
+    c->writer = writer;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    /* NOMUTEX: the connection is this thread's alone. No busy timeout: a
+     * passive checkpoint never waits for one anyway. */
+    int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        ckube__set_err(err, "cannot open %s for checkpoints: %s", path,
+                       c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+        goto fail;
+    }
+    /* A connection finds the store in WAL mode when it first reads it;
+     * until then (SQLite before 3.43) a checkpoint on it does nothing. */
+    rc = sqlite3_exec(c->db, "SELECT 1 FROM sqlite_schema LIMIT 1", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        ckube__set_err(err, "cannot read %s for checkpoints: %s", path, sqlite3_errmsg(c->db));
+        goto fail;
+    }
+    rc = pthread_create(&c->thread, NULL, checkpointer_main, c);
+    if (rc != 0) {
+        ckube__set_err(err, "cannot start the checkpointer thread: %s", strerror(rc));
+        goto fail;
+    }
+    /* Replaces SQLite's auto-checkpoint, itself a WAL hook. */
+    sqlite3_wal_hook(writer, wal_hook, c);
+    return c;
+fail:
+    sqlite3_close(c->db);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c->path);
+    free(c);
+    return NULL;
+}
+
+void checkpointer_counts_get(checkpointer *c, checkpointer_counts *out)
+{
+    out->background = atomic_load(&c->background);
+    out->inline_ = atomic_load(&c->inline_);
+}
+
+void checkpointer_stop(checkpointer *c)
+{
+    if (!c)
+        return;
+    sqlite3_wal_hook(c->writer, NULL, NULL);
+    pthread_mutex_lock(&c->mu);
+    c->stopping = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->thread, NULL);
+    if (sqlite3_close(c->db) != SQLITE_OK)
+        CKUBE_ERROR("storage: closing %s's checkpointer: %s", c->path, sqlite3_errmsg(c->db));
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c->path);
+    free(c);
+}
