@@ -25,7 +25,9 @@ build: deps
 run: build
 	./$(BUILD)/ckube server $(ARGS)
 
-# Every test, built with AddressSanitizer + UndefinedBehaviorSanitizer;
+# Every test, built with AddressSanitizer + UndefinedBehaviorSanitizer
+# (every file also through clang's front end: `make fuzz` builds with
+# clang, whose warnings gcc does not all give; scripts/clang-syntax.py);
 # then the release build's own binaries (with mimalloc, as shipped) under
 # the e2e tests labelled "shipped"; then the threaded runtime's tests
 # (label "runtime") again under ThreadSanitizer.
@@ -33,6 +35,7 @@ test: deps build
 	@cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug \
 	    -DCKUBE_SANITIZE=address,undefined >/dev/null
 	@cmake --build $(TESTBUILD) -j $(JOBS)
+	@python3 scripts/clang-syntax.py $(TESTBUILD)
 	cd $(TESTBUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j $(TEST_JOBS) $(if $(T),-R $(T))
