@@ -3,17 +3,16 @@
  *
  * The writer's WAL hook runs on whichever thread just committed with the
  * writer connection (the committer, or compaction under the commit
- * lock): it only sets `wanted` and signals, or, past the inline bound,
- * checkpoints on the writer itself as SQLite's auto-checkpoint would.
- * When that finds the thread's checkpoint under way (busy), the thread
- * starts no other until the writer's has run (`yield`): under a steady
- * stream of commits it would otherwise run back to back and the writer
- * would keep finding it busy while the WAL grows.
- * The thread waits for `wanted`, then runs one PASSIVE checkpoint on its
- * own connection; asks that arrive during a checkpoint make it run one
- * more afterwards, not one per ask. A busy answer (the writer's own
- * checkpoint holds the checkpoint lock) is not an error: whoever holds
- * it is copying the same frames. */
+ * lock); it asks the thread (`wanted`, a signal), or decides the writer
+ * finishes the WAL itself (the header's policy). When the writer would
+ * finish while the thread's checkpoint is under way it sets `yield`: the
+ * thread starts no other, and the next commit finishes. The thread waits
+ * for `wanted`, then runs one PASSIVE checkpoint on its own connection;
+ * asks that arrive during a checkpoint make it run one more afterwards,
+ * not one per ask, and it records where the checkpoint ended (`log`,
+ * `copied`) for the hook. A busy answer (the other side holds the
+ * checkpoint lock) is not an error: whoever holds it is copying the same
+ * frames. */
 #include "storage/sqlite/checkpointer.h"
 
 #include <pthread.h>
@@ -31,12 +30,19 @@ struct checkpointer {
     sqlite3 *writer; /* borrowed: the hook's */
     sqlite3 *db;     /* the thread's own connection */
     pthread_t thread;
-    pthread_mutex_t mu; /* guards wanted, yield, stopping */
+    pthread_mutex_t mu; /* guards the fields down to `copied` */
     pthread_cond_t cv;
     bool wanted, stopping;
-    /* The writer reached the bound but found a checkpoint of ours under
-     * way: start none until the writer's own has run. */
+    bool running; /* a checkpoint of the thread's is under way */
+    /* The writer wants to finish the WAL itself: start no checkpoint
+     * until it has. */
     bool yield;
+    /* The WAL's size and its pages copied when the thread's last
+     * checkpoint ended (SQLite's pnLog and pnCkpt). */
+    int log, copied;
+    /* The hook's own (hooks run one at a time, under the commit lock):
+     * the WAL's size when it last asked, and after the previous commit. */
+    int asked_at, prev;
     _Atomic uint64_t background, inline_;
 };
 
@@ -48,30 +54,64 @@ static void warn_unless_busy(sqlite3 *db, int rc, const char *who)
                    sqlite3_errmsg(db));
 }
 
+/* Asks the thread for a checkpoint. Called with c->mu held. */
+static void ask(checkpointer *c)
+{
+    if (!c->wanted) {
+        c->wanted = true;
+        pthread_cond_signal(&c->cv);
+    }
+}
+
+/* The writer's own checkpoint, on the writer's thread. */
+static void finish_inline(checkpointer *c, sqlite3 *db, const char *schema)
+{
+    int log = 0, copied = 0;
+    int rc = sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+    if (rc == SQLITE_OK && copied > 0)
+        atomic_fetch_add_explicit(&c->inline_, 1, memory_order_relaxed);
+    warn_unless_busy(db, rc, "writer");
+    pthread_mutex_lock(&c->mu);
+    c->yield = rc == SQLITE_BUSY; /* the next commit tries again */
+    if (!c->yield && c->wanted)
+        pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* The writer's WAL hook: `pages` is the WAL's size after the commit. */
 static int wal_hook(void *arg, sqlite3 *db, const char *schema, int pages)
 {
     checkpointer *c = arg;
-    if (pages >= CHECKPOINTER_INLINE) {
-        int log = 0, copied = 0;
-        int rc = sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
-        if (rc == SQLITE_OK && copied > 0)
-            atomic_fetch_add_explicit(&c->inline_, 1, memory_order_relaxed);
-        warn_unless_busy(db, rc, "writer");
-        pthread_mutex_lock(&c->mu);
-        bool was = c->yield;
-        c->yield = rc == SQLITE_BUSY; /* the thread's: the next commit tries again */
-        if (was && !c->yield)
-            pthread_cond_signal(&c->cv);
-        pthread_mutex_unlock(&c->mu);
-    } else if (pages >= CHECKPOINTER_START) {
-        pthread_mutex_lock(&c->mu);
-        if (!c->wanted) {
-            c->wanted = true;
-            pthread_cond_signal(&c->cv);
-        }
-        pthread_mutex_unlock(&c->mu);
+    if (pages < c->asked_at) /* the WAL started over */
+        c->asked_at = 0;
+    int added = pages > c->prev ? pages - c->prev : pages; /* by this commit */
+    c->prev = pages;
+    if (pages >= CHECKPOINTER_LIMIT) {
+        finish_inline(c, db, schema);
+        return SQLITE_OK;
     }
+    pthread_mutex_lock(&c->mu);
+    bool finish = false;
+    if (pages >= CHECKPOINTER_INLINE) {
+        /* Left to copy: from where the thread's last checkpoint ended,
+         * if that was this WAL (one that started over since is smaller
+         * than the WAL was then). The writer finishes when that is about
+         * this commit's own pages. */
+        int left = c->log <= pages ? pages - c->copied : pages;
+        if (left > added + CHECKPOINTER_REST) {
+            c->yield = false; /* too much left for the writer */
+            ask(c);           /* the thread catches up, commit after commit */
+        } else if (c->running)
+            c->yield = true; /* finish once this checkpoint ends */
+        else
+            finish = true;
+    } else if (pages >= c->asked_at + CHECKPOINTER_START) {
+        c->asked_at = pages;
+        ask(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (finish)
+        finish_inline(c, db, schema);
     return SQLITE_OK; /* a hook's error would fail the commit */
 }
 
@@ -86,13 +126,20 @@ static void *checkpointer_main(void *p)
         if (c->stopping)
             break;
         c->wanted = false;
+        c->running = true;
+        int before = c->copied;
         pthread_mutex_unlock(&c->mu);
         int log = 0, copied = 0;
         int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
-        if (rc == SQLITE_OK && copied > 0) /* not when there was nothing new */
-            atomic_fetch_add_explicit(&c->background, 1, memory_order_relaxed);
         warn_unless_busy(c->db, rc, "background");
         pthread_mutex_lock(&c->mu);
+        c->running = false;
+        if (rc == SQLITE_OK) {
+            if (copied > 0 && (copied != before || log != c->log)) /* it copied */
+                atomic_fetch_add_explicit(&c->background, 1, memory_order_relaxed);
+            c->log = log;
+            c->copied = copied;
+        }
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;

@@ -13,11 +13,20 @@
  * A passive checkpoint copies the frames committed when it started; the
  * WAL starts over from its beginning only when a write transaction
  * begins with every frame copied, which commits arriving during the copy
- * prevent. So the writer still checkpoints itself once the WAL holds
- * CHECKPOINTER_INLINE pages: by then this thread has copied all but the
- * last few commits' frames, so the writer's checkpoint is short, and the
- * next transaction restarts the WAL. That bounds the WAL (and the time a
- * crash recovery reads it) as SQLite's own checkpoints did.
+ * prevent. So once the WAL holds CHECKPOINTER_INLINE pages the writer
+ * finishes it itself, but only when this thread has copied all but the
+ * last commit's pages and CHECKPOINTER_REST more, and is idle (until then the hook asks the
+ * thread at every commit, so it catches up): the writer's checkpoint is
+ * then short, and the next transaction restarts the WAL. At
+ * CHECKPOINTER_LIMIT pages the writer checkpoints whatever is left, so
+ * the WAL (and the time a crash recovery reads it) stays bounded.
+ *
+ * The thread is asked every CHECKPOINTER_START pages before that, as
+ * SQLite's own checkpoints run: back-to-back checkpoints of a few commits
+ * each copy the same hot pages (the meta row's, the table's last leaf,
+ * the indexes' upper levels) and sync the database file each time
+ * (measured: 5-11 us more server CPU per create than asking per 1,000
+ * pages, in three pairs of runs alternating with the build before).
  *
  * Durability is unchanged: a commit is durable once its WAL frames are
  * fsync'd (synchronous=FULL); checkpoints only move committed pages. */
@@ -27,11 +36,14 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
-/* WAL pages after a commit at which the thread is asked to checkpoint
- * (SQLite's own default for wal_autocheckpoint), and at which the writer
- * checkpoints itself. */
+/* WAL pages: the thread is asked every START of them (SQLite's own
+ * default for wal_autocheckpoint); from INLINE on the writer finishes the
+ * WAL once at most the last commit's and REST more are left to copy; at
+ * LIMIT it does regardless. */
 #define CHECKPOINTER_START 1000
 #define CHECKPOINTER_INLINE 4000
+#define CHECKPOINTER_REST 256
+#define CHECKPOINTER_LIMIT 16000
 
 typedef struct checkpointer checkpointer;
 
@@ -42,7 +54,7 @@ typedef struct checkpointer checkpointer;
 checkpointer *checkpointer_start(const char *path, sqlite3 *writer, char **err);
 
 /* Checkpoints since the start that copied pages: by the thread, and by
- * the writer itself at CHECKPOINTER_INLINE pages. */
+ * the writer itself. */
 typedef struct checkpointer_counts {
     uint64_t background;
     uint64_t inline_;

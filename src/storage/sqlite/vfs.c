@@ -28,7 +28,9 @@
  * file's buffer a write that starts where the buffered bytes end; any
  * other write, and every other method that looks at the file's bytes
  * (xRead, xFileSize, xTruncate, xSync, xFileControl, xClose), writes the
- * buffer out first. A write larger than the buffer goes straight through.
+ * buffer out first. A write of a piece or more (VFS_WAL_PIECE) goes
+ * straight through. The buffer is allocated at a transaction's first
+ * write and freed at its sync.
  *
  * Files are used by one connection on one thread at a time (SQLite's
  * contract for a file), so nothing here locks but the counters. */
