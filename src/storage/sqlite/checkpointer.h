@@ -15,9 +15,10 @@
  * begins with every frame copied, which commits arriving during the copy
  * prevent. So once the WAL holds CHECKPOINTER_INLINE pages the writer
  * finishes it itself, but only when this thread has copied all but the
- * last commit's pages and CHECKPOINTER_REST more, and is idle (until then the hook asks the
- * thread at every commit, so it catches up): the writer's checkpoint is
- * then short, and the next transaction restarts the WAL. At
+ * last commit's pages and CHECKPOINTER_REST more, and is idle (until
+ * then the hook asks the thread at every commit, so it catches up): the
+ * writer's checkpoint is then short, and the next transaction restarts
+ * the WAL. At
  * CHECKPOINTER_LIMIT pages the writer checkpoints whatever is left, so
  * the WAL (and the time a crash recovery reads it) stays bounded.
  *
