@@ -1108,29 +1108,59 @@ static void test_load_windows(void **state)
     free(vals);
 }
 
-/* Fills n values at vals (each `max` bytes apart) of lengths from `min`
- * up, with bytes that differ by value and position, and submits them as
- * creates of /PREFIX/kNNNNN counted by c. Returns the bytes written. */
-static size_t burst_values(storage *st, const char *prefix, storage_op *ops, char (*keys)[32],
-                           char *vals, size_t n, size_t min, size_t max, struct counter *c)
+/* A burst of creates of sized values, and the writer VFS's counts around
+ * it. */
+struct sized_burst {
+    size_t n, total; /* creates; bytes of values */
+    storage_op *ops;
+    char (*keys)[32];
+    char *vals;
+    vfs_writer_counts before, after;
+};
+
+/* Creates n values of lengths from `min` up to below `max`, with bytes
+ * that differ by value and position, as /PREFIX/kNNNNN, all submitted at
+ * once; waits for them and asserts each succeeded. */
+static void sized_burst_run(storage *st, const char *prefix, size_t n, size_t min, size_t max,
+                            struct sized_burst *b)
 {
-    size_t total = 0;
+    *b = (struct sized_burst){.n = n,
+                              .ops = calloc(n, sizeof *b->ops),
+                              .keys = calloc(n, sizeof *b->keys),
+                              .vals = malloc(n * max)};
+    assert_true(b->ops && b->keys && b->vals);
+    struct counter c = {.done = 0};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    vfs_writer_counts_get(&b->before);
     for (size_t i = 0; i < n; i++) {
         size_t len = min + i * 2741 % (max - min);
-        char *v = vals + i * max;
+        char *v = b->vals + i * max;
         for (size_t j = 0; j < len; j++)
             v[j] = (char)('a' + (i + j * 7) % 26);
-        snprintf(keys[i], sizeof keys[i], "/%s/k%05zu", prefix, i);
-        ops[i] = (storage_op){.type = STORAGE_OP_CREATE,
-                              .key = keys[i],
-                              .value = v,
-                              .value_len = len,
-                              .done = counter_done,
-                              .arg = c};
-        assert_int_equal(storage_submit(st, &ops[i]), STORAGE_OK);
-        total += len;
+        snprintf(b->keys[i], sizeof b->keys[i], "/%s/k%05zu", prefix, i);
+        b->ops[i] = (storage_op){.type = STORAGE_OP_CREATE,
+                                 .key = b->keys[i],
+                                 .value = v,
+                                 .value_len = len,
+                                 .done = counter_done,
+                                 .arg = &c};
+        assert_int_equal(storage_submit(st, &b->ops[i]), STORAGE_OK);
+        b->total += len;
     }
-    return total;
+    counter_wait(&c, n);
+    vfs_writer_counts_get(&b->after);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(b->ops[i].result, STORAGE_OK);
+    pthread_mutex_destroy(&c.mu);
+    pthread_cond_destroy(&c.cv);
+}
+
+static void sized_burst_free(struct sized_burst *b)
+{
+    free(b->ops);
+    free(b->keys);
+    free(b->vals);
 }
 
 /* Every value of a burst reads back as written. */
@@ -1156,32 +1186,17 @@ static void test_wal_combined(void **state)
 {
     struct fixture *f = *state;
     enum { N = 120, MIN = 100, MAX = 300 * 1024 }; /* MAX: more than the buffer */
-    storage_op *ops = calloc(N, sizeof *ops);
-    char(*keys)[32] = calloc(N, sizeof *keys);
-    char *vals = malloc((size_t)N * MAX);
-    assert_true(ops && keys && vals);
-    struct counter c = {.done = 0};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    vfs_writer_counts before, after;
-    vfs_writer_counts_get(&before);
-    burst_values(f->st, "wal", ops, keys, vals, N, MIN, MAX, &c);
-    counter_wait(&c, N);
-    vfs_writer_counts_get(&after);
-    for (size_t i = 0; i < N; i++)
-        assert_int_equal(ops[i].result, STORAGE_OK);
-    assert_burst(f->st, ops, N);
-    uint64_t writes = after.writes - before.writes, calls = after.syscalls - before.syscalls;
+    struct sized_burst b;
+    sized_burst_run(f->st, "wal", N, MIN, MAX, &b);
+    assert_burst(f->st, b.ops, N);
+    uint64_t writes = b.after.writes - b.before.writes,
+             calls = b.after.syscalls - b.before.syscalls;
     print_message("WAL: %" PRIu64 " writes in %" PRIu64 " system calls\n", writes, calls);
     assert_true(writes > 2 * N);
     assert_true(calls * 8 < writes);
     reopen(f);
-    assert_burst(f->st, ops, N);
-    pthread_mutex_destroy(&c.mu);
-    pthread_cond_destroy(&c.cv);
-    free(ops);
-    free(keys);
-    free(vals);
+    assert_burst(f->st, b.ops, N);
+    sized_burst_free(&b);
 }
 
 /* Size of DIR/state.db-wal, 0 if there is none. */
@@ -1203,23 +1218,11 @@ static void test_checkpointer(void **state)
 {
     struct fixture *f = *state;
     enum { N = 8000, MIN = 3000, MAX = 8000 };
-    storage_op *ops = calloc(N, sizeof *ops);
-    char(*keys)[32] = calloc(N, sizeof *keys);
-    char *vals = malloc((size_t)N * MAX);
-    assert_true(ops && keys && vals);
-    struct counter c = {.done = 0};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    vfs_writer_counts before, after;
-    vfs_writer_counts_get(&before);
-    size_t total = burst_values(f->st, "ckpt", ops, keys, vals, N, MIN, MAX, &c);
-    counter_wait(&c, N);
-    vfs_writer_counts_get(&after);
+    struct sized_burst b;
+    sized_burst_run(f->st, "ckpt", N, MIN, MAX, &b);
     /* what the WAL would hold if nothing were copied back: two writes
      * (header, page) per frame */
-    long long frames = (long long)(after.writes - before.writes) / 2 * (4096 + 24);
-    for (size_t i = 0; i < N; i++)
-        assert_int_equal(ops[i].result, STORAGE_OK);
+    long long frames = (long long)(b.after.writes - b.before.writes) / 2 * (4096 + 24);
     storage_stats st = {0};
     for (int i = 0; i < WAIT_SECONDS * 10; i++) {
         storage_get_stats(f->st, &st);
@@ -1230,18 +1233,14 @@ static void test_checkpointer(void **state)
     long long wal = wal_size(f);
     print_message("%zu bytes written, %lld in WAL frames; WAL %lld bytes; checkpoints %" PRIu64
                   " + %" PRIu64 " inline\n",
-                  total, frames, wal, st.checkpoints, st.inline_checkpoints);
+                  b.total, frames, wal, st.checkpoints, st.inline_checkpoints);
     assert_true(st.checkpoints > 0);
     assert_true(frames > 2 * 4096 * (long long)CHECKPOINTER_INLINE);
     assert_true(wal < frames * 3 / 4);
-    assert_burst(f->st, ops, N);
+    assert_burst(f->st, b.ops, N);
     reopen(f);
-    assert_burst(f->st, ops, N);
-    pthread_mutex_destroy(&c.mu);
-    pthread_cond_destroy(&c.cv);
-    free(ops);
-    free(keys);
-    free(vals);
+    assert_burst(f->st, b.ops, N);
+    sized_burst_free(&b);
 }
 
 static void test_load_like_range(void **state)
