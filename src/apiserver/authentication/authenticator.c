@@ -102,7 +102,10 @@ static bool api_audience_ok(const authenticator *a, const json_t *want)
 }
 
 /* The API's audiences among `want` (all of them when want is NULL): what
- * an audience-agnostic token is good for. A new reference. */
+ * an audience-agnostic token is good for. A new array of new strings:
+ * the configured ones are shared by every serving thread, and jansson
+ * reads a value's count without an atomic before changing it, so no
+ * request may take a reference to them. */
 static json_t *api_audiences_among(const authenticator *a, const json_t *want)
 {
     json_t *out = json_array();
@@ -113,7 +116,7 @@ static json_t *api_audiences_among(const authenticator *a, const json_t *want)
         bool keep = !want;
         json_array_foreach(want, j, w) if (json_equal(w, api)) keep = true;
         if (keep)
-            json_array_append(out, api);
+            json_array_append_new(out, json_string(json_string_value(api)));
     }
     return out;
 }
@@ -138,11 +141,12 @@ int authenticator_authenticate(const authenticator *a, const auth_request *r, au
         auth_user *u = api_audience_ok(a, r->audiences) ? tokenfile_lookup(a->tokens, token) : NULL;
         int rc = u ? 1 : 0;
         char *err = NULL;
-        json_t *matched = NULL;
-        if (u)
+        json_t *matched = NULL; /* only when the caller asks (a TokenReview) */
+        json_t **want_matched = r->audiences_out ? &matched : NULL;
+        if (u && want_matched)
             matched = api_audiences_among(a, r->audiences);
-        else if (a->cfg.token_fn)
-            rc = a->cfg.token_fn(a->cfg.token_arg, token, r->audiences, &u, &matched, &err);
+        else if (!u && a->cfg.token_fn)
+            rc = a->cfg.token_fn(a->cfg.token_arg, token, r->audiences, &u, want_matched, &err);
         if (r->audiences_out && rc == 1)
             *r->audiences_out = matched;
         else

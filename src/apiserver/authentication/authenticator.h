@@ -37,8 +37,11 @@ typedef struct authenticator authenticator;
  * is but does not hold. */
 typedef int (*auth_token_fn)(void *arg, const char *token, const json_t *audiences, auth_user **out,
                              json_t **matched, char **err);
-/* (matched: on 1, the token's audiences among `audiences` or the API's, a
- * new reference, as upstream's authenticator.Response.Audiences.) */
+/* (matched: NULL when the caller does not want them; else, on 1, the
+ * token's audiences among `audiences` or the API's, a new reference, as
+ * upstream's authenticator.Response.Audiences. Hooks run on every serving
+ * thread at once: the array must not share values with anything another
+ * thread holds.) */
 
 typedef struct auth_config {
     bool anonymous;         /* --anonymous-auth */

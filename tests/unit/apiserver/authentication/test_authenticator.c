@@ -1043,12 +1043,18 @@ static void *work(void *arg)
 {
     worker *w = arg;
     for (int i = 0; i < 2000; i++) {
-        auth_request r = {.authorization = i % 2 ? "Bearer admintok" : "Bearer authtok"};
+        /* every other pair asks for the token's audiences, as a
+         * TokenReview does */
+        json_t *matched = NULL;
+        auth_request r = {.authorization = i % 2 ? "Bearer admintok" : "Bearer authtok",
+                          .audiences_out = i % 4 < 2 ? &matched : NULL};
         auth_user *u = NULL;
         char *why = NULL;
         if (authenticator_authenticate(w->a, &r, &u, &why) != 1 || u->ngroups != 2 ||
-            strcmp(u->groups[1], AUTH_GROUP_AUTHENTICATED))
+            strcmp(u->groups[1], AUTH_GROUP_AUTHENTICATED) ||
+            (r.audiences_out && json_array_size(matched) != 1))
             w->bad++;
+        json_decref(matched);
         auth_user_unref(u);
         free(why);
     }
@@ -1058,7 +1064,11 @@ static void *work(void *arg)
 static void test_concurrent_lookups(void **state)
 {
     (void)state;
-    authenticator *a = new_authn(true, false, NULL, NULL);
+    json_t *api = json_pack("[s]", "api");
+    auth_config c = {.anonymous = true, .token_file = pk.token_file, .api_audiences = api};
+    char *err = NULL;
+    authenticator *a = authenticator_new(&c, &err);
+    assert_non_null(a);
     enum { N = 4 };
     pthread_t th[N];
     worker w[N];
@@ -1071,6 +1081,7 @@ static void test_concurrent_lookups(void **state)
         assert_int_equal(w[i].bad, 0);
     }
     authenticator_free(a);
+    json_decref(api);
 }
 
 /* Audiences: the token file's tokens carry none, so they answer only
@@ -1104,6 +1115,26 @@ static void test_audiences(void **state)
         auth_user_unref(u);
     }
     assert_int_equal(h.calls, 0);
+
+    /* Asked for them (a TokenReview), the file's token is good for the
+     * API's audiences among those wanted: new strings, never references
+     * to the configured ones, which every serving thread shares. */
+    for (size_t i = 0; i < 3; i++) {
+        json_t *matched = NULL;
+        auth_request r = {
+            .authorization = "Bearer plaintok", .audiences = ok[i], .audiences_out = &matched};
+        auth_user *u = NULL;
+        char *why = NULL;
+        assert_int_equal(authenticator_authenticate(a, &r, &u, &why), 1);
+        char *got = json_dumps(matched, JSON_COMPACT);
+        assert_string_equal(got, i ? "[\"api\"]"
+                                   : "[\"https://kubernetes.default.svc.cluster.local\",\"api\"]");
+        free(got);
+        for (size_t j = 0; j < json_array_size(api); j++)
+            assert_int_equal(json_array_get(api, j)->refcount, 1);
+        json_decref(matched);
+        auth_user_unref(u);
+    }
 
     /* For another audience the file is not asked; the hook is. */
     auth_request r = {.authorization = "Bearer plaintok", .audiences = aud_vault};
