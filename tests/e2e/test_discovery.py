@@ -12,12 +12,14 @@
    forms; a CRD's group-version appears and goes at once;
  - the aggregated form is refused (406) where it is not served, and a
    later Accept entry is used instead;
- - kubectl 1.27 and 1.33 discover with two requests and see the CRD."""
+ - kubectl 1.27 and 1.33 discover with two requests and see the CRD;
+ - the OpenAPI documents, cached and shared, served to many at once."""
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -259,6 +261,33 @@ class DiscoveryTest(unittest.TestCase):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("/apis/kubectl.example.com/v2/namespaces/default/gizmos", r.stderr)
+
+    def test_openapi_documents_to_many_clients_at_once(self):
+        # The cached documents are shared by the serving threads (one
+        # per CPU): served to many clients at once, each gets the same
+        # document (under ThreadSanitizer, also without a race).
+        paths = ["/openapi/v2", "/openapi/v3", "/openapi/v3/api/v1",
+                 "/openapi/v3/apis/apps/v1"]
+        want = {p: get_json(p)[1] for p in paths}
+        got, errors = [], []
+
+        def fetch(k):
+            try:
+                for i in range(6):
+                    p = paths[(k + i) % len(paths)]
+                    got.append((p, get_json(p)[1]))
+            except Exception as e:  # reported below, with the others
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=fetch, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(got), 48)
+        for p, doc in got:
+            self.assertEqual(doc, want[p], p)
 
 
 if __name__ == "__main__":

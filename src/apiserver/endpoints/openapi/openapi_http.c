@@ -6,6 +6,7 @@
 
 #include "apiserver/endpoints/openapi/openapi_http.h"
 #include "apiserver/endpoints/openapi/openapi.h"
+#include "ckube/json.h"
 
 /* Rebuilds the cached documents if the registry changed. Caller holds
  * openapi_mu. */
@@ -104,6 +105,14 @@ bool handle_openapi(req_ctx *rc, const char *path)
     pthread_mutex_unlock(&s->openapi_mu);
     if (!doc)
         return false;
-    reply_json(rc, 200, doc);
+    /* The cached documents are shared by every serving thread: encoding
+     * only reads them, but their counts change under openapi_mu alone
+     * (jansson reads a count without an atomic before changing it). */
+    size_t len = 0;
+    char *bytes = ckube_json_dumps(doc, &len);
+    pthread_mutex_lock(&s->openapi_mu);
+    json_decref(doc);
+    pthread_mutex_unlock(&s->openapi_mu);
+    reply_json_bytes(rc, 200, bytes, len);
     return true;
 }

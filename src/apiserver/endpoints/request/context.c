@@ -213,16 +213,21 @@ static void free_ref(const void *data, size_t len, void *arg)
     free((void *)data);
 }
 
+void reply_json_bytes(req_ctx *rc, int code, char *bytes, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (bytes)
+        evbuffer_add_reference(buf, bytes, len, free_ref, NULL);
+    reply_evbuffer(rc, code, buf);
+    evbuffer_free(buf);
+}
+
 void reply_json(req_ctx *rc, int code, json_t *body)
 {
     size_t len = 0;
     char *s = ckube_json_dumps(body, &len);
     json_decref(body);
-    struct evbuffer *buf = evbuffer_new();
-    if (s)
-        evbuffer_add_reference(buf, s, len, free_ref, NULL);
-    reply_evbuffer(rc, code, buf);
-    evbuffer_free(buf);
+    reply_json_bytes(rc, code, s, len);
 }
 
 void reply_status(req_ctx *rc, ckube_status *st)

@@ -260,6 +260,10 @@ void req_add_warning(req_ctx *rc, const char *msg);
 
 /* Replies and frees rc. */
 void reply_json(req_ctx *rc, int code, json_t *body); /* steals body */
+/* An encoded JSON body: takes `bytes` (malloc'd; NULL: empty). For
+ * documents shared between threads, encoded by the caller under its own
+ * rules. */
+void reply_json_bytes(req_ctx *rc, int code, char *bytes, size_t len);
 void reply_raw(req_ctx *rc, int code, const char *content_type, const char *data, size_t len);
 void reply_status(req_ctx *rc, ckube_status *st);                 /* steals st */
 void reply_evbuffer(req_ctx *rc, int code, struct evbuffer *buf); /* JSON body */
