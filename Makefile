@@ -30,7 +30,9 @@ run: build
 # clang, whose warnings gcc does not all give; scripts/clang-syntax.py);
 # then the release build's own binaries (with mimalloc, as shipped) under
 # the e2e tests labelled "shipped"; then the threaded runtime's tests
-# (label "runtime") again under ThreadSanitizer.
+# (label "runtime"), the other unit tests that start threads ("threads"),
+# the in-process servers' ("inproc") and the e2e tests again under
+# ThreadSanitizer.
 test: deps build
 	@cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug \
 	    -DCKUBE_SANITIZE=address,undefined >/dev/null
@@ -46,7 +48,7 @@ test-tsan: deps
 	@cmake -S . -B $(TSANBUILD) -DCMAKE_BUILD_TYPE=Debug -DCKUBE_SANITIZE=thread >/dev/null
 	@cmake --build $(TSANBUILD) -j $(JOBS)
 	cd $(TSANBUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
-	    ctest --output-on-failure -j $(TEST_JOBS) -L 'runtime|e2e|inproc' -LE timing $(if $(T),-R $(T))
+	    ctest --output-on-failure -j $(TEST_JOBS) -L 'runtime|threads|e2e|inproc' -LE timing $(if $(T),-R $(T))
 
 # Installs ckube, ckube-controller-manager, libckube.so, the headers and ckube.pc.
 install: build
