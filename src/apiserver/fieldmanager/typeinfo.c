@@ -208,9 +208,12 @@ static char *item_pe(const lkind *lk, const json_t *item, char **err)
         }
         json_t *k = json_object();
         for (size_t i = 0; i < lk->nkeys; i++) {
-            json_t *v = json_object_get(item, lk->keys[i]);
-            if (!v)
-                v = (json_t *)lk->defaults[i];
+            json_t *v = json_incref(json_object_get(item, lk->keys[i]));
+            /* A default is the schema's, shared by every serving thread:
+             * copied, never referenced (jansson's counts are not safe to
+             * change from two threads at once). */
+            if (!v && lk->defaults[i])
+                v = json_deep_copy(lk->defaults[i]);
             if (!v) {
                 *err = xasprintf("associative list with keys has an element that omits key "
                                  "field \"%s\" (and doesn't have default value)",
@@ -218,7 +221,7 @@ static char *item_pe(const lkind *lk, const json_t *item, char **err)
                 json_decref(k);
                 return NULL;
             }
-            json_object_set(k, lk->keys[i], v);
+            json_object_set_new(k, lk->keys[i], v);
         }
         char *d = dump_sorted(k);
         json_decref(k);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "apiserver/registry/definitions/builtin_patchmeta.h"
 #include "apiserver/registry/definitions/builtin_schemas.h"
@@ -231,6 +232,70 @@ static void test_fieldset_custom_lists(void **state)
                   "\\\"TCP\\\"}\":{\".\":{},\"f:name\":{},\"f:port\":{}}},"
                   "\"f:tags\":{\"v:\\\"a\\\"\":{},\"v:\\\"b\\\"\":{}},\"f:args\":{},"
                   "\"f:selector\":{},\"f:env\":{\"f:X\":{}},\"f:size\":{}}}");
+}
+
+/* Field sets from many serving threads at once: the list keys' defaults
+ * (the schema's "TCP", and the built-in one for a container's port) are
+ * shared by all of them. Under TSan, also that nothing races on them. */
+typedef struct fs_worker {
+    fm_type t;
+    const char *obj, *want;
+    int bad;
+} fs_worker;
+
+static void *fs_work(void *arg)
+{
+    fs_worker *w = arg;
+    json_t *obj = J(w->obj);
+    for (int i = 0; i < 300; i++) {
+        char *err = NULL;
+        fm_set *s = fm_set_of(&w->t, obj, &err);
+        json_t *f = s ? fm_set_to_fields(s) : NULL;
+        char *got = f ? json_dumps(f, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (!got || strcmp(got, w->want))
+            w->bad++;
+        free(got);
+        free(err);
+        json_decref(f);
+        fm_set_free(s);
+    }
+    json_decref(obj);
+    return NULL;
+}
+
+static void test_fieldset_from_many_threads(void **state)
+{
+    (void)state;
+    const char *widget = "{\"spec\":{\"ports\":[{\"name\":\"http\",\"port\":80}]}}";
+    const char *deploy = "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":"
+                         "\"c\",\"ports\":[{\"containerPort\":80}]}]}}}}";
+    enum { N = 4 };
+    fs_worker w[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        bool is_widget = i % 2 == 0;
+        w[i] = (fs_worker){.t = is_widget ? widget_type() : deployment_type(),
+                           .obj = is_widget ? widget : deploy};
+        /* the expected set, computed alone first */
+        json_t *obj = J(w[i].obj);
+        char *err = NULL;
+        fm_set *s = fm_set_of(&w[i].t, obj, &err);
+        assert_non_null(s);
+        json_t *f = fm_set_to_fields(s);
+        w[i].want = json_dumps(f, JSON_COMPACT | JSON_SORT_KEYS);
+        assert_non_null(strstr(w[i].want, "TCP"));
+        json_decref(f);
+        fm_set_free(s);
+        json_decref(obj);
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, fs_work, &w[i]), 0);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(w[i].bad, 0);
+        free((char *)w[i].want);
+    }
 }
 
 static void test_fieldset_bad_lists(void **state)
@@ -859,6 +924,7 @@ int main(void)
         cmocka_unit_test(test_fieldset_configmap),
         cmocka_unit_test(test_fieldset_deployment_keys),
         cmocka_unit_test(test_fieldset_custom_lists),
+        cmocka_unit_test(test_fieldset_from_many_threads),
         cmocka_unit_test(test_fieldset_bad_lists),
         cmocka_unit_test(test_fields_roundtrip_and_errors),
         cmocka_unit_test(test_update_create_records_entry),
