@@ -1061,53 +1061,6 @@ static void test_load_many(void **state)
     burst_free(&run);
 }
 
-/* A load reads the table from memory-mapped windows of the file
- * (vfs.h): a store of several windows, with values of every size
- * from a hundred bytes to two pages (overflow pages included), some
- * rewritten after the first pass of writes, loads byte for byte what a
- * range reads through SQLite's ordinary reads. */
-static void test_load_windows(void **state)
-{
-    struct fixture *f = *state;
-    storage *st = f->st;
-    enum { N = 6000, MAX = 8200 };
-    storage_op *ops = calloc(N, sizeof *ops);
-    char(*keys)[32] = calloc(N, sizeof *keys);
-    char *vals = malloc((size_t)N * MAX);
-    assert_true(ops && keys && vals);
-    struct counter c = {.done = 0};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    size_t total = 0;
-    for (size_t i = 0; i < N; i++) {
-        size_t len = 100 + i * 2741 % (MAX - 100);
-        char *v = vals + i * MAX;
-        for (size_t j = 0; j < len; j++)
-            v[j] = (char)('a' + (i + j * 7) % 26);
-        snprintf(keys[i], sizeof keys[i], "/win/k%05zu", (i * 7919) % N);
-        ops[i] = (storage_op){.type = STORAGE_OP_CREATE,
-                              .key = keys[i],
-                              .value = v,
-                              .value_len = len,
-                              .done = counter_done,
-                              .arg = &c};
-        assert_int_equal(storage_submit(st, &ops[i]), STORAGE_OK);
-        total += len;
-    }
-    counter_wait(&c, N);
-    for (size_t i = 0; i < N; i++)
-        assert_int_equal(ops[i].result, STORAGE_OK);
-    assert_true(total > 2 * VFS_WINDOW);
-    for (size_t i = 0; i < N; i += 9) /* newer rows at the end of the file */
-        assert_int_equal(do_update(st, keys[i], "rewritten", 0, NULL), STORAGE_OK);
-    assert_int_equal(assert_load_like_range(st, "/win/"), N);
-    pthread_mutex_destroy(&c.mu);
-    pthread_cond_destroy(&c.cv);
-    free(ops);
-    free(keys);
-    free(vals);
-}
-
 /* A burst of creates of sized values, and the writer VFS's counts around
  * it. */
 struct sized_burst {
@@ -1119,10 +1072,12 @@ struct sized_burst {
 };
 
 /* Creates n values of lengths from `min` up to below `max`, with bytes
- * that differ by value and position, as /PREFIX/kNNNNN, all submitted at
- * once; waits for them and asserts each succeeded. */
-static void sized_burst_run(storage *st, const char *prefix, size_t n, size_t min, size_t max,
-                            struct sized_burst *b)
+ * that differ by value and position, as /PREFIX/kNNNNN (the i-th value's
+ * NNNNN is i * key_stride % n: 1 writes the keys in order, a prime to n
+ * permutes them), all submitted at once; waits for them and asserts each
+ * succeeded. */
+static void sized_burst_run(storage *st, const char *prefix, size_t n, size_t key_stride,
+                            size_t min, size_t max, struct sized_burst *b)
 {
     *b = (struct sized_burst){.n = n,
                               .ops = calloc(n, sizeof *b->ops),
@@ -1138,7 +1093,7 @@ static void sized_burst_run(storage *st, const char *prefix, size_t n, size_t mi
         char *v = b->vals + i * max;
         for (size_t j = 0; j < len; j++)
             v[j] = (char)('a' + (i + j * 7) % 26);
-        snprintf(b->keys[i], sizeof b->keys[i], "/%s/k%05zu", prefix, i);
+        snprintf(b->keys[i], sizeof b->keys[i], "/%s/k%05zu", prefix, i * key_stride % n);
         b->ops[i] = (storage_op){.type = STORAGE_OP_CREATE,
                                  .key = b->keys[i],
                                  .value = v,
@@ -1161,6 +1116,25 @@ static void sized_burst_free(struct sized_burst *b)
     free(b->ops);
     free(b->keys);
     free(b->vals);
+}
+
+/* A load reads the table from memory-mapped windows of the file
+ * (vfs.h): a store of several windows, with values of every size
+ * from a hundred bytes to two pages (overflow pages included), some
+ * rewritten after the first pass of writes, loads byte for byte what a
+ * range reads through SQLite's ordinary reads. */
+static void test_load_windows(void **state)
+{
+    struct fixture *f = *state;
+    storage *st = f->st;
+    enum { N = 6000, MAX = 8200 };
+    struct sized_burst b;
+    sized_burst_run(st, "win", N, 7919, 100, MAX, &b);
+    assert_true(b.total > 2 * VFS_WINDOW);
+    for (size_t i = 0; i < N; i += 9) /* newer rows at the end of the file */
+        assert_int_equal(do_update(st, b.keys[i], "rewritten", 0, NULL), STORAGE_OK);
+    assert_int_equal(assert_load_like_range(st, "/win/"), N);
+    sized_burst_free(&b);
 }
 
 /* Every value of a burst reads back as written. */
@@ -1187,7 +1161,7 @@ static void test_wal_combined(void **state)
     struct fixture *f = *state;
     enum { N = 120, MIN = 100, MAX = 300 * 1024 }; /* MAX: more than the buffer */
     struct sized_burst b;
-    sized_burst_run(f->st, "wal", N, MIN, MAX, &b);
+    sized_burst_run(f->st, "wal", N, 1, MIN, MAX, &b);
     assert_burst(f->st, b.ops, N);
     uint64_t writes = b.after.writes - b.before.writes,
              calls = b.after.syscalls - b.before.syscalls;
@@ -1219,7 +1193,7 @@ static void test_checkpointer(void **state)
     struct fixture *f = *state;
     enum { N = 8000, MIN = 3000, MAX = 8000 };
     struct sized_burst b;
-    sized_burst_run(f->st, "ckpt", N, MIN, MAX, &b);
+    sized_burst_run(f->st, "ckpt", N, 1, MIN, MAX, &b);
     /* what the WAL would hold if nothing were copied back: two writes
      * (header, page) per frame */
     long long frames = (long long)(b.after.writes - b.before.writes) / 2 * (4096 + 24);
