@@ -155,6 +155,7 @@ typedef struct storage_stats {
      * writer itself once the WAL reached its bound (checkpointer.h). */
     uint64_t checkpoints;
     uint64_t inline_checkpoints;
+    uint64_t wal_pages; /* SQLite: the WAL's pages after the last commit */
 } storage_stats;
 
 struct storage_backend_ops {

@@ -216,6 +216,8 @@ class ServerMetricsTest(unittest.TestCase):
         # (this test writes too little for either to have run)
         for by in ("checkpointer", "writer"):
             self.assertIn(("ckube_storage_checkpoints_total", frozenset({("by", by)})), m)
+        # and the WAL holds this test's commits (too few to checkpoint)
+        self.assertGreaterEqual(value(m, "ckube_storage_wal_pages"), 1)
         rv = int(json.loads(call("GET", path + "/g2")[2])["metadata"]["resourceVersion"])
         self.assertGreaterEqual(value(m, "ckube_storage_revision"), rv)
 

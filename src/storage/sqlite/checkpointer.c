@@ -44,6 +44,7 @@ struct checkpointer {
      * the WAL's size when it last asked, and after the previous commit. */
     int asked_at, prev;
     _Atomic uint64_t background, inline_;
+    _Atomic int wal_pages; /* `prev`, for the metrics' reader */
 };
 
 /* A checkpoint's result worth a warning: anything but done or busy. */
@@ -86,6 +87,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *schema, int pages)
         c->asked_at = 0;
     int added = pages > c->prev ? pages - c->prev : pages; /* by this commit */
     c->prev = pages;
+    atomic_store_explicit(&c->wal_pages, pages, memory_order_relaxed);
     if (pages >= CHECKPOINTER_LIMIT) {
         finish_inline(c, db, schema);
         return SQLITE_OK;
@@ -195,6 +197,7 @@ void checkpointer_counts_get(checkpointer *c, checkpointer_counts *out)
 {
     out->background = atomic_load(&c->background);
     out->inline_ = atomic_load(&c->inline_);
+    out->wal_pages = atomic_load_explicit(&c->wal_pages, memory_order_relaxed);
 }
 
 void checkpointer_stop(checkpointer *c)

@@ -55,10 +55,13 @@ typedef struct checkpointer checkpointer;
 checkpointer *checkpointer_start(const char *path, sqlite3 *writer, char **err);
 
 /* Checkpoints since the start that copied pages: by the thread, and by
- * the writer itself. */
+ * the writer itself; and the WAL's pages after the last commit (0 before
+ * the first), which the policy above keeps under CHECKPOINTER_LIMIT plus
+ * one commit's. */
 typedef struct checkpointer_counts {
     uint64_t background;
     uint64_t inline_;
+    int wal_pages;
 } checkpointer_counts;
 void checkpointer_counts_get(checkpointer *c, checkpointer_counts *out);
 

@@ -637,6 +637,7 @@ static void sq_stats(storage *st, storage_stats *out)
     checkpointer_counts_get(s->ckpt, &n);
     out->checkpoints = n.background;
     out->inline_checkpoints = n.inline_;
+    out->wal_pages = (uint64_t)n.wal_pages;
 }
 
 /* Frees everything but the committer (already stopped or never started). */

@@ -1211,6 +1211,10 @@ static void test_checkpointer(void **state)
     assert_true(st.checkpoints > 0);
     assert_true(frames > 2 * 4096 * (long long)CHECKPOINTER_INLINE);
     assert_true(wal < frames * 3 / 4);
+    /* the WAL's pages after the last commit: some, and no more than its
+     * file holds (a WAL that starts over reuses the file from the top) */
+    assert_true(st.wal_pages > 0);
+    assert_true((long long)st.wal_pages * (4096 + 24) <= wal);
     assert_burst(f->st, b.ops, N);
     reopen(f);
     assert_burst(f->st, b.ops, N);

@@ -42,8 +42,8 @@ struct apimetrics {
     ckube_metrics_registry *reg;
     ckube_metric_family *requests, *durations, *longrunning, *objects;
     ckube_metric_family *cpu, *rss, *vsize, *fds, *start_time;
-    ckube_metric_family *commits, *failed_commits, *writes, *commit_seconds, *checkpoints, *largest,
-        *rev, *compacted;
+    ckube_metric_family *commits, *failed_commits, *writes, *commit_seconds, *checkpoints,
+        *wal_pages, *largest, *rev, *compacted;
     ckube_metrics_collector *collector;
     apiserver *srv;
     double started; /* wall clock, seconds */
@@ -289,6 +289,7 @@ static void collect_storage(apimetrics *m)
                (double)st.checkpoints);
     counter_to(ckube_metric_with(m->checkpoints, (const char *[]){"writer"}),
                (double)st.inline_checkpoints);
+    ckube_gauge_set(ckube_metric_with(m->wal_pages, NULL), (double)st.wal_pages);
     ckube_gauge_set(ckube_metric_with(m->largest, NULL), (double)st.max_batch);
     ckube_gauge_set(ckube_metric_with(m->rev, NULL), (double)storage_current_rev(m->srv->st));
     ckube_gauge_set(ckube_metric_with(m->compacted, NULL),
@@ -370,6 +371,11 @@ apimetrics *apimetrics_new(apiserver *srv)
         "SQLite WAL checkpoints that copied pages back into the database file, by the "
         "checkpointer thread or by the writer once the WAL reached its bound.",
         (const char *[]){"by", NULL});
+    m->wal_pages = ckube_metrics_gauge(
+        m->reg, "ckube_storage_wal_pages",
+        "Pages in SQLite's write-ahead log after the last commit (what a crash recovery "
+        "would read; 0 on other backends).",
+        NULL);
     m->largest = ckube_metrics_gauge(m->reg, "ckube_storage_largest_commit_writes",
                                      "The most writes one group commit has carried.", NULL);
     m->rev = ckube_metrics_gauge(m->reg, "ckube_storage_revision",
@@ -379,8 +385,8 @@ apimetrics *apimetrics_new(apiserver *srv)
     m->collector = ckube_metrics_add_collector(m->reg, collect, m);
     if (!m->requests || !m->durations || !m->longrunning || !m->objects || !m->cpu || !m->rss ||
         !m->vsize || !m->fds || !m->start_time || !m->commits || !m->failed_commits || !m->writes ||
-        !m->commit_seconds || !m->checkpoints || !m->largest || !m->rev || !m->compacted ||
-        !m->collector) {
+        !m->commit_seconds || !m->checkpoints || !m->wal_pages || !m->largest || !m->rev ||
+        !m->compacted || !m->collector) {
         apimetrics_free(m);
         return NULL;
     }
