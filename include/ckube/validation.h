@@ -98,6 +98,15 @@ void ckube_validate_name_field(ckube_status *st, const char *field, const char *
  * are reported at `field` (e.g. "metadata.labels"). Non-string values are
  * skipped (a decoding concern, not a validation one). */
 void ckube_validate_labels(const json_t *labels, const char *field, ckube_status *st);
+/* A metav1 LabelSelector at `path` (e.g. "spec.selector"; NULL or
+ * non-object `sel`: nothing to check), as upstream's
+ * ValidateLabelSelector: matchLabels as labels; in each matchExpression
+ * the values the operator needs or forbids, the operator itself, the key
+ * (a qualified name) and, unless `allow_invalid_values`
+ * (AllowInvalidLabelValueInSelector), each value (a label value).
+ * Returns how many causes it added to `st` (dropped ones included). */
+size_t ckube_validate_label_selector(const json_t *sel, const char *path, bool allow_invalid_values,
+                                     ckube_status *st);
 /* Annotation keys must be qualified names (case-insensitively) and the
  * total size of keys and values at most CKUBE_ANNOTATIONS_SIZE_MAX. */
 void ckube_validate_annotations(const json_t *annotations, const char *field, ckube_status *st);

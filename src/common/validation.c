@@ -528,6 +528,59 @@ void ckube_validate_labels(const json_t *labels, const char *field, ckube_status
     }
 }
 
+size_t ckube_validate_label_selector(const json_t *sel, const char *path, bool allow_invalid_values,
+                                     ckube_status *st)
+{
+    size_t before = st->ncauses + st->ncauses_dropped;
+    if (!json_is_object(sel))
+        return 0;
+    char field[320];
+    snprintf(field, sizeof field, "%s.matchLabels", path);
+    ckube_validate_labels(json_object_get(sel, "matchLabels"), field, st);
+    size_t i, j;
+    json_t *expr, *v;
+    json_array_foreach(json_object_get(sel, "matchExpressions"), i, expr)
+    {
+        const char *op = json_string_value(json_object_get(expr, "operator"));
+        op = op ? op : "";
+        size_t nvalues = json_array_size(json_object_get(expr, "values"));
+        if (!strcmp(op, "In") || !strcmp(op, "NotIn")) {
+            if (!nvalues) {
+                snprintf(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
+                ckube_field_required(st, field,
+                                     "must be specified when `operator` is 'In' or 'NotIn'");
+            }
+        } else if (!strcmp(op, "Exists") || !strcmp(op, "DoesNotExist")) {
+            if (nvalues) {
+                snprintf(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
+                ckube_field_forbidden(
+                    st, field,
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
+            }
+        } else {
+            snprintf(field, sizeof field, "%s.matchExpressions[%zu].operator", path, i);
+            ckube_field_invalid(st, field, op, "not a valid selector operator");
+        }
+        const char *key = json_string_value(json_object_get(expr, "key"));
+        key = key ? key : "";
+        snprintf(field, sizeof field, "%s.matchExpressions[%zu].key", path, i);
+        msgs m = {0};
+        check_qualified_name(&m, key);
+        add_invalid_each(st, field, key, &m);
+        if (allow_invalid_values)
+            continue;
+        json_array_foreach(json_object_get(expr, "values"), j, v)
+        {
+            const char *val = json_string_value(v);
+            val = val ? val : "";
+            snprintf(field, sizeof field, "%s.matchExpressions[%zu].values[%zu]", path, i, j);
+            check_label_value(&m, val);
+            add_invalid_each(st, field, val, &m);
+        }
+    }
+    return st->ncauses + st->ncauses_dropped - before;
+}
+
 void ckube_validate_annotations(const json_t *annotations, const char *field, ckube_status *st)
 {
     if (!json_is_object(annotations))

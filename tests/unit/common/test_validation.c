@@ -455,6 +455,56 @@ static void test_meta_finalizers(void **state)
     ckube_status_free(st);
 }
 
+/* metav1 ValidateLabelSelector: each kind of problem in upstream's words
+ * and field paths, values left alone when the caller allows invalid ones,
+ * and the count of causes it added. */
+static void test_label_selector(void **state)
+{
+    (void)state;
+    json_t *sel = json_loads("{\"matchLabels\":{\"app\":\"bad value\"},\"matchExpressions\":["
+                             "{\"key\":\"a\",\"operator\":\"In\"},"
+                             "{\"key\":\"b\",\"operator\":\"Exists\",\"values\":[\"x\"]},"
+                             "{\"key\":\"c d\",\"operator\":\"Near\",\"values\":[\"-v\"]},"
+                             "{\"key\":\"ok\",\"operator\":\"NotIn\",\"values\":[\"fine\"]}]}",
+                             0, NULL);
+    assert_non_null(sel);
+    ckube_status *st = ckube_status_invalid_begin("", "Thing", "t");
+    ckube_field_required(st, "before", ""); /* not counted */
+    assert_int_equal(ckube_validate_label_selector(sel, "spec.selector", false, st), 6);
+    assert_int_equal(st->ncauses, 7);
+    expect_cause(st, 1, CKUBE_CAUSE_FIELD_INVALID, "spec.selector.matchLabels",
+                 "Invalid value: \"bad value\": " LABEL_VALUE_MSG);
+    expect_cause(st, 2, CKUBE_CAUSE_FIELD_REQUIRED, "spec.selector.matchExpressions[0].values",
+                 "Required value: must be specified when `operator` is 'In' or 'NotIn'");
+    expect_cause(st, 3, CKUBE_CAUSE_FIELD_FORBIDDEN, "spec.selector.matchExpressions[1].values",
+                 "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
+    expect_cause(st, 4, CKUBE_CAUSE_FIELD_INVALID, "spec.selector.matchExpressions[2].operator",
+                 "Invalid value: \"Near\": not a valid selector operator");
+    expect_cause(st, 5, CKUBE_CAUSE_FIELD_INVALID, "spec.selector.matchExpressions[2].key",
+                 "Invalid value: \"c d\": " NAME_PART_MSG);
+    expect_cause(st, 6, CKUBE_CAUSE_FIELD_INVALID, "spec.selector.matchExpressions[2].values[0]",
+                 "Invalid value: \"-v\": " LABEL_VALUE_MSG);
+    ckube_status_free(st);
+
+    /* AllowInvalidLabelValueInSelector: the expressions' values pass */
+    st = ckube_status_invalid_begin("", "Thing", "t");
+    assert_int_equal(ckube_validate_label_selector(sel, "s", true, st), 5);
+    for (size_t i = 0; i < st->ncauses; i++)
+        assert_null(strstr(st->causes[i].field, "].values["));
+    ckube_status_free(st);
+
+    /* nothing to check: no selector, or a valid one */
+    st = ckube_status_invalid_begin("", "Thing", "t");
+    assert_int_equal(ckube_validate_label_selector(NULL, "s", false, st), 0);
+    json_t *good = json_pack("{s:{s:s},s:[{s:s,s:s}]}", "matchLabels", "app", "web",
+                             "matchExpressions", "key", "tier", "operator", "Exists");
+    assert_int_equal(ckube_validate_label_selector(good, "s", false, st), 0);
+    assert_int_equal(st->ncauses, 0);
+    ckube_status_free(st);
+    json_decref(good);
+    json_decref(sel);
+}
+
 static void test_field_helpers(void **state)
 {
     (void)state;
@@ -490,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_meta_annotations),
         cmocka_unit_test(test_meta_owner_references),
         cmocka_unit_test(test_meta_finalizers),
+        cmocka_unit_test(test_label_selector),
         cmocka_unit_test(test_field_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

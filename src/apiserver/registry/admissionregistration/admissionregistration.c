@@ -758,53 +758,6 @@ static void validate_rule(const json_t *rule, const char *path, ckube_status *st
     }
 }
 
-/* ---- selectors -------------------------------------------------------- */
-
-/* metav1 ValidateLabelSelector at `path`. Returns how many causes. */
-static size_t validate_selector(const json_t *sel, const char *path, bool allow_invalid_values,
-                                ckube_status *st)
-{
-    size_t before = st->ncauses + st->ncauses_dropped;
-    char field[320];
-    fpath(field, sizeof field, "%s.matchLabels", path);
-    ckube_validate_labels(json_object_get(sel, "matchLabels"), field, st);
-    size_t i, j;
-    json_t *expr, *v;
-    json_array_foreach(json_object_get(sel, "matchExpressions"), i, expr)
-    {
-        const char *op = str_or_empty(json_object_get(expr, "operator"));
-        size_t nvalues = json_array_size(json_object_get(expr, "values"));
-        if (!strcmp(op, "In") || !strcmp(op, "NotIn")) {
-            if (!nvalues) {
-                fpath(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
-                ckube_field_required(st, field,
-                                     "must be specified when `operator` is 'In' or 'NotIn'");
-            }
-        } else if (!strcmp(op, "Exists") || !strcmp(op, "DoesNotExist")) {
-            if (nvalues) {
-                fpath(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
-                ckube_field_forbidden(
-                    st, field,
-                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
-            }
-        } else {
-            fpath(field, sizeof field, "%s.matchExpressions[%zu].operator", path, i);
-            ckube_field_invalid(st, field, op, "not a valid selector operator");
-        }
-        const char *key = str_or_empty(json_object_get(expr, "key"));
-        fpath(field, sizeof field, "%s.matchExpressions[%zu].key", path, i);
-        invalid_each(st, field, key, ckube_is_qualified_name(key), "");
-        if (allow_invalid_values)
-            continue;
-        json_array_foreach(json_object_get(expr, "values"), j, v)
-        {
-            fpath(field, sizeof field, "%s.matchExpressions[%zu].values[%zu]", path, i, j);
-            invalid_each(st, field, str_or_empty(v), ckube_is_label_value(str_or_empty(v)), "");
-        }
-    }
-    return st->ncauses + st->ncauses_dropped - before;
-}
-
 /* ---- match conditions --------------------------------------------------- */
 
 /* validateMatchConditions, less the CEL compilation of the expressions
@@ -927,12 +880,12 @@ static void validate_hook(const json_t *hook, const char *path, const opts *o, c
     v = member(hook, "namespaceSelector");
     if (v) {
         fpath(field, sizeof field, "%s.namespaceSelector", path);
-        validate_selector(v, field, o->allow_invalid_label_values, st);
+        ckube_validate_label_selector(v, field, o->allow_invalid_label_values, st);
     }
     v = member(hook, "objectSelector");
     if (v) {
         fpath(field, sizeof field, "%s.objectSelector", path);
-        validate_selector(v, field, o->allow_invalid_label_values, st);
+        ckube_validate_label_selector(v, field, o->allow_invalid_label_values, st);
     }
     v = member(hook, "reinvocationPolicy");
     if (o->mutating && v && !in_list(str_or_empty(v), reinvocation)) {
@@ -1056,7 +1009,7 @@ static bool old_invalid_label_values(const json_t *old)
             if (!sel)
                 continue;
             ckube_status *scratch = ckube_status_invalid_begin(GROUP, "x", "");
-            bad = validate_selector(sel, sels[k], false, scratch) > 0;
+            bad = ckube_validate_label_selector(sel, sels[k], false, scratch) > 0;
             ckube_status_free(scratch);
         }
     }

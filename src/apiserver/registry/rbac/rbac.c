@@ -183,65 +183,13 @@ static void role_validate(const resource_type *t, const json_t *obj, const json_
     validate_rules(obj, true, st);
 }
 
-/* Label keys and values of a selector, one cause per problem as
- * upstream's ValidateLabelName and IsValidLabelValue give them: through
- * ckube_validate_labels with a key or value that cannot fail. */
-static void validate_label_key(const char *key, const char *field, ckube_status *st)
-{
-    json_t *m = json_pack("{s:s}", key, "");
-    ckube_validate_labels(m, field, st);
-    json_decref(m);
-}
-
-static void validate_label_value(const char *value, const char *field, ckube_status *st)
-{
-    json_t *m = json_pack("{s:s}", "k", value);
-    ckube_validate_labels(m, field, st);
-    json_decref(m);
-}
-
 /* metav1 ValidateLabelSelector at `path`; then, as upstream's
  * ValidateClusterRole adds, "invalid label selector." when the selector
  * cannot be turned into one (which is exactly when anything above was
  * wrong). */
 static void validate_label_selector(const json_t *sel, const char *path, ckube_status *st)
 {
-    size_t before = st->ncauses + st->ncauses_dropped;
-    char field[256];
-    snprintf(field, sizeof field, "%s.matchLabels", path);
-    ckube_validate_labels(json_object_get(sel, "matchLabels"), field, st);
-    size_t i, j;
-    json_t *expr, *v;
-    json_array_foreach(json_object_get(sel, "matchExpressions"), i, expr)
-    {
-        const char *op = member_str(expr, "operator");
-        size_t nvalues = json_array_size(json_object_get(expr, "values"));
-        if (!strcmp(op, "In") || !strcmp(op, "NotIn")) {
-            if (!nvalues) {
-                snprintf(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
-                ckube_field_required(st, field,
-                                     "must be specified when `operator` is 'In' or 'NotIn'");
-            }
-        } else if (!strcmp(op, "Exists") || !strcmp(op, "DoesNotExist")) {
-            if (nvalues) {
-                snprintf(field, sizeof field, "%s.matchExpressions[%zu].values", path, i);
-                ckube_field_forbidden(
-                    st, field,
-                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
-            }
-        } else {
-            snprintf(field, sizeof field, "%s.matchExpressions[%zu].operator", path, i);
-            ckube_field_invalid(st, field, op, "not a valid selector operator");
-        }
-        snprintf(field, sizeof field, "%s.matchExpressions[%zu].key", path, i);
-        validate_label_key(member_str(expr, "key"), field, st);
-        json_array_foreach(json_object_get(expr, "values"), j, v)
-        {
-            snprintf(field, sizeof field, "%s.matchExpressions[%zu].values[%zu]", path, i, j);
-            validate_label_value(str_or_empty(v), field, st);
-        }
-    }
-    if (st->ncauses + st->ncauses_dropped > before)
+    if (ckube_validate_label_selector(sel, path, false, st))
         ckube_field_invalid(st, path, "null", "invalid label selector.");
 }
 
@@ -446,7 +394,7 @@ static const builtin types[] = {
     {RBAC_GROUP,     "v1",      "roles", "Role", "role", true,
      {NULL},         {NULL},    false,   false,  false,  CKUBE_NAME_PATH_SEGMENT,
      patchmeta_role, cols_role, NULL,    NULL,   NULL,   role_validate,
-     NULL,           NULL, true},
+     NULL,           NULL,      true},
     {RBAC_GROUP,
      "v1",
      "clusterroles",
@@ -466,7 +414,8 @@ static const builtin types[] = {
      NULL,
      clusterrole_validate,
      NULL,
-     NULL, true},
+     NULL,
+     true},
     {RBAC_GROUP,
      "v1",
      "rolebindings",
@@ -486,7 +435,8 @@ static const builtin types[] = {
      binding_prepare_update,
      rolebinding_validate,
      NULL,
-     NULL, true},
+     NULL,
+     true},
     {RBAC_GROUP,
      "v1",
      "clusterrolebindings",
@@ -506,7 +456,8 @@ static const builtin types[] = {
      binding_prepare_update,
      clusterrolebinding_validate,
      NULL,
-     NULL, true},
+     NULL,
+     true},
 };
 
 int rbac_install(registry *reg)
