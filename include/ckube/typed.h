@@ -211,11 +211,14 @@ void ckube_struct_clear(const ckube_struct_info *si, void *obj);
 void *ckube_struct_decode(const ckube_struct_info *si, const char *json, size_t len,
                           ckube_status **err);
 
-/* Decodes a JSON value (borrowed; unknown members are kept by reference)
- * into a new struct. Errors as ckube_struct_decode's. */
+/* Decodes a JSON value (borrowed; unknown members and JSON-valued fields
+ * are kept by reference, so `j` must not be a tree other threads hold,
+ * such as a cache object: decode a json_deep_copy of one) into a new
+ * struct. Errors as ckube_struct_decode's. */
 void *ckube_struct_from_json(const ckube_struct_info *si, const json_t *j, ckube_status **err);
 
-/* The JSON of `obj`: a new reference, or NULL when out of memory. */
+/* The JSON of `obj`: a new reference sharing nothing with obj (so obj may
+ * be a cached object other threads read), or NULL when out of memory. */
 json_t *ckube_struct_to_json(const ckube_struct_info *si, const void *obj);
 
 /* The compact JSON text of `obj`: malloc'd, or NULL when out of memory. */

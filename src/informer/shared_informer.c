@@ -253,15 +253,15 @@ static const ckube_typed *typed_clash(const ckube_object *o, const ckube_typed *
                                       const ckube_type_info *t, ckube_status **err)
 {
     if (err)
-        *err = ckube_status_new(0, NULL, "%s is already decoded as %s%s%s %s, not as %s%s%s %s",
-                                ckube_object_key(o), have->type->group, *have->type->group ? "/" : "",
-                                have->type->version, have->type->kind, t->group,
-                                *t->group ? "/" : "", t->version, t->kind);
+        *err = ckube_status_new(
+            0, NULL, "%s is already decoded as %s%s%s %s, not as %s%s%s %s", ckube_object_key(o),
+            have->type->group, *have->type->group ? "/" : "", have->type->version, have->type->kind,
+            t->group, *t->group ? "/" : "", t->version, t->kind);
     return NULL;
 }
 
 const ckube_typed *ckube_object_typed(const ckube_object *o, const ckube_type_info *t,
-                                     ckube_status **err)
+                                      ckube_status **err)
 {
     if (err)
         *err = NULL;
@@ -277,8 +277,10 @@ const ckube_typed *ckube_object_typed(const ckube_object *o, const ckube_type_in
     }
     /* Decoded from a tree of its own (the compact form's trees are cheap
      * to build) rather than the notification's, which may never be
-     * built. */
-    json_t *tree = l->obj.c ? ckube__cobj_tree(l->obj.c) : json_incref(l->obj.j);
+     * built; an object without a compact form is copied, since the
+     * decoding keeps references into its tree (JSON-valued fields such as
+     * managedFields, unknown members) and other readers share that one. */
+    json_t *tree = l->obj.c ? ckube__cobj_tree(l->obj.c) : json_deep_copy(l->obj.j);
     ckube_typed *made = tree ? ckube_struct_from_json(t->object, tree, err) : NULL;
     json_decref(tree);
     if (!made)

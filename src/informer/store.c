@@ -1300,7 +1300,7 @@ static ckube__obj item_obj_ref(const struct item *it)
     if (it->c)
         o.c = ckube__cobj_ref(it->c);
     else
-        o.j = json_incref(it->tree);
+        o.j = ckube_obj_ref(it->tree); /* readers share the lock: atomic counts */
     return o;
 }
 

@@ -59,7 +59,7 @@ static json_t *finalizers_except(const json_t *obj, const char *drop)
     json_array_foreach(list, i, v)
     {
         if (!json_is_string(v) || !drop || strcmp(json_string_value(v), drop) != 0)
-            json_array_append(keep, v);
+            json_array_append_new(keep, json_deep_copy(v)); /* obj may be a shared cache object */
     }
     return keep;
 }

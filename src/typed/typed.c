@@ -610,8 +610,10 @@ static json_t *elem_to_json(const ckube_value_info *v, const void *slot)
         return json_integer((json_int_t)ios->int_value);
     }
     case CKUBE_VALUE_JSON: {
+        /* a copy: the object may be a shared cache object, read by other
+         * threads (jansson's counts are not safe to change from two) */
         json_t *j = *(json_t *const *)slot;
-        return j ? json_incref(j) : json_null();
+        return j ? json_deep_copy(j) : json_null();
     }
     default:
         return json_null();
@@ -677,7 +679,7 @@ static json_t *struct_to_json(const ckube_struct_info *si, const void *obj)
     json_object_foreach((json_t *)unknown, k, v)
     {
         /* a known field wins over an unknown member of the same name */
-        if (out && !json_object_get(out, k) && json_object_set(out, k, v)) {
+        if (out && !json_object_get(out, k) && json_object_set_new(out, k, json_deep_copy(v))) {
             json_decref(out);
             return NULL;
         }

@@ -575,6 +575,103 @@ static void test_typed_fake(void **state)
     ckube_fake_lw_unref(fake);
 }
 
+/* Many workers reading one cached object at once, as a controller's
+ * workers do: each gets it, decodes it as a Sink and encodes it again,
+ * and must see the object as it was read alone. Two stores: one filled
+ * through the json_t calls (no compact form: every reader shares its
+ * tree), and an informer's (compact objects: every reader shares one
+ * decoding). Under TSan (this test's label), also that no thread changes
+ * a shared tree's or decoding's counts unsynchronised. */
+typedef struct sink_reader {
+    ckube_lister l;
+    const char *name;
+    char *want; /* the object's JSON, keys sorted; NULL: read it alone first */
+    int bad;
+} sink_reader;
+
+static char *read_sink_once(const sink_reader *r)
+{
+    ckube_object *o = ckube_lister_get_object(&r->l, "default", r->name);
+    const kitchen_v1_sink *t = o ? kitchen_v1_sink_of(o, NULL) : NULL;
+    json_t *j = t ? kitchen_v1_sink_to_json(t) : NULL;
+    char *got = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    ckube_object_unref(o);
+    return got;
+}
+
+static void *read_sinks(void *arg)
+{
+    sink_reader *r = arg;
+    for (int i = 0; i < 200; i++) {
+        char *got = read_sink_once(r);
+        if (!got || strcmp(got, r->want))
+            r->bad++;
+        free(got);
+    }
+    return NULL;
+}
+
+static void readers_agree(ckube_lister l, const char *name)
+{
+    enum { N = 4 };
+    sink_reader r[N];
+    pthread_t th[N];
+    sink_reader alone = {.l = l, .name = name};
+    char *want = read_sink_once(&alone);
+    assert_non_null(want);
+    assert_non_null(strstr(want, "\"unknownField\":{\"kept\":[1,2]}"));
+    for (int i = 0; i < N; i++) {
+        r[i] = (sink_reader){.l = l, .name = name, .want = want};
+        assert_int_equal(pthread_create(&th[i], NULL, read_sinks, &r[i]), 0);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(r[i].bad, 0);
+    free(want);
+}
+
+static void test_shared_tree_readers(void **state)
+{
+    (void)state;
+    /* a json_t store */
+    ckube_store *s = ckube_store_new(NULL);
+    json_t *obj =
+        json_loads("{\"apiVersion\":\"kitchen.example.com/v1\",\"kind\":\"Sink\",\"metadata\":"
+                   "{\"managedFields\":[{\"manager\":\"m\",\"operation\":\"Update\"}],"
+                   "\"name\":\"shared\",\"namespace\":\"default\"},\"spec\":{\"name\":\"n\","
+                   "\"replicas\":2},\"unknownField\":{\"kept\":[1,2]}}",
+                   0, NULL);
+    assert_non_null(obj);
+    assert_int_equal(ckube_store_put(s, obj, NULL), 0);
+    json_decref(obj);
+    readers_agree((ckube_lister){.store = s}, "shared");
+    ckube_store_free(s);
+
+    /* an informer's store of compact objects, from the typed fake */
+    ckube_fake_lw_opts fo = {.resource = "sinks.kitchen.example.com",
+                             .api_version = "kitchen.example.com/v1",
+                             .kind = "Sink"};
+    ckube_fake_lw *fake = ckube_fake_lw_new(&fo);
+    kitchen_v1_sink *a = new_sink("a", 3);
+    ckube_set_string(&a->metadata.namespace_, "default");
+    a->unknown = json_loads("{\"unknownField\":{\"kept\":[1,2]}}", 0, NULL);
+    assert_true(kitchen_v1_sinks_fake_add(fake, a) > 0);
+    ckube_shared_informer *inf = ckube_shared_informer_new(ckube_fake_lw_list_watch(fake), NULL);
+    assert_int_equal(ckube_shared_informer_start(inf), 0);
+    ckube_lister l = ckube_shared_informer_lister(inf);
+    json_t *got = NULL;
+    for (int i = 0; i < 300 && !(got = ckube_lister_get(&l, "default", "a")); i++)
+        ips_sleep_ms(10);
+    assert_non_null(got);
+    ckube_obj_unref(got);
+    readers_agree(l, "a");
+    ckube_shared_informer_free(inf);
+    kitchen_v1_sink_free(a);
+    ckube_fake_lw_unref(fake);
+}
+
 static json_t *must_json(const char *text)
 {
     json_error_t e;
@@ -774,6 +871,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_openapi_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_document, setup, teardown),
         cmocka_unit_test(test_typed_fake),
+        cmocka_unit_test(test_shared_tree_readers),
     };
     return cmocka_run_group_tests(tests, ips_global_setup, ips_global_teardown);
 }
