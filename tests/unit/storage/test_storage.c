@@ -2268,13 +2268,33 @@ static void test_open_errors(void **state)
 
 #define T(fn, be) cmocka_unit_test_prestate_setup_teardown(fn, setup, teardown, (void *)&be)
 
-int main(void)
+/* Every backend's group, or those named on the command line ("memory",
+ * "sqlite", "etcd"): the ThreadSanitizer pass runs the first two (the
+ * committer's and checkpointer's threads), whose etcd group, several
+ * times slower under TSan, ran past the test timeout beside the e2e
+ * tests; the etcd client's threads have TSan tests of their own
+ * (tests/unit/storage/etcd/). */
+static bool wanted(int argc, char **argv, const char *group)
+{
+    if (argc < 2)
+        return true;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], group))
+            return true;
+    return false;
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest memory_tests[] = {SUITE(T, be_memory)};
     const struct CMUnitTest sqlite_tests[] = {SUITE(T, be_sqlite), SQLITE_ONLY(T, be_sqlite)};
     const struct CMUnitTest etcd_tests[] = {ETCD_SUITE(T, be_etcd)};
-    int failed = cmocka_run_group_tests_name("storage/memory", memory_tests, NULL, NULL);
-    failed += cmocka_run_group_tests_name("storage/sqlite", sqlite_tests, NULL, NULL);
-    failed += cmocka_run_group_tests_name("storage/etcd", etcd_tests, NULL, NULL);
+    int failed = 0;
+    if (wanted(argc, argv, "memory"))
+        failed += cmocka_run_group_tests_name("storage/memory", memory_tests, NULL, NULL);
+    if (wanted(argc, argv, "sqlite"))
+        failed += cmocka_run_group_tests_name("storage/sqlite", sqlite_tests, NULL, NULL);
+    if (wanted(argc, argv, "etcd"))
+        failed += cmocka_run_group_tests_name("storage/etcd", etcd_tests, NULL, NULL);
     return failed != 0;
 }
