@@ -41,10 +41,11 @@ struct checkpointer {
      * checkpoint ended (SQLite's pnLog and pnCkpt). */
     int log, copied;
     /* The hook's own (hooks run one at a time, under the commit lock):
-     * the WAL's size when it last asked, and after the previous commit. */
-    int asked_at, prev;
+     * the WAL's size when it last asked; and after the previous commit,
+     * which the metrics' reader reads too (hence atomic). */
+    int asked_at;
+    _Atomic int wal_pages;
     _Atomic uint64_t background, inline_;
-    _Atomic int wal_pages; /* `prev`, for the metrics' reader */
 };
 
 /* A checkpoint's result worth a warning: anything but done or busy. */
@@ -85,8 +86,8 @@ static int wal_hook(void *arg, sqlite3 *db, const char *schema, int pages)
     checkpointer *c = arg;
     if (pages < c->asked_at) /* the WAL started over */
         c->asked_at = 0;
-    int added = pages > c->prev ? pages - c->prev : pages; /* by this commit */
-    c->prev = pages;
+    int prev = atomic_load_explicit(&c->wal_pages, memory_order_relaxed);
+    int added = pages > prev ? pages - prev : pages; /* by this commit */
     atomic_store_explicit(&c->wal_pages, pages, memory_order_relaxed);
     if (pages >= CHECKPOINTER_LIMIT) {
         finish_inline(c, db, schema);
