@@ -7,7 +7,8 @@
  * What it does, as a server built on k8s.io/apiserver with
  * RecommendedOptions' delegated authentication and authorization:
  *  - HTTPS on its own thread (the serving certificate from files, read
- *    at start, or a self-signed one made in memory);
+ *    again when they change, so a rotation reaches the next connection
+ *    without a restart; or a self-signed one made in memory);
  *  - authentication: first the front proxy (a client certificate signed
  *    by requestheader-client-ca-file with a CN among
  *    requestheader-allowed-names, both read from ConfigMap
@@ -52,7 +53,8 @@ typedef struct ckube_apiext_options {
     const char *version;      /* "v1alpha1" (copied) */
     const char *bind_address; /* NULL: "0.0.0.0" */
     int port;                 /* 0: any free port (ckube_apiext_server_port) */
-    /* The serving certificate and key (PEM files, read at start); both
+    /* The serving certificate and key (PEM files, read at start and
+     * again when either changes, as the manager's secure serving); both
      * NULL: a self-signed certificate for localhost and 127.0.0.1 made at
      * start (then the APIService needs insecureSkipTLSVerify). */
     const char *cert_file, *key_file;

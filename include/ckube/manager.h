@@ -118,7 +118,10 @@ typedef struct ckube_secure_serving_options {
      * ckube_manager_secure_port). Copied. */
     const char *bind_address;
     /* PEM files of the serving certificate (its chain may follow) and its
-     * key, read at start. Both NULL: a CA and a certificate for localhost
+     * key, read at start and again when either changes (looked at, at
+     * most once a second, when a connection comes: a rotation reaches
+     * the next connection; a half-written one keeps the certificate that
+     * worked). Both NULL: a CA and a certificate for localhost
      * and 127.0.0.1 made in memory at start (P-256, one year), as
      * upstream's self-signed default. */
     const char *cert_file, *key_file;

@@ -1,6 +1,7 @@
-/* A small extension API server (ckube/apiext.h): HTTPS on libevent's
- * evhttp with OpenSSL bufferevents on a thread of its own, as the
- * webhook server and the manager's secure port; authentication and
+/* A small extension API server (ckube/apiext.h): HTTPS on an http_serve
+ * of its own (runtime/http_serve.h: evhttp on a thread), as the webhook
+ * server and the manager's secure port, its serving certificate read
+ * again when its files change (runtime's serving_cert); authentication and
  * authorization as k8s.io/apiserver's delegated options (the front
  * proxy's request headers here, the rest runtime/delegated_auth.c's);
  * discovery and read-only resources from provider callbacks. */
@@ -11,7 +12,6 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <openssl/err.h>
@@ -19,22 +19,16 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include <arpa/inet.h>
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "apiext/internal.h"
 #include "common/text.h"
 #include "runtime/delegated_auth.h"
+#include "runtime/http_serve.h"
 #include "runtime/secure_serving.h"
 
 typedef struct resource {
@@ -53,14 +47,10 @@ struct ckube_apiext_server {
     char *cert_file, *key_file;
     resource *res;
     size_t nres;
-    SSL_CTX *ctx;
+    serving_cert *tls;
     apiext_front_proxy *fp;
     delegated_auth *auth;
-    struct event_base *base;
-    struct event *wake;
-    struct evhttp *http;
-    int pipe[2];
-    pthread_t thread;
+    http_serve *serve;
     bool running;
     ckube_runnable runnable;
 };
@@ -442,39 +432,6 @@ static void on_request(struct evhttp_request *req, void *arg)
 
 /* ---- life cycle ---------------------------------------------------------------- */
 
-static struct bufferevent *tls_bufferevent(struct event_base *base, void *arg)
-{
-    ckube_apiext_server *s = arg;
-    SSL *ssl = SSL_new(s->ctx);
-    if (!ssl)
-        return NULL;
-    struct bufferevent *bev = bufferevent_openssl_socket_new(
-        base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
-    if (!bev) {
-        SSL_free(ssl);
-        return NULL;
-    }
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    return bev;
-}
-
-static void on_wake(evutil_socket_t fd, short what, void *arg)
-{
-    (void)what;
-    char buf[16];
-    while (read(fd, buf, sizeof buf) > 0) {
-    }
-    event_base_loopbreak(arg);
-}
-
-static void *server_main(void *arg)
-{
-    pthread_setname_np(pthread_self(), "ckube-apiext");
-    ckube_apiext_server *s = arg;
-    event_base_dispatch(s->base);
-    return NULL;
-}
-
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -512,7 +469,6 @@ ckube_apiext_server *ckube_apiext_server_new(const ckube_apiext_options *o, char
     ckube_apiext_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->pipe[0] = s->pipe[1] = -1;
     s->client = o->client;
     s->group = strdup(o->group);
     s->version = strdup(o->version);
@@ -581,42 +537,30 @@ int ckube_apiext_server_start(ckube_apiext_server *s, char **err)
     s->fp = apiext_front_proxy_load(s->client, &client_ca, &ca_len, &e);
     if (!s->fp)
         goto fail;
-    s->ctx = secure_serving_ctx_new(s->cert_file, s->key_file, client_ca, ca_len, &e);
+    s->tls =
+        serving_cert_new(s->cert_file, s->key_file, client_ca, ca_len, "extension API server", &e);
     free(client_ca);
-    if (!s->ctx)
+    if (!s->tls)
         goto fail;
     delegated_auth_opts ao = {.client = s->client};
     s->auth = delegated_auth_new(&ao);
-    s->base = event_base_new();
-    if (!s->auth || !s->base || pipe2(s->pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    s->serve = http_serve_new("ckube-apiext");
+    if (!s->auth || !s->serve) {
         e = strdup("out of memory");
         goto fail;
     }
-    s->wake = event_new(s->base, s->pipe[0], EV_READ | EV_PERSIST, on_wake, s->base);
-    event_add(s->wake, NULL);
-    s->http = evhttp_new(s->base);
-    evhttp_set_gencb(s->http, on_request, s);
-    evhttp_set_bevcb(s->http, tls_bufferevent, s);
-    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
-                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
-                                            EVHTTP_REQ_OPTIONS);
-    evhttp_set_max_body_size(s->http, 3 * 1024 * 1024);
-    struct evhttp_bound_socket *bs =
-        evhttp_bind_socket_with_handle(s->http, s->host, (ev_uint16_t)s->port);
-    if (!bs) {
-        if (asprintf(&e, "failed to listen on %s:%d: %s", s->host, s->port, strerror(errno)) < 0)
-            e = NULL;
+    http_listen_opts o = {.host = s->host,
+                          .port = s->port,
+                          .tls = s->tls,
+                          .fn = on_request,
+                          .arg = s,
+                          .max_body = 3 * 1024 * 1024,
+                          .methods = EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+                                     EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
+                                     EVHTTP_REQ_OPTIONS};
+    s->bound_port = http_serve_listen(s->serve, &o, &e);
+    if (s->bound_port < 0 || http_serve_start(s->serve, &e) != 0)
         goto fail;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0)
-        s->bound_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                                 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    if (pthread_create(&s->thread, NULL, server_main, s) != 0) {
-        e = strdup("cannot start the extension API server's thread");
-        goto fail;
-    }
     s->running = true;
     CKUBE_INFO("Serving %s on https://%s:%d", s->gv, s->host, s->bound_port);
     return 0;
@@ -636,28 +580,11 @@ int ckube_apiext_server_port(const ckube_apiext_server *s)
 
 void ckube_apiext_server_stop(ckube_apiext_server *s)
 {
-    if (s->running) {
-        ssize_t w = write(s->pipe[1], "x", 1);
-        (void)w;
-        pthread_join(s->thread, NULL);
-        s->running = false;
-    }
-    if (s->http)
-        evhttp_free(s->http);
-    s->http = NULL;
-    if (s->wake)
-        event_free(s->wake);
-    s->wake = NULL;
-    if (s->base)
-        event_base_free(s->base);
-    s->base = NULL;
-    for (int i = 0; i < 2; i++) {
-        if (s->pipe[i] >= 0)
-            close(s->pipe[i]);
-        s->pipe[i] = -1;
-    }
-    SSL_CTX_free(s->ctx);
-    s->ctx = NULL;
+    http_serve_free(s->serve); /* joins the thread; the port is free after */
+    s->serve = NULL;
+    s->running = false;
+    serving_cert_free(s->tls);
+    s->tls = NULL;
     delegated_auth_free(s->auth);
     s->auth = NULL;
     apiext_front_proxy_free(s->fp);

@@ -738,11 +738,12 @@ static int listen_secure(ckube_manager *m, char **err)
     size_t len = 0;
     if (client_ca(m, &pem, &len, err) != 0)
         return -1;
-    SSL_CTX *ssl = secure_serving_ctx_new(m->secure_cert, m->secure_key, pem, len, err);
+    serving_cert *tls =
+        serving_cert_new(m->secure_cert, m->secure_key, pem, len, "secure serving", err);
     free(pem);
-    if (!ssl)
+    if (!tls)
         return -1;
-    return manager_http_listen_secure(m->http, m->secure_addr, ssl, m->auth, m->metrics,
+    return manager_http_listen_secure(m->http, m->secure_addr, tls, m->auth, m->metrics,
                                       &m->healthz, &m->readyz, err);
 }
 
@@ -757,10 +758,8 @@ static int start_http(ckube_manager *m)
         goto fail;
     if (m->secure_addr && listen_secure(m, &err) != 0)
         goto fail;
-    if (manager_http_start(m->http) != 0) {
-        err = strdup("cannot start the HTTP thread");
+    if (manager_http_start(m->http, &err) != 0)
         goto fail;
-    }
     return 0;
 fail:
     CKUBE_ERROR("manager: %s", err ? err : "out of memory");

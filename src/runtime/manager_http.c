@@ -21,13 +21,14 @@
  * probes, which upstream's always-allowed health paths never send
  * through a review.
  *
- * One event base, driven by one thread; no libevent call is made from any
- * other thread while it runs (the stop request arrives through a pipe), so
- * libevent needs no locking (evthread) setup. */
+ * The listeners share one http_serve (runtime/http_serve.h): one event
+ * loop on one thread. The secure listener's certificate is read again
+ * when its files change (serving_cert, secure_serving.h). */
 #include "manager_internal.h"
 
 #include "common/text.h"
 #include "runtime/delegated_auth.h"
+#include "runtime/http_serve.h"
 
 #include <ckube/json.h>
 #include <ckube/log.h>
@@ -36,23 +37,16 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
 #include <openssl/ssl.h>
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 /* ======================================================================
  * Checks
@@ -138,46 +132,26 @@ enum listener_kind { L_METRICS, L_HEALTH, L_SECURE };
 
 struct listener {
     enum listener_kind kind;
-    struct evhttp *http;
-    int port;
+    int port; /* 0: not bound */
     ckube_metrics_registry *reg;
     manager_checks *healthz, *readyz;
-    SSL_CTX *ssl;         /* L_SECURE: owned */
+    serving_cert *tls;    /* L_SECURE: owned */
     delegated_auth *auth; /* L_SECURE: borrowed */
 };
 
 struct manager_http {
-    struct event_base *base;
-    struct event *wake;
-    int pipe[2];
+    http_serve *serve;
     struct listener metrics, health, secure;
-    pthread_t thread;
-    bool running;
 };
-
-static void on_wake(evutil_socket_t fd, short what, void *arg)
-{
-    (void)what;
-    char buf[16];
-    while (read(fd, buf, sizeof(buf)) > 0) {
-    }
-    event_base_loopbreak(arg);
-}
 
 manager_http *manager_http_new(void)
 {
     manager_http *h = calloc(1, sizeof(*h));
     if (!h)
         return NULL;
-    h->pipe[0] = h->pipe[1] = -1;
-    h->base = event_base_new();
-    if (!h->base || pipe2(h->pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        manager_http_free(h);
-        return NULL;
-    }
-    h->wake = event_new(h->base, h->pipe[0], EV_READ | EV_PERSIST, on_wake, h->base);
-    if (!h->wake || event_add(h->wake, NULL) != 0) {
-        manager_http_free(h);
+    h->serve = http_serve_new("ckube-mgr-http"); /* top -H, perf, gdb */
+    if (!h->serve) {
+        free(h);
         return NULL;
     }
     return h;
@@ -505,24 +479,6 @@ static int split_addr(const char *addr, char *host, size_t hn, int *port)
     return 0;
 }
 
-/* evhttp's bufferevent for a new connection of the secure listener: TLS,
- * the handshake as the server. */
-static struct bufferevent *tls_bufferevent(struct event_base *base, void *arg)
-{
-    SSL *ssl = SSL_new(arg);
-    if (!ssl)
-        return NULL;
-    struct bufferevent *bev = bufferevent_openssl_socket_new(
-        base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
-    if (!bev) {
-        SSL_free(ssl);
-        return NULL;
-    }
-    /* a client that closes without close_notify (curl, Go) is no error */
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    return bev;
-}
-
 static int bind_listener(manager_http *h, struct listener *l, const char *addr, char **err)
 {
     char host[256];
@@ -532,31 +488,11 @@ static int bind_listener(manager_http *h, struct listener *l, const char *addr, 
             *err = NULL;
         return -1;
     }
-    l->http = evhttp_new(h->base);
-    if (!l->http) {
-        *err = strdup("out of memory");
+    http_listen_opts o = {.host = host, .port = port, .tls = l->tls, .fn = on_request, .arg = l};
+    int bound = http_serve_listen(h->serve, &o, err);
+    if (bound < 0)
         return -1;
-    }
-    evhttp_set_gencb(l->http, on_request, l);
-    if (l->ssl)
-        evhttp_set_bevcb(l->http, tls_bufferevent, l->ssl);
-    struct evhttp_bound_socket *bs =
-        evhttp_bind_socket_with_handle(l->http, host, (ev_uint16_t)port);
-    if (!bs) {
-        if (asprintf(err, "failed to listen on %s: %s", addr, strerror(errno)) < 0)
-            *err = NULL;
-        evhttp_free(l->http);
-        l->http = NULL;
-        return -1;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET)
-            l->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        else if (ss.ss_family == AF_INET6)
-            l->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    }
+    l->port = bound;
     return 0;
 }
 
@@ -583,12 +519,13 @@ int manager_http_listen_health(manager_http *h, const char *addr, manager_checks
     return 0;
 }
 
-int manager_http_listen_secure(manager_http *h, const char *addr, SSL_CTX *ssl,
+int manager_http_listen_secure(manager_http *h, const char *addr, serving_cert *tls,
                                delegated_auth *auth, ckube_metrics_registry *reg,
                                manager_checks *healthz, manager_checks *readyz, char **err)
 {
     h->secure.kind = L_SECURE;
-    h->secure.ssl = ssl;
+    serving_cert_free(h->secure.tls); /* a listener of an earlier start */
+    h->secure.tls = tls;
     h->secure.auth = auth;
     h->secure.reg = reg;
     h->secure.healthz = healthz;
@@ -599,76 +536,38 @@ int manager_http_listen_secure(manager_http *h, const char *addr, SSL_CTX *ssl,
     return 0;
 }
 
-static void *http_main(void *arg)
+int manager_http_start(manager_http *h, char **err)
 {
-    pthread_setname_np(pthread_self(), "ckube-mgr-http"); /* top -H, perf, gdb */
-    manager_http *h = arg;
-    event_base_dispatch(h->base);
-    return NULL;
-}
-
-int manager_http_start(manager_http *h)
-{
-    if (h->running || (!h->metrics.http && !h->health.http && !h->secure.http))
-        return 0;
-    if (pthread_create(&h->thread, NULL, http_main, h) != 0)
-        return -1;
-    h->running = true;
-    return 0;
+    return http_serve_start(h->serve, err);
 }
 
 void manager_http_stop(manager_http *h)
 {
-    if (h->running) {
-        ssize_t w = write(h->pipe[1], "x", 1);
-        (void)w;
-        pthread_join(h->thread, NULL);
-        h->running = false;
-    }
-    /* Close the listeners so the ports are free once stop returns. */
-    if (h->metrics.http) {
-        evhttp_free(h->metrics.http);
-        h->metrics.http = NULL;
-    }
-    if (h->health.http) {
-        evhttp_free(h->health.http);
-        h->health.http = NULL;
-    }
-    if (h->secure.http) {
-        evhttp_free(h->secure.http);
-        h->secure.http = NULL;
-    }
+    /* the listeners are closed: the ports are free once stop returns */
+    http_serve_stop(h->serve);
+    h->metrics.port = h->health.port = h->secure.port = 0;
 }
 
 void manager_http_free(manager_http *h)
 {
     if (!h)
         return;
-    if (h->base)
-        manager_http_stop(h);
-    if (h->wake)
-        event_free(h->wake);
-    if (h->base)
-        event_base_free(h->base);
-    SSL_CTX_free(h->secure.ssl);
-    if (h->pipe[0] >= 0)
-        close(h->pipe[0]);
-    if (h->pipe[1] >= 0)
-        close(h->pipe[1]);
+    http_serve_free(h->serve);
+    serving_cert_free(h->secure.tls);
     free(h);
 }
 
 int manager_http_metrics_port(const manager_http *h)
 {
-    return h && h->metrics.http ? h->metrics.port : 0;
+    return h ? h->metrics.port : 0;
 }
 
 int manager_http_health_port(const manager_http *h)
 {
-    return h && h->health.http ? h->health.port : 0;
+    return h ? h->health.port : 0;
 }
 
 int manager_http_secure_port(const manager_http *h)
 {
-    return h && h->secure.http ? h->secure.port : 0;
+    return h ? h->secure.port : 0;
 }

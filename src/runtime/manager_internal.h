@@ -11,6 +11,7 @@
 #include <openssl/ssl.h>
 
 #include "runtime/delegated_auth.h"
+#include "runtime/secure_serving.h"
 
 /* A named list of health checks, safe to extend while being served. */
 typedef struct manager_check {
@@ -44,14 +45,16 @@ int manager_http_listen_metrics(manager_http *h, const char *addr, ckube_metrics
                                 char **err);
 int manager_http_listen_health(manager_http *h, const char *addr, manager_checks *healthz,
                                manager_checks *readyz, char **err);
-/* The secure listener: HTTPS with `ssl` (taken: freed with the server,
- * also on failure), each request admitted by `auth` (borrowed), serving
- * /metrics from `reg` and /healthz, /readyz from the checks. */
-int manager_http_listen_secure(manager_http *h, const char *addr, SSL_CTX *ssl,
+/* The secure listener: HTTPS with the certificate of `tls` (taken: freed
+ * with the server, also on failure), each request admitted by `auth`
+ * (borrowed), serving /metrics from `reg` and /healthz, /readyz from the
+ * checks. */
+int manager_http_listen_secure(manager_http *h, const char *addr, serving_cert *tls,
                                delegated_auth *auth, ckube_metrics_registry *reg,
                                manager_checks *healthz, manager_checks *readyz, char **err);
-/* Starts the loop thread (when anything is bound). -1 on failure. */
-int manager_http_start(manager_http *h);
+/* Starts the loop thread (when anything is bound). -1 with *err
+ * (malloc'd) on failure. */
+int manager_http_start(manager_http *h, char **err);
 /* Stops the loop and joins its thread; listeners are closed. Idempotent. */
 void manager_http_stop(manager_http *h);
 /* Stops and frees. NULL-safe. */

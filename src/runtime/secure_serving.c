@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <openssl/err.h>
@@ -156,6 +157,102 @@ SSL_CTX *secure_serving_ctx_new(const char *cert_file, const char *key_file, con
         return NULL;
     }
     return ctx;
+}
+
+/* ---- the serving certificate, read again when its files change ---- */
+
+struct serving_cert {
+    char *cert_file, *key_file; /* NULL: self-signed, never made again */
+    char *client_ca;            /* NULL: none */
+    size_t ca_len;
+    char *who;
+    SSL_CTX *ctx;
+    struct stat cert_st, key_st; /* of the files ctx was made from */
+    time_t checked;              /* when the files were last looked at */
+};
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+serving_cert *serving_cert_new(const char *cert_file, const char *key_file, const char *client_ca,
+                               size_t len, const char *who, char **err)
+{
+    serving_cert *c = calloc(1, sizeof *c);
+    if (!c) {
+        ckube__set_err(err, "out of memory");
+        return NULL;
+    }
+    c->who = strdup(who ? who : "server");
+    c->cert_file = cert_file ? strdup(cert_file) : NULL;
+    c->key_file = key_file ? strdup(key_file) : NULL;
+    c->client_ca = client_ca ? malloc(len ? len : 1) : NULL;
+    if (!c->who || (cert_file && !c->cert_file) || (key_file && !c->key_file) ||
+        (client_ca && !c->client_ca)) {
+        ckube__set_err(err, "out of memory");
+        serving_cert_free(c);
+        return NULL;
+    }
+    if (client_ca)
+        memcpy(c->client_ca, client_ca, len);
+    c->ca_len = len;
+    /* the files' identities first: a rotation between the stat and the
+     * load is seen (and loaded again) at the next look */
+    if (cert_file && key_file) {
+        stat(cert_file, &c->cert_st);
+        stat(key_file, &c->key_st);
+    }
+    c->ctx = secure_serving_ctx_new(cert_file, key_file, client_ca, len, err);
+    if (!c->ctx) {
+        serving_cert_free(c);
+        return NULL;
+    }
+    c->checked = time(NULL);
+    return c;
+}
+
+SSL_CTX *serving_cert_ctx(serving_cert *c)
+{
+    time_t now = time(NULL);
+    if (!c->cert_file || now == c->checked)
+        return c->ctx;
+    c->checked = now;
+    struct stat cs, ks;
+    if (stat(c->cert_file, &cs) != 0 || stat(c->key_file, &ks) != 0)
+        return c->ctx; /* mid-rotation (a file replaced by rename): keep what works */
+    if (same_file(&cs, &c->cert_st) && same_file(&ks, &c->key_st))
+        return c->ctx;
+    char *err = NULL;
+    SSL_CTX *ctx = secure_serving_ctx_new(c->cert_file, c->key_file, c->client_ca, c->ca_len, &err);
+    if (!ctx) {
+        CKUBE_ERROR("%s: %s; keeping the previous certificate", c->who, err ? err : "");
+        free(err);
+        /* not looked at again until the files change once more */
+        c->cert_st = cs;
+        c->key_st = ks;
+        return c->ctx;
+    }
+    CKUBE_INFO("%s: loaded a new serving certificate from %s and %s", c->who, c->cert_file,
+               c->key_file);
+    SSL_CTX_free(c->ctx); /* connections made from it hold their own reference */
+    c->ctx = ctx;
+    c->cert_st = cs;
+    c->key_st = ks;
+    return ctx;
+}
+
+void serving_cert_free(serving_cert *c)
+{
+    if (!c)
+        return;
+    SSL_CTX_free(c->ctx);
+    free(c->cert_file);
+    free(c->key_file);
+    free(c->client_ca);
+    free(c->who);
+    free(c);
 }
 
 json_t *secure_serving_auth_configmap(ckube_client *c, char **err)

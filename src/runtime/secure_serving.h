@@ -28,6 +28,30 @@
 SSL_CTX *secure_serving_ctx_new(const char *cert_file, const char *key_file, const char *client_ca,
                                 size_t len, char **err);
 
+/* The serving certificate of a secure listener, as k8s.io/apiserver's
+ * dynamic serving content and controller-runtime's certwatcher: with
+ * cert_file and key_file, a context made by secure_serving_ctx_new from
+ * them and made again when either file changes (looked at, at most once a
+ * second, when serving_cert_ctx is called: when a connection comes, so an
+ * idle server does no work), so a rotated certificate reaches the next
+ * connection without a restart; with both NULL, the self-signed one, made
+ * once. client_ca (len bytes, may be NULL) as secure_serving_ctx_new's,
+ * copied. `who` names the server in the logs ("webhook server"). The
+ * first context must be made: NULL with *err (malloc'd) otherwise. */
+typedef struct serving_cert serving_cert;
+serving_cert *serving_cert_new(const char *cert_file, const char *key_file, const char *client_ca,
+                               size_t len, const char *who, char **err);
+
+/* The current context (borrowed: valid until the next call or
+ * serving_cert_free; an SSL made from it keeps its own reference). A new
+ * one when the files changed and load; when they do not (a rotation
+ * half-written, a key that is not the certificate's), the one that
+ * worked, with the reason logged. One thread at a time (the listener's
+ * loop). */
+SSL_CTX *serving_cert_ctx(serving_cert *c);
+
+void serving_cert_free(serving_cert *c);
+
 /* The CAs of a PEM bundle (len bytes) as a store verifying client
  * certificates for client authentication (a new store; NULL when the
  * bundle holds no certificate); with names_out, their subjects too (a

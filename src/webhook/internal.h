@@ -6,14 +6,11 @@
 
 #include <ckube/webhook.h>
 
-#include <event2/event.h>
-#include <openssl/ssl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <sys/stat.h>
-#include <time.h>
+
+#include "runtime/http_serve.h"
 
 typedef enum { WH_ADMISSION, WH_DEFAULTER, WH_VALIDATOR, WH_CONVERSION } wh_kind;
 
@@ -34,16 +31,10 @@ struct ckube_webhook_server {
     char *host;
     int port, bound_port;
     char *cert_path, *key_path;
-    SSL_CTX *ctx; /* the server thread's once started */
-    struct stat cert_st, key_st;
-    time_t checked;
+    serving_cert *tls; /* once started: read again when the files change */
     wh_handler *handlers;
     size_t nhandlers;
-    struct event_base *base;
-    struct event *wake;
-    struct evhttp *http;
-    int pipe[2];
-    pthread_t thread;
+    http_serve *serve; /* once started */
     bool running;
     atomic_bool serving;
     ckube_metric_family *requests, *latency_fam, *in_flight_fam;

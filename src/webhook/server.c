@@ -1,112 +1,25 @@
-/* The webhook server (ckube/webhook.h): HTTPS on libevent's evhttp with
- * OpenSSL bufferevents (as the manager's secure port, runtime/
- * manager_http.c), on a thread of its own; the reviews themselves are
- * review.c's. The serving certificate is read again when its files
+/* The webhook server (ckube/webhook.h): HTTPS on an http_serve of its
+ * own (runtime/http_serve.h: evhttp on a thread); the reviews themselves
+ * are review.c's. The serving certificate is read again when its files
  * change, at most once a second and only when a connection comes, so an
- * idle server does no work (controller-runtime's certwatcher polls and
- * watches; the effect for a client is the same: the next connection
- * after a rotation gets the new certificate). */
+ * idle server does no work (runtime's serving_cert; controller-runtime's
+ * certwatcher polls and watches; the effect for a client is the same:
+ * the next connection after a rotation gets the new certificate). */
 #include "webhook/internal.h"
 
 #include <ckube/log.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/http.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
-
-/* ---- the certificate --------------------------------------------------------- */
-
-static bool same_file(const struct stat *a, const struct stat *b)
-{
-    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
-}
-
-/* Loads the certificate and key into a new context. NULL with *err. */
-static SSL_CTX *load_ctx(const char *cert, const char *key, char **err)
-{
-    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-    if (!ctx) {
-        *err = strdup("out of memory");
-        return NULL;
-    }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
-        SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(ctx) != 1) {
-        unsigned long e = ERR_get_error();
-        const char *r = e ? ERR_reason_error_string(e) : NULL;
-        if (asprintf(err, "loading certificate %s and key %s: %s", cert, key,
-                     r ? r : "unreadable") < 0)
-            *err = NULL;
-        ERR_clear_error();
-        SSL_CTX_free(ctx);
-        return NULL;
-    }
-    return ctx;
-}
-
-/* The current context, read again if the files changed. */
-static SSL_CTX *current_ctx(ckube_webhook_server *s)
-{
-    time_t now = time(NULL);
-    if (s->ctx && now == s->checked)
-        return s->ctx;
-    s->checked = now;
-    struct stat c, k;
-    if (stat(s->cert_path, &c) != 0 || stat(s->key_path, &k) != 0)
-        return s->ctx; /* mid-rotation: keep what works */
-    if (s->ctx && same_file(&c, &s->cert_st) && same_file(&k, &s->key_st))
-        return s->ctx;
-    char *err = NULL;
-    SSL_CTX *ctx = load_ctx(s->cert_path, s->key_path, &err);
-    if (!ctx) {
-        CKUBE_ERROR("webhook server: %s; keeping the previous certificate", err ? err : "");
-        free(err);
-        return s->ctx;
-    }
-    if (s->ctx) {
-        CKUBE_INFO("Updated current TLS certificate");
-        SSL_CTX_free(s->ctx);
-    }
-    s->ctx = ctx;
-    s->cert_st = c;
-    s->key_st = k;
-    return ctx;
-}
-
-static struct bufferevent *tls_bufferevent(struct event_base *base, void *arg)
-{
-    ckube_webhook_server *s = arg;
-    SSL_CTX *ctx = current_ctx(s);
-    SSL *ssl = ctx ? SSL_new(ctx) : NULL;
-    if (!ssl)
-        return NULL;
-    struct bufferevent *bev = bufferevent_openssl_socket_new(
-        base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
-    if (!bev) {
-        SSL_free(ssl);
-        return NULL;
-    }
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    return bev;
-}
 
 /* ---- requests ---------------------------------------------------------------- */
 
@@ -186,15 +99,6 @@ static void on_request(struct evhttp_request *req, void *arg)
 
 /* ---- life cycle -------------------------------------------------------------- */
 
-static void on_wake(evutil_socket_t fd, short what, void *arg)
-{
-    (void)what;
-    char buf[16];
-    while (read(fd, buf, sizeof buf) > 0) {
-    }
-    event_base_loopbreak(arg);
-}
-
 static char *path_join(const char *dir, const char *name)
 {
     char *p = NULL;
@@ -214,7 +118,6 @@ ckube_webhook_server *ckube_webhook_server_new(const ckube_webhook_server_option
     ckube_webhook_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->pipe[0] = s->pipe[1] = -1;
     s->host = strdup(o.host && *o.host ? o.host : "0.0.0.0");
     s->port = o.port == 0                        ? CKUBE_WEBHOOK_DEFAULT_PORT
               : o.port == CKUBE_WEBHOOK_ANY_PORT ? 0
@@ -274,54 +177,28 @@ int wh_add_handler(ckube_webhook_server *s, const wh_handler *h)
     return 0;
 }
 
-static void *server_main(void *arg)
-{
-    pthread_setname_np(pthread_self(), "ckube-webhook");
-    ckube_webhook_server *s = arg;
-    event_base_dispatch(s->base);
-    return NULL;
-}
-
 int ckube_webhook_server_start(ckube_webhook_server *s, char **err)
 {
     char *e = NULL;
     if (s->running)
         return 0;
-    s->ctx = load_ctx(s->cert_path, s->key_path, &e);
-    if (!s->ctx)
+    s->tls = serving_cert_new(s->cert_path, s->key_path, NULL, 0, "webhook server", &e);
+    if (!s->tls)
         goto fail;
-    struct stat st;
-    stat(s->cert_path, &s->cert_st);
-    stat(s->key_path, &s->key_st);
-    s->checked = time(NULL);
-    (void)st;
-    s->base = event_base_new();
-    if (!s->base || pipe2(s->pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    s->serve = http_serve_new("ckube-webhook");
+    if (!s->serve) {
         e = strdup("out of memory");
         goto fail;
     }
-    s->wake = event_new(s->base, s->pipe[0], EV_READ | EV_PERSIST, on_wake, s->base);
-    event_add(s->wake, NULL);
-    s->http = evhttp_new(s->base);
-    evhttp_set_gencb(s->http, on_request, s);
-    evhttp_set_bevcb(s->http, tls_bufferevent, s);
-    evhttp_set_max_body_size(s->http, 64 * 1024 * 1024);
-    struct evhttp_bound_socket *bs =
-        evhttp_bind_socket_with_handle(s->http, s->host, (ev_uint16_t)s->port);
-    if (!bs) {
-        if (asprintf(&e, "failed to listen on %s:%d: %s", s->host, s->port, strerror(errno)) < 0)
-            e = NULL;
+    http_listen_opts o = {.host = s->host,
+                          .port = s->port,
+                          .tls = s->tls,
+                          .fn = on_request,
+                          .arg = s,
+                          .max_body = 64 * 1024 * 1024};
+    s->bound_port = http_serve_listen(s->serve, &o, &e);
+    if (s->bound_port < 0 || http_serve_start(s->serve, &e) != 0)
         goto fail;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0)
-        s->bound_port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                                 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    if (pthread_create(&s->thread, NULL, server_main, s) != 0) {
-        e = strdup("cannot start the webhook server's thread");
-        goto fail;
-    }
     s->running = true;
     atomic_store(&s->serving, true);
     CKUBE_INFO("Serving webhook server on %s:%d (certificate %s)", s->host, s->bound_port,
@@ -338,29 +215,12 @@ fail:
 
 void ckube_webhook_server_stop(ckube_webhook_server *s)
 {
-    if (s->running) {
-        ssize_t w = write(s->pipe[1], "x", 1);
-        (void)w;
-        pthread_join(s->thread, NULL);
-        s->running = false;
-    }
     atomic_store(&s->serving, false);
-    if (s->http)
-        evhttp_free(s->http);
-    s->http = NULL;
-    if (s->wake)
-        event_free(s->wake);
-    s->wake = NULL;
-    if (s->base)
-        event_base_free(s->base);
-    s->base = NULL;
-    for (int i = 0; i < 2; i++) {
-        if (s->pipe[i] >= 0)
-            close(s->pipe[i]);
-        s->pipe[i] = -1;
-    }
-    SSL_CTX_free(s->ctx);
-    s->ctx = NULL;
+    http_serve_free(s->serve); /* joins the thread; the port is free after */
+    s->serve = NULL;
+    s->running = false;
+    serving_cert_free(s->tls);
+    s->tls = NULL;
     s->bound_port = -1;
 }
 

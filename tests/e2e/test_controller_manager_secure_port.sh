@@ -21,6 +21,8 @@
 #    (verified by curl against the cluster CA); the self-signed default
 #    names localhost@<time>; a certificate without its key is refused at
 #    start; --authorization-always-allow-paths widens the open paths;
+#  - the given certificate's files replaced (a rotation) reach the next
+#    connection without a restart, as upstream's dynamic serving content;
 #  - TLS garbage and plain HTTP to the port do not stop it.
 source "$(dirname "$0")/lib.sh"
 export HOME=$TMP/home
@@ -121,7 +123,11 @@ expect_eq "$(get 1 /healthz)" "ok 200" "/healthz after garbage"
 stop_cm 1
 
 # ---- the user's certificate, allowed paths ---------------------------------------------------
-start_cm 2 --tls-cert-file "$DATA/pki/serving.crt" --tls-private-key-file "$DATA/pki/serving.key" \
+# (copies: the rotation below replaces them)
+mkdir -p "$TMP/cmcert"
+cp "$DATA/pki/serving.crt" "$TMP/cmcert/tls.crt"
+cp "$DATA/pki/serving.key" "$TMP/cmcert/tls.key"
+start_cm 2 --tls-cert-file "$TMP/cmcert/tls.crt" --tls-private-key-file "$TMP/cmcert/tls.key" \
     --authorization-always-allow-paths /healthz,/metrics
 out=$(curl -q -s --cacert "$DATA/pki/ca.crt" -w ' %{http_code}' "https://127.0.0.1:${SP[2]}/healthz") ||
     fail "the given serving certificate does not verify"
@@ -132,6 +138,20 @@ expect_eq "${out##* }" 200 "/metrics made an always-allowed path"
 # bootstrap policy's system:public-info-viewer passes for anyone
 expect_eq "$(get 2 /readyz)" "ok 200" "/readyz through a review"
 grep -q 'Forbidden: "/readyz"' "$TMP/cm2.log" && fail "/readyz was refused"
+# a rotation: each file replaced whole by a rename; the next connection
+# (after the once-a-second look) gets the new certificate
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TMP/rotated.key" \
+    -out "$TMP/rotated.crt" -days 1 -subj /CN=rotated -addext subjectAltName=IP:127.0.0.1 \
+    >/dev/null 2>&1 || fail "openssl could not make a certificate"
+for f in crt key; do
+    cp "$TMP/rotated.$f" "$TMP/cmcert/tls.$f.new"
+    mv "$TMP/cmcert/tls.$f.new" "$TMP/cmcert/tls.$f"
+done
+wait_for curl -q -s --cacert "$TMP/rotated.crt" "https://127.0.0.1:${SP[2]}/healthz"
+grep -q "secure serving: loaded a new serving certificate" "$TMP/cm2.log" ||
+    fail "no log of the new certificate"
+curl -q -s --cacert "$DATA/pki/ca.crt" "https://127.0.0.1:${SP[2]}/healthz" >/dev/null 2>&1 &&
+    fail "the old certificate is still served"
 stop_cm 2
 
 # ---- flags refused -----------------------------------------------------------------------------

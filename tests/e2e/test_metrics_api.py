@@ -10,8 +10,10 @@ from the front proxy's headers and asks the API server
 authentication (client certificates, TokenReviews, anonymous) and
 authorization answer 401 and 403 in upstream's words, request headers
 without the front proxy's certificate are not believed, writes get 405;
-and when the sample stops, its group goes unavailable (503) while
-kubectl keeps working for everything else."""
+its serving certificate rotated on disk reaches the next connection
+(and, with the APIService's caBundle updated, the API server's proxy)
+without a restart; and when the sample stops, its group goes
+unavailable (503) while kubectl keeps working for everything else."""
 import base64
 import json
 import os
@@ -121,7 +123,7 @@ def setUpModule():
     STATE["port"] = free_port()
     ca, crt, key = make_certs(os.path.join(SERVER.tmp, "metrics-api-certs"), ["127.0.0.1",
                                                                             "metrics-api.kube-system.svc"])
-    STATE["ca"] = ca
+    STATE["ca"], STATE["crt"], STATE["key"] = ca, crt, key
     with open(MANIFEST) as f:
         text = f.read()
     text = text.replace("CA_BUNDLE", base64.b64encode(ca).decode())
@@ -301,6 +303,46 @@ class MetricsApiTest(unittest.TestCase):
         with urllib.request.urlopen("https://127.0.0.1:%d/readyz" % STATE["port"], context=ctx,
                                     timeout=10) as r:
             self.assertEqual(r.read(), b"ok")
+
+    def test_5_certificate_rotation(self):
+        wait_available("True")
+        ca2, crt2, key2 = make_certs(os.path.join(SERVER.tmp, "metrics-api-certs2"),
+                                     ["127.0.0.1", "metrics-api.kube-system.svc"])
+        # replaced whole, each file by a rename, as kubelet and cert-manager do
+        for src, dst in ((crt2, STATE["crt"]), (key2, STATE["key"])):
+            with open(src, "rb") as f, open(dst + ".new", "wb") as g:
+                g.write(f.read())
+            os.rename(dst + ".new", dst)
+        old_ca, STATE["ca"] = STATE["ca"], ca2
+        deadline = time.time() + 10
+        while True:  # the sample looks at its files at most once a second
+            try:
+                st, body = direct(OC, cert=True)
+                break
+            except (ssl.SSLError, urllib.error.URLError):
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.3)
+        self.assertEqual(st, 200, body)
+        self.assertIn("loaded a new serving certificate", logtail())
+        # the old CA no longer verifies it
+        STATE["ca"] = old_ca
+        with self.assertRaises((ssl.SSLError, urllib.error.URLError)):
+            direct(OC, cert=True)
+        STATE["ca"] = ca2
+        # the API server's proxy follows once the APIService trusts the new CA
+        rc, out, err = kubectl("patch", "apiservice", APISVC, "--type", "merge", "-p",
+                               json.dumps({"spec": {"caBundle": base64.b64encode(ca2).decode()}}))
+        self.assertEqual(rc, 0, err)
+        deadline = time.time() + 20
+        while True:
+            rc, out, err = kubectl("get", "objectcounts", "configmaps", "-n", "default")
+            if rc == 0 or time.time() > deadline:
+                break
+            time.sleep(0.3)
+        self.assertEqual(rc, 0, err + logtail())
+        self.assertRegex(out, r"(?m)^configmaps\s")
+        wait_available("True")
 
     def test_6_sample_gone(self):
         wait_available("True")
