@@ -9,6 +9,7 @@ warnings passed to kubectl, reinvocation, connections reused, and
 webhook configurations exempt from webhooks."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -104,6 +105,29 @@ def configmap(name, selector, **labels):
 
 def create_cm(name, selector, **labels):
     return call("POST", CM, configmap(name, selector, **labels))
+
+
+def metrics():
+    """The server's /metrics samples: {(name, frozenset of (label, value)): value}."""
+    conn = SERVER.connection(timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        r = conn.getresponse()
+        text = r.read().decode()
+        assert r.status == 200, text
+    finally:
+        conn.close()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$', line)
+        if m:
+            labels = frozenset(re.findall(r'([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+            out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def sample(ms, metric, /, **labels):
+    return ms.get((metric, frozenset(labels.items())), 0.0)
 
 
 class AdmissionWebhooksTest(unittest.TestCase):
@@ -256,6 +280,64 @@ class AdmissionWebhooksTest(unittest.TestCase):
         self.assertEqual(ann.get("failed-open.validating.webhook.admission.k8s.io/round_0_index_1"),
                          "ignore2.example.com", ann)
         self.assertIn("failed-open.mutation.webhook.admission.k8s.io/round_0_index_", str(ann))
+
+    def test_metrics(self):
+        """kube-apiserver's admission webhook metrics, with its label values:
+        one request per call, rejected when the call ends the request, the
+        rejection's kind and code, fail-open calls counted apart."""
+        port = closed_port()
+        configure(VWC, "metrics-v",
+                  webhook("m-allow.example.com", "/", "m-allow"),
+                  webhook("m-deny.example.com", "/deny", "m-deny"),
+                  webhook("m-open.example.com", None, "m-open",
+                          url="https://127.0.0.1:%d/x" % port, failurePolicy="Ignore"))
+        configure(MWC, "metrics-m",
+                  webhook("m-500.example.com", "/status500", "m-500"),
+                  webhook("m-badpatch.example.com", "/bad-patch", "m-badpatch"))
+        before = metrics()
+        want = {"m-allow": 201, "m-deny": 403, "m-open": 201, "m-500": 500, "m-badpatch": 500}
+        for sel, code in want.items():
+            st, body, _ = create_cm("metrics-" + sel, sel)
+            self.assertEqual(st, code, body)
+        st, body, _ = create_cm("metrics-m-allow-2", "m-allow")
+        self.assertEqual(st, 201, body)
+        ms = metrics()
+
+        def delta(metric, /, **labels):
+            return sample(ms, metric, **labels) - sample(before, metric, **labels)
+
+        req = "apiserver_admission_webhook_request_total"
+        rej = "apiserver_admission_webhook_rejection_count"
+        cases = [  # name, type, code, rejected, (error_type, rejection code) or None
+            ("m-allow.example.com", "validating", "200", "false", 2, None),
+            ("m-deny.example.com", "validating", "403", "true", 1, ("no_error", "403")),
+            ("m-open.example.com", "validating", "503", "false", 1, None),
+            ("m-500.example.com", "admit", "500", "true", 1, ("calling_webhook_error", "500")),
+            ("m-badpatch.example.com", "admit", "0", "true", 1,
+             ("apiserver_internal_error", "0")),
+        ]
+        for name, typ, code, rejected, n, rejection in cases:
+            with self.subTest(name):
+                self.assertEqual(delta(req, name=name, type=typ, operation="CREATE", code=code,
+                                       rejected=rejected), n)
+                self.assertEqual(delta("apiserver_admission_webhook_admission_duration_seconds"
+                                       "_count", name=name, type=typ, operation="CREATE",
+                                       rejected=rejected), n)
+                if rejection:
+                    self.assertEqual(delta(rej, name=name, type=typ, operation="CREATE",
+                                           error_type=rejection[0],
+                                           rejection_code=rejection[1]), 1)
+                else:
+                    self.assertFalse([k for k in ms if k[0] == rej and ("name", name) in k[1]])
+        self.assertEqual(delta("apiserver_admission_webhook_fail_open_count",
+                               name="m-open.example.com", type="validating"), 1)
+        # the allowed calls' time is in the histogram's buckets
+        self.assertEqual(delta("apiserver_admission_webhook_admission_duration_seconds_bucket",
+                               name="m-allow.example.com", type="validating",
+                               operation="CREATE", rejected="false", le="+Inf"), 2)
+        self.assertGreater(delta("apiserver_admission_webhook_admission_duration_seconds_sum",
+                                 name="m-allow.example.com", type="validating",
+                                 operation="CREATE", rejected="false"), 0)
 
     def test_warnings_reach_kubectl(self):
         configure(VWC, "warn", webhook("warn.example.com", "/warn", "warn"))

@@ -38,6 +38,7 @@
 #include "apiserver/cacher/cacher.h"
 #include "apiserver/outbound/outbound.h"
 #include "apiserver/registry/rest/registry.h"
+#include "ckube/metrics.h"
 #include "ckube/status.h"
 
 typedef struct admission admission;
@@ -47,6 +48,17 @@ typedef struct adm_run adm_run;
  * followed through a cacher listener (so call before cacher_start). */
 admission *admission_new(cacher *c);
 void admission_free(admission *a);
+
+/* Registers kube-apiserver's admission webhook metrics in `reg`
+ * (borrowed; outlives the admission) and counts every call from then on:
+ *   apiserver_admission_webhook_request_total{name,type,operation,code,rejected}
+ *   apiserver_admission_webhook_admission_duration_seconds{name,type,operation,rejected}
+ *   apiserver_admission_webhook_rejection_count{name,type,operation,error_type,rejection_code}
+ *   apiserver_admission_webhook_fail_open_count{name,type}
+ * with upstream's label values (type "admit" or "validating"; error_type
+ * calling_webhook_error, apiserver_internal_error or no_error). Before
+ * the server serves (not thread-safe against runs). */
+void admission_set_metrics(admission *a, ckube_metrics_registry *reg);
 
 /* What is being admitted (every pointer borrowed for the call). */
 typedef struct adm_attrs {

@@ -204,6 +204,44 @@ admission *admission_new(cacher *c)
     return a;
 }
 
+void admission_set_metrics(admission *a, ckube_metrics_registry *reg)
+{
+    /* upstream's help texts and buckets (admission/metrics/metrics.go) */
+    static const char *const req[] = {"name", "type", "operation", "code", "rejected", NULL};
+    static const char *const lat[] = {"name", "type", "operation", "rejected", NULL};
+    static const char *const rej[] = {"name",       "type",           "operation",
+                                      "error_type", "rejection_code", NULL};
+    static const char *const open[] = {"name", "type", NULL};
+    static const double buckets[] = {0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10, 25};
+    a->m_requests = ckube_metrics_counter(
+        reg, "apiserver_admission_webhook_request_total",
+        "Admission webhook request total, identified by name and broken out for each admission "
+        "type (validating or mutating) and operation. Additional labels specify whether the "
+        "request was rejected or not and an HTTP status code. Codes greater than 600 are "
+        "truncated to 600, to keep the metrics cardinality bounded.",
+        req);
+    a->m_latency = ckube_metrics_histogram(
+        reg, "apiserver_admission_webhook_admission_duration_seconds",
+        "Admission webhook latency histogram in seconds, identified by name and broken out for "
+        "each operation and API resource and type (validate or admit).",
+        lat, buckets, sizeof buckets / sizeof *buckets);
+    a->m_rejections = ckube_metrics_counter(
+        reg, "apiserver_admission_webhook_rejection_count",
+        "Admission webhook rejection count, identified by name and broken out for each admission "
+        "type (validating or admit) and operation. Additional labels specify an error type "
+        "(calling_webhook_error or apiserver_internal_error if an error occurred; no_error "
+        "otherwise) and optionally a non-zero rejection code if the webhook rejects the request "
+        "with an HTTP status code (honored by the apiserver when the code is greater or equal to "
+        "400). Codes greater than 600 are truncated to 600, to keep the metrics cardinality "
+        "bounded.",
+        rej);
+    a->m_fail_open = ckube_metrics_counter(
+        reg, "apiserver_admission_webhook_fail_open_count",
+        "Admission webhook fail open count, identified by name and broken out for each admission "
+        "type (validating or mutating).",
+        open);
+}
+
 void admission_free(admission *a)
 {
     if (!a)

@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "apiserver/admission/internal.h"
 #include "ckube/json.h"
+#include "ckube/metrics.h"
 #include "ckube/patch.h"
 #include "common/text.h"
 #include "common/xalloc.h"
@@ -194,6 +196,13 @@ typedef struct slot {
     char uid[40];
     outcome out;
     ckube_status *st; /* OUT_CALLING / OUT_REFUSED */
+    /* For the metrics (observe): when the call started and answered
+     * (0: settled without a call), the HTTP code upstream reports for
+     * the outcome, and whether a refusal is the webhook's own (a denial)
+     * or the server's (a patch that does not apply, a conversion). */
+    double t0, t_end;
+    int code;
+    bool denied, observed;
     /* Matched through an equivalent version (a type of the run's
      * snapshot), the objects converted to it, and a conversion running
      * for the slot (through conv_type's hooks). */
@@ -267,8 +276,13 @@ static ckube_status *internal_error(const char *msg)
 }
 
 /* A failure to get a usable answer (webhookutil.ErrCallingWebhook). */
-static void calling_error(slot *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void calling_error(slot *s, const char *fmt, ...)
+/* `code` is the HTTP code upstream's metrics give the failure: 503 (its
+ * "error calling webhook" ServiceUnavailable) for a transport failure or
+ * an answer that is no usable review, the answer's own code when the
+ * webhook answered with an error, 400 when no review could be made. */
+static void calling_error(slot *s, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void calling_error(slot *s, int code, const char *fmt, ...)
 {
     char reason[4096], msg[4400];
     va_list ap;
@@ -287,13 +301,26 @@ static void calling_error(slot *s, const char *fmt, ...)
     ckube_status_free(s->st);
     s->st = internal_error(msg);
     s->out = OUT_CALLING;
+    s->code = code;
 }
 
+/* A refusal of the server's own (an internal error, a dry run the
+ * webhook cannot take): upstream's metrics count it with code 0. */
 static void refused(slot *s, ckube_status *st)
 {
     ckube_status_free(s->st);
     s->st = st;
     s->out = OUT_REFUSED;
+    s->code = 0;
+    s->denied = false;
+}
+
+/* The webhook said no: its Status, its code. */
+static void denied(slot *s, ckube_status *st)
+{
+    refused(s, st);
+    s->code = st ? st->code : 400;
+    s->denied = true;
 }
 
 /* webhookerrors.ToStatusErr: the webhook's Status, its message prefixed. */
@@ -426,7 +453,7 @@ static bool apply_patch(slot *s, const json_t *resp)
     json_t *patch = raw ? json_loadb(raw, plen, 0, &jerr) : NULL;
     free(raw);
     if (!json_is_array(patch)) {
-        calling_error(s, "received undecodable patch in webhook response: %s",
+        calling_error(s, 503, "received undecodable patch in webhook response: %s",
                       !b64 || !patch ? "illegal base64 data or invalid JSON"
                                      : "json: cannot unmarshal object into Go value of type "
                                        "jsonpatch.Patch");
@@ -484,7 +511,7 @@ static bool take_answer(slot *s, const outbound_result *res)
 {
     adm_run *r = s->run;
     if (res->error) {
-        calling_error(s, "failed to call webhook: %s", res->error);
+        calling_error(s, 503, "failed to call webhook: %s", res->error);
         return false;
     }
     size_t blen = evbuffer_get_length(res->body);
@@ -493,10 +520,16 @@ static bool take_answer(slot *s, const outbound_result *res)
     json_t *review = blen ? json_loadb(bytes, blen, 0, &jerr) : NULL;
     if (res->status < 200 || res->status > 299) {
         const char *m = json_string_value(json_object_get(review, "message"));
+        /* client-go's error for it: the answer's Status (with its code)
+         * when it is one, else the HTTP code */
+        const json_t *c = json_object_get(review, "code");
+        int code = json_is_integer(c) && json_integer_value(c) > 0 && json_integer_value(c) < 1000
+                       ? (int)json_integer_value(c)
+                       : res->status;
         if (m)
-            calling_error(s, "failed to call webhook: %s", m);
+            calling_error(s, code, "failed to call webhook: %s", m);
         else
-            calling_error(s,
+            calling_error(s, code,
                           "failed to call webhook: the server responded with the status code %d "
                           "but did not return more information",
                           res->status);
@@ -504,7 +537,8 @@ static bool take_answer(slot *s, const outbound_result *res)
         return false;
     }
     if (!json_is_object(review)) {
-        calling_error(s, "failed to call webhook: couldn't get version/kind; json parse error: %s",
+        calling_error(s, 503,
+                      "failed to call webhook: couldn't get version/kind; json parse error: %s",
                       review ? "not a JSON object" : jerr.text);
         json_decref(review);
         return false;
@@ -516,13 +550,13 @@ static bool take_answer(slot *s, const outbound_result *res)
     const json_t *resp = json_object_get(review, "response");
     bool changed = false;
     if (!json_is_object(resp)) {
-        calling_error(s, "received invalid webhook response: webhook response was absent");
+        calling_error(s, 503, "received invalid webhook response: webhook response was absent");
     } else if (strcmp(json_string_value(json_object_get(resp, "uid")) ?: "", s->uid)) {
-        calling_error(s,
+        calling_error(s, 503,
                       "received invalid webhook response: expected response.uid=\"%s\", got \"%s\"",
                       s->uid, json_string_value(json_object_get(resp, "uid")) ?: "");
     } else if (!av || !kind || strcmp(av, want) || strcmp(kind, "AdmissionReview")) {
-        calling_error(s,
+        calling_error(s, 503,
                       "received invalid webhook response: expected webhook response of %s, "
                       "Kind=AdmissionReview, got %s, Kind=%s",
                       want, av ? av : "", kind ? kind : "");
@@ -531,17 +565,21 @@ static bool take_answer(slot *s, const outbound_result *res)
         const json_t *ptype = json_object_get(resp, "patchType");
         bool has_patch = json_string_length(patch) > 0;
         if (r->mutating && has_patch && !ptype)
-            calling_error(s, "received invalid webhook response: webhook returned response.patch "
-                             "but not response.patchType");
+            calling_error(s, 503,
+                          "received invalid webhook response: webhook returned response.patch "
+                          "but not response.patchType");
         else if (r->mutating && !has_patch && ptype)
-            calling_error(s, "received invalid webhook response: webhook returned "
-                             "response.patchType but not response.patch");
+            calling_error(s, 503,
+                          "received invalid webhook response: webhook returned "
+                          "response.patchType but not response.patch");
         else if (!r->mutating && has_patch)
-            calling_error(s, "received invalid webhook response: validating webhook may not "
-                             "return response.patch");
+            calling_error(s, 503,
+                          "received invalid webhook response: validating webhook may not "
+                          "return response.patch");
         else if (!r->mutating && ptype)
-            calling_error(s, "received invalid webhook response: validating webhook may not "
-                             "return response.patchType");
+            calling_error(s, 503,
+                          "received invalid webhook response: validating webhook may not "
+                          "return response.patchType");
         else {
             const char *k;
             json_t *v;
@@ -559,11 +597,18 @@ static bool take_answer(slot *s, const outbound_result *res)
                     r->cb->warn(r->arg, json_string_value(v));
             }
             if (!json_is_true(json_object_get(resp, "allowed"))) {
-                refused(s, denial(s->h, json_object_get(resp, "status")));
+                denied(s, denial(s->h, json_object_get(resp, "status")));
             } else if (has_patch) {
                 const char *pt = json_string_value(ptype);
+                /* upstream's code for it: the response's Status's, at
+                 * least 400 (webhookerrors.ToStatusErr) */
+                const json_t *c = json_object_get(json_object_get(resp, "status"), "code");
+                int code = json_is_integer(c) && json_integer_value(c) >= 400 &&
+                                   json_integer_value(c) < 1000
+                               ? (int)json_integer_value(c)
+                               : 400;
                 if (!pt || strcmp(pt, "JSONPatch"))
-                    calling_error(s, "unsupported patch type \"%s\"", pt ? pt : "");
+                    calling_error(s, code, "unsupported patch type \"%s\"", pt ? pt : "");
                 else
                     changed = apply_patch(s, resp);
                 if (s->out == OUT_PENDING)
@@ -578,6 +623,13 @@ static bool take_answer(slot *s, const outbound_result *res)
 }
 
 /* ---- calling ------------------------------------------------------------------ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void step(adm_run *r);
 
@@ -656,6 +708,7 @@ static void on_answer(void *arg, const outbound_result *res)
     slot *s = arg;
     adm_run *r = s->run;
     s->call = NULL;
+    s->t_end = now_s();
     bool changed = take_answer(s, res);
     if (changed && s->eq && r->obj && r->at.type) {
         convert_for(s, r->at.type, json_pack("[O]", s->vobj), converted_back);
@@ -678,7 +731,7 @@ static void post_review(slot *s)
                                err, sizeof err);
     free(body);
     if (!s->call) {
-        calling_error(s, "failed to call webhook: %s", err);
+        calling_error(s, 503, "failed to call webhook: %s", err);
         return;
     }
     r->pending++;
@@ -715,9 +768,13 @@ static void start_call(slot *s)
     const adm_hook *h = s->h;
     s->out = OUT_PENDING;
     s->asked = true;
+    s->t0 = now_s();
+    s->t_end = 0;
+    s->observed = s->denied = false;
+    s->code = 0;
     if (r->at.dry_run) {
         if (!h->side_effects_set) {
-            calling_error(s, "Webhook SideEffects is nil");
+            calling_error(s, 400, "Webhook SideEffects is nil");
             return;
         }
         if (!h->side_effects_none) {
@@ -727,8 +784,9 @@ static void start_call(slot *s)
         }
     }
     if (!h->review_version) {
-        calling_error(s, "could not create admission objects: webhook does not accept known "
-                         "AdmissionReview versions (v1, v1beta1)");
+        calling_error(s, 400,
+                      "could not create admission objects: webhook does not accept known "
+                      "AdmissionReview versions (v1, v1beta1)");
         return;
     }
     if (!s->eq) {
@@ -764,6 +822,43 @@ static bool settle(adm_run *r, slot *s)
     return false;
 }
 
+/* Counts a settled call as upstream's dispatchers do (admission/metrics:
+ * ObserveWebhook, ObserveWebhookRejection, ObserveWebhookFailOpen): once
+ * per call, reinvocations included; "rejected" when the call ends the
+ * request (a denial, a server error, a failure under failurePolicy
+ * Fail), type "admit" for mutating webhooks and "validating" for
+ * validating ones, codes above 600 reported as 600. */
+static void observe(adm_run *r, slot *s)
+{
+    admission *a = r->a;
+    if (!a || !a->m_requests || s->observed || s->out == OUT_PENDING)
+        return;
+    s->observed = true;
+    const char *type = r->mutating ? "admit" : "validating";
+    const char *op = r->at.operation ? r->at.operation : "";
+    bool calling = s->out == OUT_CALLING;
+    bool rejected = s->out == OUT_REFUSED || (calling && !s->h->ignore);
+    int code = s->out == OUT_ALLOWED ? 200 : s->code > 600 ? 600 : s->code;
+    char cs[16];
+    snprintf(cs, sizeof cs, "%d", code);
+    const char *rej = rejected ? "true" : "false";
+    ckube_counter_inc(
+        ckube_metric_with(a->m_requests, (const char *[]){s->h->name, type, op, cs, rej}));
+    double end = s->t_end > 0 ? s->t_end : s->t0;
+    ckube_histogram_observe(
+        ckube_metric_with(a->m_latency, (const char *[]){s->h->name, type, op, rej}),
+        end > s->t0 ? end - s->t0 : 0);
+    if (rejected) {
+        const char *et = calling     ? "calling_webhook_error"
+                         : s->denied ? "no_error"
+                                     : "apiserver_internal_error";
+        ckube_counter_inc(
+            ckube_metric_with(a->m_rejections, (const char *[]){s->h->name, type, op, et, cs}));
+    } else if (calling) {
+        ckube_counter_inc(ckube_metric_with(a->m_fail_open, (const char *[]){s->h->name, type}));
+    }
+}
+
 static void step_mutating(adm_run *r)
 {
     for (;;) {
@@ -771,6 +866,7 @@ static void step_mutating(adm_run *r)
             return;
         if (r->next > 0) {
             slot *prev = &r->slots[r->next - 1];
+            observe(r, prev);
             if (prev->out != OUT_PENDING && !settle(r, prev)) {
                 ckube_status *st = prev->st;
                 prev->st = NULL;
@@ -809,6 +905,8 @@ static void step_validating(adm_run *r)
     }
     if (r->pending)
         return;
+    for (size_t i = 0; i < r->n; i++)
+        observe(r, &r->slots[i]);
     for (size_t i = 0; i < r->n; i++) {
         if (!settle(r, &r->slots[i])) {
             ckube_status *st = r->slots[i].st;

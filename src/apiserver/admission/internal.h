@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "apiserver/admission/admission.h"
+#include "ckube/metrics.h"
 #include "ckube/selector.h"
 
 enum {
@@ -57,6 +58,10 @@ struct admission {
     pthread_mutex_t mu;
     adm_snapshot *snap; /* guarded by mu */
     unsigned long snap_generation;
+    /* apiserver_admission_webhook_{request_total,admission_duration_seconds,
+     * rejection_count,fail_open_count}: admission_set_metrics (NULL: not
+     * counted). Set before any run; read-only after. */
+    ckube_metric_family *m_requests, *m_latency, *m_rejections, *m_fail_open;
 };
 
 /* The current snapshot (a reference). */

@@ -923,6 +923,8 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
     s->crds = crd_attach(s->registry, s->store);
     if (!(s->metrics = apimetrics_new(s)))
         CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
+    else
+        admission_set_metrics(s->admission, apimetrics_registry(s->metrics));
     s->on_request_done = request_done;
     s->on_watch_started = watch_started;
     return s;

@@ -14,6 +14,9 @@
  *   ckube_storage_{commits,failed_commits,writes,commit_seconds,checkpoints}_total,
  *   ckube_storage_largest_commit_writes, ckube_storage_revision,
  *   ckube_storage_compacted_revision     the group committer's own
+ *   apiserver_admission_webhook_*        admission's own (registered in
+ *                                        this registry by
+ *                                        admission_set_metrics)
  *
  * Verbs as upstream reports them: GET, LIST, WATCH, POST, PUT, PATCH,
  * APPLY (a server-side apply), DELETE, DELETECOLLECTION; scope is
@@ -304,6 +307,11 @@ static void collect(void *ctx)
 }
 
 /* ---- life cycle and the endpoint --------------------------------------- */
+
+ckube_metrics_registry *apimetrics_registry(apimetrics *m)
+{
+    return m->reg;
+}
 
 apimetrics *apimetrics_new(apiserver *srv)
 {

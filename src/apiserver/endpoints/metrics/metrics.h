@@ -4,6 +4,7 @@
 #define CKUBE_APISERVER_ENDPOINTS_METRICS_METRICS_H
 
 #include "apiserver/endpoints/request/context.h"
+#include "ckube/metrics.h"
 
 /* apimetrics_request_done counts a finished request (the server hooks it
  * to req_ctx_free; nothing when no reply started); apimetrics_watch_started
@@ -11,6 +12,9 @@
  * The per-loop cache is the loop's own (no lock). */
 apimetrics *apimetrics_new(apiserver *srv);
 void apimetrics_free(apimetrics *m);
+/* The registry /metrics serves: lower rooms register their own families
+ * there (admission_set_metrics). Borrowed; lives as long as m. */
+ckube_metrics_registry *apimetrics_registry(apimetrics *m);
 apimetrics_cache *apimetrics_cache_new(void);
 void apimetrics_cache_free(apimetrics_cache *c);
 void apimetrics_request_done(req_ctx *rc);
