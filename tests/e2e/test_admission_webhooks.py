@@ -9,7 +9,6 @@ warnings passed to kubectl, reinvocation, connections reused, and
 webhook configurations exempt from webhooks."""
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckube_harness import Server, run_unittests  # noqa: E402
+from prom_text import sample, scrape  # noqa: E402
 from webhook_backend import Backend, closed_port  # noqa: E402
 
 SERVER = Server("--controller-manager=false", "--audit-policy-file", "AUDIT_POLICY",
@@ -105,29 +105,6 @@ def configmap(name, selector, **labels):
 
 def create_cm(name, selector, **labels):
     return call("POST", CM, configmap(name, selector, **labels))
-
-
-def metrics():
-    """The server's /metrics samples: {(name, frozenset of (label, value)): value}."""
-    conn = SERVER.connection(timeout=30)
-    try:
-        conn.request("GET", "/metrics")
-        r = conn.getresponse()
-        text = r.read().decode()
-        assert r.status == 200, text
-    finally:
-        conn.close()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$', line)
-        if m:
-            labels = frozenset(re.findall(r'([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
-            out[(m.group(1), labels)] = float(m.group(3))
-    return out
-
-
-def sample(ms, metric, /, **labels):
-    return ms.get((metric, frozenset(labels.items())), 0.0)
 
 
 class AdmissionWebhooksTest(unittest.TestCase):
@@ -294,14 +271,14 @@ class AdmissionWebhooksTest(unittest.TestCase):
         configure(MWC, "metrics-m",
                   webhook("m-500.example.com", "/status500", "m-500"),
                   webhook("m-badpatch.example.com", "/bad-patch", "m-badpatch"))
-        before = metrics()
+        before = scrape(SERVER)
         want = {"m-allow": 201, "m-deny": 403, "m-open": 201, "m-500": 500, "m-badpatch": 500}
         for sel, code in want.items():
             st, body, _ = create_cm("metrics-" + sel, sel)
             self.assertEqual(st, code, body)
         st, body, _ = create_cm("metrics-m-allow-2", "m-allow")
         self.assertEqual(st, 201, body)
-        ms = metrics()
+        ms = scrape(SERVER)
 
         def delta(metric, /, **labels):
             return sample(ms, metric, **labels) - sample(before, metric, **labels)

@@ -18,6 +18,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckube_harness import Server, run_unittests  # noqa: E402
+from prom_text import sample, scrape  # noqa: E402
 from webhook_backend import Backend, closed_port  # noqa: E402
 
 SERVER = Server("--controller-manager=false")
@@ -115,6 +116,39 @@ class ConversionWebhooks(unittest.TestCase):
 
     def setUp(self):
         use_webhook("/convert")
+
+    def test_metrics(self):
+        """kube-apiserver's conversion metrics: each webhook call a success
+        once its review is a good answer (as 1.30+), and each conversion
+        timed per CRD and versions, failed when its objects do not pass."""
+        st, body = call("POST", V1, widget("mx", "v1", 2))
+        self.assertEqual(st, 201, body)
+        before = scrape(SERVER)
+        self.assertEqual(call("GET", V2 + "/mx")[0], 200)
+        use_webhook("/convert-rename")  # a good review whose object is renamed
+        self.assertEqual(call("GET", V2 + "/mx")[0], 500)
+        use_webhook("/convert-fail")  # result Failure
+        self.assertEqual(call("GET", V2 + "/mx")[0], 500)
+        use_webhook(url="https://127.0.0.1:%d/x" % closed_port())
+        self.assertEqual(call("GET", V2 + "/mx")[0], 500)
+        ms = scrape(SERVER)
+
+        def delta(metric, /, **labels):
+            return sample(ms, metric, **labels) - sample(before, metric, **labels)
+
+        calls = "apiserver_conversion_webhook_request_total"
+        self.assertEqual(delta(calls, result="success", failure_type=""), 2)
+        self.assertEqual(delta(calls, result="failure",
+                               failure_type="conversion_webhook_call_failure"), 2)
+        self.assertEqual(delta("apiserver_conversion_webhook_duration_seconds_count",
+                               result="success", failure_type=""), 2)
+        crd = "apiserver_crd_conversion_webhook_duration_seconds_count"
+        labels = dict(crd_name="widgets.conv.example.com", from_version="v1", to_version="v2")
+        self.assertEqual(delta(crd, succeeded="true", **labels), 1)
+        self.assertEqual(delta(crd, succeeded="false", **labels), 3)
+        # upstream's buckets for it: 1 ms doubling, the last 16.384 s
+        self.assertEqual(delta("apiserver_crd_conversion_webhook_duration_seconds_bucket",
+                               succeeded="true", le="16.384", **labels), 1)
 
     def test_1_written_in_v2_read_in_both(self):
         rc, out, err = kubectl("apply", "-f", "-", stdin=json.dumps(widget("a", "v2", 3)))

@@ -6,20 +6,18 @@ well-formed Prometheus text exposition, named threads; and the health endpoints
 (/healthz, /livez, /readyz: terse, verbose, exclude, one check, 404)."""
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import prom_text  # noqa: E402
 from ckube_harness import Server, run_unittests  # noqa: E402
 
 SERVER = Server("--controller-manager=false")
 setUpModule, tearDownModule = SERVER.start, SERVER.stop
 CM = "/api/v1/namespaces/default/configmaps"
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
 
 
 def call(method, path, body=None, ctype="application/json", accept="application/json"):
@@ -35,26 +33,7 @@ def call(method, path, body=None, ctype="application/json", accept="application/
 
 def scrape():
     """{(name, frozenset(labels)): value}, checking every line's syntax."""
-    st, ctype, body = call("GET", "/metrics", accept="text/plain")
-    assert st == 200, body
-    assert ctype == "text/plain; version=0.0.4; charset=utf-8", ctype
-    out = {}
-    for line in body.decode().splitlines():
-        if not line or line.startswith("# HELP ") or line.startswith("# TYPE "):
-            continue
-        m = SAMPLE.match(line)
-        assert m, "malformed line: %r" % line
-        labels = {}
-        if m.group(3):
-            pos = 0
-            text = m.group(3)
-            while pos < len(text):
-                lm = LABEL.match(text, pos)
-                assert lm, "malformed labels: %r" % line
-                labels[lm.group(1)] = lm.group(2)
-                pos = lm.end()
-        out[(m.group(1), frozenset(labels.items()))] = float(m.group(4))
-    return out
+    return prom_text.scrape(SERVER)
 
 
 def proc_cpu_seconds(pid):

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "apiserver/outbound/outbound.h"
 #include "apiserver/webhook/client.h"
@@ -22,9 +23,33 @@ struct crd_conv {
     hook_client client;
     const char *review_version; /* "v1", "v1beta1" (static), NULL: none known */
     char *group, *stor;
+    char *name; /* the CRD's, for the metrics */
+    crd_conv_metrics m;
 };
 
-crd_conv *crd_conv_new(const json_t *crd, const char *stor)
+void crd_conv_metrics_init(crd_conv_metrics *m, ckube_metrics_registry *reg)
+{
+    static const char *const crd[] = {"crd_name", "from_version", "to_version", "succeeded", NULL};
+    static const char *const call[] = {"result", "failure_type", NULL};
+    /* upstream's buckets: 1 ms doubling 15 times, and 5 ms to 60 s */
+    double exp[15];
+    for (int i = 0; i < 15; i++)
+        exp[i] = 0.001 * (double)(1 << i);
+    static const double lat[] = {0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1,
+                                 2,     5,    10,   20,   30,  45,  60};
+    m->crd_duration =
+        ckube_metrics_histogram(reg, "apiserver_crd_conversion_webhook_duration_seconds",
+                                "CRD webhook conversion duration in seconds", crd, exp, 15);
+    m->requests = ckube_metrics_counter(
+        reg, "apiserver_conversion_webhook_request_total",
+        "Counter for conversion webhook requests with success/failure and failure error type",
+        call);
+    m->latency = ckube_metrics_histogram(reg, "apiserver_conversion_webhook_duration_seconds",
+                                         "Conversion webhook request latency", call, lat,
+                                         sizeof lat / sizeof *lat);
+}
+
+crd_conv *crd_conv_new(const json_t *crd, const char *stor, const crd_conv_metrics *m)
 {
     const json_t *conv = ckube_json_get_path(crd, "spec.conversion");
     const char *strategy = json_string_value(json_object_get(conv, "strategy"));
@@ -46,6 +71,9 @@ crd_conv *crd_conv_new(const json_t *crd, const char *stor)
     }
     c->group = xstrdup(json_string_value(ckube_json_get_path(crd, "spec.group")) ?: "");
     c->stor = xstrdup(stor);
+    c->name = xstrdup(json_string_value(ckube_json_get_path(crd, "metadata.name")) ?: "");
+    if (m)
+        c->m = *m;
     return c;
 }
 
@@ -63,6 +91,7 @@ void crd_conv_unref(crd_conv *c)
     hook_client_free(&c->client);
     free(c->group);
     free(c->stor);
+    free(c->name);
     free(c);
 }
 
@@ -306,9 +335,12 @@ static char *utf8(char *s)
     return s;
 }
 
-json_t *crd_conv__answer(const char *review_version, const char *uid, const json_t *objs,
-                         const char *want, const char *gvk, bool list, int status, const char *body,
-                         size_t len, char **err)
+/* The first half of reading an answer: the review itself (the HTTP
+ * status, JSON, kind, uid, result). Returns its convertedObjects (a new
+ * reference), or NULL with *err. What upstream's metrics count as the
+ * webhook call's success or failure. */
+static json_t *review_objects(const char *review_version, const char *uid, const char *gvk,
+                              int status, const char *body, size_t len, char **err)
 {
     *err = NULL;
     json_error_t jerr;
@@ -336,12 +368,20 @@ json_t *crd_conv__answer(const char *review_version, const char *uid, const json
     }
     char *why = NULL;
     json_t *got = converted_of(review_version, uid, review, &why);
-    if (!got) {
+    if (!got)
         *err = utf8(fmt("conversion webhook for %s failed: %s", gvk, why));
-        free(why);
-        json_decref(review);
-        return NULL;
-    }
+    free(why);
+    json_decref(review);
+    return got;
+}
+
+/* The second half: the objects sent back (`got`, borrowed) checked
+ * against those sent and merged with the ones not sent, or NULL with
+ * *err. */
+static json_t *merge_objects(const json_t *objs, const json_t *got, const char *want,
+                             const char *gvk, bool list, char **err)
+{
+    *err = NULL;
     size_t sent = 0, i;
     json_t *o;
     json_array_foreach(objs, i, o)
@@ -349,37 +389,45 @@ json_t *crd_conv__answer(const char *review_version, const char *uid, const json
         if (strcmp(str_at(o, "apiVersion"), want))
             sent++;
     }
-    json_t *out = NULL;
     if (json_array_size(got) != sent) {
         *err = fmt("conversion webhook for %s returned %zu objects, expected %zu", gvk,
                    json_array_size(got), sent);
-    } else {
-        out = json_array();
-        size_t next = 0;
-        json_array_foreach(objs, i, o)
-        {
-            if (!strcmp(str_at(o, "apiVersion"), want)) {
-                json_array_append(out, o);
-                continue;
-            }
-            json_t *c = json_deep_copy(json_array_get(got, next));
-            char *m = c ? check_converted(o, c, want, gvk, list, next)
-                        : fmt("conversion webhook for %s returned invalid %s at index %zu: "
-                              "Object 'Kind' is missing in 'null'",
-                              gvk, list ? "converted object" : "object", next);
-            next++;
-            if (m) {
-                json_decref(c);
-                json_decref(out);
-                out = NULL;
-                *err = utf8(m);
-                break;
-            }
-            json_array_append_new(out, c);
-        }
+        return NULL;
     }
+    json_t *out = json_array();
+    size_t next = 0;
+    json_array_foreach(objs, i, o)
+    {
+        if (!strcmp(str_at(o, "apiVersion"), want)) {
+            json_array_append(out, o);
+            continue;
+        }
+        json_t *c = json_deep_copy(json_array_get(got, next));
+        char *m = c ? check_converted(o, c, want, gvk, list, next)
+                    : fmt("conversion webhook for %s returned invalid %s at index %zu: "
+                          "Object 'Kind' is missing in 'null'",
+                          gvk, list ? "converted object" : "object", next);
+        next++;
+        if (m) {
+            json_decref(c);
+            json_decref(out);
+            *err = utf8(m);
+            return NULL;
+        }
+        json_array_append_new(out, c);
+    }
+    return out;
+}
+
+json_t *crd_conv__answer(const char *review_version, const char *uid, const json_t *objs,
+                         const char *want, const char *gvk, bool list, int status, const char *body,
+                         size_t len, char **err)
+{
+    json_t *got = review_objects(review_version, uid, gvk, status, body, len, err);
+    if (!got)
+        return NULL;
+    json_t *out = merge_objects(objs, got, want, gvk, list, err);
     json_decref(got);
-    json_decref(review);
     return out;
 }
 
@@ -399,7 +447,42 @@ struct resource_conversion {
     struct event *ev; /* a result known before any call: delivered from here */
     json_t *result;   /* for ev */
     ckube_status *st; /* for ev */
+    /* for the metrics: the versions converted from and to (empty when
+     * nothing needs converting), when the conversion and its call began */
+    char from[64], to[64];
+    double t0, call_t0;
 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The webhook call's outcome (apiserver_conversion_webhook_*): "success"
+ * once its answer is a good review, else a call failure. */
+static void observe_call(resource_conversion *c, bool ok)
+{
+    const crd_conv_metrics *m = &c->conv->m;
+    if (!m->requests)
+        return;
+    const char *labels[] = {ok ? "success" : "failure",
+                            ok ? "" : "conversion_webhook_call_failure"};
+    ckube_counter_inc(ckube_metric_with(m->requests, labels));
+    ckube_histogram_observe(ckube_metric_with(m->latency, labels), now_s() - c->call_t0);
+}
+
+/* The whole conversion's (apiserver_crd_conversion_webhook_duration_seconds),
+ * when it converted anything. */
+static void observe_conversion(resource_conversion *c, bool ok)
+{
+    const crd_conv_metrics *m = &c->conv->m;
+    if (!m->crd_duration || !c->from[0])
+        return;
+    const char *labels[] = {c->conv->name, c->from, c->to, ok ? "true" : "false"};
+    ckube_histogram_observe(ckube_metric_with(m->crd_duration, labels), now_s() - c->t0);
+}
 
 static void conversion_free(resource_conversion *c)
 {
@@ -445,6 +528,8 @@ static void on_answer(void *arg, const outbound_result *r)
     resource_conversion *c = arg;
     c->call = NULL;
     if (r->error) {
+        observe_call(c, false);
+        observe_conversion(c, false);
         deliver(c, NULL,
                 failure(utf8(fmt("conversion webhook for %s failed: %s", c->gvk, r->error))));
         return;
@@ -452,8 +537,13 @@ static void on_answer(void *arg, const outbound_result *r)
     size_t len = evbuffer_get_length(r->body);
     const char *body = (const char *)evbuffer_pullup(r->body, -1);
     char *err = NULL;
-    json_t *out = crd_conv__answer(c->conv->review_version, c->uid, c->objs, c->want, c->gvk,
-                                   c->list, r->status, body, len, &err);
+    json_t *out = NULL, *got = review_objects(c->conv->review_version, c->uid, c->gvk, r->status,
+                                              body, len, &err);
+    observe_call(c, got != NULL);
+    if (got)
+        out = merge_objects(c->objs, got, c->want, c->gvk, c->list, &err);
+    json_decref(got);
+    observe_conversion(c, out != NULL);
     deliver(c, out, out ? NULL : failure(err));
 }
 
@@ -499,23 +589,32 @@ static resource_conversion *convert(const resource_type *t, outbound *o, cacher 
         if (strcmp(str_at(obj, "apiVersion"), c->want) && !n++)
             first = obj;
     }
-    if (first)
+    c->t0 = now_s();
+    if (first) {
         snprintf(c->gvk, sizeof c->gvk, "%s, Kind=%s", str_at(first, "apiVersion"),
                  str_at(first, "kind"));
+        const char *fv = strrchr(str_at(first, "apiVersion"), '/');
+        snprintf(c->from, sizeof c->from, "%s", fv ? fv + 1 : str_at(first, "apiVersion"));
+        snprintf(c->to, sizeof c->to, "%s", strrchr(c->want, '/') + 1);
+    }
     if (!n) {
         c->result = json_incref(objs);
     } else if (!c->conv->review_version) {
         c->st = failure(xstrdup("no supported conversion review versions"));
+        observe_conversion(c, false);
     } else {
         ckube_uuid4(c->uid, sizeof c->uid);
         size_t len;
         char *body = review_body(c, &len);
         char err[2600];
+        c->call_t0 = now_s();
         c->call = hook_client_post(&c->conv->client, o, cache, CONVERSION_TIMEOUT_S, body, len,
                                    on_answer, c, err, sizeof err);
         free(body);
         if (c->call)
             return c;
+        observe_call(c, false);
+        observe_conversion(c, false);
         c->st = failure(utf8(fmt("conversion webhook for %s failed: %s", c->gvk, err)));
     }
     c->ev = event_new(outbound_base(o), -1, 0, on_deferred, c);

@@ -25,14 +25,33 @@
 #include <stdbool.h>
 
 #include "apiserver/registry/rest/registry.h"
+#include "ckube/metrics.h"
 
 /* A CRD's conversion webhook, compiled: shared by the CRD's types.
  * Reference counted; thread-safe. */
 typedef struct crd_conv crd_conv;
 
+/* kube-apiserver's conversion metrics (apiextensions-apiserver's
+ * conversion/metrics.go), the families of one server's registry:
+ *   apiserver_crd_conversion_webhook_duration_seconds{crd_name,
+ *       from_version,to_version,succeeded}   a whole conversion, its
+ *       objects' checks included (when the versions differ)
+ *   apiserver_conversion_webhook_request_total{result,failure_type}
+ *   apiserver_conversion_webhook_duration_seconds{result,failure_type}
+ *       the webhook's call: "success" once its review is a good answer,
+ *       else "failure" with conversion_webhook_call_failure (as 1.30+).
+ * All NULL: not counted. */
+typedef struct crd_conv_metrics {
+    ckube_metric_family *crd_duration, *requests, *latency;
+} crd_conv_metrics;
+
+/* Registers the families in reg (borrowed). */
+void crd_conv_metrics_init(crd_conv_metrics *m, ckube_metrics_registry *reg);
+
 /* The CRD's webhook (NULL unless spec.conversion.strategy is Webhook):
- * `stor` is the storage version's name. */
-crd_conv *crd_conv_new(const json_t *crd, const char *stor);
+ * `stor` is the storage version's name; `m` (copied; NULL: none) the
+ * metrics its conversions count in. */
+crd_conv *crd_conv_new(const json_t *crd, const char *stor, const crd_conv_metrics *m);
 crd_conv *crd_conv_ref(crd_conv *c);
 void crd_conv_unref(crd_conv *c);
 

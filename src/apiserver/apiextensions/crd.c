@@ -918,6 +918,7 @@ struct crd_state {
     active_crd *active; /* deleting CRDs, under mu */
     size_t nactive;
     unsigned long retired_generation; /* atomic */
+    crd_conv_metrics conv_metrics;    /* for every CRD's conversion webhook */
 };
 
 /* Takes every type a CRD registered out of the registry; returns them
@@ -1005,7 +1006,7 @@ static void register_versions(crd_state *crds, const json_t *crd, crd_serving *s
         if (json_is_true(json_object_get(ver, "storage")))
             stor = json_string_value(json_object_get(ver, "name"));
     }
-    crd_conv *conv = crd_conv_new(crd, stor);
+    crd_conv *conv = crd_conv_new(crd, stor, &crds->conv_metrics);
     json_array_foreach(versions, i, ver)
     {
         json_t *served = json_object_get(ver, "served");
@@ -1327,9 +1328,11 @@ static void on_crd_event(void *arg, cevent_type type, const cobj *o)
     json_decref(crd);
 }
 
-crd_state *crd_attach(registry *reg, store *s)
+crd_state *crd_attach(registry *reg, store *s, ckube_metrics_registry *metrics)
 {
     crd_state *crds = xcalloc(1, sizeof *crds);
+    if (metrics)
+        crd_conv_metrics_init(&crds->conv_metrics, metrics);
     crds->reg = reg;
     crds->store = s;
     crds->cache = store_cache(s);

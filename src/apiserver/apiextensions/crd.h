@@ -20,6 +20,7 @@
 #include "apiserver/cacher/cacher.h"
 #include "apiserver/registry/generic/store.h"
 #include "apiserver/registry/rest/registry.h"
+#include "ckube/metrics.h"
 
 #define CRD_CLEANUP_FINALIZER "customresourcecleanup.apiextensions.k8s.io"
 #define CRD_KEY_PREFIX "/registry/apiextensions.k8s.io/customresourcedefinitions/"
@@ -30,11 +31,12 @@ int apiextensions_install(registry *reg);
 
 /* The CRD machinery of one server: follows CRD changes in the store's
  * cache, serving their types from `reg`, and cleans up deleted CRDs
- * through the store `s` (both borrowed; they outlive it). Call before cacher_start so stored CRDs
- * are registered at start-up. crd_detach frees it once the cacher no
- * longer calls it (after cacher_free). */
+ * through the store `s` (both borrowed; they outlive it); conversion
+ * webhooks count in `metrics` (borrowed; NULL: not counted). Call before cacher_start so stored
+ * CRDs are registered at start-up. crd_detach frees it once the cacher no longer calls it (after
+ * cacher_free). */
 typedef struct crd_state crd_state;
-crd_state *crd_attach(registry *reg, store *s);
+crd_state *crd_attach(registry *reg, store *s, ckube_metrics_registry *metrics);
 void crd_detach(crd_state *crds);
 
 /* Types retired by CRD changes. A type is retired when its CRD is

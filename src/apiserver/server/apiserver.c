@@ -918,13 +918,16 @@ apiserver *apiserver_new(const apiserver_config *cfg, char **err)
     s->rbac = rbac_index_new();
     authorization_set_authorizer(s->registry, s->rbac);
     cacher_add_listener(s->cache, "/registry/rbac.authorization.k8s.io/", on_rbac_event, s);
-    s->admission = admission_new(s->cache);
-    s->aggregator = aggregator_new(s);
-    s->crds = crd_attach(s->registry, s->store);
+    /* the metrics first: admission and the CRDs' conversions count in
+     * their registry */
     if (!(s->metrics = apimetrics_new(s)))
         CKUBE_WARN("server metrics unavailable (out of memory); /metrics answers 500");
-    else
-        admission_set_metrics(s->admission, apimetrics_registry(s->metrics));
+    ckube_metrics_registry *mreg = s->metrics ? apimetrics_registry(s->metrics) : NULL;
+    s->admission = admission_new(s->cache);
+    if (mreg)
+        admission_set_metrics(s->admission, mreg);
+    s->aggregator = aggregator_new(s);
+    s->crds = crd_attach(s->registry, s->store, mreg);
     s->on_request_done = request_done;
     s->on_watch_started = watch_started;
     return s;
