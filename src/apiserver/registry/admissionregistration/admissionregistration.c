@@ -1076,7 +1076,9 @@ static const col_def cols_configuration[] = {NAME_COL,
 
 /* Cluster-scoped, in the api-extensions category, generation tracked
  * (upstream bumps it when the webhooks change: nothing else is outside
- * metadata), no create on update, as upstream's strategies. */
+ * metadata), no create on update, as upstream's strategies; their
+ * AllowUnconditionalUpdate is false for both: a PUT names the
+ * resourceVersion it replaces. */
 static const builtin types[] = {
     {.group = GROUP,
      .version = "v1",
@@ -1090,7 +1092,8 @@ static const builtin types[] = {
      .cols = cols_configuration,
      .prepare_create = mutating_prepare_create,
      .prepare_update = mutating_prepare_update,
-     .validate = mutating_validate},
+     .validate = mutating_validate,
+     .conditional_update = true},
     {.group = GROUP,
      .version = "v1",
      .resource = "validatingwebhookconfigurations",
@@ -1103,23 +1106,11 @@ static const builtin types[] = {
      .cols = cols_configuration,
      .prepare_create = validating_prepare_create,
      .prepare_update = validating_prepare_update,
-     .validate = validating_validate},
+     .validate = validating_validate,
+     .conditional_update = true},
 };
 
 int admissionregistration_install(registry *reg)
 {
-    size_t n = sizeof types / sizeof *types;
-    if (builtin_install(reg, types, n) != 0)
-        return -1;
-    /* upstream's AllowUnconditionalUpdate is false for both: a PUT names
-     * the resourceVersion it replaces. Nothing serves the types yet. */
-    for (size_t i = 0; i < n; i++) {
-        resource_type *t =
-            registry_lookup(reg, types[i].group, types[i].version, types[i].resource);
-        if (!t)
-            return -1;
-        t->allow_unconditional_update = false;
-        resource_type_unref(t);
-    }
-    return 0;
+    return builtin_install(reg, types, sizeof types / sizeof *types);
 }

@@ -276,7 +276,9 @@ static const col_def cols_apiservice[] = {
     END_COL};
 
 /* Cluster-scoped, in the api-extensions category, with /status; no
- * generation and no create on update, as upstream's strategy. */
+ * generation and no create on update, as upstream's strategy, whose
+ * AllowUnconditionalUpdate is false (the main resource and /status): a
+ * PUT names the resourceVersion it replaces. */
 static const builtin types[] = {
     {.group = APIREGISTRATION_GROUP,
      .version = "v1",
@@ -290,25 +292,13 @@ static const builtin types[] = {
      .cols = cols_apiservice,
      .prepare_create = apiservice_prepare_create,
      .prepare_update = apiservice_prepare_update,
-     .validate = apiservice_validate},
+     .validate = apiservice_validate,
+     .conditional_update = true},
 };
 
 int apiregistration_install(registry *reg)
 {
-    size_t n = sizeof types / sizeof *types;
-    if (builtin_install(reg, types, n) != 0)
-        return -1;
-    /* AllowUnconditionalUpdate is false, for the main resource and
-     * /status: a PUT names the resourceVersion it replaces. */
-    for (size_t i = 0; i < n; i++) {
-        resource_type *t =
-            registry_lookup(reg, types[i].group, types[i].version, types[i].resource);
-        if (!t)
-            return -1;
-        t->allow_unconditional_update = false;
-        resource_type_unref(t);
-    }
-    return 0;
+    return builtin_install(reg, types, sizeof types / sizeof *types);
 }
 
 /* ---- kube-apiserver's priorities ------------------------------------------ */

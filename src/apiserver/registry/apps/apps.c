@@ -203,7 +203,9 @@ static const builtin types[] = {
      deploy_prepare_update,
      workload_validate,
      NULL,
-     NULL, false},
+     NULL,
+     false,
+     false},
     {"apps",
      "v1",
      "replicasets",
@@ -223,7 +225,9 @@ static const builtin types[] = {
      rs_prepare_update,
      workload_validate,
      NULL,
-     NULL, false},
+     NULL,
+     false,
+     false},
 };
 
 int apps_install(registry *reg)

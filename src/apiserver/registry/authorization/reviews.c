@@ -169,7 +169,8 @@ static void rules_review(const resource_type *t, json_t *obj, const char *ns, co
     const char *rns = json_string_value(ckube_json_get_path(obj, "spec.namespace"));
     rbac_user ru = {user->name, (const char *const *)user->groups, user->ngroups};
     char *errors = NULL;
-    json_t *rules = t->review_arg ? rbac_rules_for(t->review_arg, &ru, rns, false, &errors) : json_array();
+    json_t *rules =
+        t->review_arg ? rbac_rules_for(t->review_arg, &ru, rns, false, &errors) : json_array();
     json_t *res = json_array(), *urls = json_array();
     size_t i;
     json_t *rule;
@@ -181,8 +182,8 @@ static void rules_review(const resource_type *t, json_t *obj, const char *ns, co
             json_array_append_new(urls, rule_info(rule, url_keys));
     }
     json_decref(rules);
-    json_t *status = json_pack("{s:o,s:o,s:b}", "resourceRules", res, "nonResourceRules", urls,
-                               "incomplete", 0);
+    json_t *status =
+        json_pack("{s:o,s:o,s:b}", "resourceRules", res, "nonResourceRules", urls, "incomplete", 0);
     if (errors)
         json_object_set_new(status, "evaluationError", json_string(errors));
     free(errors);
@@ -301,8 +302,8 @@ void authorization_set_authorizer(registry *reg, rbac_index *ix)
     for (size_t i = 0; i < sizeof reviews / sizeof *reviews; i++) {
         if (strcmp(reviews[i].group, "authorization.k8s.io"))
             continue;
-        resource_type *t = registry_lookup(reg, reviews[i].group, reviews[i].version,
-                                           reviews[i].resource);
+        resource_type *t =
+            registry_lookup(reg, reviews[i].group, reviews[i].version, reviews[i].resource);
         if (t) {
             t->review_arg = ix;
             resource_type_unref(t);

@@ -187,7 +187,7 @@ int builtin_install(registry *reg, const builtin *types, size_t n)
             t->scale_label_selector_path = xstrdup(".status.selector");
         }
         t->tracks_generation = b->generation;
-        t->allow_unconditional_update = true;
+        t->allow_unconditional_update = !b->conditional_update;
         t->allow_create_on_update = b->create_on_update;
         t->patch_meta = b->patch_meta;
         t->schema = builtin_schema(b->group, b->version, b->kind);

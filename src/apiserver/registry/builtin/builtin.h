@@ -54,6 +54,10 @@ typedef struct builtin {
     /* upstream's strategy AllowCreateOnUpdate: a PUT of a missing object
      * creates it (RBAC kinds, Services, Endpoints, Events, Leases). */
     bool create_on_update;
+    /* upstream's strategy AllowUnconditionalUpdate false: a PUT must name
+     * the resourceVersion it replaces (webhook configurations,
+     * APIServices). Default (false here): unconditional updates allowed. */
+    bool conditional_update;
 } builtin;
 
 /* Registers n types of a group's table in `reg` (every verb, schemas

@@ -42,7 +42,9 @@ static const builtin types[] = {
      NULL,
      lease_validate,
      NULL,
-     NULL, true},
+     NULL,
+     true,
+     false},
 };
 
 int coordination_install(registry *reg)

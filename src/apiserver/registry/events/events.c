@@ -105,7 +105,9 @@ static const builtin types[] = {
      NULL,
      NULL,
      NULL,
-     NULL, true},
+     NULL,
+     true,
+     false},
 };
 
 int events_install(registry *reg)

@@ -394,7 +394,7 @@ static const builtin types[] = {
     {RBAC_GROUP,     "v1",      "roles", "Role", "role", true,
      {NULL},         {NULL},    false,   false,  false,  CKUBE_NAME_PATH_SEGMENT,
      patchmeta_role, cols_role, NULL,    NULL,   NULL,   role_validate,
-     NULL,           NULL,      true},
+     NULL,           NULL,      true,    false},
     {RBAC_GROUP,
      "v1",
      "clusterroles",
@@ -415,7 +415,8 @@ static const builtin types[] = {
      clusterrole_validate,
      NULL,
      NULL,
-     true},
+     true,
+     false},
     {RBAC_GROUP,
      "v1",
      "rolebindings",
@@ -436,7 +437,8 @@ static const builtin types[] = {
      rolebinding_validate,
      NULL,
      NULL,
-     true},
+     true,
+     false},
     {RBAC_GROUP,
      "v1",
      "clusterrolebindings",
@@ -457,7 +459,8 @@ static const builtin types[] = {
      clusterrolebinding_validate,
      NULL,
      NULL,
-     true},
+     true,
+     false},
 };
 
 int rbac_install(registry *reg)
