@@ -36,6 +36,7 @@
 #include "common/x509.h"
 #include "runtime/http_serve.h"
 #include "runtime/secure_serving.h"
+#include "util/rotate_util.h"
 
 /* ---- certificates ------------------------------------------------------------ */
 
@@ -86,22 +87,6 @@ static certs make_certs(const char *dir, const char *name, const char *cn)
     return c;
 }
 
-/* Copies file `from` over `to` (by rename, whole). */
-static void install(const char *from, const char *to)
-{
-    char tmp[600], buf[8192];
-    snprintf(tmp, sizeof tmp, "%s.tmp", to);
-    FILE *in = fopen(from, "r"), *out = fopen(tmp, "w");
-    assert_non_null(in);
-    assert_non_null(out);
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        assert_int_equal(fwrite(buf, 1, n, out), n);
-    fclose(in);
-    assert_int_equal(fclose(out), 0);
-    assert_int_equal(rename(tmp, to), 0);
-}
-
 static void write_text(const char *path, const char *text)
 {
     char tmp[600];
@@ -121,8 +106,8 @@ static serving_cert *serve_copies(const certs *c, const char *name, char *crt, c
 {
     snprintf(crt, 512, "%s/%s.crt", dir, name);
     snprintf(key, 512, "%s/%s.key", dir, name);
-    install(c->crt, crt);
-    install(c->key, key);
+    tu_replace_file(c->crt, crt);
+    tu_replace_file(c->key, key);
     char *err = NULL;
     serving_cert *sc = serving_cert_new(crt, key, NULL, 0, "test server", &err);
     if (!sc)
@@ -137,15 +122,6 @@ static const char *cn_of(SSL_CTX *ctx, char *buf, size_t n)
     assert_non_null(x);
     X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, buf, (int)n);
     return buf;
-}
-
-/* serving_cert looks at its files at most once a second: wait for the
- * next second. */
-static void next_second(void)
-{
-    time_t t = time(NULL);
-    while (time(NULL) == t)
-        usleep(20 * 1000);
 }
 
 static int setup(void **state)
@@ -184,31 +160,31 @@ static void test_serving_cert_reload(void **state)
     assert_string_equal(cn_of(first, cn, sizeof cn), "server-a");
 
     /* unchanged files: the same context, however long */
-    next_second();
+    tu_next_second();
     assert_ptr_equal(serving_cert_ctx(c), first);
 
     /* rotated: the next look makes a new one */
-    install(b.crt, crt);
-    install(b.key, key);
-    next_second();
+    tu_replace_file(b.crt, crt);
+    tu_replace_file(b.key, key);
+    tu_next_second();
     SSL_CTX *second = serving_cert_ctx(c);
     assert_string_equal(cn_of(second, cn, sizeof cn), "server-b");
 
     /* a certificate that does not parse: the one that works stays */
     write_text(crt, "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n");
-    next_second();
+    tu_next_second();
     assert_ptr_equal(serving_cert_ctx(c), second);
     /* half a rotation (a's certificate, b's key): still b */
-    install(a.crt, crt);
-    next_second();
+    tu_replace_file(a.crt, crt);
+    tu_next_second();
     assert_ptr_equal(serving_cert_ctx(c), second);
     /* the rest of it: a again */
-    install(a.key, key);
-    next_second();
+    tu_replace_file(a.key, key);
+    tu_next_second();
     assert_string_equal(cn_of(serving_cert_ctx(c), cn, sizeof cn), "server-a");
     /* a file gone (a rotation between its renames): what works stays */
     assert_int_equal(unlink(key), 0);
-    next_second();
+    tu_next_second();
     assert_string_equal(cn_of(serving_cert_ctx(c), cn, sizeof cn), "server-a");
     serving_cert_free(c);
 
@@ -226,7 +202,7 @@ static void test_serving_cert_reload(void **state)
     assert_non_null(c);
     first = serving_cert_ctx(c);
     assert_true(strncmp(cn_of(first, cn, sizeof cn), "localhost@", 10) == 0);
-    next_second();
+    tu_next_second();
     assert_ptr_equal(serving_cert_ctx(c), first);
     serving_cert_free(c);
 }
@@ -337,9 +313,9 @@ static void test_listeners(void **state)
 
     /* a rotation reaches the next connection: b's CA verifies it, a's no
      * longer does */
-    install(b.crt, crt);
-    install(b.key, key);
-    next_second();
+    tu_replace_file(b.crt, crt);
+    tu_replace_file(b.key, key);
+    tu_next_second();
     r = call(sp, b.ca, NULL);
     assert_int_equal(r.rc, CURLE_OK);
     assert_string_equal(r.body, "secure 1 0");

@@ -43,6 +43,7 @@
 #include "apiserver/httpd/httpd.h"
 #include "apiserver/httpd/tls.h"
 #include "apiserver/pki/pki.h"
+#include "util/rotate_util.h"
 
 #define WAIT_SECS 10.0 /* a generous bound for anything that should be quick */
 #define TURN_LIMIT 2   /* seconds one non-blocking turn of the loop may take */
@@ -1249,33 +1250,6 @@ static bool served(fixture *f, const ASN1_INTEGER *want, const char *san)
     return has;
 }
 
-/* Waits for the next second: the files are looked at at most once a
- * second, so a change made in this second is seen in the next. */
-static void next_second(void)
-{
-    time_t t = time(NULL);
-    while (time(NULL) == t)
-        poll(NULL, 0, 10);
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "r");
-    assert_non_null(in);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", to);
-    FILE *out = fopen(tmp, "w");
-    assert_non_null(out);
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        assert_int_equal(fwrite(buf, 1, n, out), n);
-    fclose(in);
-    assert_int_equal(fclose(out), 0);
-    /* renamed into place, as certificate renewers do: never half a file */
-    assert_int_equal(rename(tmp, to), 0);
-}
-
 static void test_reload(void **state)
 {
     (void)state;
@@ -1302,7 +1276,7 @@ static void test_reload(void **state)
     assert_true(p2.made_serving);
     ASN1_INTEGER *s2 = file_serial(p.serving_crt);
     assert_int_not_equal(ASN1_INTEGER_cmp(s1, s2), 0);
-    next_second();
+    tu_next_second();
     assert_true(served(f, s2, "reload.example"));
     assert_int_equal(httpd_tls_generation(tls), 2);
     /* A connection made before goes on with what it had. */
@@ -1315,15 +1289,15 @@ static void test_reload(void **state)
     /* A key that does not match: the previous pair stays served. */
     char saved[4200];
     snprintf(saved, sizeof saved, "%s.good", p.serving_key);
-    copy_file(p.serving_key, saved);
-    copy_file(p.admin_key, p.serving_key);
-    next_second();
+    tu_replace_file(p.serving_key, saved);
+    tu_replace_file(p.admin_key, p.serving_key);
+    tu_next_second();
     assert_true(served(f, s2, "reload.example"));
     assert_int_equal(httpd_tls_generation(tls), 2);
 
     /* ... and the next change is tried again. */
-    copy_file(saved, p.serving_key);
-    next_second();
+    tu_replace_file(saved, p.serving_key);
+    tu_next_second();
     assert_true(served(f, s2, "reload.example"));
     assert_int_equal(httpd_tls_generation(tls), 3);
     unlink(saved);
