@@ -50,8 +50,7 @@ struct ckube_apiext_server {
     serving_cert *tls;
     apiext_front_proxy *fp;
     delegated_auth *auth;
-    http_serve *serve;
-    bool running;
+    http_serve *serve; /* once started; NULL when stopped */
     ckube_runnable runnable;
 };
 
@@ -500,7 +499,7 @@ static char *lower_dup(const char *k)
 
 int ckube_apiext_server_add_resource(ckube_apiext_server *s, const ckube_apiext_resource *r)
 {
-    if (s->running || !r || !r->plural || !*r->plural || !r->kind || !*r->kind || !r->list ||
+    if (s->serve || !r || !r->plural || !*r->plural || !r->kind || !*r->kind || !r->list ||
         find_resource(s, r->plural, strlen(r->plural)))
         return -1;
     resource *v = realloc(s->res, (s->nres + 1) * sizeof *v);
@@ -530,7 +529,7 @@ int ckube_apiext_server_add_resource(ckube_apiext_server *s, const ckube_apiext_
 int ckube_apiext_server_start(ckube_apiext_server *s, char **err)
 {
     char *e = NULL;
-    if (s->running)
+    if (s->serve)
         return 0;
     char *client_ca = NULL;
     size_t ca_len = 0;
@@ -561,7 +560,6 @@ int ckube_apiext_server_start(ckube_apiext_server *s, char **err)
     s->bound_port = http_serve_listen(s->serve, &o, &e);
     if (s->bound_port < 0 || http_serve_start(s->serve, &e) != 0)
         goto fail;
-    s->running = true;
     CKUBE_INFO("Serving %s on https://%s:%d", s->gv, s->host, s->bound_port);
     return 0;
 fail:
@@ -582,7 +580,6 @@ void ckube_apiext_server_stop(ckube_apiext_server *s)
 {
     http_serve_free(s->serve); /* joins the thread; the port is free after */
     s->serve = NULL;
-    s->running = false;
     serving_cert_free(s->tls);
     s->tls = NULL;
     delegated_auth_free(s->auth);

@@ -34,8 +34,7 @@ struct ckube_webhook_server {
     serving_cert *tls; /* once started: read again when the files change */
     wh_handler *handlers;
     size_t nhandlers;
-    http_serve *serve; /* once started */
-    bool running;
+    http_serve *serve; /* once started; NULL when stopped */
     atomic_bool serving;
     ckube_metric_family *requests, *latency_fam, *in_flight_fam;
     ckube_runnable runnable;

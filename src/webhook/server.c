@@ -158,7 +158,7 @@ ckube_webhook_server *ckube_webhook_server_new(const ckube_webhook_server_option
 
 int wh_add_handler(ckube_webhook_server *s, const wh_handler *h)
 {
-    if (s->running || !h->path || h->path[0] != '/' || find(s, h->path))
+    if (s->serve || !h->path || h->path[0] != '/' || find(s, h->path))
         return -1;
     wh_handler *v = realloc(s->handlers, (s->nhandlers + 1) * sizeof *v);
     if (!v)
@@ -180,7 +180,7 @@ int wh_add_handler(ckube_webhook_server *s, const wh_handler *h)
 int ckube_webhook_server_start(ckube_webhook_server *s, char **err)
 {
     char *e = NULL;
-    if (s->running)
+    if (s->serve)
         return 0;
     s->tls = serving_cert_new(s->cert_path, s->key_path, NULL, 0, "webhook server", &e);
     if (!s->tls)
@@ -199,7 +199,6 @@ int ckube_webhook_server_start(ckube_webhook_server *s, char **err)
     s->bound_port = http_serve_listen(s->serve, &o, &e);
     if (s->bound_port < 0 || http_serve_start(s->serve, &e) != 0)
         goto fail;
-    s->running = true;
     atomic_store(&s->serving, true);
     CKUBE_INFO("Serving webhook server on %s:%d (certificate %s)", s->host, s->bound_port,
                s->cert_path);
@@ -218,7 +217,6 @@ void ckube_webhook_server_stop(ckube_webhook_server *s)
     atomic_store(&s->serving, false);
     http_serve_free(s->serve); /* joins the thread; the port is free after */
     s->serve = NULL;
-    s->running = false;
     serving_cert_free(s->tls);
     s->tls = NULL;
     s->bound_port = -1;
