@@ -8,6 +8,10 @@
  *
  *   ckube-webhook-operator --kubeconfig ~/.kube/config --cert-dir DIR [--webhook-port 9443]
  *
+ * The handlers read only the informer's cache and their arguments, so
+ * they run on --webhook-workers threads at once (default 4): a slow
+ * review does not hold up the others.
+ *
  * manifests/ holds the configurations that send the API server's reviews
  * here (fill in caBundle and the address).
  */
@@ -35,6 +39,7 @@ static void usage(FILE *f)
                "$TMPDIR/k8s-webhook-server/serving-certs)\n"
                "  --webhook-host ADDR               address to serve webhooks on (default all)\n"
                "  --webhook-port PORT               (default 9443)\n"
+               "  --webhook-workers N               handler threads (default 4; 0: none)\n"
                "  --metrics-bind-address ADDR       (default 127.0.0.1:8080; 0 = off)\n"
                "  --health-probe-bind-address ADDR  (default 127.0.0.1:8081; 0 = off)\n"
                "  -v, --v N                         log verbosity\n");
@@ -42,19 +47,20 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    enum { F_KUBECONFIG = 256, F_CERTS, F_HOST, F_PORT, F_METRICS, F_HEALTH };
+    enum { F_KUBECONFIG = 256, F_CERTS, F_HOST, F_PORT, F_WORKERS, F_METRICS, F_HEALTH };
     static const struct option opts[] = {
         {"kubeconfig", required_argument, NULL, F_KUBECONFIG},
         {"cert-dir", required_argument, NULL, F_CERTS},
         {"webhook-host", required_argument, NULL, F_HOST},
         {"webhook-port", required_argument, NULL, F_PORT},
+        {"webhook-workers", required_argument, NULL, F_WORKERS},
         {"metrics-bind-address", required_argument, NULL, F_METRICS},
         {"health-probe-bind-address", required_argument, NULL, F_HEALTH},
         CKUBE_LOG_GETOPT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     ckube_config_overrides ov = {0};
-    ckube_webhook_server_options wo = {0};
+    ckube_webhook_server_options wo = {.workers = 4};
     const char *metrics = NULL, *health = NULL;
     int ch;
     while ((ch = getopt_long(argc, argv, "v:h", opts, NULL)) != -1) {
@@ -80,6 +86,17 @@ int main(int argc, char **argv)
         case F_PORT:
             wo.port = atoi(optarg);
             break;
+        case F_WORKERS: {
+            char *end = NULL;
+            long n = strtol(optarg, &end, 10);
+            if (!*optarg || *end || n < 0 || n > CKUBE_WEBHOOK_MAX_WORKERS) {
+                fprintf(stderr, "ckube-webhook-operator: invalid --webhook-workers %s: 0 to %d\n",
+                        optarg, CKUBE_WEBHOOK_MAX_WORKERS);
+                return 2;
+            }
+            wo.workers = (unsigned)n;
+            break;
+        }
         case F_METRICS:
             metrics = optarg;
             break;

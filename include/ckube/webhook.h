@@ -24,9 +24,14 @@
  * controller_runtime_webhook_latency_seconds{webhook},
  * controller_runtime_webhook_requests_in_flight{webhook}.
  *
- * Threading: the server runs on a thread of its own (one event loop);
- * handlers are called there, one at a time, and must not block for long
- * (the API server waits at most the webhook's timeoutSeconds). Register
+ * Threading: the server runs on a thread of its own (one event loop,
+ * which accepts, does the TLS handshakes and reads and sends). By default
+ * (workers 0) handlers are called there, one at a time: a handler that
+ * waits holds up every other request. With workers N, handlers run on N
+ * threads of the server, up to N at once (controller-runtime serves each
+ * request on a goroutine of its own, so any number at once): then they
+ * must be safe to call concurrently, the same handler included. Either
+ * way the API server waits at most the webhook's timeoutSeconds. Register
  * handlers before starting.
  */
 #ifndef CKUBE_WEBHOOK_H
@@ -46,6 +51,7 @@ typedef struct ckube_webhook_server ckube_webhook_server;
 
 #define CKUBE_WEBHOOK_DEFAULT_PORT 9443
 #define CKUBE_WEBHOOK_ANY_PORT (-1) /* tests: a free port, see ckube_webhook_server_port */
+#define CKUBE_WEBHOOK_MAX_WORKERS 1024
 
 typedef struct ckube_webhook_server_options {
     const char *host; /* address to bind; NULL or "": every address */
@@ -56,6 +62,10 @@ typedef struct ckube_webhook_server_options {
     const char *cert_name;           /* NULL: "tls.crt" */
     const char *key_name;            /* NULL: "tls.key" */
     ckube_metrics_registry *metrics; /* NULL: ckube_metrics_default() */
+    /* Threads calling the handlers, at most CKUBE_WEBHOOK_MAX_WORKERS;
+     * 0: none, the server's loop calls them, one at a time (Threading,
+     * above). A request waits for a free worker in the order it came. */
+    unsigned workers;
 } ckube_webhook_server_options;
 
 /* A server (not yet listening). NULL with *err (malloc'd; err may be
@@ -68,7 +78,10 @@ void ckube_webhook_server_free(ckube_webhook_server *s);
 /* Binds, reads the certificate and starts serving on the server's
  * thread. 0, or -1 with *err (malloc'd) naming the file or address. */
 int ckube_webhook_server_start(ckube_webhook_server *s, char **err);
-/* Stops accepting and waits for the thread; requests in progress end. */
+/* Stops accepting and waits for the thread and for the handlers running
+ * to return; requests not answered by then end without an answer (their
+ * connections close), those waiting for a worker without their handler
+ * being called. */
 void ckube_webhook_server_stop(ckube_webhook_server *s);
 /* The bound port (after start), or -1. */
 int ckube_webhook_server_port(const ckube_webhook_server *s);

@@ -30,6 +30,7 @@ typedef struct wh_handler {
 struct ckube_webhook_server {
     char *host;
     int port, bound_port;
+    unsigned workers; /* handler threads (options'); 0: the loop calls them */
     char *cert_path, *key_path;
     serving_cert *tls; /* once started: read again when the files change */
     wh_handler *handlers;

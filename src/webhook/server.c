@@ -50,23 +50,67 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* One review on its way: read on the loop, answered by wh_serve on a
+ * worker (or the loop, without workers), sent from the loop. */
+typedef struct wh_call {
+    ckube_webhook_server *s;
+    wh_handler *h;
+    const char *body; /* the request's input buffer: lives until it is answered */
+    size_t len;
+    double start;
+    wh_reply out;
+} wh_call;
+
+static void call_work(void *arg)
+{
+    wh_call *c = arg;
+    wh_serve(c->h, c->body, c->len, &c->out);
+}
+
+static void call_done(struct evhttp_request *req, void *arg)
+{
+    wh_call *c = arg;
+    if (req) {
+        send_json(req, c->out.code, c->out.body ? c->out.body : "{}", c->out.body ? c->out.len : 2);
+        char code[8];
+        snprintf(code, sizeof code, "%d", c->out.code);
+        const char *labels[] = {c->h->path, code};
+        ckube_counter_inc(ckube_metric_with(c->s->requests, labels));
+        ckube_histogram_observe(c->h->latency, now_s() - c->start);
+    }
+    ckube_gauge_dec(c->h->in_flight);
+    free(c->out.body);
+    free(c);
+}
+
+static void not_found(struct evhttp_request *req)
+{
+    static const char nf[] = "404 page not found\n";
+    struct evbuffer *b = evbuffer_new();
+    if (b)
+        evbuffer_add(b, nf, sizeof nf - 1);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; charset=utf-8");
+    evhttp_send_reply(req, 404, "Not Found", b);
+    if (b)
+        evbuffer_free(b);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     ckube_webhook_server *s = arg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     wh_handler *h = path ? find(s, path) : NULL;
-    if (!h) {
-        static const char nf[] = "404 page not found\n";
-        struct evbuffer *b = evbuffer_new();
-        evbuffer_add(b, nf, sizeof nf - 1);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "text/plain; charset=utf-8");
-        evhttp_send_reply(req, 404, "Not Found", b);
-        evbuffer_free(b);
+    wh_call *c = h ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        if (h)
+            evhttp_send_error(req, 500, NULL);
+        else
+            not_found(req);
         return;
     }
-    double start = now_s();
+    *c = (wh_call){.s = s, .h = h, .start = now_s()};
     ckube_gauge_inc(h->in_flight);
     /* the reply goes out as a few TLS records: no Nagle delay between
      * them (the API server waits for the whole answer) */
@@ -77,24 +121,20 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (fd >= 0)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t len = evbuffer_get_length(in);
+    c->len = evbuffer_get_length(in);
     const char *body = (const char *)evbuffer_pullup(in, -1);
+    c->body = body ? body : "";
     const char *ctype = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Type");
-    wh_reply out = {0};
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
-        wh_bad_request(h, &out, "only POST is accepted");
-    else if (!ctype || strncmp(ctype, "application/json", 16))
-        wh_bad_request(h, &out, "contentType=%s, expected application/json", ctype ? ctype : "");
-    else
-        wh_serve(h, body ? body : "", len, &out);
-    send_json(req, out.code, out.body ? out.body : "{}", out.body ? out.len : 2);
-    char code[8];
-    snprintf(code, sizeof code, "%d", out.code);
-    const char *labels[] = {h->path, code};
-    ckube_counter_inc(ckube_metric_with(s->requests, labels));
-    ckube_histogram_observe(h->latency, now_s() - start);
-    ckube_gauge_dec(h->in_flight);
-    free(out.body);
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+        wh_bad_request(h, &c->out, "only POST is accepted");
+    } else if (!ctype || strncmp(ctype, "application/json", 16)) {
+        wh_bad_request(h, &c->out, "contentType=%s, expected application/json", ctype ? ctype : "");
+    } else {
+        /* the handler's call: on a worker when there are workers */
+        http_serve_defer(s->serve, req, call_work, call_done, c);
+        return;
+    }
+    call_done(req, c);
 }
 
 /* ---- life cycle -------------------------------------------------------------- */
@@ -115,6 +155,12 @@ ckube_webhook_server *ckube_webhook_server_new(const ckube_webhook_server_option
             *err = NULL;
         return NULL;
     }
+    if (o.workers > CKUBE_WEBHOOK_MAX_WORKERS) {
+        if (err && asprintf(err, "invalid webhook server workers %u: at most %d", o.workers,
+                            CKUBE_WEBHOOK_MAX_WORKERS) < 0)
+            *err = NULL;
+        return NULL;
+    }
     ckube_webhook_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
@@ -123,6 +169,7 @@ ckube_webhook_server *ckube_webhook_server_new(const ckube_webhook_server_option
               : o.port == CKUBE_WEBHOOK_ANY_PORT ? 0
                                                  : o.port;
     s->bound_port = -1;
+    s->workers = o.workers;
     char defdir[512];
     if (!o.cert_dir) {
         const char *tmp = getenv("TMPDIR");
@@ -186,7 +233,7 @@ int ckube_webhook_server_start(ckube_webhook_server *s, char **err)
     if (!s->tls)
         goto fail;
     s->serve = http_serve_new("ckube-webhook");
-    if (!s->serve) {
+    if (!s->serve || http_serve_set_workers(s->serve, s->workers) != 0) {
         e = strdup("out of memory");
         goto fail;
     }
@@ -200,8 +247,8 @@ int ckube_webhook_server_start(ckube_webhook_server *s, char **err)
     if (s->bound_port < 0 || http_serve_start(s->serve, &e) != 0)
         goto fail;
     atomic_store(&s->serving, true);
-    CKUBE_INFO("Serving webhook server on %s:%d (certificate %s)", s->host, s->bound_port,
-               s->cert_path);
+    CKUBE_INFO("Serving webhook server on %s:%d (certificate %s, %u workers)", s->host,
+               s->bound_port, s->cert_path, s->workers);
     return 0;
 fail:
     if (err)

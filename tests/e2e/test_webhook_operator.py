@@ -277,6 +277,35 @@ class WebhookOperatorTest(unittest.TestCase):
         self.assertIs(body["response"]["allowed"], False)
         self.assertEqual(body["response"]["status"]["code"], 400)
 
+    def test_5b_reviews_at_once(self):
+        # the operator answers on four handler threads: twelve kubectl
+        # creates at once, each defaulted through the mutating webhook and
+        # judged by the validating one against the cache
+        import concurrent.futures
+        names = ["net-par-%d" % i for i in range(12)]
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            results = list(pool.map(
+                lambda i: kubectl("apply", "-f", "-",
+                                  stdin=network(names[i], "10.%d.0.0/24" % (100 + i))),
+                range(12)))
+        for rc, out, err in results:
+            self.assertEqual(rc, 0, err + logtail())
+        rc, out, err = kubectl("get", "networks", "-o",
+                               "jsonpath={range .items[*]}{.metadata.name}={.spec.gateway} {end}")
+        got = dict(kv.split("=") for kv in out.split())
+        for i, n in enumerate(names):
+            self.assertEqual(got.get(n), "10.%d.0.1" % (100 + i))
+        rc, out, err = kubectl("delete", "networks", *names)
+        self.assertEqual(rc, 0, err)
+
+    def test_5c_workers_flag(self):
+        for bad in ("-1", "1025", "four", ""):
+            r = subprocess.run([OPERATOR, "--webhook-workers", bad], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("ckube-webhook-operator: invalid --webhook-workers %s: 0 to 1024" % bad,
+                          r.stderr)
+
     def test_6_metrics_and_readyz(self):
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % STATE["metrics"]) as r:
             text = r.read().decode()

@@ -11,9 +11,17 @@
  *    rotation (a certificate that does not parse, a key that is not the
  *    certificate's) keeps the one that works;
  *  - a port in use is refused in the server's words; after stop the
- *    ports are free and the server listens and serves again. */
+ *    ports are free and the server listens and serves again;
+ *  - deferred work (http_serve_defer): on N workers N requests' work runs
+ *    at once and the answers go out from the loop; without workers it
+ *    runs on the loop; a client that left loses only its answer; stopping
+ *    waits for the work running, drops the work queued and ends both
+ *    requests (done with NULL), and the workers start again. */
 #include <curl/curl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,56 +44,11 @@
 #include "common/x509.h"
 #include "runtime/http_serve.h"
 #include "runtime/secure_serving.h"
+#include "util/cert_util.h"
+#include "util/curl_util.h"
 #include "util/rotate_util.h"
 
 /* ---- certificates ------------------------------------------------------------ */
-
-/* A CA and a serving certificate it signed for 127.0.0.1, its CN `cn`:
- * DIR/NAME-ca.crt, DIR/NAME.crt, DIR/NAME.key. */
-typedef struct certs {
-    char ca[512], crt[512], key[512];
-} certs;
-
-static void write_pem(const char *path, X509 *x, EVP_PKEY *k)
-{
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    assert_non_null(f);
-    if (x)
-        assert_int_equal(PEM_write_X509(f, x), 1);
-    if (k)
-        assert_int_equal(PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL), 1);
-    assert_int_equal(fclose(f), 0);
-    /* replaced whole, as a rotation does */
-    assert_int_equal(rename(tmp, path), 0);
-}
-
-static certs make_certs(const char *dir, const char *name, const char *cn)
-{
-    certs c;
-    snprintf(c.ca, sizeof c.ca, "%s/%s-ca.crt", dir, name);
-    snprintf(c.crt, sizeof c.crt, "%s/%s.crt", dir, name);
-    snprintf(c.key, sizeof c.key, "%s/%s.key", dir, name);
-    EVP_PKEY *ca_key = EVP_EC_gen("P-256"), *key = EVP_EC_gen("P-256");
-    assert_non_null(ca_key);
-    assert_non_null(key);
-    char ca_cn[64];
-    snprintf(ca_cn, sizeof ca_cn, "%s-ca", cn);
-    X509 *ca = ckube__x509_make(ca_key, ca_cn, NULL, NULL, NULL, CKUBE__CERT_CA, 1, NULL, 0);
-    static const char *const sans[] = {"127.0.0.1"};
-    X509 *x = ckube__x509_make(key, cn, NULL, ca, ca_key, CKUBE__CERT_SERVER, 1, sans, 1);
-    assert_non_null(ca);
-    assert_non_null(x);
-    write_pem(c.ca, ca, NULL);
-    write_pem(c.crt, x, NULL);
-    write_pem(c.key, NULL, key);
-    X509_free(x);
-    X509_free(ca);
-    EVP_PKEY_free(key);
-    EVP_PKEY_free(ca_key);
-    return c;
-}
 
 static void write_text(const char *path, const char *text)
 {
@@ -102,7 +65,7 @@ static char dir[256]; /* the test's files, under CKUBE_TEST_TMP */
 
 /* DIR/NAME.crt and DIR/NAME.key: copies of c's (into crt and key, 512
  * bytes each), and a serving_cert reading them. */
-static serving_cert *serve_copies(const certs *c, const char *name, char *crt, char *key)
+static serving_cert *serve_copies(const tu_certs *c, const char *name, char *crt, char *key)
 {
     snprintf(crt, 512, "%s/%s.crt", dir, name);
     snprintf(key, 512, "%s/%s.key", dir, name);
@@ -152,7 +115,7 @@ static int teardown(void **state)
 static void test_serving_cert_reload(void **state)
 {
     (void)state;
-    certs a = make_certs(dir, "a", "server-a"), b = make_certs(dir, "b", "server-b");
+    tu_certs a = tu_make_certs(dir, "a", "server-a"), b = tu_make_certs(dir, "b", "server-b");
     char crt[512], key[512], cn[64];
     serving_cert *c = serve_copies(&a, "tls", crt, key);
     char *err = NULL;
@@ -222,20 +185,9 @@ static void answer(struct evhttp_request *req, void *arg)
 
 typedef struct reply {
     long code;
-    char body[512];
-    size_t len;
+    tu_body body;
     CURLcode rc;
 } reply;
-
-static size_t collect(char *p, size_t size, size_t n, void *ud)
-{
-    reply *r = ud;
-    size_t len = size * n, room = sizeof r->body - 1 - r->len;
-    memcpy(r->body + r->len, p, len < room ? len : room);
-    r->len += len < room ? len : room;
-    r->body[r->len] = '\0';
-    return len;
-}
 
 /* A request to 127.0.0.1:port (https when ca is not NULL, verified
  * against it); body: a POST of it, else a GET. */
@@ -251,8 +203,8 @@ static reply call(int port, const char *ca, const char *body)
         curl_easy_setopt(e, CURLOPT_CAINFO, ca);
     if (body)
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, tu_collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &r.body);
     curl_easy_setopt(e, CURLOPT_TIMEOUT, 10L);
     r.rc = curl_easy_perform(e);
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r.code);
@@ -277,7 +229,7 @@ static bool port_free(int port)
 static void test_listeners(void **state)
 {
     (void)state;
-    certs a = make_certs(dir, "la", "listener-a"), b = make_certs(dir, "lb", "listener-b");
+    tu_certs a = tu_make_certs(dir, "la", "listener-a"), b = tu_make_certs(dir, "lb", "listener-b");
     char crt[512], key[512];
     serving_cert *tls = serve_copies(&a, "serving", crt, key);
     char *err = NULL;
@@ -296,12 +248,12 @@ static void test_listeners(void **state)
     reply r = call(pp, NULL, NULL);
     assert_int_equal(r.rc, CURLE_OK);
     assert_int_equal(r.code, 200);
-    assert_string_equal(r.body, "plain 1 0");
+    assert_string_equal(r.body.text, "plain 1 0");
     r = call(pp, NULL, "0123456789");
-    assert_string_equal(r.body, "plain 2 10");
+    assert_string_equal(r.body.text, "plain 2 10");
     r = call(sp, a.ca, NULL);
     assert_int_equal(r.rc, CURLE_OK);
-    assert_string_equal(r.body, "secure 1 0");
+    assert_string_equal(r.body.text, "secure 1 0");
     /* the limits: a body over 16 bytes, a method not allowed */
     r = call(pp, NULL, "0123456789abcdefg");
     assert_int_equal(r.code, 413);
@@ -318,7 +270,7 @@ static void test_listeners(void **state)
     tu_next_second();
     r = call(sp, b.ca, NULL);
     assert_int_equal(r.rc, CURLE_OK);
-    assert_string_equal(r.body, "secure 1 0");
+    assert_string_equal(r.body.text, "secure 1 0");
     r = call(sp, a.ca, NULL);
     assert_int_equal(r.rc, CURLE_PEER_FAILED_VERIFICATION);
 
@@ -343,7 +295,7 @@ static void test_listeners(void **state)
     assert_int_equal(http_serve_listen(h, &plain, &err), pp);
     assert_int_equal(http_serve_start(h, &err), 0);
     r = call(pp, NULL, NULL);
-    assert_string_equal(r.body, "plain 1 0");
+    assert_string_equal(r.body.text, "plain 1 0");
     http_serve_free(h);
     serving_cert_free(tls);
 
@@ -356,11 +308,283 @@ static void test_listeners(void **state)
     http_serve_free(NULL);
 }
 
+/* ---- work off the loop (http_serve_defer) ------------------------------------- */
+
+/* The deferred tests' work waits at a gate: until `want` works have
+ * started (a barrier: proof they run at once) or the gate opens, for 5 s
+ * at most. Counts under mu. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    http_serve *h;
+    int want, arrived, at_once, max_at_once;
+    bool open;
+    int worked, answered, ended; /* work calls; done with a request; done with NULL */
+    pthread_t work_thread, done_thread;
+} gate;
+
+typedef struct gate_job {
+    gate *g;
+    int seen;
+    bool timed_out;
+} gate_job;
+
+static void gate_init(gate *g, http_serve *h, int want)
+{
+    memset(g, 0, sizeof *g);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->h = h;
+    g->want = want;
+}
+
+static void gate_open(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_work(void *arg)
+{
+    gate_job *j = arg;
+    gate *g = j->g;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&g->mu);
+    g->work_thread = pthread_self();
+    g->worked++;
+    g->arrived++;
+    if (++g->at_once > g->max_at_once)
+        g->max_at_once = g->at_once;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open && g->arrived < g->want && !j->timed_out)
+        j->timed_out = pthread_cond_timedwait(&g->cv, &g->mu, &until) != 0;
+    j->seen = g->arrived;
+    g->at_once--;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_done(struct evhttp_request *req, void *arg)
+{
+    gate_job *j = arg;
+    gate *g = j->g;
+    pthread_mutex_lock(&g->mu);
+    g->done_thread = pthread_self();
+    if (req)
+        g->answered++;
+    else
+        g->ended++;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    if (req) {
+        struct evbuffer *b = evbuffer_new();
+        evbuffer_add_printf(b, "seen %d%s", j->seen, j->timed_out ? " timed out" : "");
+        evhttp_send_reply(req, 200, "OK", b);
+        evbuffer_free(b);
+    }
+    free(j);
+}
+
+static void gate_request(struct evhttp_request *req, void *arg)
+{
+    gate *g = arg;
+    gate_job *j = calloc(1, sizeof *j);
+    assert_non_null(j);
+    j->g = g;
+    http_serve_defer(g->h, req, gate_work, gate_done, j);
+}
+
+/* Waits (5 s at most) until *count (under g->mu) reaches n. */
+static void gate_wait(gate *g, const int *count, int n)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&g->mu);
+    int rc = 0;
+    while (*count < n && rc == 0)
+        rc = pthread_cond_timedwait(&g->cv, &g->mu, &until);
+    int got = *count;
+    pthread_mutex_unlock(&g->mu);
+    assert_int_equal(got, n);
+}
+
+/* A GET on a connection of its own that the server closes after its
+ * answer (so several can be in flight from one thread). */
+static int send_get(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    static const char get[] = "GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    assert_int_equal(write(fd, get, sizeof get - 1), (ssize_t)(sizeof get - 1));
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* Everything the server sends on fd until it closes; the body after the
+ * headers into body (n bytes), "" when nothing came. Closes fd. */
+static void read_answer(int fd, char *body, size_t n)
+{
+    char buf[2048];
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof buf - 1 && (r = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)r;
+    buf[len] = '\0';
+    close(fd);
+    const char *p = strstr(buf, "\r\n\r\n");
+    snprintf(body, n, "%s", p ? p + 4 : "");
+}
+
+static http_serve *gate_server(gate *g, unsigned workers, int want, int *port)
+{
+    char *err = NULL;
+    http_serve *h = http_serve_new("test-defer");
+    assert_non_null(h);
+    gate_init(g, h, want);
+    assert_int_equal(http_serve_set_workers(h, workers), 0);
+    http_listen_opts o = {.host = "127.0.0.1", .fn = gate_request, .arg = g};
+    *port = http_serve_listen(h, &o, &err);
+    assert_true(*port > 0);
+    assert_int_equal(http_serve_start(h, &err), 0);
+    return h;
+}
+
+static void gate_free(gate *g)
+{
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+}
+
+/* Three workers run three requests' work at once (each waits for the
+ * other two); the answers go out from the loop's thread. Workers cannot
+ * change while the server runs. */
+static void test_defer_workers(void **state)
+{
+    (void)state;
+    gate g;
+    int port;
+    http_serve *h = gate_server(&g, 3, 3, &port);
+    assert_int_equal(http_serve_set_workers(h, 5), -1);
+    int fds[3];
+    for (int i = 0; i < 3; i++)
+        fds[i] = send_get(port);
+    char body[256];
+    for (int i = 0; i < 3; i++) {
+        read_answer(fds[i], body, sizeof body);
+        assert_string_equal(body, "seen 3");
+    }
+    http_serve_free(h); /* its threads joined: their writes are seen */
+    assert_int_equal(g.max_at_once, 3);
+    assert_int_equal(g.answered, 3);
+    assert_false(pthread_equal(g.work_thread, g.done_thread));
+    assert_false(pthread_equal(g.done_thread, pthread_self()));
+    gate_free(&g);
+    h = http_serve_new(NULL);
+    assert_int_equal(http_serve_set_workers(h, 1025), -1);
+    assert_int_equal(http_serve_set_workers(h, 1024), 0);
+    http_serve_free(h);
+}
+
+/* Without workers the work runs on the loop, one request at a time. */
+static void test_defer_inline(void **state)
+{
+    (void)state;
+    gate g;
+    int port;
+    http_serve *h = gate_server(&g, 0, 1, &port);
+    char one[256], two[256];
+    int a = send_get(port), b = send_get(port);
+    read_answer(a, one, sizeof one);
+    read_answer(b, two, sizeof two);
+    /* one after the other, whichever the loop read first */
+    assert_true((!strcmp(one, "seen 1") && !strcmp(two, "seen 2")) ||
+                (!strcmp(one, "seen 2") && !strcmp(two, "seen 1")));
+    http_serve_free(h);
+    assert_int_equal(g.max_at_once, 1);
+    assert_true(pthread_equal(g.work_thread, g.done_thread));
+    assert_false(pthread_equal(g.done_thread, pthread_self()));
+    gate_free(&g);
+}
+
+/* A client that leaves before its answer: the answer is dropped with its
+ * connection (ASan: nothing leaks) and the server serves on. */
+static void test_defer_client_gone(void **state)
+{
+    (void)state;
+    gate g;
+    int port;
+    http_serve *h = gate_server(&g, 1, 99, &port);
+    int fd = send_get(port);
+    gate_wait(&g, &g.arrived, 1);
+    close(fd);
+    gate_open(&g);
+    gate_wait(&g, &g.answered, 1);
+    char body[256];
+    read_answer(send_get(port), body, sizeof body);
+    assert_string_equal(body, "seen 2");
+    http_serve_free(h);
+    gate_free(&g);
+}
+
+static void *open_later(void *arg)
+{
+    poll(NULL, 0, 200);
+    gate_open(arg);
+    return NULL;
+}
+
+/* Stopping with one request's work running and another's queued: stop
+ * waits for the running work; both end without an answer (done with
+ * NULL), the queued work never runs; the server starts again with its
+ * workers. */
+static void test_defer_stop(void **state)
+{
+    (void)state;
+    gate g;
+    int port;
+    http_serve *h = gate_server(&g, 1, 99, &port);
+    int a = send_get(port), b = send_get(port);
+    gate_wait(&g, &g.arrived, 1);
+    pthread_t opener;
+    assert_int_equal(pthread_create(&opener, NULL, open_later, &g), 0);
+    http_serve_stop(h); /* returns once the gate opened and the work ended */
+    pthread_join(opener, NULL);
+    assert_int_equal(g.worked, 1);
+    assert_int_equal(g.ended, 2);
+    assert_int_equal(g.answered, 0);
+    char body[256];
+    read_answer(a, body, sizeof body);
+    assert_string_equal(body, "");
+    read_answer(b, body, sizeof body);
+    assert_string_equal(body, "");
+    assert_true(port_free(port));
+
+    char *err = NULL;
+    http_listen_opts o = {.host = "127.0.0.1", .port = port, .fn = gate_request, .arg = &g};
+    assert_int_equal(http_serve_listen(h, &o, &err), port);
+    assert_int_equal(http_serve_start(h, &err), 0);
+    read_answer(send_get(port), body, sizeof body);
+    assert_string_equal(body, "seen 2");
+    http_serve_free(h);
+    assert_int_equal(g.answered, 1);
+    gate_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_serving_cert_reload),
-        cmocka_unit_test(test_listeners),
+        cmocka_unit_test(test_serving_cert_reload), cmocka_unit_test(test_listeners),
+        cmocka_unit_test(test_defer_workers),       cmocka_unit_test(test_defer_inline),
+        cmocka_unit_test(test_defer_client_gone),   cmocka_unit_test(test_defer_stop),
     };
+    signal(SIGPIPE, SIG_IGN); /* answers to clients that left */
     return cmocka_run_group_tests(tests, setup, teardown);
 }

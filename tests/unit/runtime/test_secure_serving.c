@@ -38,6 +38,7 @@
 #include "common/x509.h"
 #include "runtime/delegated_auth.h"
 #include "runtime/secure_serving.h"
+#include "util/curl_util.h"
 #include "util/server_util.h"
 
 /* ---- the pure parts ---------------------------------------------------------- */
@@ -198,19 +199,8 @@ typedef struct fixture {
 /* The manager's Status body and code for one request. */
 typedef struct answer {
     long code;
-    char body[4096];
-    size_t len;
+    tu_body body;
 } answer;
-
-static size_t collect(char *p, size_t size, size_t n, void *ud)
-{
-    answer *a = ud;
-    size_t len = size * n, room = sizeof a->body - 1 - a->len;
-    memcpy(a->body + a->len, p, len < room ? len : room);
-    a->len += len < room ? len : room;
-    a->body[a->len] = '\0';
-    return len;
-}
 
 /* GET path on the secure port, with a bearer token and/or a client
  * certificate (NULL: none). The server's certificate is self-signed:
@@ -226,8 +216,8 @@ static answer get(const fixture *f, const char *path, const char *token, const c
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &a);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, tu_collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &a.body);
     curl_easy_setopt(e, CURLOPT_TIMEOUT, 10L);
     struct curl_slist *h = NULL;
     if (token) {
@@ -330,12 +320,12 @@ static void test_anonymous(void **state)
     fixture *f = *state;
     answer a = get(f, "/healthz", NULL, NULL, NULL);
     assert_int_equal(a.code, 200);
-    assert_string_equal(a.body, "ok");
+    assert_string_equal(a.body.text, "ok");
     a = get(f, "/readyz", NULL, NULL, NULL);
     assert_int_equal(a.code, 200);
     a = get(f, "/metrics", NULL, NULL, NULL);
     assert_int_equal(a.code, 403);
-    assert_string_equal(a.body, FORBIDDEN_ANON);
+    assert_string_equal(a.body.text, FORBIDDEN_ANON);
     /* authorized, and then not found: a path the manager does not serve */
     a = get(f, "/livez", NULL, NULL, NULL);
     assert_int_equal(a.code, 404);
@@ -347,7 +337,7 @@ static void test_client_certificates(void **state)
     /* the admin: system:masters, always allowed */
     answer a = get(f, "/metrics", NULL, f->cert, f->key);
     assert_int_equal(a.code, 200);
-    assert_non_null(strstr(a.body, "# TYPE"));
+    assert_non_null(strstr(a.body.text, "# TYPE"));
 
     /* a certificate of another CA claiming system:masters: 401, even on
      * an always-allowed path */
@@ -366,7 +356,7 @@ static void test_client_certificates(void **state)
     EVP_PKEY_free(k);
     a = get(f, "/metrics", NULL, cp, kp);
     assert_int_equal(a.code, 401);
-    assert_string_equal(a.body, UNAUTHORIZED);
+    assert_string_equal(a.body.text, UNAUTHORIZED);
     a = get(f, "/healthz", NULL, cp, kp);
     assert_int_equal(a.code, 401);
 }
@@ -377,16 +367,17 @@ static void test_tokens(void **state)
     /* garbage: 401 everywhere */
     answer a = get(f, "/healthz", "not-a-token", NULL, NULL);
     assert_int_equal(a.code, 401);
-    assert_string_equal(a.body, UNAUTHORIZED);
+    assert_string_equal(a.body.text, UNAUTHORIZED);
 
     /* the ServiceAccount: authenticated, but not allowed /metrics */
     a = get(f, "/healthz", f->token, NULL, NULL);
     assert_int_equal(a.code, 200);
     a = get(f, "/metrics", f->token, NULL, NULL);
     assert_int_equal(a.code, 403);
-    assert_non_null(strstr(a.body, "forbidden: User "
-                                   "\\\"system:serviceaccount:default:metrics-reader\\\" cannot "
-                                   "get path \\\"/metrics\\\""));
+    assert_non_null(strstr(a.body.text,
+                           "forbidden: User "
+                           "\\\"system:serviceaccount:default:metrics-reader\\\" cannot "
+                           "get path \\\"/metrics\\\""));
 
     /* bound to system:monitoring: allowed */
     do_json(
@@ -398,7 +389,7 @@ static void test_tokens(void **state)
         NULL);
     a = get(f, "/metrics", f->token, NULL, NULL);
     assert_int_equal(a.code, 200);
-    assert_non_null(strstr(a.body, "# TYPE"));
+    assert_non_null(strstr(a.body.text, "# TYPE"));
 }
 
 /* The caches, on a fake clock: delegated_auth alone, on the real server. */
