@@ -30,8 +30,13 @@
  * system:auth-delegator and to read the ConfigMap, as upstream's
  * extension servers do).
  *
- * Threading: requests are served one at a time on the server's thread,
- * which is where the provider runs; new/add/start/stop from one thread.
+ * Threading: one event loop on the server's thread accepts, does the TLS
+ * handshakes and reads and sends. By default (workers 0) it also serves
+ * each request, one at a time: a review or a provider that waits holds
+ * up the rest. With workers N, N threads of the server authenticate,
+ * authorize and call the providers, up to N requests at once (upstream's
+ * servers: a goroutine per request); the providers must then be safe to
+ * call concurrently. new/add/start/stop from one thread.
  */
 #ifndef CKUBE_APIEXT_H
 #define CKUBE_APIEXT_H
@@ -58,14 +63,19 @@ typedef struct ckube_apiext_options {
      * NULL: a self-signed certificate for localhost and 127.0.0.1 made at
      * start (then the APIService needs insecureSkipTLSVerify). */
     const char *cert_file, *key_file;
+    /* Threads serving requests, at most CKUBE_APIEXT_MAX_WORKERS; 0:
+     * none, the loop serves them one at a time (Threading, above). */
+    unsigned workers;
 } ckube_apiext_options;
+
+#define CKUBE_APIEXT_MAX_WORKERS 1024
 
 /* The objects of a resource in namespace `ns` ("" for every namespace,
  * or a cluster-scoped resource): a new JSON array of objects, each with
  * at least metadata.name (and metadata.namespace when namespaced). The
  * server fills in apiVersion and kind. NULL fails the request with a 500
  * and *message (malloc'd, or NULL) as its message. Runs on the server's
- * thread. */
+ * loop, or on its workers (options.workers), then several at once. */
 typedef json_t *(*ckube_apiext_list_fn)(void *ctx, const char *ns, char **message);
 
 typedef struct ckube_apiext_resource {

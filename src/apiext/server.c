@@ -50,40 +50,80 @@ struct ckube_apiext_server {
     serving_cert *tls;
     apiext_front_proxy *fp;
     delegated_auth *auth;
+    unsigned workers;  /* options'; 0: requests served on the loop */
     http_serve *serve; /* once started; NULL when stopped */
     ckube_runnable runnable;
 };
 
+/* One request on its way: what the TLS layer knows is read on the loop,
+ * the rest (authentication, authorization, the provider) runs on a
+ * worker (or the loop, without workers), which reads the request's
+ * method, URI and headers (the loop leaves a request alone until it is
+ * answered) and writes the answer here; the loop sends it. */
+typedef struct ax_call {
+    ckube_apiext_server *s;
+    struct evhttp_request *req;
+    X509 *peer;      /* the client certificate (a reference), or NULL */
+    bool verified;   /* the TLS layer verified it */
+    bool from_proxy; /* it is the front proxy's */
+    int code;        /* the answer */
+    const char *ctype;
+    char *body; /* malloc'd */
+    size_t len;
+} ax_call;
+
 /* ---- answers -------------------------------------------------------------- */
 
-static void send_body(struct evhttp_request *req, int code, const char *ctype, const char *body,
-                      size_t len)
+/* The answer: `body` (taken, malloc'd; NULL: "{}"). */
+static void answer_taken(ax_call *c, int code, const char *ctype, char *body, size_t len)
 {
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-cache, private");
-    struct evbuffer *b = evbuffer_new();
-    if (b)
-        evbuffer_add(b, body, len);
-    evhttp_send_reply(req, code, ckube__http_reason(code), b);
-    if (b)
-        evbuffer_free(b);
+    c->code = code;
+    c->ctype = ctype;
+    c->body = body;
+    c->len = body ? len : 0;
 }
 
-/* Sends j (taken) as JSON. */
-static void send_json(struct evhttp_request *req, int code, json_t *j)
+static void answer_text(ax_call *c, int code, const char *text)
+{
+    answer_taken(c, code, "text/plain; charset=utf-8", strdup(text), strlen(text));
+}
+
+/* j (taken) as JSON. */
+static void answer_json(ax_call *c, int code, json_t *j)
 {
     size_t len = 0;
     char *s = j ? ckube_json_dumps(j, &len) : NULL;
     json_decref(j);
-    send_body(req, code, "application/json", s ? s : "{}", s ? len : 2);
-    free(s);
+    answer_taken(c, code, "application/json", s, len);
 }
 
-static void send_status(struct evhttp_request *req, ckube_status *st)
+static void answer_status(ax_call *c, ckube_status *st)
 {
     int code = st && st->code ? st->code : 500;
-    send_json(req, code, st ? ckube_status_to_json(st) : NULL);
+    answer_json(c, code, st ? ckube_status_to_json(st) : NULL);
     ckube_status_free(st);
+}
+
+/* On the loop: sends the answer (req NULL: the server stopped first) and
+ * frees the call. */
+static void call_done(struct evhttp_request *req, void *arg)
+{
+    ax_call *c = arg;
+    if (req) {
+        struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+        evhttp_add_header(out, "Content-Type", c->ctype ? c->ctype : "application/json");
+        evhttp_add_header(out, "Cache-Control", "no-cache, private");
+        struct evbuffer *b = evbuffer_new();
+        if (b)
+            evbuffer_add(b, c->body ? c->body : "{}", c->body ? c->len : 2);
+        int code = c->code ? c->code : 500;
+        evhttp_send_reply(req, code, ckube__http_reason(code), b);
+        if (b)
+            evbuffer_free(b);
+    }
+    X509_free(c->peer);
+    free(c->body);
+    free(c);
 }
 
 /* ---- discovery ------------------------------------------------------------- */
@@ -206,14 +246,15 @@ static bool wants_table(struct evhttp_request *req)
     return a && strstr(a, "as=Table") && strstr(a, "g=meta.k8s.io");
 }
 
-static void serve_resource(ckube_apiext_server *s, struct evhttp_request *req, const target *t)
+static void serve_resource(ax_call *c, const target *t)
 {
+    ckube_apiext_server *s = c->s;
     const resource *r = t->r;
     char *message = NULL;
     json_t *items = r->list(r->ctx, t->ns, &message);
     if (!json_is_array(items)) {
         json_decref(items);
-        send_status(req, ckube_status_internal("%s", message ? message : "the provider failed"));
+        answer_status(c, ckube_status_internal("%s", message ? message : "the provider failed"));
         free(message);
         return;
     }
@@ -237,28 +278,28 @@ static void serve_resource(ckube_apiext_server *s, struct evhttp_request *req, c
             ckube_status *st = ckube_status_new(404, "NotFound", "%s.%s \"%s\" not found",
                                                 r->plural, s->group, t->name);
             ckube_status_set_details(st, t->name, s->group, r->plural);
-            send_status(req, st);
+            answer_status(c, st);
             return;
         }
-        if (wants_table(req)) {
+        if (wants_table(c->req)) {
             json_t *one = json_pack("[o]", found);
-            send_json(req, 200, table_of(s, one));
+            answer_json(c, 200, table_of(s, one));
             json_decref(one);
             return;
         }
-        send_json(req, 200, found);
+        answer_json(c, 200, found);
         return;
     }
-    if (wants_table(req)) {
-        send_json(req, 200, table_of(s, items));
+    if (wants_table(c->req)) {
+        answer_json(c, 200, table_of(s, items));
         json_decref(items);
         return;
     }
     char list_kind[300];
     snprintf(list_kind, sizeof list_kind, "%sList", r->kind);
-    send_json(req, 200,
-              json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", list_kind, "apiVersion", s->gv, "metadata",
-                        "resourceVersion", "", "items", items));
+    answer_json(c, 200,
+                json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", list_kind, "apiVersion", s->gv,
+                          "metadata", "resourceVersion", "", "items", items));
 }
 
 /* ---- requests ---------------------------------------------------------------- */
@@ -303,88 +344,105 @@ static const char *resource_verb(struct evhttp_request *req, const target *t, bo
     }
 }
 
-/* Who sent the request: the front proxy's user, or what delegated
- * authentication says. 0, or -1 after answering 401. */
-static int authenticate(ckube_apiext_server *s, struct evhttp_request *req, delegated_user *u)
+/* On the loop: what the TLS layer knows of the client (its certificate
+ * and whether it is the front proxy's). */
+static void read_peer(ax_call *c)
 {
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+    struct evhttp_connection *conn = evhttp_request_get_connection(c->req);
+    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
     SSL *ssl = bev ? bufferevent_openssl_get_ssl(bev) : NULL;
     X509 *peer = ssl ? SSL_get0_peer_certificate(ssl) : NULL;
-    bool verified = peer && SSL_get_verify_result(ssl) == X509_V_OK;
-    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-    if (verified && apiext_front_proxy_trusts(s->fp, peer, ssl)) {
-        int rc = apiext_front_proxy_user(s->fp, in, u);
-        if (rc == 0)
+    if (!peer)
+        return;
+    X509_up_ref(peer);
+    c->peer = peer;
+    c->verified = SSL_get_verify_result(ssl) == X509_V_OK;
+    c->from_proxy = c->verified && apiext_front_proxy_trusts(c->s->fp, peer, ssl);
+}
+
+/* Who sent the request: the front proxy's user, or what delegated
+ * authentication says (a TokenReview may be made). 0, or -1 with the
+ * 401 answer. */
+static int authenticate(ax_call *c, delegated_user *u)
+{
+    ckube_apiext_server *s = c->s;
+    struct evkeyvalq *in = evhttp_request_get_input_headers(c->req);
+    bool verified = c->verified;
+    if (c->from_proxy) {
+        if (apiext_front_proxy_user(s->fp, in, u) == 0)
             return 0;
         /* a front-proxy certificate without a user: not a client certificate */
         verified = false;
     }
-    if (delegated_authenticate(s->auth, peer, verified, evhttp_find_header(in, "Authorization"),
+    if (delegated_authenticate(s->auth, c->peer, verified, evhttp_find_header(in, "Authorization"),
                                u) == 0)
         return 0;
-    send_status(req, ckube_status_new(401, "Unauthorized", "Unauthorized"));
+    answer_status(c, ckube_status_new(401, "Unauthorized", "Unauthorized"));
     return -1;
 }
 
 /* Answers an authorizer's refusal or failure; true when allowed. */
-static bool allowed(struct evhttp_request *req, int rc, ckube_status *forbidden, ckube_status *err)
+static bool allowed(ax_call *c, int rc, ckube_status *forbidden, ckube_status *err)
 {
     if (rc == 1) {
         ckube_status_free(forbidden);
         return true;
     }
     if (rc == 0) {
-        send_status(req, forbidden);
+        answer_status(c, forbidden);
         ckube_status_free(err);
         return false;
     }
     ckube_status_free(forbidden);
-    send_status(req, err ? err : ckube_status_internal("authorization failed"));
+    answer_status(c, err ? err : ckube_status_internal("authorization failed"));
     return false;
 }
 
-static void serve_nonresource(ckube_apiext_server *s, struct evhttp_request *req, const char *path,
-                              const delegated_user *u)
+static void serve_nonresource(ax_call *c, const char *path, const delegated_user *u)
 {
-    const char *verb = method_verb(req);
+    ckube_apiext_server *s = c->s;
+    const char *verb = method_verb(c->req);
     char *reason = NULL;
     ckube_status *err = NULL;
     int rc = delegated_authorize(s->auth, u, verb, path, &reason, &err);
     ckube_status *no = rc == 0 ? delegated_forbidden(u, verb, path, reason) : NULL;
     free(reason);
-    if (!allowed(req, rc, no, err))
+    if (!allowed(c, rc, no, err))
         return;
     if (!strcmp(path, "/healthz") || !strcmp(path, "/livez") || !strcmp(path, "/readyz")) {
-        send_body(req, 200, "text/plain; charset=utf-8", "ok", 2);
+        answer_text(c, 200, "ok");
         return;
     }
     char gpath[300], gvpath[600];
     snprintf(gpath, sizeof gpath, "/apis/%s", s->group);
     snprintf(gvpath, sizeof gvpath, "/apis/%s", s->gv);
     if (!strcmp(path, "/apis"))
-        send_json(req, 200,
-                  json_pack("{s:s,s:s,s:[o]}", "kind", "APIGroupList", "apiVersion", "v1", "groups",
-                            group_json(s)));
+        answer_json(c, 200,
+                    json_pack("{s:s,s:s,s:[o]}", "kind", "APIGroupList", "apiVersion", "v1",
+                              "groups", group_json(s)));
     else if (!strcmp(path, gpath)) {
         json_t *g = group_json(s);
         json_object_set_new(g, "kind", json_string("APIGroup"));
         json_object_set_new(g, "apiVersion", json_string("v1"));
-        send_json(req, 200, g);
+        answer_json(c, 200, g);
     } else if (!strcmp(path, gvpath))
-        send_json(req, 200, resource_list(s));
+        answer_json(c, 200, resource_list(s));
     else
-        send_body(req, 404, "text/plain; charset=utf-8", "404 page not found\n", 19);
+        answer_text(c, 404, "404 page not found\n");
 }
 
-static void on_request(struct evhttp_request *req, void *arg)
+/* The request's answer, on a worker (or the loop, without workers). */
+static void serve(void *arg)
 {
-    ckube_apiext_server *s = arg;
+    ax_call *c = arg;
+    ckube_apiext_server *s = c->s;
+    struct evhttp_request *req = c->req;
     struct evhttp_uri *uri = evhttp_uri_parse(evhttp_request_get_uri(req));
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path || !*path)
         path = "/";
     delegated_user u;
-    if (authenticate(s, req, &u) != 0) {
+    if (authenticate(c, &u) != 0) {
         evhttp_uri_free(uri);
         return;
     }
@@ -411,22 +469,35 @@ static void on_request(struct evhttp_request *req, void *arg)
         int rc = delegated_authorize_resource(s->auth, &u, &dr, &reason, &err);
         ckube_status *no = rc == 0 ? delegated_forbidden_resource(&u, &dr, reason) : NULL;
         free(reason);
-        if (allowed(req, rc, no, err)) {
+        if (allowed(c, rc, no, err)) {
             if (strcmp(dr.verb, "get") && strcmp(dr.verb, "list")) {
                 ckube_status *st = ckube_status_new(
                     405, "MethodNotAllowed",
                     "the server does not allow this method on the requested resource");
                 ckube_status_set_details(st, NULL, s->group, t.r->plural);
-                send_status(req, st);
+                answer_status(c, st);
             } else {
-                serve_resource(s, req, &t);
+                serve_resource(c, &t);
             }
         }
     } else {
-        serve_nonresource(s, req, path, &u);
+        serve_nonresource(c, path, &u);
     }
     delegated_user_clear(&u);
     evhttp_uri_free(uri);
+}
+
+static void on_request(struct evhttp_request *req, void *arg)
+{
+    ax_call *c = calloc(1, sizeof *c);
+    if (!c) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    c->s = arg;
+    c->req = req;
+    read_peer(c);
+    http_serve_defer(c->s->serve, req, serve, call_done, c);
 }
 
 /* ---- life cycle ---------------------------------------------------------------- */
@@ -458,6 +529,12 @@ ckube_apiext_server *ckube_apiext_server_new(const ckube_apiext_options *o, char
             *err = strdup("an extension API server needs a client, a group and a version");
         return NULL;
     }
+    if (o->workers > CKUBE_APIEXT_MAX_WORKERS) {
+        if (err && asprintf(err, "invalid workers %u: at most %d", o->workers,
+                            CKUBE_APIEXT_MAX_WORKERS) < 0)
+            *err = NULL;
+        return NULL;
+    }
     if (!o->cert_file != !o->key_file || o->port < 0 || o->port > 65535) {
         if (err)
             *err = strdup(o->port < 0 || o->port > 65535
@@ -475,6 +552,7 @@ ckube_apiext_server *ckube_apiext_server_new(const ckube_apiext_options *o, char
         s->gv = NULL;
     s->host = strdup(o->bind_address && *o->bind_address ? o->bind_address : "0.0.0.0");
     s->port = o->port;
+    s->workers = o->workers;
     s->cert_file = dup_or_null(o->cert_file);
     s->key_file = dup_or_null(o->key_file);
     s->runnable = (ckube_runnable){.name = "extension-apiserver",
@@ -544,7 +622,7 @@ int ckube_apiext_server_start(ckube_apiext_server *s, char **err)
     delegated_auth_opts ao = {.client = s->client};
     s->auth = delegated_auth_new(&ao);
     s->serve = http_serve_new("ckube-apiext");
-    if (!s->auth || !s->serve) {
+    if (!s->auth || !s->serve || http_serve_set_workers(s->serve, s->workers) != 0) {
         e = strdup("out of memory");
         goto fail;
     }

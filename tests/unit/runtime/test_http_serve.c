@@ -46,6 +46,7 @@
 #include "runtime/secure_serving.h"
 #include "util/cert_util.h"
 #include "util/curl_util.h"
+#include "util/meet_util.h"
 #include "util/rotate_util.h"
 
 /* ---- certificates ------------------------------------------------------------ */
@@ -310,15 +311,12 @@ static void test_listeners(void **state)
 
 /* ---- work off the loop (http_serve_defer) ------------------------------------- */
 
-/* The deferred tests' work waits at a gate: until `want` works have
- * started (a barrier: proof they run at once) or the gate opens, for 5 s
- * at most. Counts under mu. */
+/* The deferred tests' work waits at a meeting point (util/meet_util.h):
+ * until `want` works have started (proof they run at once) or the gate
+ * opens, for 5 s at most. Counts under m.mu. */
 typedef struct gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    tu_meet m;
     http_serve *h;
-    int want, arrived, at_once, max_at_once;
-    bool open;
     int worked, answered, ended; /* work calls; done with a request; done with NULL */
     pthread_t work_thread, done_thread;
 } gate;
@@ -332,53 +330,33 @@ typedef struct gate_job {
 static void gate_init(gate *g, http_serve *h, int want)
 {
     memset(g, 0, sizeof *g);
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
+    tu_meet_init(&g->m, want, 5000);
     g->h = h;
-    g->want = want;
-}
-
-static void gate_open(gate *g)
-{
-    pthread_mutex_lock(&g->mu);
-    g->open = true;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
 }
 
 static void gate_work(void *arg)
 {
     gate_job *j = arg;
     gate *g = j->g;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 5;
-    pthread_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->m.mu);
     g->work_thread = pthread_self();
     g->worked++;
-    g->arrived++;
-    if (++g->at_once > g->max_at_once)
-        g->max_at_once = g->at_once;
-    pthread_cond_broadcast(&g->cv);
-    while (!g->open && g->arrived < g->want && !j->timed_out)
-        j->timed_out = pthread_cond_timedwait(&g->cv, &g->mu, &until) != 0;
-    j->seen = g->arrived;
-    g->at_once--;
-    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->m.mu);
+    j->seen = tu_meet_wait(&g->m, &j->timed_out);
 }
 
 static void gate_done(struct evhttp_request *req, void *arg)
 {
     gate_job *j = arg;
     gate *g = j->g;
-    pthread_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->m.mu);
     g->done_thread = pthread_self();
     if (req)
         g->answered++;
     else
         g->ended++;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+    pthread_cond_broadcast(&g->m.cv);
+    pthread_mutex_unlock(&g->m.mu);
     if (req) {
         struct evbuffer *b = evbuffer_new();
         evbuffer_add_printf(b, "seen %d%s", j->seen, j->timed_out ? " timed out" : "");
@@ -397,18 +375,18 @@ static void gate_request(struct evhttp_request *req, void *arg)
     http_serve_defer(g->h, req, gate_work, gate_done, j);
 }
 
-/* Waits (5 s at most) until *count (under g->mu) reaches n. */
+/* Waits (5 s at most) until *count (under g->m.mu) reaches n. */
 static void gate_wait(gate *g, const int *count, int n)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 5;
-    pthread_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->m.mu);
     int rc = 0;
     while (*count < n && rc == 0)
-        rc = pthread_cond_timedwait(&g->cv, &g->mu, &until);
+        rc = pthread_cond_timedwait(&g->m.cv, &g->m.mu, &until);
     int got = *count;
-    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->m.mu);
     assert_int_equal(got, n);
 }
 
@@ -459,8 +437,7 @@ static http_serve *gate_server(gate *g, unsigned workers, int want, int *port)
 
 static void gate_free(gate *g)
 {
-    pthread_cond_destroy(&g->cv);
-    pthread_mutex_destroy(&g->mu);
+    tu_meet_free(&g->m);
 }
 
 /* Three workers run three requests' work at once (each waits for the
@@ -482,7 +459,7 @@ static void test_defer_workers(void **state)
         assert_string_equal(body, "seen 3");
     }
     http_serve_free(h); /* its threads joined: their writes are seen */
-    assert_int_equal(g.max_at_once, 3);
+    assert_int_equal(g.m.max_at_once, 3);
     assert_int_equal(g.answered, 3);
     assert_false(pthread_equal(g.work_thread, g.done_thread));
     assert_false(pthread_equal(g.done_thread, pthread_self()));
@@ -508,7 +485,7 @@ static void test_defer_inline(void **state)
     assert_true((!strcmp(one, "seen 1") && !strcmp(two, "seen 2")) ||
                 (!strcmp(one, "seen 2") && !strcmp(two, "seen 1")));
     http_serve_free(h);
-    assert_int_equal(g.max_at_once, 1);
+    assert_int_equal(g.m.max_at_once, 1);
     assert_true(pthread_equal(g.work_thread, g.done_thread));
     assert_false(pthread_equal(g.done_thread, pthread_self()));
     gate_free(&g);
@@ -523,9 +500,9 @@ static void test_defer_client_gone(void **state)
     int port;
     http_serve *h = gate_server(&g, 1, 99, &port);
     int fd = send_get(port);
-    gate_wait(&g, &g.arrived, 1);
+    gate_wait(&g, &g.m.arrived, 1);
     close(fd);
-    gate_open(&g);
+    tu_meet_open(&g.m);
     gate_wait(&g, &g.answered, 1);
     char body[256];
     read_answer(send_get(port), body, sizeof body);
@@ -537,7 +514,7 @@ static void test_defer_client_gone(void **state)
 static void *open_later(void *arg)
 {
     poll(NULL, 0, 200);
-    gate_open(arg);
+    tu_meet_open(arg);
     return NULL;
 }
 
@@ -552,9 +529,9 @@ static void test_defer_stop(void **state)
     int port;
     http_serve *h = gate_server(&g, 1, 99, &port);
     int a = send_get(port), b = send_get(port);
-    gate_wait(&g, &g.arrived, 1);
+    gate_wait(&g, &g.m.arrived, 1);
     pthread_t opener;
-    assert_int_equal(pthread_create(&opener, NULL, open_later, &g), 0);
+    assert_int_equal(pthread_create(&opener, NULL, open_later, &g.m), 0);
     http_serve_stop(h); /* returns once the gate opened and the work ended */
     pthread_join(opener, NULL);
     assert_int_equal(g.worked, 1);

@@ -238,19 +238,6 @@ static answer get(const fixture *f, const char *path, const char *token, const c
     return a;
 }
 
-static void do_json(ckube_client *c, const char *method, const char *path, const char *body,
-                    json_t **out)
-{
-    ckube_request rq = {.method = method, .path = path, .body = body, .body_len = strlen(body)};
-    ckube_response resp = {0};
-    ckube_status *err = NULL;
-    if (ckube_client_do(c, &rq, &resp, &err) != 0)
-        fail_msg("%s %s: %s", method, path, err && err->message ? err->message : "?");
-    if (out)
-        *out = ckube_json_loads(resp.body, resp.body_len, NULL);
-    ckube_response_free(&resp);
-}
-
 static int setup(void **state)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -264,11 +251,11 @@ static int setup(void **state)
     f->admin = tsu_client(&f->srv);
     assert_non_null(f->admin);
     /* a ServiceAccount and a token of it */
-    do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts",
-            "{\"metadata\":{\"name\":\"metrics-reader\"}}", NULL);
+    tsu_do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts",
+                "{\"metadata\":{\"name\":\"metrics-reader\"}}", NULL);
     json_t *tr = NULL;
-    do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts/metrics-reader/token",
-            "{\"spec\":{}}", &tr);
+    tsu_do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts/metrics-reader/token",
+                "{\"spec\":{}}", &tr);
     f->token = strdup(json_string_value(json_object_get(json_object_get(tr, "status"), "token")));
     json_decref(tr);
 
@@ -380,7 +367,7 @@ static void test_tokens(void **state)
                            "get path \\\"/metrics\\\""));
 
     /* bound to system:monitoring: allowed */
-    do_json(
+    tsu_do_json(
         f->admin, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
         "{\"metadata\":{\"name\":\"metrics-reader\"},\"roleRef\":{\"apiGroup\":"
         "\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"system:monitoring\"},"
@@ -400,11 +387,11 @@ static void test_cache_ttl(void **state)
     delegated_auth_opts o = {.client = f->admin, .clock = clock}; /* 10 s */
     delegated_auth *a = delegated_auth_new(&o);
     assert_non_null(a);
-    do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts",
-            "{\"metadata\":{\"name\":\"cached\"}}", NULL);
+    tsu_do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts",
+                "{\"metadata\":{\"name\":\"cached\"}}", NULL);
     json_t *tr = NULL;
-    do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts/cached/token",
-            "{\"spec\":{}}", &tr);
+    tsu_do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts/cached/token",
+                "{\"spec\":{}}", &tr);
     const char *tok = json_string_value(json_object_get(json_object_get(tr, "status"), "token"));
     char authz[2048];
     snprintf(authz, sizeof authz, "Bearer %s", tok);
@@ -418,7 +405,7 @@ static void test_cache_ttl(void **state)
     free(reason);
 
     /* allowed now, but the denial is cached for 10 s */
-    do_json(
+    tsu_do_json(
         f->admin, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
         "{\"metadata\":{\"name\":\"cached\"},\"roleRef\":{\"apiGroup\":"
         "\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"system:monitoring\"},"

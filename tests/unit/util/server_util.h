@@ -8,12 +8,15 @@
  * server still running, so a failed assertion never leaves one behind;
  * a test that dies without running it takes its servers along (they
  * ask for SIGKILL when their parent dies).
+ *
+ * For tests that include <cmocka.h> first (tsu_do_json asserts).
  */
 #ifndef CKUBE_TEST_SERVER_UTIL_H
 #define CKUBE_TEST_SERVER_UTIL_H
 
 #include <ckube/client.h>
 #include <ckube/config.h>
+#include <ckube/json.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -283,6 +286,22 @@ static inline ckube_client *tsu_client(const struct test_server *s)
     ckube_config_free(cfg);
     ckube_status_free(err);
     return c;
+}
+
+/* A request with a JSON body through c that must succeed (the test fails
+ * with the server's message otherwise); *out, when asked for, is the
+ * answer parsed (a new reference, NULL if it is not JSON). */
+static inline void tsu_do_json(ckube_client *c, const char *method, const char *path,
+                               const char *body, json_t **out)
+{
+    ckube_request rq = {.method = method, .path = path, .body = body, .body_len = strlen(body)};
+    ckube_response resp = {0};
+    ckube_status *err = NULL;
+    if (ckube_client_do(c, &rq, &resp, &err) != 0)
+        fail_msg("%s %s: %s", method, path, err && err->message ? err->message : "?");
+    if (out)
+        *out = ckube_json_loads(resp.body, resp.body_len, NULL);
+    ckube_response_free(&resp);
 }
 
 #endif

@@ -28,6 +28,7 @@
 
 #include "util/cert_util.h"
 #include "util/curl_util.h"
+#include "util/meet_util.h"
 
 static char dir[256]; /* the test's files, under CKUBE_TEST_TMP */
 static tu_certs certs;
@@ -59,71 +60,14 @@ static int teardown(void **state)
 
 /* ---- a handler that waits for company ------------------------------------------- */
 
-/* Each call waits until `want` calls have arrived, the gate opens, or
- * `wait_ms` pass; one that waited in vain denies ("alone"). */
-typedef struct company {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int want, wait_ms;
-    int arrived, at_once, max_at_once;
-    bool open;
-} company;
-
-static void company_init(company *c, int want, int wait_ms)
-{
-    memset(c, 0, sizeof *c);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
-    c->want = want;
-    c->wait_ms = wait_ms;
-}
-
-static void company_free(company *c)
-{
-    pthread_cond_destroy(&c->cv);
-    pthread_mutex_destroy(&c->mu);
-}
-
-static void company_open(company *c)
-{
-    pthread_mutex_lock(&c->mu);
-    c->open = true;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-}
-
-static int company_arrived(company *c)
-{
-    pthread_mutex_lock(&c->mu);
-    int n = c->arrived;
-    pthread_mutex_unlock(&c->mu);
-    return n;
-}
-
+/* Each call waits for company or the gate (tu_meet); one that waited in
+ * vain denies ("alone"). */
 static void wait_for_company(void *ctx, const ckube_admission_request *req,
                              ckube_admission_response *resp)
 {
     (void)req;
-    company *c = ctx;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += c->wait_ms / 1000;
-    until.tv_nsec += (long)(c->wait_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&c->mu);
-    c->arrived++;
-    if (++c->at_once > c->max_at_once)
-        c->max_at_once = c->at_once;
-    pthread_cond_broadcast(&c->cv);
-    int rc = 0;
-    while (!c->open && c->arrived < c->want && rc == 0)
-        rc = pthread_cond_timedwait(&c->cv, &c->mu, &until);
-    bool alone = !c->open && c->arrived < c->want;
-    c->at_once--;
-    pthread_mutex_unlock(&c->mu);
+    bool alone;
+    tu_meet_wait(ctx, &alone);
     if (alone)
         ckube_admission_deny(resp, 0, "alone");
 }
@@ -198,7 +142,7 @@ static void call_many(int port, call *calls, int n)
     curl_multi_cleanup(m);
 }
 
-static ckube_webhook_server *serve(unsigned workers, company *c, ckube_metrics_registry *reg,
+static ckube_webhook_server *serve(unsigned workers, tu_meet *c, ckube_metrics_registry *reg,
                                    int *port)
 {
     ckube_webhook_server_options o = {.host = "127.0.0.1",
@@ -239,8 +183,8 @@ static bool has_line(ckube_metrics_registry *reg, const char *want)
 static void test_workers_answer_at_once(void **state)
 {
     (void)state;
-    company c;
-    company_init(&c, 4, 10000);
+    tu_meet c;
+    tu_meet_init(&c, 4, 10000);
     ckube_metrics_registry *reg = ckube_metrics_registry_new();
     int port;
     ckube_webhook_server *s = serve(4, &c, reg, &port);
@@ -264,7 +208,7 @@ static void test_workers_answer_at_once(void **state)
     ckube_webhook_server_free(s); /* its threads joined: their writes are seen */
     assert_int_equal(c.max_at_once, 4);
     ckube_metrics_registry_free(reg);
-    company_free(&c);
+    tu_meet_free(&c);
 }
 
 /* The default: the loop calls the handlers, so the first of two waits
@@ -272,8 +216,8 @@ static void test_workers_answer_at_once(void **state)
 static void test_no_workers_one_at_a_time(void **state)
 {
     (void)state;
-    company c;
-    company_init(&c, 2, 300);
+    tu_meet c;
+    tu_meet_init(&c, 2, 300);
     ckube_metrics_registry *reg = ckube_metrics_registry_new();
     int port;
     ckube_webhook_server *s = serve(0, &c, reg, &port);
@@ -291,7 +235,7 @@ static void test_no_workers_one_at_a_time(void **state)
     ckube_webhook_server_free(s);
     assert_int_equal(c.max_at_once, 1);
     ckube_metrics_registry_free(reg);
-    company_free(&c);
+    tu_meet_free(&c);
 }
 
 typedef struct client_thread {
@@ -311,24 +255,24 @@ static void *one_call(void *arg)
 static void *open_later(void *arg)
 {
     poll(NULL, 0, 200);
-    company_open(arg);
+    tu_meet_open(arg);
     return NULL;
 }
 
 static void test_stop_with_a_handler_running(void **state)
 {
     (void)state;
-    company c;
-    company_init(&c, 99, 10000);
+    tu_meet c;
+    tu_meet_init(&c, 99, 10000);
     ckube_metrics_registry *reg = ckube_metrics_registry_new();
     int port;
     ckube_webhook_server *s = serve(2, &c, reg, &port);
     client_thread t = {.port = port};
     pthread_t client, opener;
     assert_int_equal(pthread_create(&client, NULL, one_call, &t), 0);
-    for (int i = 0; i < 500 && company_arrived(&c) == 0; i++)
+    for (int i = 0; i < 500 && tu_meet_read(&c, &c.arrived) == 0; i++)
         poll(NULL, 0, 10);
-    assert_int_equal(company_arrived(&c), 1);
+    assert_int_equal(tu_meet_read(&c, &c.arrived), 1);
     assert_true(
         has_line(reg, "controller_runtime_webhook_requests_in_flight{webhook=\"/validate\"} 1"));
     assert_int_equal(pthread_create(&opener, NULL, open_later, &c), 0);
@@ -343,7 +287,7 @@ static void test_stop_with_a_handler_running(void **state)
     assert_int_equal(ckube_webhook_server_port(s), -1);
     ckube_webhook_server_free(s);
     ckube_metrics_registry_free(reg);
-    company_free(&c);
+    tu_meet_free(&c);
 }
 
 static void test_workers_limit(void **state)
