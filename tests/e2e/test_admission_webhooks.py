@@ -203,6 +203,98 @@ class AdmissionWebhooksTest(unittest.TestCase):
         self.assertEqual(review["request"]["oldObject"]["metadata"]["name"], "keep-me")
         self.assertEqual(review["request"]["options"]["kind"], "DeleteOptions")
 
+    def test_delete_through_mutating_webhooks(self):
+        # upstream asks mutating admission on a delete too (object null,
+        # oldObject the object): it may refuse, not change
+        for name in ("mdel-deny", "mdel-patch", "mdel-allow"):
+            st, body, _ = create_cm(name, name)
+            self.assertEqual(st, 201, body)
+        configure(MWC, "mdel",
+                  webhook("mdeny.example.com", "/deny", "mdel-deny", ops=("DELETE",)),
+                  webhook("mpatch.example.com", "/mutate", "mdel-patch", ops=("DELETE",)),
+                  webhook("mallow.example.com", "/", "mdel-allow", ops=("DELETE",)))
+        rc, out, err = kubectl("delete", "configmap", "mdel-deny")
+        self.assertNotEqual(rc, 0)
+        self.assertIn('admission webhook "mdeny.example.com" denied the request: no thanks', err)
+        path, review = [x for x in BACKEND.reviews if x[0].startswith("/deny?")][-1]
+        self.assertEqual(review["request"]["operation"], "DELETE")
+        self.assertIsNone(review["request"]["object"])
+        self.assertEqual(review["request"]["oldObject"]["metadata"]["name"], "mdel-deny")
+        st, body, _ = call("DELETE", CM + "/mdel-patch")
+        self.assertEqual((st, body["reason"]), (500, "InternalError"), body)
+        self.assertEqual(body["message"],
+                         'Internal error occurred: admission webhook "mpatch.example.com" '
+                         'attempted to modify the object, which is not supported for this '
+                         'operation')
+        for name in ("mdel-deny", "mdel-patch"):
+            st, body, _ = call("GET", CM + "/" + name)
+            self.assertEqual(st, 200, body)
+        n = len([x for x in BACKEND.reviews if x[0] == "/?timeout=10s"])
+        rc, out, err = kubectl("delete", "configmap", "mdel-allow")
+        self.assertEqual(rc, 0, err)
+        self.assertNotStored("mdel-allow")
+        self.assertEqual(len([x for x in BACKEND.reviews if x[0] == "/?timeout=10s"]), n + 1)
+
+    def test_namespace_checked_before_webhooks_and_validation(self):
+        # upstream's NamespaceLifecycle is the first admission plugin: a
+        # missing namespace is NotFound before any webhook is called and
+        # before the object is validated
+        configure(MWC, "nsorder", webhook("nsorder.example.com", "/mutate", "nsorder"))
+        n = len(BACKEND.reviews)
+        st, body, _ = call("POST", "/api/v1/namespaces/no-such-ns/configmaps",
+                           configmap("in-no-ns", "nsorder"))
+        self.assertEqual((st, body["reason"], body["message"]),
+                         (404, "NotFound", 'namespaces "no-such-ns" not found'), body)
+        bad = configmap("Not_A_Valid_Name", "nsorder")
+        st, body, _ = call("POST", "/api/v1/namespaces/no-such-ns/configmaps", bad)
+        self.assertEqual((st, body["reason"]), (404, "NotFound"), body)
+        self.assertEqual(len(BACKEND.reviews), n)
+        # in a namespace that exists, the webhook is called and validation
+        # refuses the name
+        st, body, _ = call("POST", CM, bad)
+        self.assertEqual((st, body["reason"]), (422, "Invalid"), body)
+        self.assertEqual(len(BACKEND.reviews), n + 1)
+
+    def test_step_and_controller_metrics(self):
+        """kube-apiserver's STABLE admission metrics: each phase of every
+        write (admit, validate) and each admission plugin (here the two
+        webhook plugins), by operation and whether it refused."""
+        configure(MWC, "stepm", webhook("stepm.example.com", "/", "stepm",
+                                        ops=("CREATE", "DELETE")))
+        configure(VWC, "stepv", webhook("stepv.example.com", "/deny", "stepv-deny"))
+        before = scrape(SERVER)
+        st, body, _ = create_cm("stepm-1", "stepm")
+        self.assertEqual(st, 201, body)
+        st, body, _ = create_cm("stepv-1", "stepv-deny")
+        self.assertEqual(st, 403, body)
+        st, body, _ = call("DELETE", CM + "/stepm-1")
+        self.assertEqual(st, 200, body)
+        ms = scrape(SERVER)
+
+        def delta(metric, /, **labels):
+            return sample(ms, metric, **labels) - sample(before, metric, **labels)
+
+        step = "apiserver_admission_step_admission_duration_seconds_count"
+        ctl = "apiserver_admission_controller_admission_duration_seconds_count"
+        self.assertGreaterEqual(delta(step, type="admit", operation="CREATE", rejected="false"), 2)
+        self.assertGreaterEqual(delta(step, type="validate", operation="CREATE",
+                                      rejected="false"), 1)
+        self.assertEqual(delta(step, type="validate", operation="CREATE", rejected="true"), 1)
+        self.assertGreaterEqual(delta(step, type="admit", operation="DELETE", rejected="false"), 1)
+        self.assertGreaterEqual(delta(step, type="validate", operation="DELETE",
+                                      rejected="false"), 1)
+        self.assertGreaterEqual(delta(ctl, name="MutatingAdmissionWebhook", type="admit",
+                                      operation="CREATE", rejected="false"), 2)
+        self.assertEqual(delta(ctl, name="ValidatingAdmissionWebhook", type="validate",
+                               operation="CREATE", rejected="true"), 1)
+        # upstream's buckets
+        self.assertEqual(
+            delta("apiserver_admission_step_admission_duration_seconds_bucket", type="validate",
+                  operation="CREATE", rejected="true", le="2.5"), 1)
+        self.assertFalse([k for k in ms
+                          if k[0] == "apiserver_admission_step_admission_duration_seconds_bucket"
+                          and ("le", "10") in k[1]])
+
     def test_failures_under_fail_policy(self):
         port = closed_port()
         cases = [

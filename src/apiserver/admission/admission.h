@@ -56,8 +56,13 @@ void admission_free(admission *a);
  *   apiserver_admission_webhook_rejection_count{name,type,operation,error_type,rejection_code}
  *   apiserver_admission_webhook_fail_open_count{name,type}
  * with upstream's label values (type "admit" or "validating"; error_type
- * calling_webhook_error, apiserver_internal_error or no_error). Before
- * the server serves (not thread-safe against runs). */
+ * calling_webhook_error, apiserver_internal_error or no_error), and every
+ * admission_run (matched or not) from then on, as upstream's phases:
+ *   apiserver_admission_step_admission_duration_seconds{type,operation,rejected}
+ *   apiserver_admission_controller_admission_duration_seconds{name,type,operation,rejected}
+ * (type "admit" or "validate"; name MutatingAdmissionWebhook or
+ * ValidatingAdmissionWebhook). Before the server serves (not thread-safe
+ * against runs). */
 void admission_set_metrics(admission *a, ckube_metrics_registry *reg);
 
 /* What is being admitted (every pointer borrowed for the call). */

@@ -240,6 +240,19 @@ void admission_set_metrics(admission *a, ckube_metrics_registry *reg)
         "Admission webhook fail open count, identified by name and broken out for each admission "
         "type (validating or mutating).",
         open);
+    static const char *const step[] = {"type", "operation", "rejected", NULL};
+    static const char *const ctl[] = {"name", "type", "operation", "rejected", NULL};
+    static const double phase_buckets[] = {0.005, 0.025, 0.1, 0.5, 1.0, 2.5};
+    a->m_step = ckube_metrics_histogram(
+        reg, "apiserver_admission_step_admission_duration_seconds",
+        "Admission sub-step latency histogram in seconds, broken out for each operation and API "
+        "resource and step type (validate or admit).",
+        step, phase_buckets, sizeof phase_buckets / sizeof *phase_buckets);
+    a->m_controller = ckube_metrics_histogram(
+        reg, "apiserver_admission_controller_admission_duration_seconds",
+        "Admission controller latency histogram in seconds, identified by name and broken out for "
+        "each operation and API resource and type (validate or admit).",
+        ctl, phase_buckets, sizeof phase_buckets / sizeof *phase_buckets);
 }
 
 void admission_free(admission *a)

@@ -229,6 +229,7 @@ struct adm_run {
     char *name;      /* at.name, kept: a patch may free the object's own */
     json_t *options; /* at.options' result, built once a webhook matched */
     equivalents eqs;
+    double t0; /* when admission was asked (the step's metrics) */
 };
 
 static void run_free(adm_run *r)
@@ -253,10 +254,50 @@ static void run_free(adm_run *r)
     free(r);
 }
 
+/* ---- the step's metrics ------------------------------------------------------- */
+
+static double now_s(void);
+
+/* A child of fam for `labels`, resolved once into *cached (any thread
+ * may be first; the registry hands both the same child). */
+static ckube_metric *phase_child(ckube_metric_family *fam, _Atomic(ckube_metric *) *cached,
+                                 const char *const *labels)
+{
+    ckube_metric *m = atomic_load_explicit(cached, memory_order_acquire);
+    if (!m) {
+        m = ckube_metric_with(fam, labels);
+        atomic_store_explicit(cached, m, memory_order_release);
+    }
+    return m;
+}
+
+/* Upstream's step and controller metrics for one ask of admission: the
+ * time from the ask to the answer, rejected when it refused. */
+static void observe_phase(admission *a, bool mutating, const char *operation, bool rejected,
+                          double seconds)
+{
+    if (!a || !a->m_step)
+        return;
+    static const char *const ops[] = {"CREATE", "UPDATE", "DELETE", "CONNECT"};
+    int op = (int)op_bit(operation);
+    int oi = op == ADM_OP_CREATE ? 0 : op == ADM_OP_UPDATE ? 1 : op == ADM_OP_DELETE ? 2 : 3;
+    const char *type = mutating ? "admit" : "validate";
+    const char *rej = rejected ? "true" : "false";
+    const char *name = mutating ? "MutatingAdmissionWebhook" : "ValidatingAdmissionWebhook";
+    ckube_histogram_observe(phase_child(a->m_step, &a->step_child[mutating][oi][rejected],
+                                        (const char *[]){type, ops[oi], rej}),
+                            seconds);
+    ckube_histogram_observe(
+        phase_child(a->m_controller, &a->controller_child[mutating][oi][rejected],
+                    (const char *[]){name, type, ops[oi], rej}),
+        seconds);
+}
+
 static void run_finish(adm_run *r, ckube_status *st)
 {
     const adm_callbacks *cb = r->cb;
     void *arg = r->arg;
+    observe_phase(r->a, r->mutating, r->at.operation, st != NULL, now_s() - r->t0);
     run_free(r);
     cb->done(arg, st);
 }
@@ -943,8 +984,11 @@ static bool not_in(const resource_type *t, const json_t *obj)
 adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs *at, json_t *obj,
                        const json_t *old, const adm_callbacks *cb, void *arg)
 {
-    if (exempt(at))
+    double t0 = a->m_step ? now_s() : 0;
+    if (exempt(at)) {
+        observe_phase(a, mutating, at->operation, false, a->m_step ? now_s() - t0 : 0);
         return NULL;
+    }
     adm_snapshot *snap = adm_snapshot_get(a);
     const adm_hook *hooks = mutating ? snap->mutating : snap->validating;
     size_t nhooks = mutating ? snap->nmutating : snap->nvalidating;
@@ -976,8 +1020,10 @@ adm_run *admission_run(admission *a, outbound *o, bool mutating, const adm_attrs
     if (!r) {
         registry_list_free(eqs.all, eqs.nall);
         adm_snapshot_unref(snap);
+        observe_phase(a, mutating, at->operation, false, a->m_step ? now_s() - t0 : 0);
         return NULL;
     }
+    r->t0 = t0;
     r->eqs = eqs;
     r->a = a;
     r->o = o;

@@ -62,6 +62,14 @@ struct admission {
      * rejection_count,fail_open_count}: admission_set_metrics (NULL: not
      * counted). Set before any run; read-only after. */
     ckube_metric_family *m_requests, *m_latency, *m_rejections, *m_fail_open;
+    /* apiserver_admission_step_admission_duration_seconds and
+     * apiserver_admission_controller_admission_duration_seconds, observed
+     * on every ask of admission (the webhooks are ckube's admission
+     * plugins in those phases). Their children are resolved once each,
+     * on first use, by whichever loop comes first:
+     * [mutating][operation: CREATE, UPDATE, DELETE, CONNECT][rejected]. */
+    ckube_metric_family *m_step, *m_controller;
+    _Atomic(ckube_metric *) step_child[2][4][2], controller_child[2][4][2];
 };
 
 /* The current snapshot (a reference). */

@@ -14,7 +14,7 @@
  *   ckube_storage_{commits,failed_commits,writes,commit_seconds,checkpoints}_total,
  *   ckube_storage_largest_commit_writes, ckube_storage_revision,
  *   ckube_storage_compacted_revision     the group committer's own
- *   apiserver_admission_webhook_*        admission's own (registered in
+ *   apiserver_admission_{webhook,step,controller}_*  admission's own (registered in
  *                                        this registry by
  *                                        admission_set_metrics)
  *

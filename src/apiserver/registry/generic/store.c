@@ -434,7 +434,9 @@ static bool admit(store_write *w, store_admit_stage stage, json_t *obj, const js
 static void create_prepare(store_write *w);
 static void create_submit(store_write *w);
 
-/* Creates `obj` (taken): the namespace of the request, mutating
+/* Creates `obj` (taken): the namespace of the request, which must be
+ * open (upstream's NamespaceLifecycle, the first of its mutating
+ * admission plugins: before the webhooks and before validation), mutating
  * admission (which sees the object before the server fills anything in,
  * as upstream's create handler calls it), then create_prepare. */
 static void create_object(store_write *w, json_t *obj)
@@ -452,6 +454,14 @@ static void create_object(store_write *w, json_t *obj)
             return;
         }
         json_object_set_new(meta, "namespace", json_string(w->ns));
+        /* the name as the request has it ("" with generateName), as
+         * upstream's admission attributes */
+        ckube_status *st =
+            check_namespace_open(w, json_string_value(json_object_get(meta, "name")));
+        if (st) {
+            finish(w, 0, NULL, st);
+            return;
+        }
     } else {
         json_object_del(meta, "namespace");
     }
@@ -499,8 +509,6 @@ static void create_prepare(store_write *w)
     if (t->prepare_create)
         t->prepare_create(t, obj);
     ckube_status *st = w->hooks->validate ? w->hooks->validate(w, obj, NULL) : NULL;
-    if (!st && t->namespaced)
-        st = check_namespace_open(w, json_string_value(json_object_get(meta_of(obj), "name")));
     if (st) {
         finish(w, 0, NULL, st);
         return;
@@ -857,9 +865,10 @@ static ckube_status *precondition_failed(const store_write *w, const char *what,
 }
 
 static void delete_admitted(store_write *w);
+static void delete_validate(store_write *w);
 
-/* The current object and the preconditions, then validating admission
- * and delete_admitted. */
+/* The current object and the preconditions, then admission
+ * (delete_validate) and delete_admitted. */
 static void run_delete(store_write *w)
 {
     const resource_type *t = w->type;
@@ -886,9 +895,17 @@ static void run_delete(store_write *w)
         return;
     }
     w->cur_rev = cur_rev;
-    /* Validating admission sees the object as it is (upstream's
-     * AdmissionToValidateObjectDeleteFunc); deletes are not mutated. */
-    if (admit(w, STORE_ADMIT_VALIDATE, NULL, obj))
+    /* Admission sees the object as it is (upstream's
+     * AdmissionToValidateObjectDeleteFunc): mutating admission first,
+     * which may refuse but has no object to change, then validating. */
+    if (admit(w, STORE_ADMIT_MUTATE, NULL, obj))
+        delete_validate(w);
+}
+
+/* Mutating admission let the delete go on: validating admission. */
+static void delete_validate(store_write *w)
+{
+    if (admit(w, STORE_ADMIT_VALIDATE, NULL, w->obj))
         delete_admitted(w);
 }
 
@@ -947,7 +964,7 @@ void store_admit_resume(store_write *w, ckube_status *st)
         return;
     }
     if (w->verb == STORE_DELETE)
-        delete_admitted(w);
+        w->admit_stage == STORE_ADMIT_MUTATE ? delete_validate(w) : delete_admitted(w);
     else if (w->verb == STORE_CREATE || w->creating)
         w->admit_stage == STORE_ADMIT_MUTATE ? create_prepare(w) : create_submit(w);
     else

@@ -84,7 +84,8 @@ typedef struct store_write store_write;
 
 /* Where a write asks admission (store_hooks.admit). */
 typedef enum {
-    STORE_ADMIT_MUTATE,  /* create/update: the object as built, before the store prepares it */
+    STORE_ADMIT_MUTATE,  /* create/update: the object as built, before the store prepares it;
+                          * delete: obj NULL (nothing to change; it may refuse) */
     STORE_ADMIT_VALIDATE /* create/update: the prepared, validated object; delete: obj NULL */
 } store_admit_stage;
 
@@ -130,8 +131,11 @@ typedef struct store_hooks {
      *    transform built it (old: the current one, NULL on create); the
      *    hook may change obj;
      *  - STORE_ADMIT_VALIDATE on create and update after validation,
-     *    before the object is stored, and on delete with obj NULL and old
-     *    the object being deleted.
+     *    before the object is stored;
+     *  - on delete both, in that order, with obj NULL and old the object
+     *    being deleted (upstream's AdmissionToValidateObjectDeleteFunc).
+     * A create of a namespaced object asks neither when its namespace is
+     * missing or terminating (the store's NamespaceLifecycle comes first).
      * Returns true when it decided at once (*st: NULL admits, a Status
      * fails the write), false when the write must wait: the hook then
      * calls store_admit_resume exactly once, later, on the write's

@@ -237,6 +237,11 @@ struct twrite {
     bool validate_old, decorate_old; /* the hook was given an old object */
     char validate_uid[64];           /* metadata.uid at validation */
     char log[32];                    /* the hooks in the order they ran */
+    /* admission (h_admit): the stage it waits at (store_admit_resume by
+     * the test) or refuses at (-1: neither), whether it was given an
+     * object at each stage it ran */
+    int admit_wait, admit_refuse;
+    bool waiting, admit_obj[2], admit_old[2];
     const char *edit_arg;
     /* done */
     pthread_mutex_t mu;
@@ -293,6 +298,23 @@ static void h_decorate(store_write *sw, const json_t *old, json_t *obj)
     json_object_set_new(ann, "decorated", json_string("yes"));
 }
 
+/* Admission: 'M' (mutating) or 'A' (validating) in the log. */
+static bool h_admit(store_write *sw, store_admit_stage stage, json_t *obj, const json_t *old,
+                    ckube_status **st)
+{
+    twrite *w = (twrite *)sw;
+    logc(w, stage == STORE_ADMIT_MUTATE ? 'M' : 'A');
+    w->admit_obj[stage] = obj != NULL;
+    w->admit_old[stage] = old != NULL;
+    if ((int)stage == w->admit_wait) {
+        w->waiting = true;
+        return false;
+    }
+    if ((int)stage == w->admit_refuse)
+        *st = ckube_status_new(403, CKUBE_REASON_FORBIDDEN, "refused at %d", (int)stage);
+    return true;
+}
+
 static const char *h_no_precondition(store_write *sw, const json_t *obj)
 {
     (void)sw;
@@ -331,6 +353,26 @@ static void tw_run(twrite *w)
     pthread_cond_init(&w->cv, NULL);
     w->done = false;
     store_write_start(&w->sw);
+    pthread_mutex_lock(&w->mu);
+    while (!w->done)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    sync_cache(w->f);
+}
+
+/* tw_run for a write whose admission waits: the test answers it (st
+ * taken) once the write is waiting, as a webhook's answer would. */
+static void tw_run_admitted_later(twrite *w, ckube_status *st)
+{
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->done = false;
+    store_write_start(&w->sw);
+    assert_true(w->waiting);
+    assert_false(w->done);
+    store_admit_resume(&w->sw, st);
     pthread_mutex_lock(&w->mu);
     while (!w->done)
         pthread_cond_wait(&w->cv, &w->mu);
@@ -867,6 +909,83 @@ static void test_create_hooks_run(void **state)
     assert_string_equal(sget(s, "metadata.annotations.decorated"), "yes");
     assert_string_equal(sget(w.r.obj, "metadata.annotations.decorated"), "yes");
     json_decref(s);
+    tw_release(&w);
+}
+
+/* ---- admission ------------------------------------------------------------ */
+
+static void tw_admitted(twrite *w, fixture *f, store_verb verb, const char *name)
+{
+    tw_init(w, f, verb, name);
+    w->hooks.validate = h_validate;
+    w->hooks.decorate = h_decorate;
+    w->hooks.admit = h_admit;
+    w->admit_wait = w->admit_refuse = -1;
+}
+
+/* The phases in upstream's order: mutating admission before validation,
+ * validating admission after; a delete asks both, with no new object;
+ * a create in a missing namespace asks neither (NamespaceLifecycle comes
+ * first); a refusal at either stage stores nothing. */
+static void test_admission_stages(void **state)
+{
+    fixture *f = *state;
+    twrite w;
+    tw_admitted(&w, f, STORE_CREATE, NULL);
+    w.body = widget("adm");
+    tw_run(&w);
+    assert_ok(&w, 201);
+    assert_string_equal(w.log, "TMVAD");
+    assert_true(w.admit_obj[STORE_ADMIT_MUTATE] && w.admit_obj[STORE_ADMIT_VALIDATE]);
+    assert_false(w.admit_old[STORE_ADMIT_MUTATE] || w.admit_old[STORE_ADMIT_VALIDATE]);
+    tw_release(&w);
+
+    tw_admitted(&w, f, STORE_UPDATE, "adm");
+    w.edit = edit_label; /* sets a label from edit_arg */
+    w.edit_arg = "x";
+    tw_run(&w);
+    assert_ok(&w, 200);
+    assert_string_equal(w.log, "TMVAD");
+    assert_true(w.admit_old[STORE_ADMIT_MUTATE] && w.admit_old[STORE_ADMIT_VALIDATE]);
+    tw_release(&w);
+
+    /* a delete: mutating then validating, both with the object as old */
+    int64_t before = storage_current_rev(f->st);
+    tw_admitted(&w, f, STORE_DELETE, "adm");
+    w.admit_refuse = STORE_ADMIT_MUTATE;
+    tw_run(&w);
+    assert_failed(&w, 403, CKUBE_REASON_FORBIDDEN, "refused at 0");
+    assert_string_equal(w.log, "M");
+    assert_false(w.admit_obj[STORE_ADMIT_MUTATE]);
+    assert_true(w.admit_old[STORE_ADMIT_MUTATE]);
+    assert_int_equal(storage_current_rev(f->st), before);
+    tw_release(&w);
+    tw_admitted(&w, f, STORE_DELETE, "adm");
+    w.admit_refuse = STORE_ADMIT_VALIDATE;
+    tw_run(&w);
+    assert_failed(&w, 403, CKUBE_REASON_FORBIDDEN, "refused at 1");
+    assert_string_equal(w.log, "MA");
+    assert_int_equal(storage_current_rev(f->st), before);
+    tw_release(&w);
+    /* the mutating phase waits (a webhook called): the answer goes on to
+     * the validating phase, then the delete */
+    tw_admitted(&w, f, STORE_DELETE, "adm");
+    w.admit_wait = STORE_ADMIT_MUTATE;
+    tw_run_admitted_later(&w, NULL);
+    assert_ok(&w, 200);
+    assert_true(w.r.deleted);
+    assert_string_equal(w.log, "MA");
+    assert_false(w.admit_obj[STORE_ADMIT_VALIDATE]);
+    assert_true(w.admit_old[STORE_ADMIT_VALIDATE]);
+    tw_release(&w);
+
+    /* a missing namespace: refused before admission and validation */
+    tw_admitted(&w, f, STORE_CREATE, NULL);
+    w.sw.ns = "nope";
+    w.body = widget("adm2");
+    tw_run(&w);
+    assert_failed(&w, 404, CKUBE_REASON_NOT_FOUND, "namespaces \"nope\" not found");
+    assert_string_equal(w.log, "T");
     tw_release(&w);
 }
 
@@ -2046,6 +2165,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bug_status_only_keeps_spec, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bug_rv_zero_is_no_precondition, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bug_prepare_create_renames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission_stages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
