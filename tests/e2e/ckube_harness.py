@@ -46,6 +46,7 @@ sys.excepthook = _on_uncaught
 SRC = os.environ.get("CKUBE_SRC") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("CKUBE_BIN") or os.path.join(SRC, "build", "ckube")
+KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 
 
 class Server:
@@ -207,6 +208,19 @@ class Server:
                              "---- end of server.log ----\n" % (self.tmp, self.logtail(150)))
         if not os.environ.get("KEEP_TMP"):  # as lib.sh: KEEP_TMP=1 keeps it
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def kubectl(self, *args, stdin=None, binary=KUBECTL, kubeconfig=None, timeout=60):
+        """(returncode, stdout, stderr) of `binary` (kubectl 1.33 unless
+        another is given) run with this server's admin kubeconfig, or
+        `kubeconfig`, and a HOME of its own under the server's directory
+        for each binary (kubectl keeps its discovery cache there)."""
+        home = os.path.join(self.tmp, "home" if binary == KUBECTL
+                            else "home-" + os.path.basename(binary))
+        os.makedirs(home, exist_ok=True)
+        env = dict(os.environ, HOME=home, KUBECONFIG=kubeconfig or self.kubeconfig)
+        r = subprocess.run([binary, *args], env=env, timeout=timeout, input=stdin,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return r.returncode, r.stdout, r.stderr
 
     def client(self):
         """An ApiClient of the official Python client for this server."""

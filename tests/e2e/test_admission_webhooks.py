@@ -9,7 +9,6 @@ warnings passed to kubectl, reinvocation, connections reused, and
 webhook configurations exempt from webhooks."""
 import json
 import os
-import subprocess
 import sys
 import time
 import unittest
@@ -26,7 +25,6 @@ AUDIT_LOG = os.path.join(SERVER.tmp, "audit.log")
 SERVER.flags = tuple({"AUDIT_POLICY": AUDIT_POLICY, "AUDIT_LOG": AUDIT_LOG}.get(f, f)
                      for f in SERVER.flags)
 BACKEND = None
-KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 VWC = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 CM = "/api/v1/namespaces/default/configmaps"
@@ -70,10 +68,7 @@ def audit_annotations(name):
 
 
 def kubectl(*args, stdin=None):
-    env = dict(os.environ, HOME=os.path.join(SERVER.tmp, "home"), KUBECONFIG=SERVER.kubeconfig)
-    r = subprocess.run([KUBECTL, *args], env=env, timeout=60, input=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args, stdin=stdin)
 
 
 def webhook(name, path, selector, url=None, ops=("CREATE",), resources=("configmaps",),

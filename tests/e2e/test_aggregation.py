@@ -11,7 +11,6 @@ backend goes away marks it unavailable with upstream's reasons, answers
 import base64
 import json
 import os
-import subprocess
 import sys
 import time
 import unittest
@@ -21,7 +20,6 @@ from ckube_harness import Server, run_unittests  # noqa: E402
 from extension_backend import GROUP, VERSION, Backend  # noqa: E402
 
 SERVER = Server("--controller-manager=false")
-KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 APISVC = "/apis/apiregistration.k8s.io/v1/apiservices"
 STATE = {}
 
@@ -44,10 +42,7 @@ def call(method, path, body=None, headers=None):
 
 
 def kubectl(*args, stdin=None):
-    env = dict(os.environ, HOME=os.path.join(SERVER.tmp, "home"), KUBECONFIG=SERVER.kubeconfig)
-    r = subprocess.run([KUBECTL, *args], env=env, timeout=60, input=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args, stdin=stdin)
 
 
 def condition(name):

@@ -12,7 +12,6 @@ Nothing here is proxied: the non-local APIServices name Services that do
 not exist (their availability is the aggregator's to report)."""
 import json
 import os
-import subprocess
 import sys
 import time
 import unittest
@@ -25,7 +24,6 @@ from kubernetes.client.rest import ApiException  # noqa: E402
 
 SERVER = Server("--controller-manager=false")
 setUpModule, tearDownModule = SERVER.start, SERVER.stop
-KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 LABEL = "kube-aggregator.kubernetes.io/automanaged"
 
 # The built-in group-versions ckube serves, with kube-apiserver's
@@ -79,10 +77,7 @@ CRD = {
 
 
 def kubectl(*args, stdin=None):
-    env = dict(os.environ, HOME=os.path.join(SERVER.tmp, "home"), KUBECONFIG=SERVER.kubeconfig)
-    r = subprocess.run([KUBECTL, *args], env=env, timeout=60, input=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args, stdin=stdin)
 
 
 _CLIENT = []

@@ -11,7 +11,6 @@ wrong uid, a renamed object, no objects, a bad label, unreachable) is a
 Status error in upstream's words with nothing written."""
 import json
 import os
-import subprocess
 import sys
 import time
 import unittest
@@ -23,7 +22,6 @@ from webhook_backend import Backend, closed_port  # noqa: E402
 
 SERVER = Server("--controller-manager=false")
 BACKEND = None
-KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 V1 = "/apis/conv.example.com/v1/namespaces/default/widgets"
 V2 = "/apis/conv.example.com/v2/namespaces/default/widgets"
@@ -54,10 +52,7 @@ def call(method, path, body=None, ctype="application/json"):
 
 
 def kubectl(*args, stdin=None):
-    env = dict(os.environ, HOME=os.path.join(SERVER.tmp, "home"), KUBECONFIG=SERVER.kubeconfig)
-    r = subprocess.run([KUBECTL, *args], env=env, timeout=90, input=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args, stdin=stdin, timeout=90)
 
 
 def schema(spec_props):

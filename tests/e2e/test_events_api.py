@@ -7,7 +7,6 @@ watch, field selectors on either API's names, update and patch through the
 other API, delete, kubectl get events and kubectl events."""
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -20,7 +19,6 @@ from kubernetes import client  # noqa: E402
 
 SERVER = Server("--controller-manager=false")
 setUpModule, tearDownModule = SERVER.start, SERVER.stop
-SDK = "/usr/lib/google-cloud-sdk/bin"
 NS = "default"
 CORE = "/api/v1/namespaces/%s/events" % NS
 NEW = "/apis/events.k8s.io/v1/namespaces/%s/events" % NS
@@ -39,10 +37,7 @@ def call(method, path, body=None, ctype="application/json"):
 
 
 def kubectl(*args):
-    env = dict(os.environ, HOME=os.path.join(SERVER.tmp, "home"), KUBECONFIG=SERVER.kubeconfig)
-    r = subprocess.run([os.path.join(SDK, "kubectl.1.33"), *args], env=env, timeout=60,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args)
 
 
 def core_event(name, pod="web-1", reason="Started", message="started the web"):

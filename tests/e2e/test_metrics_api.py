@@ -31,7 +31,6 @@ from free_port import free_port  # noqa: E402
 from webhook_backend import make_certs  # noqa: E402
 
 SERVER = Server("--controller-manager=false")
-KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 SAMPLE = os.environ.get("CKUBE_METRICSAPI") or os.path.join(SRC, "build", "ckube-metrics-api")
 MANIFEST = os.path.join(SRC, "examples", "metrics-api", "manifests", "metrics-api.yaml")
 APISVC = "v1alpha1.metrics.ckube.io"
@@ -40,11 +39,7 @@ STATE = {}
 
 
 def kubectl(*args, stdin=None, kubeconfig=None):
-    env = dict(os.environ, HOME=os.path.join(SERVER.tmp, "home"),
-               KUBECONFIG=kubeconfig or SERVER.kubeconfig)
-    r = subprocess.run([KUBECTL, *args], env=env, timeout=60, input=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args, stdin=stdin, kubeconfig=kubeconfig)
 
 
 def token_kubeconfig(sa, ns):

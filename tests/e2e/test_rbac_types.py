@@ -9,7 +9,6 @@ official Python client's RbacAuthorizationV1Api. Nothing here authorizes:
 the objects are stored and served."""
 import json
 import os
-import subprocess
 import sys
 import unittest
 
@@ -137,12 +136,7 @@ def call(method, path, body=None, ctype="application/json"):
 
 
 def kubectl(version, *args, stdin=None):
-    home = os.path.join(SERVER.tmp, "home-" + version)
-    os.makedirs(home, exist_ok=True)
-    env = dict(os.environ, HOME=home, KUBECONFIG=SERVER.kubeconfig)
-    r = subprocess.run([KUBECTLS[version], *args], env=env, timeout=60, input=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args, stdin=stdin, binary=KUBECTLS[version])
 
 
 def name_of(v):

@@ -6,7 +6,6 @@ to the questions, and that nothing is stored and no other verb is
 allowed."""
 import json
 import os
-import subprocess
 import sys
 import unittest
 
@@ -36,11 +35,7 @@ def call(method, path, body=None, headers=None):
 
 
 def kubectl(version, *args):
-    home = os.path.join(SERVER.tmp, "home-" + version)
-    env = dict(os.environ, HOME=home, KUBECONFIG=SERVER.kubeconfig)
-    r = subprocess.run([os.path.join(SDK, "kubectl." + version), *args], env=env, timeout=60,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args, binary=os.path.join(SDK, "kubectl." + version))
 
 
 class ReviewsTest(unittest.TestCase):

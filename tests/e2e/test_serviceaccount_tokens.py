@@ -96,12 +96,7 @@ def tearDownModule():
 def kubectl(server, kubeconfig, *args, version="path", stdin=None):
     """(rc, stdout, stderr) of kubectl `version` with `kubeconfig` (None:
     the server's admin kubeconfig)."""
-    home = os.path.join(server.tmp, "home-" + version)
-    os.makedirs(home, exist_ok=True)
-    env = dict(os.environ, HOME=home, KUBECONFIG=kubeconfig or server.kubeconfig)
-    r = subprocess.run([KUBECTLS[version], *args], env=env, input=stdin, timeout=60,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return server.kubectl(*args, stdin=stdin, binary=KUBECTLS[version], kubeconfig=kubeconfig)
 
 
 def admin(server, *args, stdin=None):

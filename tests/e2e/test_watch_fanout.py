@@ -34,7 +34,6 @@ import struct
 import sys
 import threading
 import time
-import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ckube_harness import Server  # noqa: E402

@@ -10,7 +10,6 @@ calls what they match): their rules name only example.com's "nothings",
 which nothing here writes, their URL leads nowhere, and they fail open."""
 import json
 import os
-import subprocess
 import sys
 import unittest
 
@@ -22,15 +21,11 @@ from kubernetes.client.rest import ApiException  # noqa: E402
 
 SERVER = Server("--controller-manager=false")
 setUpModule, tearDownModule = SERVER.start, SERVER.stop
-KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 NOWHERE = "https://127.0.0.1:1/never"
 
 
 def kubectl(*args, stdin=None):
-    env = dict(os.environ, HOME=os.path.join(SERVER.tmp, "home"), KUBECONFIG=SERVER.kubeconfig)
-    r = subprocess.run([KUBECTL, *args], env=env, timeout=60, input=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args, stdin=stdin)
 
 
 def api():

@@ -28,7 +28,6 @@ from free_port import free_port  # noqa: E402
 from webhook_backend import make_certs  # noqa: E402
 
 SERVER = Server("--controller-manager=false")
-KUBECTL = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33"
 OPERATOR = os.environ.get("CKUBE_WEBHOOKOP") or os.path.join(SRC, "build", "ckube-webhook-operator")
 CRD = os.path.join(SRC, "examples", "network-controller", "manifests", "crd.yaml")
 TWO_VERSION_CRD = os.path.join(SRC, "examples", "webhook-operator", "manifests", "crd.yaml")
@@ -36,10 +35,7 @@ STATE = {}
 
 
 def kubectl(*args, stdin=None):
-    env = dict(os.environ, HOME=os.path.join(SERVER.tmp, "home"), KUBECONFIG=SERVER.kubeconfig)
-    r = subprocess.run([KUBECTL, *args], env=env, timeout=60, input=stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return r.returncode, r.stdout, r.stderr
+    return SERVER.kubectl(*args, stdin=stdin)
 
 
 def start_operator():
