@@ -171,7 +171,17 @@ int main(int argc, char **argv)
                                .short_names = shorts,
                                .list = list_counts,
                                .ctx = ao.client};
-    if (!s || ckube_apiext_server_add_resource(s, &r) != 0) {
+    /* what `kubectl explain objectcounts` shows */
+    json_t *schema = json_pack(
+        "{s:s,s:s,s:{s:{s:s,s:s,s:s}}}", "description",
+        "How many objects of one resource a namespace holds, counted when asked.", "type", "object",
+        "properties", "count", "description",
+        "The number of objects of the resource the object is named after, in its namespace.",
+        "type", "integer", "format", "int64");
+    r.schema = schema;
+    int added = s ? ckube_apiext_server_add_resource(s, &r) : -1;
+    json_decref(schema); /* the server keeps a copy */
+    if (added != 0) {
         CKUBE_ERROR("Error building the server: %s", err ? err : "?");
         free(err);
         ckube_apiext_server_free(s);

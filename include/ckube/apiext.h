@@ -22,6 +22,9 @@
  *    main API server (cached 10 s); 403 in upstream's words;
  *  - discovery: /apis, /apis/GROUP, /apis/GROUP/VERSION (what the
  *    aggregator checks before it marks the APIService Available);
+ *  - OpenAPI v3: /openapi/v3 naming /openapi/v3/apis/GROUP/VERSION, the
+ *    document of the resources' kinds (their schemas), which the
+ *    aggregator fetches and serves for `kubectl explain`;
  *  - each resource's get and list (JSON), from a provider callback;
  *    other verbs get upstream's 405 MethodNotAllowed, unknown paths 404.
  *
@@ -86,6 +89,13 @@ typedef struct ckube_apiext_resource {
     const char *const *short_names; /* NULL-terminated, copied; may be NULL */
     ckube_apiext_list_fn list;
     void *ctx;
+    /* The kind's OpenAPI v3 schema (copied; may be NULL: any object):
+     * its type, description and properties, as a CRD version's
+     * openAPIV3Schema; apiVersion, kind and metadata are added. Served in
+     * the group/version's OpenAPI document (/openapi/v3/apis/G/V, named
+     * by /openapi/v3), which the aggregator hands to clients: `kubectl
+     * explain` reads it. */
+    const json_t *schema;
 } ckube_apiext_resource;
 
 /* A server with no resources yet. NULL with *err (malloc'd) on bad

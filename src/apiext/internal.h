@@ -5,6 +5,7 @@
 
 #include <ckube/client.h>
 #include <event2/keyvalq_struct.h>
+#include <jansson.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <stdbool.h>
@@ -39,5 +40,24 @@ bool apiext_front_proxy_trusts(const apiext_front_proxy *fp, X509 *peer, SSL *ss
  * clears it), -1 when no username header is present. */
 int apiext_front_proxy_user(const apiext_front_proxy *fp, const struct evkeyvalq *h,
                             delegated_user *u);
+
+/* ---- OpenAPI (openapi.c) ---- */
+
+/* What the OpenAPI document says of one kind: borrowed. */
+typedef struct apiext_openapi_kind {
+    const char *kind, *plural;
+    bool namespaced;
+    const json_t *schema; /* the kind's OpenAPI v3 schema, or NULL: any object */
+} apiext_openapi_kind;
+
+/* The OpenAPI v3 document of group/version serving `kinds` (a new
+ * reference): a schema per kind and its list, tagged with
+ * x-kubernetes-group-version-kind, the metadata types and the get and
+ * list paths. */
+json_t *apiext_openapi_v3(const char *group, const char *version, const apiext_openapi_kind *kinds,
+                          size_t n);
+/* kube-apiserver's form of a document's hash (SHA-512, uppercase hex;
+ * malloc'd, NULL when out of memory). */
+char *apiext_openapi_hash(const json_t *doc);
 
 #endif

@@ -37,6 +37,7 @@ typedef struct resource {
     char **short_names;
     ckube_apiext_list_fn list;
     void *ctx;
+    json_t *schema; /* or NULL */
 } resource;
 
 struct ckube_apiext_server {
@@ -50,7 +51,11 @@ struct ckube_apiext_server {
     serving_cert *tls;
     apiext_front_proxy *fp;
     delegated_auth *auth;
-    unsigned workers;  /* options'; 0: requests served on the loop */
+    unsigned workers; /* options'; 0: requests served on the loop */
+    /* The OpenAPI v3 document and its URL (with its hash), made at start
+     * (the resources are fixed by then); read-only while serving. */
+    json_t *openapi;
+    char *openapi_url;
     http_serve *serve; /* once started; NULL when stopped */
     ckube_runnable runnable;
 };
@@ -398,6 +403,37 @@ static bool allowed(ax_call *c, int rc, ckube_status *forbidden, ckube_status *e
     return false;
 }
 
+/* ---- OpenAPI ------------------------------------------------------------------ */
+
+/* The document of the group/version and its URL (openapi.c). 0, or -1
+ * when out of memory. */
+static int make_openapi(ckube_apiext_server *s)
+{
+    apiext_openapi_kind *kinds = calloc(s->nres ? s->nres : 1, sizeof *kinds);
+    if (!kinds)
+        return -1;
+    for (size_t i = 0; i < s->nres; i++)
+        kinds[i] = (apiext_openapi_kind){.kind = s->res[i].kind,
+                                         .plural = s->res[i].plural,
+                                         .namespaced = s->res[i].namespaced,
+                                         .schema = s->res[i].schema};
+    s->openapi = apiext_openapi_v3(s->group, s->version, kinds, s->nres);
+    free(kinds);
+    char *hash = s->openapi ? apiext_openapi_hash(s->openapi) : NULL;
+    if (!hash || asprintf(&s->openapi_url, "/openapi/v3/apis/%s?hash=%s", s->gv, hash) < 0)
+        s->openapi_url = NULL;
+    free(hash);
+    return s->openapi && s->openapi_url ? 0 : -1;
+}
+
+/* /openapi/v3: the one group/version's document, by its URL. */
+static json_t *openapi_index(const ckube_apiext_server *s)
+{
+    char key[300];
+    snprintf(key, sizeof key, "apis/%s", s->gv);
+    return json_pack("{s:{s:{s:s}}}", "paths", key, "serverRelativeURL", s->openapi_url);
+}
+
 static void serve_nonresource(ax_call *c, const char *path, const delegated_user *u)
 {
     ckube_apiext_server *s = c->s;
@@ -427,6 +463,10 @@ static void serve_nonresource(ax_call *c, const char *path, const delegated_user
         answer_json(c, 200, g);
     } else if (!strcmp(path, gvpath))
         answer_json(c, 200, resource_list(s));
+    else if (!strcmp(path, "/openapi/v3") || !strcmp(path, "/openapi/v3/"))
+        answer_json(c, 200, openapi_index(s));
+    else if (!strncmp(path, "/openapi/v3/", 12) && !strcmp(path + 11, gvpath))
+        answer_json(c, 200, json_incref(s->openapi));
     else
         answer_text(c, 404, "404 page not found\n");
 }
@@ -592,6 +632,7 @@ int ckube_apiext_server_add_resource(ckube_apiext_server *s, const ckube_apiext_
     n->namespaced = r->namespaced;
     n->list = r->list;
     n->ctx = r->ctx;
+    n->schema = r->schema ? json_deep_copy(r->schema) : NULL;
     size_t k = 0;
     while (r->short_names && r->short_names[k])
         k++;
@@ -619,6 +660,10 @@ int ckube_apiext_server_start(ckube_apiext_server *s, char **err)
     free(client_ca);
     if (!s->tls)
         goto fail;
+    if (make_openapi(s) != 0) {
+        e = strdup("out of memory");
+        goto fail;
+    }
     delegated_auth_opts ao = {.client = s->client};
     s->auth = delegated_auth_new(&ao);
     s->serve = http_serve_new("ckube-apiext");
@@ -664,6 +709,10 @@ void ckube_apiext_server_stop(ckube_apiext_server *s)
     s->auth = NULL;
     apiext_front_proxy_free(s->fp);
     s->fp = NULL;
+    json_decref(s->openapi);
+    s->openapi = NULL;
+    free(s->openapi_url);
+    s->openapi_url = NULL;
     s->bound_port = 0;
 }
 
@@ -679,6 +728,7 @@ void ckube_apiext_server_free(ckube_apiext_server *s)
         for (size_t k = 0; s->res[i].short_names && s->res[i].short_names[k]; k++)
             free(s->res[i].short_names[k]);
         free(s->res[i].short_names);
+        json_decref(s->res[i].schema);
     }
     free(s->res);
     free(s->group);

@@ -204,3 +204,26 @@ void ckube__human_duration(int64_t s, char *buf, size_t n)
     else
         snprintf(buf, n, "%" PRId64 "y", y);
 }
+
+void ckube__reverse_dns(const char *name, char *buf, size_t n)
+{
+    if (!n)
+        return;
+    buf[0] = '\0';
+    size_t end = strlen(name), used = 0;
+    for (;;) {
+        size_t start = end;
+        while (start > 0 && name[start - 1] != '.')
+            start--;
+        int w = snprintf(buf + used, n - used, "%s%.*s", used ? "." : "", (int)(end - start),
+                         name + start);
+        if (w < 0 || (size_t)w >= n - used) {
+            buf[used] = '\0'; /* whole labels only */
+            return;
+        }
+        used += (size_t)w;
+        if (start == 0)
+            return;
+        end = start - 1;
+    }
+}

@@ -71,4 +71,9 @@ void ckube__human_duration(int64_t seconds, char *buf, size_t n);
  * not base64 or memory runs out. Defined in yaml.c. */
 char *ckube__base64_decode(const char *s, size_t n, size_t *out_len);
 
+/* A dotted name's labels in reverse order into buf (n bytes, always
+ * terminated; as many whole labels as fit): "samplecrd.k8s.io" ->
+ * "io.k8s.samplecrd", as OpenAPI names the schemas of a group's types. */
+void ckube__reverse_dns(const char *name, char *buf, size_t n);
+
 #endif

@@ -190,6 +190,45 @@ class MetricsApiTest(unittest.TestCase):
         self.assertEqual(body["groups"][0]["preferredVersion"]["groupVersion"],
                          "metrics.ckube.io/v1alpha1")
 
+    def test_2b_openapi_and_explain(self):
+        # the extension server publishes its kind's schema; the API server
+        # names it in its own /openapi/v3 (after the availability check
+        # reads it) and proxies the document, so kubectl explain reads it
+        wait_available("True")
+        st, index = direct("/openapi/v3", cert=True)
+        self.assertEqual(st, 200, index)
+        url = index["paths"]["apis/metrics.ckube.io/v1alpha1"]["serverRelativeURL"]
+        self.assertRegex(url, r"^/openapi/v3/apis/metrics\.ckube\.io/v1alpha1\?hash=[0-9A-F]{128}$")
+        deadline = time.time() + 40
+        while True:
+            rc, out, err = kubectl("get", "--raw", "/openapi/v3")
+            self.assertEqual(rc, 0, err)
+            paths = json.loads(out)["paths"]
+            if "apis/metrics.ckube.io/v1alpha1" in paths or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        self.assertEqual(paths["apis/metrics.ckube.io/v1alpha1"]["serverRelativeURL"], url)
+        self.assertIn("api/v1", paths)  # the server's own stay
+        rc, out, err = kubectl("get", "--raw", url)
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        schema = doc["components"]["schemas"]["io.ckube.metrics.v1alpha1.ObjectCount"]
+        self.assertEqual(schema["x-kubernetes-group-version-kind"],
+                         [{"group": "metrics.ckube.io", "kind": "ObjectCount",
+                           "version": "v1alpha1"}])
+        self.assertEqual(schema["properties"]["count"]["type"], "integer")
+        rc, out, err = kubectl("explain", "objectcounts")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"GROUP:\s+metrics\.ckube\.io")
+        self.assertRegex(out, r"KIND:\s+ObjectCount")
+        self.assertRegex(out, r"VERSION:\s+v1alpha1")
+        self.assertIn("How many objects of one resource a namespace holds", out)
+        self.assertRegex(out, r"count\s+<integer>")
+        self.assertRegex(out, r"metadata\s+<ObjectMeta>")
+        rc, out, err = kubectl("explain", "objectcounts.count")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("The number of objects of the resource the object is named after", out)
+
     def test_3_not_found_and_read_only(self):
         wait_available("True")
         rc, out, err = kubectl("get", "objectcounts", "nope", "-n", "default")
@@ -354,6 +393,12 @@ class MetricsApiTest(unittest.TestCase):
         rc, out, err = kubectl("get", "configmaps", "-n", "default")
         self.assertEqual(rc, 0, err)
         self.assertIn("cm0", out)
+        # its OpenAPI document is no longer named, the server's own still are
+        rc, out, err = kubectl("get", "--raw", "/openapi/v3")
+        self.assertEqual(rc, 0, err)
+        paths = json.loads(out)["paths"]
+        self.assertNotIn("apis/metrics.ckube.io/v1alpha1", paths)
+        self.assertIn("api/v1", paths)
 
 
 if __name__ == "__main__":

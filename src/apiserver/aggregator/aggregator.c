@@ -477,13 +477,11 @@ static bool route_get(aggregator *a, const char *group, const char *version, rou
     return true;
 }
 
-bool aggregator_proxy(aggregator *a, req_ctx *rc)
+/* Proxies rc to the server of group/version (see aggregator_proxy). */
+static bool proxy_gv(aggregator *a, req_ctx *rc, const char *group, const char *version)
 {
-    const request_info *ri = &rc->ri;
-    if (!*ri->group || !*ri->version)
-        return false;
     route r;
-    if (!route_get(a, ri->group, ri->version, &r))
+    if (!route_get(a, group, version, &r))
         return false; /* nobody's */
     if (!r.remote) {
         target_clear(&r.hold);
@@ -559,10 +557,24 @@ bool aggregator_proxy(aggregator *a, req_ctx *rc)
     return true;
 }
 
+bool aggregator_proxy(aggregator *a, req_ctx *rc)
+{
+    const request_info *ri = &rc->ri;
+    if (!*ri->group || !*ri->version)
+        return false;
+    return proxy_gv(a, rc, ri->group, ri->version);
+}
+
+bool aggregator_proxy_openapi(aggregator *a, req_ctx *rc, const char *group, const char *version)
+{
+    return proxy_gv(a, rc, group, version);
+}
+
 /* ---- availability --------------------------------------------------------------- */
 
 typedef struct check {
     aggregator *a;
+    json_t *svc; /* the APIService checked (a copy) */
     char *name, *group, *version;
     int gpm, vp;
     char url[700];
@@ -668,6 +680,7 @@ static void set_condition(aggregator *a, const char *name, const char *status, c
 static void check_free(check *c)
 {
     json_object_del(c->a->checking, c->name);
+    json_decref(c->svc);
     free(c->name);
     free(c->group);
     free(c->version);
@@ -679,6 +692,67 @@ static void forget_discovery(aggregator *a, const char *name)
     pthread_mutex_lock(&a->mu);
     json_object_del(a->disc, name);
     pthread_mutex_unlock(&a->mu);
+}
+
+/* The backend's /openapi/v3 answer: the URL it gives for the
+ * APIService's group/version (which must be that group/version's
+ * document, /openapi/v3/apis/G/V...) goes into its discovery entry, where
+ * aggregator_openapi_v3_paths finds it; any failure takes it out (the
+ * group/version then leaves the server's /openapi/v3, as upstream's
+ * aggregator drops a spec it cannot download). */
+static void openapi_answered(void *arg, const outbound_result *r)
+{
+    check *c = arg;
+    aggregator *a = c->a;
+    c->call = NULL;
+    char key[600], prefix[700];
+    snprintf(key, sizeof key, "apis/%s/%s", c->group, c->version);
+    snprintf(prefix, sizeof prefix, "/openapi/v3/%s", key);
+    const char *url = NULL;
+    json_t *index = NULL;
+    if (!r->error && r->status >= 200 && r->status <= 299) {
+        size_t len = evbuffer_get_length(r->body);
+        index = json_loadb((const char *)evbuffer_pullup(r->body, -1), len, 0, NULL);
+        url = json_string_value(ckube_json_get_path(
+            json_object_get(json_object_get(index, "paths"), key), "serverRelativeURL"));
+        size_t pl = strlen(prefix);
+        if (url && (strncmp(url, prefix, pl) || (url[pl] && url[pl] != '?')))
+            url = NULL;
+    }
+    pthread_mutex_lock(&a->mu);
+    json_t *entry = json_object_get(a->disc, c->name);
+    if (entry && url)
+        json_object_set_new(entry, "openapi", json_string(url));
+    else if (entry)
+        json_object_del(entry, "openapi");
+    pthread_mutex_unlock(&a->mu);
+    json_decref(index);
+    check_free(c);
+}
+
+/* After a discovery check passed: GET /openapi/v3 from the same backend
+ * (as the discovery check asks), then openapi_answered. */
+static void fetch_openapi(check *c)
+{
+    aggregator *a = c->a;
+    outbound_target t;
+    target_hold hold;
+    char err[512];
+    if (!target_of(a, c->svc, &t, &hold, err, sizeof err)) {
+        target_clear(&hold);
+        check_free(c);
+        return;
+    }
+    outbound_header h[] = {{"Accept", "application/json"},
+                           {"X-Remote-User", "system:kube-aggregator"},
+                           {"X-Remote-Group", "system:masters"}};
+    outbound_request rq = {.method = "GET",
+                           .path = "/openapi/v3",
+                           .headers = h,
+                           .nheaders = 3,
+                           .timeout_ms = CHECK_TIMEOUT_MS};
+    c->call = outbound_send(a->lp->out, &t, &rq, openapi_answered, c);
+    target_clear(&hold);
 }
 
 static void check_answered(void *arg, const outbound_result *r)
@@ -704,10 +778,14 @@ static void check_answered(void *arg, const outbound_result *r)
                               json_object_get(list, "resources"));
     json_decref(list);
     pthread_mutex_lock(&a->mu);
+    /* the OpenAPI document's URL stays until fetch_openapi says otherwise */
+    json_t *prev = json_object_get(json_object_get(a->disc, c->name), "openapi");
+    if (json_is_string(prev))
+        json_object_set(entry, "openapi", prev);
     json_object_set_new(a->disc, c->name, entry);
     pthread_mutex_unlock(&a->mu);
     set_condition(a, c->name, "True", "Passed", "all checks passed");
-    check_free(c);
+    fetch_openapi(c);
 }
 
 /* Checks one APIService (a decoded object). */
@@ -751,6 +829,7 @@ static void check_one(aggregator *a, const json_t *svc)
     }
     check *c = xcalloc(1, sizeof *c);
     c->a = a;
+    c->svc = json_deep_copy(svc);
     c->name = xstrdup(name);
     c->group = xstrdup(json_string_value(json_object_get(spec, "group")) ?: "");
     c->version = xstrdup(json_string_value(json_object_get(spec, "version")) ?: "");
@@ -854,6 +933,26 @@ static int by_priority(const void *x, const void *y)
     json_int_t va = json_integer_value(json_object_get(a, "versionPriority"));
     json_int_t vb = json_integer_value(json_object_get(b, "versionPriority"));
     return va > vb ? -1 : va < vb ? 1 : 0;
+}
+
+json_t *aggregator_openapi_v3_paths(aggregator *a)
+{
+    json_t *paths = json_object();
+    pthread_mutex_lock(&a->mu);
+    const char *k;
+    json_t *e;
+    json_object_foreach(a->disc, k, e)
+    {
+        const char *url = json_string_value(json_object_get(e, "openapi"));
+        if (!url)
+            continue;
+        char key[600];
+        snprintf(key, sizeof key, "apis/%s/%s", json_string_value(json_object_get(e, "group")),
+                 json_string_value(json_object_get(e, "version")));
+        json_object_set_new(paths, key, json_pack("{s:s}", "serverRelativeURL", url));
+    }
+    pthread_mutex_unlock(&a->mu);
+    return paths;
 }
 
 json_t *aggregator_discovery(aggregator *a)

@@ -56,6 +56,19 @@ void aggregator_stop(aggregator *a);
  * server's. */
 bool aggregator_proxy(aggregator *a, req_ctx *rc);
 
+/* Proxies a request for /openapi/v3/apis/GROUP/VERSION (its path and
+ * query as the client sent them) to the server an APIService names for
+ * group/version, as aggregator_proxy: true when it took the request. */
+bool aggregator_proxy_openapi(aggregator *a, req_ctx *rc, const char *group, const char *version);
+
+/* The OpenAPI v3 documents of Available APIServices' servers, for the
+ * server's /openapi/v3: "apis/GROUP/VERSION" -> {"serverRelativeURL":
+ * the URL the server gives, /openapi/v3/apis/GROUP/VERSION?hash=...}
+ * (a new object). Read from each server's /openapi/v3 after each
+ * passed availability check (upstream's aggregator downloads them
+ * likewise); a server that publishes none is left out. */
+json_t *aggregator_openapi_v3_paths(aggregator *a);
+
 /* What Available APIServices with a service serve, for discovery: an
  * array of {"group", "version", "groupPriorityMinimum",
  * "versionPriority", "resources": APIResourceList's resources or null}

@@ -39,11 +39,32 @@ static void test_concat_cut_as_snprintf(void **state)
     }
 }
 
+/* Schema names: the group's labels reversed; cut short, never overrun. */
+static void test_reverse_dns(void **state)
+{
+    (void)state;
+    char buf[64];
+    ckube__reverse_dns("samplecrd.k8s.io", buf, sizeof buf);
+    assert_string_equal(buf, "io.k8s.samplecrd");
+    ckube__reverse_dns("metrics.ckube.io", buf, sizeof buf);
+    assert_string_equal(buf, "io.ckube.metrics");
+    ckube__reverse_dns("example", buf, sizeof buf);
+    assert_string_equal(buf, "example");
+    ckube__reverse_dns("", buf, sizeof buf);
+    assert_string_equal(buf, "");
+    char small[8];
+    ckube__reverse_dns("samplecrd.k8s.io", small, sizeof small);
+    assert_string_equal(small, "io.k8s");
+    ckube__reverse_dns("averyverylonglabel.io", small, sizeof small);
+    assert_string_equal(small, "io");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concat_fits),
         cmocka_unit_test(test_concat_cut_as_snprintf),
+        cmocka_unit_test(test_reverse_dns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "apiserver/registry/definitions/builtin_schemas.h"
+#include "common/text.h"
 #include "common/xalloc.h"
 
 #define META "io.k8s.apimachinery.pkg.apis.meta.v1."
@@ -32,27 +33,6 @@ typedef struct builder {
 } builder;
 
 /* ------------------------------------------------------------- names */
-
-/* "samplecrd.k8s.io" -> "io.k8s.samplecrd" */
-static void reverse_group(const char *group, char *buf, size_t n)
-{
-    buf[0] = 0;
-    size_t len = strlen(group);
-    size_t end = len, used = 0;
-    while (end > 0 || (len == 0 && end == 0)) {
-        size_t start = end;
-        while (start > 0 && group[start - 1] != '.')
-            start--;
-        int w = snprintf(buf + used, n - used, "%s%.*s", used ? "." : "", (int)(end - start),
-                         group + start);
-        if (w < 0 || (size_t)w >= n - used)
-            return;
-        used += (size_t)w;
-        if (start == 0)
-            break;
-        end = start - 1;
-    }
-}
 
 char *openapi_definition_name(const resource_type *t, int list)
 {
@@ -82,7 +62,7 @@ char *openapi_definition_name(const resource_type *t, int list)
         snprintf(prefix, sizeof prefix, "io.k8s.api.%.*s.%s", (int)seg, g, t->version);
     } else {
         char rev[256];
-        reverse_group(g, rev, sizeof rev);
+        ckube__reverse_dns(g, rev, sizeof rev);
         snprintf(prefix, sizeof prefix, "%s.%s", rev, t->version);
     }
     char *out = NULL;

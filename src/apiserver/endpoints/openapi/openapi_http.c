@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apiserver/aggregator/aggregator.h"
 #include "apiserver/endpoints/openapi/openapi_http.h"
 #include "apiserver/endpoints/openapi/openapi.h"
 #include "ckube/json.h"
@@ -65,10 +66,21 @@ bool handle_openapi(req_ctx *rc, const char *path)
         return true;
     }
     json_t *doc = NULL;
+    bool index = !strcmp(path, "/openapi/v3") || !strcmp(path, "/openapi/v3/");
+    /* the documents extension servers publish, named beside this
+     * server's own (aggregator.h) */
+    json_t *remote = index && s->aggregator ? aggregator_openapi_v3_paths(s->aggregator) : NULL;
+    char group[128] = "", version[64] = "";
     pthread_mutex_lock(&s->openapi_mu);
     refresh(s);
-    if (!strcmp(path, "/openapi/v3") || !strcmp(path, "/openapi/v3/")) {
-        doc = json_incref(s->openapi_v3_index);
+    if (index) {
+        if (json_object_size(remote)) {
+            json_t *paths = json_copy(json_object_get(s->openapi_v3_index, "paths"));
+            json_object_update_missing(paths, remote);
+            doc = json_pack("{s:o}", "paths", paths);
+        } else {
+            doc = json_incref(s->openapi_v3_index);
+        }
     } else if (!strcmp(path, "/openapi/v2") || !strcmp(path, "/openapi/v2/")) {
         if (!s->openapi_v2) {
             size_t n;
@@ -81,7 +93,6 @@ bool handle_openapi(req_ctx *rc, const char *path)
         const char *gvpath = path + 12; /* "api/v1" or "apis/G/V" */
         doc = json_incref(json_object_get(s->openapi_v3_docs, gvpath));
         if (!doc) {
-            char group[128] = "", version[64] = "";
             if (!strncmp(gvpath, "api/", 4)) {
                 snprintf(version, sizeof version, "%s", gvpath + 4);
             } else if (!strncmp(gvpath, "apis/", 5)) {
@@ -103,8 +114,12 @@ bool handle_openapi(req_ctx *rc, const char *path)
         }
     }
     pthread_mutex_unlock(&s->openapi_mu);
-    if (!doc)
-        return false;
+    json_decref(remote);
+    if (!doc) {
+        /* a group/version of an extension server: its own document */
+        return *group && *version && s->aggregator &&
+               aggregator_proxy_openapi(s->aggregator, rc, group, version);
+    }
     /* The cached documents are shared by every serving thread: encoding
      * only reads them, but their counts change under openapi_mu alone
      * (jansson reads a count without an atomic before changing it). */
