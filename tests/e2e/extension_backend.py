@@ -28,6 +28,11 @@ class Backend:
     def __init__(self, d, requestheader_ca_pem, allowed_names):
         self.ca_pem, crt, key = make_certs(d, ["127.0.0.1", "ext.default.svc"])
         self.requests = []
+        # what /openapi/v3 answers: None (404), bytes (as they are), or an
+        # object (JSON); /openapi/v3/apis/... answers self.openapi_doc
+        self.openapi_index = None
+        self.openapi_doc = {"openapi": "3.0.0", "info": {"title": "ext", "version": "v1"},
+                            "paths": {}, "components": {"schemas": {}}}
         self.conns = set()  # open connections, cut by stop() as a process exit does
         self.lock = threading.Lock()
         backend = self
@@ -80,6 +85,17 @@ class Backend:
                     return self._send(401, {"kind": "Status", "apiVersion": "v1",
                                             "status": "Failure", "reason": "Unauthorized",
                                             "message": "Unauthorized", "code": 401})
+                if path == "/openapi/v3":
+                    index = backend.openapi_index
+                    if index is None:
+                        return self._send(404, {"kind": "Status", "apiVersion": "v1",
+                                                "status": "Failure", "reason": "NotFound",
+                                                "code": 404, "message": "not found"})
+                    if isinstance(index, bytes):
+                        return self._send(200, index)
+                    return self._send(200, index)
+                if path == "/openapi/v3/apis/%s/%s" % (GROUP, VERSION):
+                    return self._send(200, backend.openapi_doc)
                 base = "/apis/%s/%s" % (GROUP, VERSION)
                 if path == base:
                     return self._send(200, {

@@ -162,6 +162,54 @@ class AggregationTest(unittest.TestCase):
         st, rl, _ = call("GET", "/apis/%s/%s" % (GROUP, VERSION))  # proxied
         self.assertEqual((st, rl["kind"]), (200, "APIResourceList"), rl)
 
+    def test_3b_openapi_of_the_backend(self):
+        """The backend's /openapi/v3 is read after each passed check: only
+        a URL of its own group/version's document is named in the server's
+        /openapi/v3 (and proxied); anything else is left out."""
+        backend = STATE["backend"]
+        key = "apis/%s/%s" % (GROUP, VERSION)
+        wait_condition("%s.%s" % (VERSION, GROUP), "True")
+
+        def named(want, why):
+            # an Endpoints change makes the aggregator check again at once
+            rc, out, err = kubectl("annotate", "endpoints", "ext", "touched=%f" % time.time(),
+                                   "--overwrite")
+            self.assertEqual(rc, 0, err)
+            deadline = time.time() + 15
+            while True:
+                st, index, _ = call("GET", "/openapi/v3")
+                self.assertEqual(st, 200, index)
+                got = index["paths"].get(key, {}).get("serverRelativeURL")
+                if got == want or time.time() > deadline:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(got, want, why)
+            self.assertIn("api/v1", index["paths"])
+
+        named(None, "no /openapi/v3 at the backend (404)")
+        url = "/openapi/v3/%s?hash=ABC123" % key
+        backend.openapi_index = {"paths": {key: {"serverRelativeURL": url}}}
+        named(url, "the backend's document")
+        n = len(backend.requests)
+        st, doc, _ = call("GET", url)
+        self.assertEqual((st, doc["info"]["title"]), (200, "ext"), doc)
+        seen = [r for r in backend.requests[n:] if r["path"] == "/openapi/v3/" + key]
+        self.assertEqual([r["query"] for r in seen], ["hash=ABC123"])
+        self.assertEqual(seen[0]["user"][0], "system:admin")
+        # each bad answer takes a named document out again
+        good = backend.openapi_index
+        for bad, why in (
+                ({"paths": {key: {"serverRelativeURL": "/api/v1/secrets"}}},
+                 "a URL outside the group/version's document"),
+                ({"paths": {key: {"serverRelativeURL": "/openapi/v3/%sx?hash=1" % key}}},
+                 "another group/version's document"),
+                (b"not json", "an index that is no JSON"),
+                (None, "no index any more (404)")):
+            backend.openapi_index = good
+            named(url, "the backend's document again")
+            backend.openapi_index = bad
+            named(None, why)
+
     def test_4_watch_streams_through(self):
         wait_condition("%s.%s" % (VERSION, GROUP), "True")
         conn = SERVER.connection(timeout=30)
