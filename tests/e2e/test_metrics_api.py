@@ -228,6 +228,16 @@ class MetricsApiTest(unittest.TestCase):
         rc, out, err = kubectl("explain", "objectcounts.count")
         self.assertEqual(rc, 0, err)
         self.assertIn("The number of objects of the resource the object is named after", out)
+        # every kubectl on the machine (1.27 to 1.33) reads it
+        for minor in range(27, 34):
+            with self.subTest(kubectl=minor):
+                rc, out, err = SERVER.kubectl(
+                    "explain", "objectcounts.count",
+                    binary="/usr/lib/google-cloud-sdk/bin/kubectl.1.%d" % minor)
+                self.assertEqual(rc, 0, err)
+                self.assertRegex(out, r"KIND:\s+ObjectCount")
+                self.assertRegex(out, r"FIELD:\s+count <integer>")
+                self.assertIn("The number of objects of the resource", out)
 
     def test_3_not_found_and_read_only(self):
         wait_available("True")
