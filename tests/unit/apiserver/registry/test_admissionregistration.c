@@ -19,6 +19,7 @@
 
 #include "ckube/json.h"
 #include "util/inproc_server.h"
+#include "util/quoted_json.h"
 
 #define GV "/apis/admissionregistration.k8s.io/v1"
 #define MWC GV "/mutatingwebhookconfigurations"
@@ -38,51 +39,6 @@
     "'sideEffects':'None','admissionReviewVersions':['v1']"
 
 /* ---- helpers ------------------------------------------------------------- */
-
-/* `text` with ' turned into ", for JSON written inside C strings. */
-static char *Q(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    return s;
-}
-
-static json_t *J(const char *text)
-{
-    char *s = Q(text);
-    json_error_t err;
-    json_t *j = json_loads(s, 0, &err);
-    if (!j)
-        fail_msg("bad test JSON (%s): %s", err.text, s);
-    free(s);
-    return j;
-}
-
-static void assert_json(const json_t *got, const char *want_text)
-{
-    json_t *want = J(want_text);
-    if (!json_equal(got, want)) {
-        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : strdup("(null)");
-        char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
-        print_message("got:  %s\nwant: %s\n", g, w);
-        free(g);
-        free(w);
-        json_decref(want);
-        fail_msg("JSON differs");
-    }
-    json_decref(want);
-}
-
-static http_resp *post(ips *s, const char *path, const char *body)
-{
-    char *b = Q(body);
-    http_resp *r = HPOST(s, b, "%s", path);
-    free(b);
-    return r;
-}
 
 /* Asserts a 422 Invalid with `message` (NULL: any) and exactly the
  * causes given as "field|message" strings, in order (NULL-terminated). */
@@ -122,7 +78,7 @@ static void assert_invalid_at(http_resp *r, const char *message, const char *con
  * the causes. */
 #define assert_hooks_invalid(s, hooks, causes)                                                     \
     do {                                                                                           \
-        http_resp *r_ = post((s), VWC, VALIDATING("bad") hooks "]}");                              \
+        http_resp *r_ = tu_post((s), VWC, VALIDATING("bad") hooks "]}");                           \
         assert_invalid_at(r_, NULL, (causes), __FILE__, __LINE__);                                 \
         resp_free(r_);                                                                             \
     } while (0)
@@ -154,7 +110,7 @@ static void test_defaults(void **state)
     ips *s = *state;
     /* Every default of SetObjectDefaults, for a mutating webhook: what is
      * missing or null is filled in, what is given stays. */
-    http_resp *r = post(
+    http_resp *r = tu_post(
         s, MWC,
         MUTATING("m") "{'name':'a.example.com','clientConfig':{'url':'https://127.0.0.1:1/never'},"
                       "'sideEffects':'None','admissionReviewVersions':['v1'],'failurePolicy':null,"
@@ -183,30 +139,31 @@ static void test_defaults(void **state)
         "'objectSelector':{},"
         "'rules':[{'operations':['*'],'apiGroups':['*'],'apiVersions':['*'],"
         "'resources':['*/*'],'scope':'Namespaced'}]}]";
-    assert_json(json_object_get(r->json, "webhooks"), want);
+    tu_assert_json(json_object_get(r->json, "webhooks"), want);
     resp_free(r);
     r = HGET(s, MWC "/m");
     assert_http(r, 200);
-    assert_json(json_object_get(r->json, "webhooks"), want);
+    tu_assert_json(json_object_get(r->json, "webhooks"), want);
     resp_free(r);
 
     /* A validating webhook has no reinvocationPolicy (one given is not
      * kept); a Service's port given stays. */
-    r = post(s, VWC,
-             VALIDATING("v") "{'name':'c.example.com','clientConfig':{'service':{'namespace':'ns',"
-                             "'name':'svc','port':8443,'path':'/check'}},'sideEffects':'None',"
-                             "'admissionReviewVersions':['v1'],'reinvocationPolicy':'IfNeeded'}]}");
+    r = tu_post(
+        s, VWC,
+        VALIDATING("v") "{'name':'c.example.com','clientConfig':{'service':{'namespace':'ns',"
+                        "'name':'svc','port':8443,'path':'/check'}},'sideEffects':'None',"
+                        "'admissionReviewVersions':['v1'],'reinvocationPolicy':'IfNeeded'}]}");
     assert_http(r, 201);
-    assert_json(json_object_get(r->json, "webhooks"),
-                "[{'name':'c.example.com','clientConfig':{'service':{'namespace':'ns',"
-                "'name':'svc','port':8443,'path':'/check'}},'sideEffects':'None',"
-                "'admissionReviewVersions':['v1'],'failurePolicy':'Fail',"
-                "'matchPolicy':'Equivalent','namespaceSelector':{},'objectSelector':{},"
-                "'timeoutSeconds':10}]");
+    tu_assert_json(json_object_get(r->json, "webhooks"),
+                   "[{'name':'c.example.com','clientConfig':{'service':{'namespace':'ns',"
+                   "'name':'svc','port':8443,'path':'/check'}},'sideEffects':'None',"
+                   "'admissionReviewVersions':['v1'],'failurePolicy':'Fail',"
+                   "'matchPolicy':'Equivalent','namespaceSelector':{},'objectSelector':{},"
+                   "'timeoutSeconds':10}]");
     resp_free(r);
 
     /* No webhooks at all is a valid configuration. */
-    r = post(s, VWC, VALIDATING("empty") "]}");
+    r = tu_post(s, VWC, VALIDATING("empty") "]}");
     assert_http(r, 201);
     assert_null(json_object_get(r->json, "webhooks"));
     resp_free(r);
@@ -218,17 +175,17 @@ static void test_defaults(void **state)
 static void test_update(void **state)
 {
     ips *s = *state;
-    http_resp *r = post(s, VWC, VALIDATING("u") HOOK("a.example.com") "}]}");
+    http_resp *r = tu_post(s, VWC, VALIDATING("u") HOOK("a.example.com") "}]}");
     assert_http(r, 201);
     char rv[32];
     snprintf(rv, sizeof rv, "%s", jstr(r->json, "metadata.resourceVersion"));
     resp_free(r);
 
-    r = post(s, VWC, VALIDATING("u") HOOK("a.example.com") "}]}");
+    r = tu_post(s, VWC, VALIDATING("u") HOOK("a.example.com") "}]}");
     assert_int_equal(r->code, 409);
     resp_free(r);
 
-    char *body = Q(VALIDATING("u") HOOK("a.example.com") ",'timeoutSeconds':3}]}");
+    char *body = tu_quote(VALIDATING("u") HOOK("a.example.com") ",'timeoutSeconds':3}]}");
     r = HPUT(s, body, VWC "/u");
     free(body);
     assert_invalid(r,
@@ -244,7 +201,7 @@ static void test_update(void **state)
              "'kind':'ValidatingWebhookConfiguration','metadata':{'name':'u',"
              "'resourceVersion':'%s'},'webhooks':[" HOOK("a.example.com") ",'timeoutSeconds':3}]}",
              rv);
-    body = Q(text);
+    body = tu_quote(text);
     r = HPUT(s, body, VWC "/u");
     free(body);
     assert_http(r, 200);
@@ -262,7 +219,7 @@ static void test_update(void **state)
 
     /* A strategic merge patch merges webhooks by name: the new one is
      * added and defaulted, the old one kept. */
-    body = Q("{'webhooks':[" HOOK("b.example.com") "}]}");
+    body = tu_quote("{'webhooks':[" HOOK("b.example.com") "}]}");
     r = HPATCH(s, "application/strategic-merge-patch+json", body, VWC "/u");
     free(body);
     assert_http(r, 200);
@@ -277,7 +234,7 @@ static void test_update(void **state)
     resp_free(r);
 
     /* An update that breaks a rule is rejected as a create is. */
-    body = Q("{'webhooks':[{'name':'a.example.com','timeoutSeconds':0}]}");
+    body = tu_quote("{'webhooks':[{'name':'a.example.com','timeoutSeconds':0}]}");
     r = HPATCH(s, "application/strategic-merge-patch+json", body, VWC "/u");
     free(body);
     char cause[128];
@@ -294,7 +251,7 @@ static void test_update(void **state)
 static void test_names(void **state)
 {
     ips *s = *state;
-    http_resp *r = post(s, MWC, MUTATING("bad") HOOK("abc") "}]}");
+    http_resp *r = tu_post(s, MWC, MUTATING("bad") HOOK("abc") "}]}");
     assert_invalid(r,
                    "MutatingWebhookConfiguration.admissionregistration.k8s.io \"bad\" is invalid: "
                    "webhooks[0].name: Invalid value: \"abc\": should be a domain with at least "
@@ -317,7 +274,7 @@ static void test_names(void **state)
                "webhooks[4].name|Duplicate value: \"c.d.e\"",
                "webhooks[5].name|Duplicate value: \"c.d.e\""));
     /* The configuration's own name is a DNS subdomain. */
-    r = post(s, MWC, MUTATING("Bad_Name") "]}");
+    r = tu_post(s, MWC, MUTATING("Bad_Name") "]}");
     assert_invalid(r, NULL,
                    CAUSES("metadata.name|Invalid value: \"Bad_Name\": a lowercase RFC 1123 "
                           "subdomain must consist of lower case alphanumeric characters, '-' or "
@@ -406,121 +363,122 @@ static void test_client_config(void **state)
                "webhooks[6].clientConfig.url|Required value: url must be a valid URL: parse "
                "\"https://example.com/#%z\": invalid URL escape \"%z\"" FORM));
     /* Services: a name, a namespace, a port and a path of DNS labels. */
-    assert_hooks_invalid(s,
-                         CC_HOOK("a.b.c", "{'service':{}}") "," CC_HOOK(
-                             "d.e.f",
-                             "{'service':{'"
-                             "namespace':'n','"
-                             "name':'s','port':"
-                             "0}}") "," CC_HOOK("g.h.i",
-                                                "{'service':{'namespace':'n','name':'s','port':"
-                                                "65536}}") "," CC_HOOK("j.k.l",
-                                                                       "{'service':{'namespace':'n'"
-                                                                       ",'name':'s','path':'hook'}"
-                                                                       "}") "," CC_HOOK("m.n.o",
-                                                                                        "{'service'"
-                                                                                        ":{'"
-                                                                                        "namespace'"
-                                                                                        ":'n','"
-                                                                                        "name':'s',"
-                                                                                        "'path':'//"
-                                                                                        "'}}") "," CC_HOOK("p"
-                                                                                                           "."
-                                                                                                           "q"
-                                                                                                           "."
-                                                                                                           "r",
-                                                                                                           "{"
-                                                                                                           "'"
-                                                                                                           "s"
-                                                                                                           "e"
-                                                                                                           "r"
-                                                                                                           "v"
-                                                                                                           "i"
-                                                                                                           "c"
-                                                                                                           "e"
-                                                                                                           "'"
-                                                                                                           ":"
-                                                                                                           "{"
-                                                                                                           "'"
-                                                                                                           "n"
-                                                                                                           "a"
-                                                                                                           "m"
-                                                                                                           "e"
-                                                                                                           "s"
-                                                                                                           "p"
-                                                                                                           "a"
-                                                                                                           "c"
-                                                                                                           "e"
-                                                                                                           "'"
-                                                                                                           ":"
-                                                                                                           "'"
-                                                                                                           "n"
-                                                                                                           "'"
-                                                                                                           ","
-                                                                                                           "'"
-                                                                                                           "n"
-                                                                                                           "a"
-                                                                                                           "m"
-                                                                                                           "e"
-                                                                                                           "'"
-                                                                                                           ":"
-                                                                                                           "'"
-                                                                                                           "s"
-                                                                                                           "'"
-                                                                                                           ","
-                                                                                                           "'"
-                                                                                                           "p"
-                                                                                                           "a"
-                                                                                                           "t"
-                                                                                                           "h"
-                                                                                                           "'"
-                                                                                                           ":"
-                                                                                                           "'"
-                                                                                                           "/"
-                                                                                                           "a"
-                                                                                                           "/"
-                                                                                                           "/"
-                                                                                                           "H"
-                                                                                                           "o"
-                                                                                                           "o"
-                                                                                                           "k"
-                                                                                                           "_"
-                                                                                                           "1"
-                                                                                                           "/"
-                                                                                                           "'"
-                                                                                                           "}"
-                                                                                                           "}") "," CC_HOOK("s.t.u",
-                                                                                                                            "{'service':{'namespace':'n','name':'s','path':'/'}}") "," CC_HOOK("v.w.x",
-                                                                                                                                                                                               "{'service':{'namespace':'n','name':'s','path':'/a.b/c/'}}"),
-                         CAUSES("webhooks[0].clientConfig.service.name|Required value: service "
-                                "name is required",
-                                "webhooks[0].clientConfig.service.namespace|Required value: "
-                                "service namespace is "
-                                "required",
-                                "webhooks[1].clientConfig.service.port|Invalid value: 0: port is "
-                                "not valid: must be "
-                                "between 1 and 65535, inclusive",
-                                "webhooks[2].clientConfig.service.port|Invalid value: 65536: port "
-                                "is not valid: "
-                                "must be between 1 and 65535, inclusive",
-                                "webhooks[3].clientConfig.service.path|Invalid value: \"hook\": "
-                                "must start with a "
-                                "'/'",
-                                "webhooks[4].clientConfig.service.path|Invalid value: \"//\": "
-                                "segment[0] may not be "
-                                "empty",
-                                "webhooks[5].clientConfig.service.path|Invalid value: "
-                                "\"/a//Hook_1/\": segment[1] "
-                                "may not be empty",
-                                "webhooks[5].clientConfig.service.path|Invalid value: "
-                                "\"/a//Hook_1/\": segment[2]: "
-                                "a lowercase RFC 1123 subdomain must consist of lower case "
-                                "alphanumeric "
-                                "characters, '-' or '.', and must start and end with an "
-                                "alphanumeric character "
-                                "(e.g. 'example.com', regex used for validation is "
-                                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'"
-                                ")"));
+    assert_hooks_invalid(
+        s,
+        CC_HOOK("a.b.c", "{'service':{}}") "," CC_HOOK(
+            "d.e.f",
+            "{'service':{'"
+            "namespace':'n','"
+            "name':'s','port':"
+            "0}}") "," CC_HOOK("g.h.i",
+                               "{'service':{'namespace':'n','name':'s','port':"
+                               "65536}}") "," CC_HOOK("j.k.l",
+                                                      "{'service':{'namespace':'n'"
+                                                      ",'name':'s','path':'hook'}"
+                                                      "}") "," CC_HOOK("m.n.o",
+                                                                       "{'service'"
+                                                                       ":{'"
+                                                                       "namespace'"
+                                                                       ":'n','"
+                                                                       "name':'s',"
+                                                                       "'path':'//"
+                                                                       "'}}") "," CC_HOOK("p"
+                                                                                          "."
+                                                                                          "q"
+                                                                                          "."
+                                                                                          "r",
+                                                                                          "{"
+                                                                                          "'"
+                                                                                          "s"
+                                                                                          "e"
+                                                                                          "r"
+                                                                                          "v"
+                                                                                          "i"
+                                                                                          "c"
+                                                                                          "e"
+                                                                                          "'"
+                                                                                          ":"
+                                                                                          "{"
+                                                                                          "'"
+                                                                                          "n"
+                                                                                          "a"
+                                                                                          "m"
+                                                                                          "e"
+                                                                                          "s"
+                                                                                          "p"
+                                                                                          "a"
+                                                                                          "c"
+                                                                                          "e"
+                                                                                          "'"
+                                                                                          ":"
+                                                                                          "'"
+                                                                                          "n"
+                                                                                          "'"
+                                                                                          ","
+                                                                                          "'"
+                                                                                          "n"
+                                                                                          "a"
+                                                                                          "m"
+                                                                                          "e"
+                                                                                          "'"
+                                                                                          ":"
+                                                                                          "'"
+                                                                                          "s"
+                                                                                          "'"
+                                                                                          ","
+                                                                                          "'"
+                                                                                          "p"
+                                                                                          "a"
+                                                                                          "t"
+                                                                                          "h"
+                                                                                          "'"
+                                                                                          ":"
+                                                                                          "'"
+                                                                                          "/"
+                                                                                          "a"
+                                                                                          "/"
+                                                                                          "/"
+                                                                                          "H"
+                                                                                          "o"
+                                                                                          "o"
+                                                                                          "k"
+                                                                                          "_"
+                                                                                          "1"
+                                                                                          "/"
+                                                                                          "'"
+                                                                                          "}"
+                                                                                          "}") "," CC_HOOK("s.t.u",
+                                                                                                           "{'service':{'namespace':'n','name':'s','path':'/'}}") "," CC_HOOK("v.w.x",
+                                                                                                                                                                              "{'service':{'namespace':'n','name':'s','path':'/a.b/c/'}}"),
+        CAUSES("webhooks[0].clientConfig.service.name|Required value: service "
+               "name is required",
+               "webhooks[0].clientConfig.service.namespace|Required value: "
+               "service namespace is "
+               "required",
+               "webhooks[1].clientConfig.service.port|Invalid value: 0: port is "
+               "not valid: must be "
+               "between 1 and 65535, inclusive",
+               "webhooks[2].clientConfig.service.port|Invalid value: 65536: port "
+               "is not valid: "
+               "must be between 1 and 65535, inclusive",
+               "webhooks[3].clientConfig.service.path|Invalid value: \"hook\": "
+               "must start with a "
+               "'/'",
+               "webhooks[4].clientConfig.service.path|Invalid value: \"//\": "
+               "segment[0] may not be "
+               "empty",
+               "webhooks[5].clientConfig.service.path|Invalid value: "
+               "\"/a//Hook_1/\": segment[1] "
+               "may not be empty",
+               "webhooks[5].clientConfig.service.path|Invalid value: "
+               "\"/a//Hook_1/\": segment[2]: "
+               "a lowercase RFC 1123 subdomain must consist of lower case "
+               "alphanumeric "
+               "characters, '-' or '.', and must start and end with an "
+               "alphanumeric character "
+               "(e.g. 'example.com', regex used for validation is "
+               "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'"
+               ")"));
 }
 
 #define RULE_HOOK(name, rule) HOOK(name) ",'rules':[" rule "]}"
@@ -600,7 +558,7 @@ static void test_rules(void **state)
 static void test_policies(void **state)
 {
     ips *s = *state;
-    http_resp *r = post(
+    http_resp *r = tu_post(
         s, MWC,
         MUTATING(
             "bad") "{'name':'a.b.c','clientConfig':{'url':'https://x.y'},"
@@ -711,14 +669,14 @@ static void test_match_conditions(void **state)
         snprintf(body + strlen(body), sizeof body - strlen(body),
                  "%s{'name':'c%d','expression':'true'}", i ? "," : "", i);
     strcat(body, "]}]}");
-    http_resp *r = post(s, VWC, body);
+    http_resp *r = tu_post(s, VWC, body);
     assert_invalid(r, NULL,
                    CAUSES("webhooks[0].matchConditions|Too many: 65: must have at most 64 items"));
     resp_free(r);
     /* A valid one is kept as it is. */
-    r = post(s, VWC,
-             VALIDATING("mc") HOOK("a.b.c") ",'matchConditions':[{'name':'example.com/not-mine',"
-                                            "'expression':'request.name != \\'mine\\''}]}]}");
+    r = tu_post(s, VWC,
+                VALIDATING("mc") HOOK("a.b.c") ",'matchConditions':[{'name':'example.com/not-mine',"
+                                               "'expression':'request.name != \\'mine\\''}]}]}");
     assert_http(r, 201);
     assert_string_equal(jstr(r->json, "webhooks[0].matchConditions[0].name"),
                         "example.com/not-mine");
@@ -730,10 +688,10 @@ static void test_match_conditions(void **state)
 static void test_printing(void **state)
 {
     ips *s = *state;
-    http_resp *r = post(s, MWC, MUTATING("two") HOOK("a.b.c") "}," HOOK("d.e.f") "}]}");
+    http_resp *r = tu_post(s, MWC, MUTATING("two") HOOK("a.b.c") "}," HOOK("d.e.f") "}]}");
     assert_http(r, 201);
     resp_free(r);
-    r = post(s, MWC, MUTATING("none") "]}");
+    r = tu_post(s, MWC, MUTATING("none") "]}");
     assert_http(r, 201);
     resp_free(r);
     /* NAME, WEBHOOKS (how many), AGE. */
@@ -745,8 +703,8 @@ static void test_printing(void **state)
     assert_string_equal(jstr(cols, "[1].name"), "Webhooks");
     assert_string_equal(jstr(cols, "[1].type"), "integer");
     assert_string_equal(jstr(cols, "[2].name"), "Age");
-    assert_json(ckube_json_get_path(r->json, "rows[0].cells"), "['none',0,'0s']");
-    assert_json(ckube_json_get_path(r->json, "rows[1].cells"), "['two',2,'0s']");
+    tu_assert_json(ckube_json_get_path(r->json, "rows[0].cells"), "['none',0,'0s']");
+    tu_assert_json(ckube_json_get_path(r->json, "rows[1].cells"), "['two',2,'0s']");
     resp_free(r);
 }
 
@@ -755,17 +713,17 @@ static void test_discovery_and_openapi(void **state)
     ips *s = *state;
     http_resp *r = HGET(s, GV);
     assert_http(r, 200);
-    assert_json(json_object_get(r->json, "resources"),
-                "[{'name':'mutatingwebhookconfigurations',"
-                "'singularName':'mutatingwebhookconfiguration','namespaced':false,"
-                "'kind':'MutatingWebhookConfiguration','verbs':['create','delete',"
-                "'deletecollection','get','list','patch','update','watch'],"
-                "'categories':['api-extensions']},"
-                "{'name':'validatingwebhookconfigurations',"
-                "'singularName':'validatingwebhookconfiguration','namespaced':false,"
-                "'kind':'ValidatingWebhookConfiguration','verbs':['create','delete',"
-                "'deletecollection','get','list','patch','update','watch'],"
-                "'categories':['api-extensions']}]");
+    tu_assert_json(json_object_get(r->json, "resources"),
+                   "[{'name':'mutatingwebhookconfigurations',"
+                   "'singularName':'mutatingwebhookconfiguration','namespaced':false,"
+                   "'kind':'MutatingWebhookConfiguration','verbs':['create','delete',"
+                   "'deletecollection','get','list','patch','update','watch'],"
+                   "'categories':['api-extensions']},"
+                   "{'name':'validatingwebhookconfigurations',"
+                   "'singularName':'validatingwebhookconfiguration','namespaced':false,"
+                   "'kind':'ValidatingWebhookConfiguration','verbs':['create','delete',"
+                   "'deletecollection','get','list','patch','update','watch'],"
+                   "'categories':['api-extensions']}]");
     resp_free(r);
     r = HGET(s, "/apis");
     assert_http(r, 200);
@@ -793,23 +751,23 @@ static void test_discovery_and_openapi(void **state)
                  kinds[k]);
         json_t *hooks = ckube_json_get_path(json_object_get(schemas, name), "properties.webhooks");
         assert_string_equal(jstr(hooks, "x-kubernetes-list-type"), "map");
-        assert_json(json_object_get(hooks, "x-kubernetes-list-map-keys"), "['name']");
+        tu_assert_json(json_object_get(hooks, "x-kubernetes-list-map-keys"), "['name']");
         assert_string_equal(jstr(hooks, "x-kubernetes-patch-merge-key"), "name");
         assert_string_equal(jstr(hooks, "x-kubernetes-patch-strategy"), "merge");
         assert_null(json_object_get(hooks, "x-ckube-list-type"));
         snprintf(name, sizeof name, "io.k8s.api.admissionregistration.v1.%sWebhook", kinds[k]);
         json_t *hook = json_object_get(schemas, name);
-        assert_json(json_object_get(hook, "required"),
-                    "['name','clientConfig','sideEffects','admissionReviewVersions']");
+        tu_assert_json(json_object_get(hook, "required"),
+                       "['name','clientConfig','sideEffects','admissionReviewVersions']");
         assert_string_equal(jstr(hook, "properties.matchConditions.x-kubernetes-list-type"), "map");
         assert_int_equal(
             json_object_get(ckube_json_get_path(hook, "properties"), "reinvocationPolicy") != NULL,
             k == 0);
     }
-    assert_json(json_object_get(json_object_get(schemas, "io.k8s.api.admissionregistration.v1."
-                                                         "ServiceReference"),
-                                "required"),
-                "['namespace','name']");
+    tu_assert_json(json_object_get(json_object_get(schemas, "io.k8s.api.admissionregistration.v1."
+                                                            "ServiceReference"),
+                                   "required"),
+                   "['namespace','name']");
     resp_free(r);
 }
 

@@ -21,6 +21,7 @@
 
 #include "ckube/json.h"
 #include "util/inproc_server.h"
+#include "util/quoted_json.h"
 
 #define GV "/apis/apiregistration.k8s.io/v1"
 #define AS GV "/apiservices"
@@ -39,62 +40,9 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-/* `text` with ' turned into ", for JSON written inside C strings. */
-static char *Q(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    return s;
-}
-
-static json_t *J(const char *text)
-{
-    char *s = Q(text);
-    json_error_t err;
-    json_t *j = json_loads(s, 0, &err);
-    if (!j)
-        fail_msg("bad test JSON (%s): %s", err.text, s);
-    free(s);
-    return j;
-}
-
-static void assert_json(const json_t *got, const char *want_text)
-{
-    json_t *want = J(want_text);
-    if (!json_equal(got, want)) {
-        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : strdup("(null)");
-        char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
-        print_message("got:  %s\nwant: %s\n", g, w);
-        free(g);
-        free(w);
-        json_decref(want);
-        fail_msg("JSON differs");
-    }
-    json_decref(want);
-}
-
-static http_resp *post(ips *s, const char *path, const char *body)
-{
-    char *b = Q(body);
-    http_resp *r = HPOST(s, b, "%s", path);
-    free(b);
-    return r;
-}
-
-static http_resp *put(ips *s, const char *path, const char *body)
-{
-    char *b = Q(body);
-    http_resp *r = HPUT(s, b, "%s", path);
-    free(b);
-    return r;
-}
-
 static http_resp *merge_patch(ips *s, const char *path, const char *body)
 {
-    char *b = Q(body);
+    char *b = tu_quote(body);
     http_resp *r = HPATCH(s, "application/merge-patch+json", b, "%s", path);
     free(b);
     return r;
@@ -137,7 +85,7 @@ static void assert_invalid_at(http_resp *r, const char *message, const char *con
 /* POSTs an APIService and asserts the causes. */
 #define assert_create_invalid(s, body, causes)                                                     \
     do {                                                                                           \
-        http_resp *r_ = post((s), AS, body);                                                       \
+        http_resp *r_ = tu_post((s), AS, body);                                                    \
         assert_invalid_at(r_, NULL, (causes), __FILE__, __LINE__);                                 \
         resp_free(r_);                                                                             \
     } while (0)
@@ -174,32 +122,33 @@ static void test_defaults(void **state)
     ips *s = *state;
     /* A service's port defaults to 443; whatever status the body carries,
      * a non-local APIService starts with none; no generation. */
-    http_resp *r = post(
+    http_resp *r = tu_post(
         s, AS,
         "{'apiVersion':'apiregistration.k8s.io/v1','kind':'APIService',"
         "'metadata':{'name':'v1.remote.example.com'},'spec':{" SPEC("remote.example.com", "v1")
             SERVICE("ns", "svc") "},"
                                  "'status':{'conditions':[{'type':'Available','status':'True'}]}}");
     assert_http(r, 201);
-    assert_json(json_object_get(r->json, "spec"),
-                "{'group':'remote.example.com','version':'v1','groupPriorityMinimum':100,"
-                "'versionPriority':10,'service':{'namespace':'ns','name':'svc','port':443}}");
-    assert_json(json_object_get(r->json, "status"), "{}");
+    tu_assert_json(json_object_get(r->json, "spec"),
+                   "{'group':'remote.example.com','version':'v1','groupPriorityMinimum':100,"
+                   "'versionPriority':10,'service':{'namespace':'ns','name':'svc','port':443}}");
+    tu_assert_json(json_object_get(r->json, "status"), "{}");
     assert_null(ckube_json_get_path(r->json, "metadata.generation"));
     resp_free(r);
 
     /* A port given stays; a null service is no service. */
-    r = post(s, AS,
-             APISERVICE("v2.remote.example.com",
-                        SPEC("remote.example.com", "v2") ",'service':{'namespace':'ns','name':"
-                                                         "'svc','port':8443}"));
+    r = tu_post(s, AS,
+                APISERVICE("v2.remote.example.com",
+                           SPEC("remote.example.com", "v2") ",'service':{'namespace':'ns','name':"
+                                                            "'svc','port':8443}"));
     assert_http(r, 201);
     assert_int_equal(jint(r->json, "spec.service.port"), 8443);
     resp_free(r);
 
     /* A local one (no service) is available from its creation. */
-    r = post(s, AS,
-             APISERVICE("v1.local.example.com", SPEC("local.example.com", "v1") ",'service':null"));
+    r = tu_post(
+        s, AS,
+        APISERVICE("v1.local.example.com", SPEC("local.example.com", "v1") ",'service':null"));
     assert_http(r, 201);
     assert_null(json_object_get(json_object_get(r->json, "spec"), "service"));
     json_t *conds = ckube_json_get_path(r->json, "status.conditions");
@@ -218,13 +167,13 @@ static void test_defaults(void **state)
 static void test_status_subresource(void **state)
 {
     ips *s = *state;
-    http_resp *r = post(s, AS, APISERVICE("v1.st.example.com", SPEC("st.example.com", "v1")));
+    http_resp *r = tu_post(s, AS, APISERVICE("v1.st.example.com", SPEC("st.example.com", "v1")));
     assert_http(r, 201);
     resp_free(r);
 
     /* A PUT without a resourceVersion is refused. */
-    r = put(s, AS "/v1.st.example.com",
-            APISERVICE("v1.st.example.com", SPEC("st.example.com", "v1")));
+    r = tu_put(s, AS "/v1.st.example.com",
+               APISERVICE("v1.st.example.com", SPEC("st.example.com", "v1")));
     assert_invalid(r,
                    "APIService.apiregistration.k8s.io \"v1.st.example.com\" is invalid: "
                    "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
@@ -286,7 +235,7 @@ static void test_status_subresource(void **state)
 static void test_names(void **state)
 {
     ips *s = *state;
-    http_resp *r = post(s, AS, APISERVICE("v1.other.example.com", SPEC("example.com", "v1")));
+    http_resp *r = tu_post(s, AS, APISERVICE("v1.other.example.com", SPEC("example.com", "v1")));
     assert_invalid(r,
                    "APIService.apiregistration.k8s.io \"v1.other.example.com\" is invalid: "
                    "metadata.name: Invalid value: \"v1.other.example.com\": must be "
@@ -299,8 +248,8 @@ static void test_names(void **state)
         s, APISERVICE("v1%example.com", SPEC("example.com", "v1")),
         CAUSES("metadata.name|Invalid value: \"v1%example.com\": may not contain '%'"));
     /* The legacy group's: "v1." */
-    r = post(s, AS,
-             APISERVICE("v1.", "'version':'v1','groupPriorityMinimum':1,'versionPriority':1"));
+    r = tu_post(s, AS,
+                APISERVICE("v1.", "'version':'v1','groupPriorityMinimum':1,'versionPriority':1"));
     assert_int_equal(r->code, 409); /* the server's own */
     resp_free(r);
 }
@@ -372,15 +321,15 @@ static void test_spec(void **state)
         CAUSES("spec.service.port|Invalid value: 0: port is not valid: must be between 1 and "
                "65535, inclusive"));
     /* Either alone is fine with a service. */
-    http_resp *r = post(s, AS,
-                        APISERVICE("v1.tls.example.com",
-                                   SPEC("tls.example.com", "v1")
-                                       SERVICE("ns", "svc") ",'insecureSkipTLSVerify':true"));
+    http_resp *r = tu_post(s, AS,
+                           APISERVICE("v1.tls.example.com",
+                                      SPEC("tls.example.com", "v1")
+                                          SERVICE("ns", "svc") ",'insecureSkipTLSVerify':true"));
     assert_http(r, 201);
     resp_free(r);
-    r = post(s, AS,
-             APISERVICE("v2.tls.example.com", SPEC("tls.example.com", "v2")
-                                                  SERVICE("ns", "svc") ",'caBundle':'aGVsbG8='"));
+    r = tu_post(s, AS,
+                APISERVICE("v2.tls.example.com", SPEC("tls.example.com", "v2") SERVICE(
+                                                     "ns", "svc") ",'caBundle':'aGVsbG8='"));
     assert_http(r, 201);
     assert_string_equal(jstr(r->json, "spec.caBundle"), "aGVsbG8=");
     resp_free(r);
@@ -418,8 +367,8 @@ static void test_builtin_local(void **state)
     }
     /* The core group's spec names no group. */
     http_resp *r = HGET(s, AS "/v1.");
-    assert_json(json_object_get(r->json, "spec"),
-                "{'version':'v1','groupPriorityMinimum':18000,'versionPriority':1}");
+    tu_assert_json(json_object_get(r->json, "spec"),
+                   "{'version':'v1','groupPriorityMinimum':18000,'versionPriority':1}");
     resp_free(r);
     /* None for the aggregator's own group, nor for a version upstream has
      * no priority for. */
@@ -467,16 +416,16 @@ static bool probe_ok(void *arg)
 static void test_crd_local(void **state)
 {
     ips *s = *state;
-    http_resp *r =
-        post(s, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-             CRD(CRD_VERSION("v1", "true", "true") "," CRD_VERSION("v1beta1", "false", "false")));
+    http_resp *r = tu_post(
+        s, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        CRD(CRD_VERSION("v1", "true", "true") "," CRD_VERSION("v1beta1", "false", "false")));
     assert_http(r, 201);
     resp_free(r);
     await_apiservice(s, "v1.crd.example.com", true);
     r = HGET(s, AS "/v1.crd.example.com");
-    assert_json(json_object_get(r->json, "spec"),
-                "{'group':'crd.example.com','version':'v1','groupPriorityMinimum':1000,"
-                "'versionPriority':100}");
+    tu_assert_json(json_object_get(r->json, "spec"),
+                   "{'group':'crd.example.com','version':'v1','groupPriorityMinimum':1000,"
+                   "'versionPriority':100}");
     assert_string_equal(label_of(r->json), "true");
     assert_string_equal(jstr(r->json, "status.conditions[0].status"), "True");
     resp_free(r);
@@ -493,7 +442,7 @@ static void test_crd_local(void **state)
     await_apiservice(s, "v1.crd.example.com", false);
 
     /* A user's APIService of the group is left alone. */
-    r = post(s, AS, APISERVICE("v2.crd.example.com", SPEC("crd.example.com", "v2")));
+    r = tu_post(s, AS, APISERVICE("v2.crd.example.com", SPEC("crd.example.com", "v2")));
     assert_http(r, 201);
     resp_free(r);
 
@@ -528,7 +477,7 @@ static void test_printing(void **state)
         APISERVICE("v1.e.example.com", SPEC("e.example.com", "v1") SERVICE("ns", "svc")),
     };
     for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
-        http_resp *r = post(s, AS, bodies[i]);
+        http_resp *r = tu_post(s, AS, bodies[i]);
         assert_http(r, 201);
         resp_free(r);
     }
@@ -586,12 +535,12 @@ static void test_discovery_and_openapi(void **state)
     ips *s = *state;
     http_resp *r = HGET(s, GV);
     assert_http(r, 200);
-    assert_json(json_object_get(r->json, "resources"),
-                "[{'name':'apiservices','singularName':'apiservice','namespaced':false,"
-                "'kind':'APIService','verbs':['create','delete','deletecollection','get','list',"
-                "'patch','update','watch'],'categories':['api-extensions']},"
-                "{'name':'apiservices/status','singularName':'','namespaced':false,"
-                "'kind':'APIService','verbs':['get','patch','update']}]");
+    tu_assert_json(json_object_get(r->json, "resources"),
+                   "[{'name':'apiservices','singularName':'apiservice','namespaced':false,"
+                   "'kind':'APIService','verbs':['create','delete','deletecollection','get','list',"
+                   "'patch','update','watch'],'categories':['api-extensions']},"
+                   "{'name':'apiservices/status','singularName':'','namespaced':false,"
+                   "'kind':'APIService','verbs':['get','patch','update']}]");
     resp_free(r);
     /* The aggregator's group comes first in /apis. */
     r = HGET(s, "/apis");
@@ -611,14 +560,15 @@ static void test_discovery_and_openapi(void **state)
     snprintf(name, sizeof name, "%sAPIService", prefix);
     assert_non_null(json_object_get(schemas, name));
     snprintf(name, sizeof name, "%sAPIServiceSpec", prefix);
-    assert_json(json_object_get(json_object_get(schemas, name), "required"),
-                "['groupPriorityMinimum','versionPriority']");
+    tu_assert_json(json_object_get(json_object_get(schemas, name), "required"),
+                   "['groupPriorityMinimum','versionPriority']");
     snprintf(name, sizeof name, "%sAPIServiceCondition", prefix);
-    assert_json(json_object_get(json_object_get(schemas, name), "required"), "['type','status']");
+    tu_assert_json(json_object_get(json_object_get(schemas, name), "required"),
+                   "['type','status']");
     snprintf(name, sizeof name, "%sAPIServiceStatus", prefix);
     json_t *conds = ckube_json_get_path(json_object_get(schemas, name), "properties.conditions");
     assert_string_equal(jstr(conds, "x-kubernetes-list-type"), "map");
-    assert_json(json_object_get(conds, "x-kubernetes-list-map-keys"), "['type']");
+    tu_assert_json(json_object_get(conds, "x-kubernetes-list-map-keys"), "['type']");
     assert_string_equal(jstr(conds, "x-kubernetes-patch-merge-key"), "type");
     assert_string_equal(jstr(conds, "x-kubernetes-patch-strategy"), "merge");
     assert_null(json_object_get(conds, "x-ckube-list-type"));

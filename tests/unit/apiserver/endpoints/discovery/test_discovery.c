@@ -18,6 +18,7 @@
 
 #include "ckube/json.h"
 #include "util/inproc_server.h"
+#include "util/quoted_json.h"
 
 #define WAIT_MS 5000
 #define V2 "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -26,39 +27,6 @@
 #define ALL_VERBS "['create','delete','deletecollection','get','list','patch','update','watch']"
 
 /* ---- helpers ------------------------------------------------------------- */
-
-/* JSON from text written with single quotes. */
-static json_t *J(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    json_error_t err;
-    json_t *j = json_loads(s, 0, &err);
-    if (!j)
-        fail_msg("bad test JSON (%s): %s", err.text, s);
-    free(s);
-    return j;
-}
-
-/* Asserts got == want (JSON text with single quotes), showing both when
- * they differ. */
-static void assert_json(const json_t *got, const char *want_text)
-{
-    json_t *want = J(want_text);
-    if (!json_equal(got, want)) {
-        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : strdup("(null)");
-        char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
-        print_message("got:  %s\nwant: %s\n", g, w);
-        free(g);
-        free(w);
-        json_decref(want);
-        fail_msg("JSON differs");
-    }
-    json_decref(want);
-}
 
 /* The element of array `arr` whose `key` is the string `value`; NULL. */
 static json_t *find_by(const json_t *arr, const char *key, const char *value)
@@ -170,7 +138,7 @@ static void test_api_versions(void **state)
              "{'kind':'APIVersions','versions':['v1'],'serverAddressByClientCIDRs':"
              "[{'clientCIDR':'0.0.0.0/0','serverAddress':'127.0.0.1:%d'}]}",
              p->port);
-    assert_json(j, want);
+    tu_assert_json(j, want);
     json_decref(j);
     /* The same with a plain JSON Accept header. */
     j = get_ok(p, "/api", "application/json");
@@ -193,19 +161,19 @@ static void test_api_group_list(void **state)
     assert_true(json_array_size(groups) > 3);
     /* The core group is /api's, not a group here. */
     assert_null(find_by(groups, "name", ""));
-    assert_json(find_by(groups, "name", "apps"),
-                "{'name':'apps','versions':[{'groupVersion':'apps/v1','version':'v1'}],"
-                "'preferredVersion':{'groupVersion':'apps/v1','version':'v1'}}");
-    assert_json(find_by(groups, "name", "apiextensions.k8s.io"),
-                "{'name':'apiextensions.k8s.io','versions':["
-                "{'groupVersion':'apiextensions.k8s.io/v1','version':'v1'},"
-                "{'groupVersion':'apiextensions.k8s.io/v1beta1','version':'v1beta1'}],"
-                "'preferredVersion':{'groupVersion':'apiextensions.k8s.io/v1','version':'v1'}}");
+    tu_assert_json(find_by(groups, "name", "apps"),
+                   "{'name':'apps','versions':[{'groupVersion':'apps/v1','version':'v1'}],"
+                   "'preferredVersion':{'groupVersion':'apps/v1','version':'v1'}}");
+    tu_assert_json(find_by(groups, "name", "apiextensions.k8s.io"),
+                   "{'name':'apiextensions.k8s.io','versions':["
+                   "{'groupVersion':'apiextensions.k8s.io/v1','version':'v1'},"
+                   "{'groupVersion':'apiextensions.k8s.io/v1beta1','version':'v1beta1'}],"
+                   "'preferredVersion':{'groupVersion':'apiextensions.k8s.io/v1','version':'v1'}}");
     /* GA is preferred to beta. */
     json_t *authn = find_by(groups, "name", "authentication.k8s.io");
     assert_non_null(authn);
-    assert_json(json_object_get(authn, "preferredVersion"),
-                "{'groupVersion':'authentication.k8s.io/v1','version':'v1'}");
+    tu_assert_json(json_object_get(authn, "preferredVersion"),
+                   "{'groupVersion':'authentication.k8s.io/v1','version':'v1'}");
     /* kube-apiserver's group order: the aggregator's own group first,
      * then apps, built-in groups by priority. */
     assert_int_equal(index_by(groups, "name", "apiregistration.k8s.io"), 0);
@@ -218,9 +186,9 @@ static void test_api_group_list(void **state)
 
     /* One group: its APIGroup. */
     j = get_ok(p, "/apis/apps", NULL);
-    assert_json(j, "{'kind':'APIGroup','apiVersion':'v1','name':'apps','versions':"
-                   "[{'groupVersion':'apps/v1','version':'v1'}],"
-                   "'preferredVersion':{'groupVersion':'apps/v1','version':'v1'}}");
+    tu_assert_json(j, "{'kind':'APIGroup','apiVersion':'v1','name':'apps','versions':"
+                      "[{'groupVersion':'apps/v1','version':'v1'}],"
+                      "'preferredVersion':{'groupVersion':'apps/v1','version':'v1'}}");
     json_decref(j);
 }
 
@@ -232,20 +200,20 @@ static void test_core_resource_list(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "apiVersion")), "v1");
     assert_string_equal(json_string_value(json_object_get(j, "groupVersion")), "v1");
     json_t *res = json_object_get(j, "resources");
-    assert_json(find_by(res, "name", "configmaps"),
-                "{'name':'configmaps','singularName':'configmap','namespaced':true,"
-                "'kind':'ConfigMap','verbs':" ALL_VERBS ",'shortNames':['cm']}");
-    assert_json(find_by(res, "name", "namespaces"),
-                "{'name':'namespaces','singularName':'namespace','namespaced':false,"
-                "'kind':'Namespace','verbs':" ALL_VERBS ",'shortNames':['ns']}");
+    tu_assert_json(find_by(res, "name", "configmaps"),
+                   "{'name':'configmaps','singularName':'configmap','namespaced':true,"
+                   "'kind':'ConfigMap','verbs':" ALL_VERBS ",'shortNames':['cm']}");
+    tu_assert_json(find_by(res, "name", "namespaces"),
+                   "{'name':'namespaces','singularName':'namespace','namespaced':false,"
+                   "'kind':'Namespace','verbs':" ALL_VERBS ",'shortNames':['ns']}");
     /* Subresources follow their resource, status first. */
     long ns = index_by(res, "name", "namespaces");
-    assert_json(json_array_get(res, (size_t)ns + 1),
-                "{'name':'namespaces/status','singularName':'','namespaced':false,"
-                "'kind':'Namespace','verbs':['get','patch','update']}");
-    assert_json(json_array_get(res, (size_t)ns + 2),
-                "{'name':'namespaces/finalize','singularName':'','namespaced':false,"
-                "'kind':'Namespace','verbs':['update']}");
+    tu_assert_json(json_array_get(res, (size_t)ns + 1),
+                   "{'name':'namespaces/status','singularName':'','namespaced':false,"
+                   "'kind':'Namespace','verbs':['get','patch','update']}");
+    tu_assert_json(json_array_get(res, (size_t)ns + 2),
+                   "{'name':'namespaces/finalize','singularName':'','namespaced':false,"
+                   "'kind':'Namespace','verbs':['update']}");
     /* Only core types: nothing of apps. */
     assert_null(find_by(res, "name", "deployments"));
     json_decref(j);
@@ -258,18 +226,18 @@ static void test_apps_resource_list(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "kind")), "APIResourceList");
     assert_string_equal(json_string_value(json_object_get(j, "groupVersion")), "apps/v1");
     json_t *res = json_object_get(j, "resources");
-    assert_json(find_by(res, "name", "deployments"),
-                "{'name':'deployments','singularName':'deployment','namespaced':true,"
-                "'kind':'Deployment','verbs':" ALL_VERBS ",'shortNames':['deploy'],"
-                "'categories':['all']}");
-    assert_json(find_by(res, "name", "deployments/status"),
-                "{'name':'deployments/status','singularName':'','namespaced':true,"
-                "'kind':'Deployment','verbs':['get','patch','update']}");
+    tu_assert_json(find_by(res, "name", "deployments"),
+                   "{'name':'deployments','singularName':'deployment','namespaced':true,"
+                   "'kind':'Deployment','verbs':" ALL_VERBS ",'shortNames':['deploy'],"
+                   "'categories':['all']}");
+    tu_assert_json(find_by(res, "name", "deployments/status"),
+                   "{'name':'deployments/status','singularName':'','namespaced':true,"
+                   "'kind':'Deployment','verbs':['get','patch','update']}");
     /* /scale answers autoscaling/v1 Scale, which it names. */
-    assert_json(find_by(res, "name", "deployments/scale"),
-                "{'name':'deployments/scale','singularName':'','namespaced':true,"
-                "'group':'autoscaling','version':'v1','kind':'Scale',"
-                "'verbs':['get','patch','update']}");
+    tu_assert_json(find_by(res, "name", "deployments/scale"),
+                   "{'name':'deployments/scale','singularName':'','namespaced':true,"
+                   "'group':'autoscaling','version':'v1','kind':'Scale',"
+                   "'verbs':['get','patch','update']}");
     assert_null(find_by(res, "name", "configmaps"));
     json_decref(j);
 }
@@ -322,7 +290,7 @@ static void test_not_found(void **state)
 
 static void create_disco_crd(ips *p)
 {
-    json_t *crd = J(DISCO_CRD);
+    json_t *crd = tu_json(DISCO_CRD);
     char *body = json_dumps(crd, JSON_COMPACT);
     json_decref(crd);
     http_resp *r = HPOST(p, body, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions");
@@ -380,11 +348,11 @@ static void test_crd_group_version_comes_and_goes(void **state)
 
     json_t *j = get_ok(p, "/apis", NULL);
     json_t *g = find_by(json_object_get(j, "groups"), "name", "disco.example.com");
-    assert_json(g, "{'name':'disco.example.com','versions':["
-                   "{'groupVersion':'disco.example.com/v2','version':'v2'},"
-                   "{'groupVersion':'disco.example.com/v1','version':'v1'},"
-                   "{'groupVersion':'disco.example.com/v1beta1','version':'v1beta1'}],"
-                   "'preferredVersion':{'groupVersion':'disco.example.com/v2','version':'v2'}}");
+    tu_assert_json(g, "{'name':'disco.example.com','versions':["
+                      "{'groupVersion':'disco.example.com/v2','version':'v2'},"
+                      "{'groupVersion':'disco.example.com/v1','version':'v1'},"
+                      "{'groupVersion':'disco.example.com/v1beta1','version':'v1beta1'}],"
+                      "'preferredVersion':{'groupVersion':'disco.example.com/v2','version':'v2'}}");
     /* A CRD's group comes after every built-in group. */
     json_t *groups = json_object_get(j, "groups");
     assert_int_equal(index_by(groups, "name", "disco.example.com"),
@@ -406,17 +374,17 @@ static void test_crd_group_version_comes_and_goes(void **state)
         assert_string_equal(json_string_value(json_object_get(j, "groupVersion")), gv);
         json_t *res = json_object_get(j, "resources");
         assert_int_equal(json_array_size(res), 3);
-        assert_json(json_array_get(res, 0),
-                    "{'name':'gadgets','singularName':'gadget','namespaced':true,"
-                    "'kind':'Gadget','verbs':" ALL_VERBS ",'shortNames':['gd'],"
-                    "'categories':['all']}");
-        assert_json(find_by(res, "name", "gadgets/status"),
-                    "{'name':'gadgets/status','singularName':'','namespaced':true,"
-                    "'kind':'Gadget','verbs':['get','patch','update']}");
-        assert_json(find_by(res, "name", "gadgets/scale"),
-                    "{'name':'gadgets/scale','singularName':'','namespaced':true,"
-                    "'group':'autoscaling','version':'v1','kind':'Scale',"
-                    "'verbs':['get','patch','update']}");
+        tu_assert_json(json_array_get(res, 0),
+                       "{'name':'gadgets','singularName':'gadget','namespaced':true,"
+                       "'kind':'Gadget','verbs':" ALL_VERBS ",'shortNames':['gd'],"
+                       "'categories':['all']}");
+        tu_assert_json(find_by(res, "name", "gadgets/status"),
+                       "{'name':'gadgets/status','singularName':'','namespaced':true,"
+                       "'kind':'Gadget','verbs':['get','patch','update']}");
+        tu_assert_json(find_by(res, "name", "gadgets/scale"),
+                       "{'name':'gadgets/scale','singularName':'','namespaced':true,"
+                       "'group':'autoscaling','version':'v1','kind':'Scale',"
+                       "'verbs':['get','patch','update']}");
         json_decref(j);
     }
     /* served: false is not discovered. */
@@ -473,7 +441,7 @@ static void test_aggregated_v2(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "kind")), "APIGroupDiscoveryList");
     assert_string_equal(json_string_value(json_object_get(j, "apiVersion")),
                         "apidiscovery.k8s.io/v2");
-    assert_json(json_object_get(j, "metadata"), "{}");
+    tu_assert_json(json_object_get(j, "metadata"), "{}");
     /* /apis: every group but core, in kube-apiserver's order. */
     assert_null(find_group_item(j, ""));
     json_t *items = json_object_get(j, "items");
@@ -488,14 +456,14 @@ static void test_aggregated_v2(void **state)
     json_t *v1 = json_array_get(versions, 0);
     assert_string_equal(json_string_value(json_object_get(v1, "version")), "v1");
     assert_string_equal(json_string_value(json_object_get(v1, "freshness")), "Current");
-    assert_json(find_by(json_object_get(v1, "resources"), "resource", "deployments"),
-                "{'resource':'deployments','responseKind':{'group':'apps','version':'v1',"
-                "'kind':'Deployment'},'scope':'Namespaced','singularResource':'deployment',"
-                "'verbs':" ALL_VERBS ",'shortNames':['deploy'],'categories':['all'],"
-                "'subresources':[{'subresource':'scale','responseKind':{'group':'autoscaling',"
-                "'version':'v1','kind':'Scale'},'verbs':['get','patch','update']},"
-                "{'subresource':'status','responseKind':{'group':'apps','version':'v1',"
-                "'kind':'Deployment'},'verbs':['get','patch','update']}]}");
+    tu_assert_json(find_by(json_object_get(v1, "resources"), "resource", "deployments"),
+                   "{'resource':'deployments','responseKind':{'group':'apps','version':'v1',"
+                   "'kind':'Deployment'},'scope':'Namespaced','singularResource':'deployment',"
+                   "'verbs':" ALL_VERBS ",'shortNames':['deploy'],'categories':['all'],"
+                   "'subresources':[{'subresource':'scale','responseKind':{'group':'autoscaling',"
+                   "'version':'v1','kind':'Scale'},'verbs':['get','patch','update']},"
+                   "{'subresource':'status','responseKind':{'group':'apps','version':'v1',"
+                   "'kind':'Deployment'},'verbs':['get','patch','update']}]}");
     /* Versions by priority, as the legacy group list has them. */
     json_t *ext = find_group_item(j, "apiextensions.k8s.io");
     assert_non_null(ext);
@@ -526,23 +494,23 @@ static void test_aggregated_v2(void **state)
     items = json_object_get(j, "items");
     assert_int_equal(json_array_size(items), 1);
     json_t *core = json_array_get(items, 0);
-    assert_json(json_object_get(core, "metadata"), "{}");
+    tu_assert_json(json_object_get(core, "metadata"), "{}");
     assert_int_equal(json_array_size(json_object_get(core, "versions")), 1);
     json_t *cv1 = json_array_get(json_object_get(core, "versions"), 0);
     assert_string_equal(json_string_value(json_object_get(cv1, "version")), "v1");
     json_t *res = json_object_get(cv1, "resources");
-    assert_json(find_by(res, "resource", "configmaps"),
-                "{'resource':'configmaps','responseKind':{'group':'','version':'v1',"
-                "'kind':'ConfigMap'},'scope':'Namespaced','singularResource':'configmap',"
-                "'verbs':" ALL_VERBS ",'shortNames':['cm']}");
-    assert_json(find_by(res, "resource", "namespaces"),
-                "{'resource':'namespaces','responseKind':{'group':'','version':'v1',"
-                "'kind':'Namespace'},'scope':'Cluster','singularResource':'namespace',"
-                "'verbs':" ALL_VERBS ",'shortNames':['ns'],"
-                "'subresources':[{'subresource':'finalize','responseKind':{'group':'',"
-                "'version':'v1','kind':'Namespace'},'verbs':['update']},"
-                "{'subresource':'status','responseKind':{'group':'','version':'v1',"
-                "'kind':'Namespace'},'verbs':['get','patch','update']}]}");
+    tu_assert_json(find_by(res, "resource", "configmaps"),
+                   "{'resource':'configmaps','responseKind':{'group':'','version':'v1',"
+                   "'kind':'ConfigMap'},'scope':'Namespaced','singularResource':'configmap',"
+                   "'verbs':" ALL_VERBS ",'shortNames':['cm']}");
+    tu_assert_json(find_by(res, "resource", "namespaces"),
+                   "{'resource':'namespaces','responseKind':{'group':'','version':'v1',"
+                   "'kind':'Namespace'},'scope':'Cluster','singularResource':'namespace',"
+                   "'verbs':" ALL_VERBS ",'shortNames':['ns'],"
+                   "'subresources':[{'subresource':'finalize','responseKind':{'group':'',"
+                   "'version':'v1','kind':'Namespace'},'verbs':['update']},"
+                   "{'subresource':'status','responseKind':{'group':'','version':'v1',"
+                   "'kind':'Namespace'},'verbs':['get','patch','update']}]}");
     json_decref(j);
 }
 

@@ -18,65 +18,12 @@
 
 #include "ckube/json.h"
 #include "util/inproc_server.h"
+#include "util/quoted_json.h"
 
 #define GV "/apis/rbac.authorization.k8s.io/v1"
 #define TABLE "Accept: application/json;as=Table;v=v1;g=meta.k8s.io"
 
 /* ---- helpers ------------------------------------------------------------- */
-
-/* `text` with ' turned into ", for JSON written inside C strings. */
-static char *Q(const char *text)
-{
-    char *s = strdup(text);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    return s;
-}
-
-static json_t *J(const char *text)
-{
-    char *s = Q(text);
-    json_error_t err;
-    json_t *j = json_loads(s, 0, &err);
-    if (!j)
-        fail_msg("bad test JSON (%s): %s", err.text, s);
-    free(s);
-    return j;
-}
-
-static void assert_json(const json_t *got, const char *want_text)
-{
-    json_t *want = J(want_text);
-    if (!json_equal(got, want)) {
-        char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : strdup("(null)");
-        char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
-        print_message("got:  %s\nwant: %s\n", g, w);
-        free(g);
-        free(w);
-        json_decref(want);
-        fail_msg("JSON differs");
-    }
-    json_decref(want);
-}
-
-/* POST (or PUT, PATCH) of a body written with single quotes. */
-static http_resp *post(ips *s, const char *path, const char *body)
-{
-    char *b = Q(body);
-    http_resp *r = HPOST(s, b, "%s", path);
-    free(b);
-    return r;
-}
-
-static http_resp *put(ips *s, const char *path, const char *body)
-{
-    char *b = Q(body);
-    http_resp *r = HPUT(s, b, "%s", path);
-    free(b);
-    return r;
-}
 
 /* Asserts a 422 Invalid with `message` (NULL: any) and exactly the
  * causes given as "field|message" strings, in order (NULL-terminated). */
@@ -140,13 +87,13 @@ static void test_role_rules(void **state)
     /* A rule needs verbs, and API groups and resources unless it is about
      * non-resource URLs, which a namespaced Role cannot name, and which
      * no rule mixes with resources. */
-    http_resp *r = post(s, GV "/namespaces/default/roles",
-                        "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
-                        "'metadata':{'name':'bad'},'rules':["
-                        "{'apiGroups':[''],'resources':['pods']},"
-                        "{'verbs':['get']},"
-                        "{'verbs':['get'],'nonResourceURLs':['/healthz','/metrics']},"
-                        "{'verbs':['get'],'resources':['pods'],'nonResourceURLs':['/x']}]}");
+    http_resp *r = tu_post(s, GV "/namespaces/default/roles",
+                           "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
+                           "'metadata':{'name':'bad'},'rules':["
+                           "{'apiGroups':[''],'resources':['pods']},"
+                           "{'verbs':['get']},"
+                           "{'verbs':['get'],'nonResourceURLs':['/healthz','/metrics']},"
+                           "{'verbs':['get'],'resources':['pods'],'nonResourceURLs':['/x']}]}");
     assert_invalid(
         r,
         "Role.rbac.authorization.k8s.io \"bad\" is invalid: [rules[0].verbs: Required value: verbs "
@@ -175,35 +122,35 @@ static void test_role_rules(void **state)
 
     /* A valid Role with a name of the kind RBAC's bootstrap roles have
      * (path segment names: colons allowed), and one without rules. */
-    r = post(s, GV "/namespaces/default/roles",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
-             "'metadata':{'name':'system:controller:reader'},'rules':["
-             "{'apiGroups':['','apps'],'resources':['pods','deployments/scale'],"
-             "'resourceNames':['web'],'verbs':['get','update']}]}");
+    r = tu_post(s, GV "/namespaces/default/roles",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
+                "'metadata':{'name':'system:controller:reader'},'rules':["
+                "{'apiGroups':['','apps'],'resources':['pods','deployments/scale'],"
+                "'resourceNames':['web'],'verbs':['get','update']}]}");
     assert_http(r, 201);
-    assert_json(json_object_get(r->json, "rules"),
-                "[{'apiGroups':['','apps'],'resources':['pods','deployments/scale'],"
-                "'resourceNames':['web'],'verbs':['get','update']}]");
+    tu_assert_json(json_object_get(r->json, "rules"),
+                   "[{'apiGroups':['','apps'],'resources':['pods','deployments/scale'],"
+                   "'resourceNames':['web'],'verbs':['get','update']}]");
     resp_free(r);
-    r = post(s, GV "/namespaces/default/roles",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
-             "'metadata':{'name':'empty'}}");
+    r = tu_post(s, GV "/namespaces/default/roles",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
+                "'metadata':{'name':'empty'}}");
     assert_http(r, 201);
     resp_free(r);
-    r = post(s, GV "/namespaces/default/roles",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
-             "'metadata':{'name':'a%b'}}");
+    r = tu_post(s, GV "/namespaces/default/roles",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
+                "'metadata':{'name':'a%b'}}");
     assert_invalid(r,
                    "Role.rbac.authorization.k8s.io \"a%b\" is invalid: metadata.name: Invalid "
                    "value: \"a%b\": may not contain '%'",
                    CAUSES("metadata.name|Invalid value: \"a%b\": may not contain '%'"));
     resp_free(r);
     /* Roles are namespaced, cluster roles are not. */
-    r = post(s, GV "/clusterroles",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRole',"
-             "'metadata':{'name':'metrics-reader'},'rules':["
-             "{'nonResourceURLs':['/metrics','/metrics/*'],'verbs':['get']},"
-             "{'apiGroups':['*'],'resources':['*'],'verbs':['list']}]}");
+    r = tu_post(s, GV "/clusterroles",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRole',"
+                "'metadata':{'name':'metrics-reader'},'rules':["
+                "{'nonResourceURLs':['/metrics','/metrics/*'],'verbs':['get']},"
+                "{'apiGroups':['*'],'resources':['*'],'verbs':['list']}]}");
     assert_http(r, 201);
     assert_string_equal(jstr(r->json, "metadata.namespace"), "");
     resp_free(r);
@@ -212,9 +159,9 @@ static void test_role_rules(void **state)
 static void test_clusterrole_aggregation(void **state)
 {
     ips *s = *state;
-    http_resp *r = post(s, GV "/clusterroles",
-                        "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRole',"
-                        "'metadata':{'name':'agg'},'aggregationRule':{}}");
+    http_resp *r = tu_post(s, GV "/clusterroles",
+                           "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRole',"
+                           "'metadata':{'name':'agg'},'aggregationRule':{}}");
     assert_invalid(r,
                    "ClusterRole.rbac.authorization.k8s.io \"agg\" is invalid: "
                    "aggregationRule.clusterRoleSelectors: Required value: at least one "
@@ -225,14 +172,14 @@ static void test_clusterrole_aggregation(void **state)
 
     /* Each selector as metav1's ValidateLabelSelector checks it, then
      * "invalid label selector." for a selector that does not convert. */
-    r = post(s, GV "/clusterroles",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRole',"
-             "'metadata':{'name':'agg'},'aggregationRule':{'clusterRoleSelectors':["
-             "{'matchLabels':{'ok':'yes'}},"
-             "{'matchExpressions':[{'key':'k','operator':'Within','values':['a']},"
-             "{'key':'k','operator':'In'},"
-             "{'key':'bad key','operator':'Exists','values':['x']}]},"
-             "{'matchLabels':{'k':'bad value!'}}]}}");
+    r = tu_post(s, GV "/clusterroles",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRole',"
+                "'metadata':{'name':'agg'},'aggregationRule':{'clusterRoleSelectors':["
+                "{'matchLabels':{'ok':'yes'}},"
+                "{'matchExpressions':[{'key':'k','operator':'Within','values':['a']},"
+                "{'key':'k','operator':'In'},"
+                "{'key':'bad key','operator':'Exists','values':['x']}]},"
+                "{'matchLabels':{'k':'bad value!'}}]}}");
     assert_invalid(
         r, NULL,
         CAUSES("aggregationRule.clusterRoleSelectors[1].matchExpressions[0].operator|Invalid "
@@ -259,17 +206,17 @@ static void test_clusterrole_aggregation(void **state)
 
     /* The aggregated role: rules may be empty (a controller fills them
      * upstream; nothing does here). */
-    r = post(s, GV "/clusterroles",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRole',"
-             "'metadata':{'name':'monitoring'},'aggregationRule':{'clusterRoleSelectors':["
-             "{'matchLabels':{'rbac.example.com/aggregate-to-monitoring':'true'}},"
-             "{'matchExpressions':[{'key':'tier','operator':'NotIn','values':['x']}]}]},"
-             "'rules':[]}");
-    assert_http(r, 201);
-    assert_json(json_object_get(r->json, "aggregationRule"),
-                "{'clusterRoleSelectors':["
+    r = tu_post(s, GV "/clusterroles",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRole',"
+                "'metadata':{'name':'monitoring'},'aggregationRule':{'clusterRoleSelectors':["
                 "{'matchLabels':{'rbac.example.com/aggregate-to-monitoring':'true'}},"
-                "{'matchExpressions':[{'key':'tier','operator':'NotIn','values':['x']}]}]}");
+                "{'matchExpressions':[{'key':'tier','operator':'NotIn','values':['x']}]}]},"
+                "'rules':[]}");
+    assert_http(r, 201);
+    tu_assert_json(json_object_get(r->json, "aggregationRule"),
+                   "{'clusterRoleSelectors':["
+                   "{'matchLabels':{'rbac.example.com/aggregate-to-monitoring':'true'}},"
+                   "{'matchExpressions':[{'key':'tier','operator':'NotIn','values':['x']}]}]}");
     resp_free(r);
 }
 
@@ -281,23 +228,24 @@ static void test_binding_defaults(void **state)
     /* SetDefaults_Subject and SetDefaults_RoleBinding: User and Group get
      * this group, a ServiceAccount none (an empty one is left out, as
      * omitempty leaves it), roleRef.apiGroup this group. */
-    http_resp *r = post(s, GV "/namespaces/default/rolebindings",
-                        "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
-                        "'metadata':{'name':'rb'},'roleRef':{'kind':'Role','name':'reader'},"
-                        "'subjects':[{'kind':'User','name':'alice'},"
-                        "{'kind':'Group','name':'devs','apiGroup':''},"
-                        "{'kind':'ServiceAccount','name':'builder','apiGroup':'','namespace':''},"
-                        "{'kind':'ServiceAccount','name':'ci','namespace':'tools'},"
-                        "{'kind':'User','name':'carol','apiGroup':null}]}");
-    assert_http(r, 201);
-    assert_json(json_object_get(r->json, "roleRef"),
-                "{'apiGroup':'rbac.authorization.k8s.io','kind':'Role','name':'reader'}");
-    assert_json(json_object_get(r->json, "subjects"),
-                "[{'kind':'User','apiGroup':'rbac.authorization.k8s.io','name':'alice'},"
-                "{'kind':'Group','apiGroup':'rbac.authorization.k8s.io','name':'devs'},"
-                "{'kind':'ServiceAccount','name':'builder'},"
+    http_resp *r =
+        tu_post(s, GV "/namespaces/default/rolebindings",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
+                "'metadata':{'name':'rb'},'roleRef':{'kind':'Role','name':'reader'},"
+                "'subjects':[{'kind':'User','name':'alice'},"
+                "{'kind':'Group','name':'devs','apiGroup':''},"
+                "{'kind':'ServiceAccount','name':'builder','apiGroup':'','namespace':''},"
                 "{'kind':'ServiceAccount','name':'ci','namespace':'tools'},"
-                "{'kind':'User','apiGroup':'rbac.authorization.k8s.io','name':'carol'}]");
+                "{'kind':'User','name':'carol','apiGroup':null}]}");
+    assert_http(r, 201);
+    tu_assert_json(json_object_get(r->json, "roleRef"),
+                   "{'apiGroup':'rbac.authorization.k8s.io','kind':'Role','name':'reader'}");
+    tu_assert_json(json_object_get(r->json, "subjects"),
+                   "[{'kind':'User','apiGroup':'rbac.authorization.k8s.io','name':'alice'},"
+                   "{'kind':'Group','apiGroup':'rbac.authorization.k8s.io','name':'devs'},"
+                   "{'kind':'ServiceAccount','name':'builder'},"
+                   "{'kind':'ServiceAccount','name':'ci','namespace':'tools'},"
+                   "{'kind':'User','apiGroup':'rbac.authorization.k8s.io','name':'carol'}]");
     resp_free(r);
     r = HGET(s, GV "/namespaces/default/rolebindings/rb");
     assert_http(r, 200);
@@ -309,9 +257,9 @@ static void test_binding_validation(void **state)
 {
     ips *s = *state;
     /* No roleRef at all: its apiGroup is defaulted, kind and name are not. */
-    http_resp *r = post(s, GV "/namespaces/default/rolebindings",
-                        "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
-                        "'metadata':{'name':'rb'}}");
+    http_resp *r = tu_post(s, GV "/namespaces/default/rolebindings",
+                           "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
+                           "'metadata':{'name':'rb'}}");
     assert_invalid(r,
                    "RoleBinding.rbac.authorization.k8s.io \"rb\" is invalid: [roleRef.kind: "
                    "Unsupported value: \"\": supported values: \"Role\", \"ClusterRole\", "
@@ -324,9 +272,9 @@ static void test_binding_validation(void **state)
         "FieldValueNotSupported");
     resp_free(r);
     /* A null roleRef decodes to the empty struct, defaulted the same way. */
-    r = post(s, GV "/namespaces/default/rolebindings",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
-             "'metadata':{'name':'rb'},'roleRef':null}");
+    r = tu_post(s, GV "/namespaces/default/rolebindings",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
+                "'metadata':{'name':'rb'},'roleRef':null}");
     assert_invalid(r, NULL,
                    CAUSES("roleRef.kind|Unsupported value: \"\": supported values: \"Role\", "
                           "\"ClusterRole\"",
@@ -335,13 +283,13 @@ static void test_binding_validation(void **state)
 
     /* A ClusterRoleBinding binds ClusterRoles only, and its ServiceAccount
      * subjects need a namespace. */
-    r = post(s, GV "/clusterrolebindings",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRoleBinding',"
-             "'metadata':{'name':'crb'},"
-             "'roleRef':{'apiGroup':'rbac.example.com','kind':'Role','name':'a/b'},"
-             "'subjects':[{'kind':'ServiceAccount','name':'Builder','apiGroup':'v1'},"
-             "{'kind':'User','name':'bob','apiGroup':'example.com'},"
-             "{'kind':'Group'},{'kind':'Robot','name':'r2d2'}]}");
+    r = tu_post(s, GV "/clusterrolebindings",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRoleBinding',"
+                "'metadata':{'name':'crb'},"
+                "'roleRef':{'apiGroup':'rbac.example.com','kind':'Role','name':'a/b'},"
+                "'subjects':[{'kind':'ServiceAccount','name':'Builder','apiGroup':'v1'},"
+                "{'kind':'User','name':'bob','apiGroup':'example.com'},"
+                "{'kind':'Group'},{'kind':'Robot','name':'r2d2'}]}");
     assert_invalid(
         r, NULL,
         CAUSES("roleRef.apiGroup|Unsupported value: \"rbac.example.com\": supported values: "
@@ -366,22 +314,22 @@ static void test_binding_validation(void **state)
     resp_free(r);
 
     /* kubectl create clusterrolebinding x --clusterrole=view with a Role. */
-    r = post(s, GV "/clusterrolebindings",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRoleBinding',"
-             "'metadata':{'name':'crb'},"
-             "'roleRef':{'apiGroup':'rbac.authorization.k8s.io','kind':'Role','name':'x'}}");
+    r = tu_post(s, GV "/clusterrolebindings",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRoleBinding',"
+                "'metadata':{'name':'crb'},"
+                "'roleRef':{'apiGroup':'rbac.authorization.k8s.io','kind':'Role','name':'x'}}");
     assert_invalid(r,
                    "ClusterRoleBinding.rbac.authorization.k8s.io \"crb\" is invalid: "
                    "roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\"",
                    CAUSES("roleRef.kind|Unsupported value: \"Role\": supported values: "
                           "\"ClusterRole\""));
     resp_free(r);
-    r = post(s, GV "/clusterrolebindings",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRoleBinding',"
-             "'metadata':{'name':'system:prometheus'},"
-             "'roleRef':{'apiGroup':'rbac.authorization.k8s.io','kind':'ClusterRole',"
-             "'name':'system:metrics'},"
-             "'subjects':[{'kind':'ServiceAccount','name':'prom','namespace':'monitoring'}]}");
+    r = tu_post(s, GV "/clusterrolebindings",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRoleBinding',"
+                "'metadata':{'name':'system:prometheus'},"
+                "'roleRef':{'apiGroup':'rbac.authorization.k8s.io','kind':'ClusterRole',"
+                "'name':'system:metrics'},"
+                "'subjects':[{'kind':'ServiceAccount','name':'prom','namespace':'monitoring'}]}");
     assert_http(r, 201);
     resp_free(r);
 }
@@ -389,26 +337,26 @@ static void test_binding_validation(void **state)
 static void test_roleref_immutable(void **state)
 {
     ips *s = *state;
-    http_resp *r = post(s, GV "/namespaces/default/rolebindings",
-                        "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
-                        "'metadata':{'name':'rb'},'roleRef':{'apiGroup':"
-                        "'rbac.authorization.k8s.io','kind':'Role','name':'reader'},"
-                        "'subjects':[{'kind':'User','name':'alice'}]}");
+    http_resp *r = tu_post(s, GV "/namespaces/default/rolebindings",
+                           "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
+                           "'metadata':{'name':'rb'},'roleRef':{'apiGroup':"
+                           "'rbac.authorization.k8s.io','kind':'Role','name':'reader'},"
+                           "'subjects':[{'kind':'User','name':'alice'}]}");
     assert_http(r, 201);
     resp_free(r);
     /* Subjects may change; the roleRef may not (an update without its
      * apiGroup is the same roleRef once defaulted). */
-    r = put(s, GV "/namespaces/default/rolebindings/rb",
-            "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
-            "'metadata':{'name':'rb'},'roleRef':{'kind':'Role','name':'reader'},"
-            "'subjects':[{'kind':'Group','name':'devs'}]}");
+    r = tu_put(s, GV "/namespaces/default/rolebindings/rb",
+               "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
+               "'metadata':{'name':'rb'},'roleRef':{'kind':'Role','name':'reader'},"
+               "'subjects':[{'kind':'Group','name':'devs'}]}");
     assert_http(r, 200);
     assert_string_equal(jstr(r->json, "subjects[0].apiGroup"), "rbac.authorization.k8s.io");
     resp_free(r);
-    r = put(s, GV "/namespaces/default/rolebindings/rb",
-            "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
-            "'metadata':{'name':'rb'},'roleRef':{'apiGroup':'rbac.authorization.k8s.io',"
-            "'kind':'ClusterRole','name':'view'}}");
+    r = tu_put(s, GV "/namespaces/default/rolebindings/rb",
+               "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
+               "'metadata':{'name':'rb'},'roleRef':{'apiGroup':'rbac.authorization.k8s.io',"
+               "'kind':'ClusterRole','name':'view'}}");
     assert_invalid(r,
                    "RoleBinding.rbac.authorization.k8s.io \"rb\" is invalid: roleRef: Invalid "
                    "value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", "
@@ -417,7 +365,7 @@ static void test_roleref_immutable(void **state)
                           "\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", "
                           "Name:\"view\"}: cannot change roleRef"));
     resp_free(r);
-    char *b = Q("{'roleRef':{'name':'writer'}}");
+    char *b = tu_quote("{'roleRef':{'name':'writer'}}");
     r = HPATCH(s, "application/merge-patch+json", b, GV "/namespaces/default/rolebindings/rb");
     free(b);
     assert_int_equal(r->code, 422);
@@ -445,8 +393,8 @@ static void test_apply(void **state)
     http_resp *r = http_call(s, "PATCH", "application/apply-patch+yaml", yaml, NULL,
                              GV "/clusterrolebindings/applied?fieldManager=tool");
     assert_http(r, 201);
-    assert_json(ckube_json_get_path(r->json, "metadata.managedFields[0].fieldsV1"),
-                "{'f:roleRef':{},'f:subjects':{}}");
+    tu_assert_json(ckube_json_get_path(r->json, "metadata.managedFields[0].fieldsV1"),
+                   "{'f:roleRef':{},'f:subjects':{}}");
     assert_string_equal(jstr(r->json, "subjects[0].apiGroup"), "rbac.authorization.k8s.io");
     resp_free(r);
 }
@@ -456,10 +404,10 @@ static void test_apply(void **state)
 static void test_printing(void **state)
 {
     ips *s = *state;
-    http_resp *r = post(s, GV "/namespaces/default/roles",
-                        "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
-                        "'metadata':{'name':'reader'},'rules':[{'apiGroups':[''],"
-                        "'resources':['pods'],'verbs':['get']}]}");
+    http_resp *r = tu_post(s, GV "/namespaces/default/roles",
+                           "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'Role',"
+                           "'metadata':{'name':'reader'},'rules':[{'apiGroups':[''],"
+                           "'resources':['pods'],'verbs':['get']}]}");
     assert_http(r, 201);
     char created[64];
     snprintf(created, sizeof created, "%s", jstr(r->json, "metadata.creationTimestamp"));
@@ -478,13 +426,13 @@ static void test_printing(void **state)
     assert_string_equal(jstr(cells, "[1]"), created);
     resp_free(r);
 
-    r = post(s, GV "/namespaces/default/rolebindings",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
-             "'metadata':{'name':'rb'},'roleRef':{'kind':'ClusterRole','name':'view'},"
-             "'subjects':[{'kind':'User','name':'alice'},{'kind':'User','name':'bob'},"
-             "{'kind':'Group','name':'devs'},"
-             "{'kind':'ServiceAccount','name':'builder','namespace':'ci'},"
-             "{'kind':'ServiceAccount','name':'local'}]}");
+    r = tu_post(s, GV "/namespaces/default/rolebindings",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'RoleBinding',"
+                "'metadata':{'name':'rb'},'roleRef':{'kind':'ClusterRole','name':'view'},"
+                "'subjects':[{'kind':'User','name':'alice'},{'kind':'User','name':'bob'},"
+                "{'kind':'Group','name':'devs'},"
+                "{'kind':'ServiceAccount','name':'builder','namespace':'ci'},"
+                "{'kind':'ServiceAccount','name':'local'}]}");
     assert_http(r, 201);
     resp_free(r);
     /* Bindings: NAME, ROLE, AGE; USERS, GROUPS, SERVICEACCOUNTS with -o
@@ -500,17 +448,18 @@ static void test_printing(void **state)
         assert_int_equal(jint(json_array_get(cols, i), "priority"), prio[i]);
     }
     cells = ckube_json_get_path(r->json, "rows[0].cells");
-    assert_json(cells, "['rb','ClusterRole/view','0s','alice, bob','devs','ci/builder, /local']");
+    tu_assert_json(cells,
+                   "['rb','ClusterRole/view','0s','alice, bob','devs','ci/builder, /local']");
     resp_free(r);
-    r = post(s, GV "/clusterrolebindings",
-             "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRoleBinding',"
-             "'metadata':{'name':'crb'},'roleRef':{'kind':'ClusterRole','name':'edit'}}");
+    r = tu_post(s, GV "/clusterrolebindings",
+                "{'apiVersion':'rbac.authorization.k8s.io/v1','kind':'ClusterRoleBinding',"
+                "'metadata':{'name':'crb'},'roleRef':{'kind':'ClusterRole','name':'edit'}}");
     assert_http(r, 201);
     resp_free(r);
     r = http_call(s, "GET", NULL, NULL, IPS_HEADERS(TABLE), GV "/clusterrolebindings/crb");
     assert_http(r, 200);
-    assert_json(ckube_json_get_path(r->json, "rows[0].cells"),
-                "['crb','ClusterRole/edit','0s','','','']");
+    tu_assert_json(ckube_json_get_path(r->json, "rows[0].cells"),
+                   "['crb','ClusterRole/edit','0s','','','']");
     resp_free(r);
 }
 
@@ -543,17 +492,17 @@ static void test_discovery_and_openapi(void **state)
     assert_http(r, 200);
     json_t *schemas = ckube_json_get_path(r->json, "components.schemas");
     json_t *rule = json_object_get(schemas, "io.k8s.api.rbac.v1.PolicyRule");
-    assert_json(json_object_get(rule, "required"), "['verbs']");
+    tu_assert_json(json_object_get(rule, "required"), "['verbs']");
     assert_null(json_object_get(rule, "x-ckube-required"));
     json_t *ref = json_object_get(schemas, "io.k8s.api.rbac.v1.RoleRef");
-    assert_json(json_object_get(ref, "required"), "['apiGroup','kind','name']");
+    tu_assert_json(json_object_get(ref, "required"), "['apiGroup','kind','name']");
     assert_string_equal(jstr(ref, "x-kubernetes-map-type"), "atomic");
     json_t *subj = json_object_get(schemas, "io.k8s.api.rbac.v1.Subject");
-    assert_json(json_object_get(subj, "required"), "['kind','name']");
+    tu_assert_json(json_object_get(subj, "required"), "['kind','name']");
     json_t *rb = json_object_get(schemas, "io.k8s.api.rbac.v1.RoleBinding");
-    assert_json(json_object_get(rb, "required"), "['roleRef']");
-    assert_json(json_object_get(rb, "x-kubernetes-group-version-kind"),
-                "[{'group':'rbac.authorization.k8s.io','kind':'RoleBinding','version':'v1'}]");
+    tu_assert_json(json_object_get(rb, "required"), "['roleRef']");
+    tu_assert_json(json_object_get(rb, "x-kubernetes-group-version-kind"),
+                   "[{'group':'rbac.authorization.k8s.io','kind':'RoleBinding','version':'v1'}]");
     assert_non_null(json_object_get(schemas, "io.k8s.api.rbac.v1.AggregationRule"));
     resp_free(r);
 }
