@@ -31,6 +31,10 @@
 #include "runtime/http_serve.h"
 #include "runtime/secure_serving.h"
 
+/* the public limit is one http_serve honours */
+_Static_assert(CKUBE_APIEXT_MAX_WORKERS <= HTTP_SERVE_MAX_WORKERS,
+               "workers beyond http_serve's limit");
+
 typedef struct resource {
     char *plural, *singular, *kind;
     bool namespaced;
@@ -52,9 +56,12 @@ struct ckube_apiext_server {
     apiext_front_proxy *fp;
     delegated_auth *auth;
     unsigned workers; /* options'; 0: requests served on the loop */
-    /* The OpenAPI v3 document and its URL (with its hash), made at start
-     * (the resources are fixed by then); read-only while serving. */
-    json_t *openapi;
+    /* The OpenAPI v3 document, encoded, and its URL (with its hash), made
+     * at start (the resources are fixed by then); read-only while serving,
+     * so the workers share bytes, never a json_t (whose counts jansson
+     * does not change atomically). */
+    char *openapi;
+    size_t openapi_len;
     char *openapi_url;
     http_serve *serve; /* once started; NULL when stopped */
     ckube_runnable runnable;
@@ -88,9 +95,21 @@ static void answer_taken(ax_call *c, int code, const char *ctype, char *body, si
     c->len = body ? len : 0;
 }
 
+/* A copy of len bytes as the answer (a 500 when out of memory). */
+static void answer_copy(ax_call *c, int code, const char *ctype, const char *bytes, size_t len)
+{
+    char *b = malloc(len ? len : 1);
+    if (!b) {
+        answer_taken(c, 500, "application/json", NULL, 0);
+        return;
+    }
+    memcpy(b, bytes, len);
+    answer_taken(c, code, ctype, b, len);
+}
+
 static void answer_text(ax_call *c, int code, const char *text)
 {
-    answer_taken(c, code, "text/plain; charset=utf-8", strdup(text), strlen(text));
+    answer_copy(c, code, "text/plain; charset=utf-8", text, strlen(text));
 }
 
 /* j (taken) as JSON. */
@@ -417,12 +436,14 @@ static int make_openapi(ckube_apiext_server *s)
                                          .plural = s->res[i].plural,
                                          .namespaced = s->res[i].namespaced,
                                          .schema = s->res[i].schema};
-    s->openapi = apiext_openapi_v3(s->group, s->version, kinds, s->nres);
+    json_t *doc = apiext_openapi_v3(s->group, s->version, kinds, s->nres);
     free(kinds);
-    char *hash = s->openapi ? apiext_openapi_hash(s->openapi) : NULL;
+    char *hash = doc ? apiext_openapi_hash(doc) : NULL;
     if (!hash || asprintf(&s->openapi_url, "/openapi/v3/apis/%s?hash=%s", s->gv, hash) < 0)
         s->openapi_url = NULL;
     free(hash);
+    s->openapi = doc ? ckube_json_dumps(doc, &s->openapi_len) : NULL;
+    json_decref(doc);
     return s->openapi && s->openapi_url ? 0 : -1;
 }
 
@@ -466,7 +487,7 @@ static void serve_nonresource(ax_call *c, const char *path, const delegated_user
     else if (!strcmp(path, "/openapi/v3") || !strcmp(path, "/openapi/v3/"))
         answer_json(c, 200, openapi_index(s));
     else if (!strncmp(path, "/openapi/v3/", 12) && !strcmp(path + 11, gvpath))
-        answer_json(c, 200, json_incref(s->openapi));
+        answer_copy(c, 200, "application/json", s->openapi, s->openapi_len);
     else
         answer_text(c, 404, "404 page not found\n");
 }
@@ -709,7 +730,7 @@ void ckube_apiext_server_stop(ckube_apiext_server *s)
     s->auth = NULL;
     apiext_front_proxy_free(s->fp);
     s->fp = NULL;
-    json_decref(s->openapi);
+    free(s->openapi);
     s->openapi = NULL;
     free(s->openapi_url);
     s->openapi_url = NULL;

@@ -152,7 +152,7 @@ static void *worker_main(void *arg)
 
 int http_serve_set_workers(http_serve *h, unsigned n)
 {
-    if (h->running || n > 1024)
+    if (h->running || n > HTTP_SERVE_MAX_WORKERS)
         return -1;
     h->nworkers = n;
     return 0;

@@ -75,9 +75,11 @@ typedef void (*http_work_fn)(void *arg);
  * running when it stopped). */
 typedef void (*http_done_fn)(struct evhttp_request *req, void *arg);
 
+#define HTTP_SERVE_MAX_WORKERS 1024
+
 /* The number of worker threads for http_serve_defer (0, the default: no
  * workers, deferred work runs at once on the loop). Before start, or
- * after stop. 0, or -1 when n is over 1024. */
+ * after stop. 0, or -1 when n is over HTTP_SERVE_MAX_WORKERS. */
 int http_serve_set_workers(http_serve *h, unsigned n);
 
 /* From a request callback, on the loop's thread: queues work(arg) for a

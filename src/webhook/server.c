@@ -21,6 +21,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+/* the public limit is one http_serve honours */
+_Static_assert(CKUBE_WEBHOOK_MAX_WORKERS <= HTTP_SERVE_MAX_WORKERS,
+               "workers beyond http_serve's limit");
+
 /* ---- requests ---------------------------------------------------------------- */
 
 static wh_handler *find(ckube_webhook_server *s, const char *path)

@@ -44,8 +44,7 @@ static int setup(void **state)
     f->admin = tsu_client(&f->srv);
     assert_non_null(f->admin);
     /* a ServiceAccount that may list widgets.test.ckube.io, and its token */
-    tsu_do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts",
-                "{\"metadata\":{\"name\":\"widget-reader\"}}", NULL);
+    f->token = tsu_sa_token(f->admin, "default", "widget-reader");
     tsu_do_json(f->admin, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
                 "{\"metadata\":{\"name\":\"widget-reader\"},\"rules\":[{\"apiGroups\":"
                 "[\"test.ckube.io\"],\"resources\":[\"widgets\"],\"verbs\":[\"get\",\"list\"]}]}",
@@ -57,11 +56,6 @@ static int setup(void **state)
         "\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"widget-reader\","
         "\"namespace\":\"default\"}]}",
         NULL);
-    json_t *tr = NULL;
-    tsu_do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts/widget-reader/token",
-                "{\"spec\":{}}", &tr);
-    f->token = strdup(json_string_value(json_object_get(json_object_get(tr, "status"), "token")));
-    json_decref(tr);
     *state = f;
     return 0;
 }
@@ -122,18 +116,17 @@ typedef struct call {
  * multi interface: n connections). The server's certificate is its own
  * self-signed one: not verified, as an APIService with
  * insecureSkipTLSVerify. */
-static void list_many(const fixture *f, int port, call *calls, int n)
+static void get_many(int port, const char *path, const char *token, call *calls, int n)
 {
     CURLM *m = curl_multi_init();
-    char url[200], auth[4096];
-    snprintf(url, sizeof url,
-             "https://127.0.0.1:%d/apis/test.ckube.io/v1/namespaces/default/widgets", port);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", f->token);
+    char url[300], auth[4096];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d%s", port, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token ? token : "");
     for (int i = 0; i < n; i++) {
         call *c = &calls[i];
         memset(c, 0, sizeof *c);
         c->e = curl_easy_init();
-        c->hdr = curl_slist_append(NULL, auth);
+        c->hdr = token ? curl_slist_append(NULL, auth) : NULL;
         curl_easy_setopt(c->e, CURLOPT_URL, url);
         curl_easy_setopt(c->e, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(c->e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -156,6 +149,12 @@ static void list_many(const fixture *f, int port, call *calls, int n)
         curl_slist_free_all(calls[i].hdr);
     }
     curl_multi_cleanup(m);
+}
+
+/* n lists of widgets in default at once with the ServiceAccount's token. */
+static void list_many(const fixture *f, int port, call *calls, int n)
+{
+    get_many(port, "/apis/test.ckube.io/v1/namespaces/default/widgets", f->token, calls, n);
 }
 
 static void test_workers_serve_at_once(void **state)
@@ -200,6 +199,34 @@ static void test_no_workers_one_at_a_time(void **state)
     tu_meet_free(&c);
 }
 
+/* The OpenAPI document, read by eight clients at once on four workers
+ * (one encoding shared, no JSON tree: TSan checks), and refused to a
+ * token the TokenReview refuses and to anonymous, in upstream's words. */
+static void test_openapi_at_once_and_refused(void **state)
+{
+    fixture *f = *state;
+    tu_meet c;
+    tu_meet_init(&c, 1, 0);
+    ckube_apiext_server *s = serve(f, 4, &c);
+    int port = ckube_apiext_server_port(s);
+    call calls[8];
+    get_many(port, "/openapi/v3/apis/test.ckube.io/v1", f->token, calls, 8);
+    for (int i = 0; i < 8; i++) {
+        if (calls[i].code != 200 || !strstr(calls[i].body.text, "\"io.ckube.test.v1.Widget\"") ||
+            strcmp(calls[i].body.text, calls[0].body.text))
+            fail_msg("answer %d: %ld %s", i, calls[i].code, calls[i].body.text);
+    }
+    get_many(port, "/openapi/v3", "not-a-token", calls, 1);
+    assert_int_equal(calls[0].code, 401);
+    assert_non_null(strstr(calls[0].body.text, "\"reason\":\"Unauthorized\""));
+    get_many(port, "/openapi/v3", NULL, calls, 1);
+    assert_int_equal(calls[0].code, 403);
+    assert_non_null(strstr(calls[0].body.text, "forbidden: User \\\"system:anonymous\\\" cannot "
+                                               "get path \\\"/openapi/v3\\\""));
+    ckube_apiext_server_free(s);
+    tu_meet_free(&c);
+}
+
 static void test_workers_limit(void **state)
 {
     fixture *f = *state;
@@ -218,6 +245,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_workers_serve_at_once),
         cmocka_unit_test(test_no_workers_one_at_a_time),
+        cmocka_unit_test(test_openapi_at_once_and_refused),
         cmocka_unit_test(test_workers_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

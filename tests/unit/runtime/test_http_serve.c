@@ -511,13 +511,6 @@ static void test_defer_client_gone(void **state)
     gate_free(&g);
 }
 
-static void *open_later(void *arg)
-{
-    poll(NULL, 0, 200);
-    tu_meet_open(arg);
-    return NULL;
-}
-
 /* Stopping with one request's work running and another's queued: stop
  * waits for the running work; both end without an answer (done with
  * NULL), the queued work never runs; the server starts again with its
@@ -531,7 +524,7 @@ static void test_defer_stop(void **state)
     int a = send_get(port), b = send_get(port);
     gate_wait(&g, &g.m.arrived, 1);
     pthread_t opener;
-    assert_int_equal(pthread_create(&opener, NULL, open_later, &g.m), 0);
+    assert_int_equal(pthread_create(&opener, NULL, tu_meet_open_later, &g.m), 0);
     http_serve_stop(h); /* returns once the gate opened and the work ended */
     pthread_join(opener, NULL);
     assert_int_equal(g.worked, 1);

@@ -251,13 +251,7 @@ static int setup(void **state)
     f->admin = tsu_client(&f->srv);
     assert_non_null(f->admin);
     /* a ServiceAccount and a token of it */
-    tsu_do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts",
-                "{\"metadata\":{\"name\":\"metrics-reader\"}}", NULL);
-    json_t *tr = NULL;
-    tsu_do_json(f->admin, "POST", "/api/v1/namespaces/default/serviceaccounts/metrics-reader/token",
-                "{\"spec\":{}}", &tr);
-    f->token = strdup(json_string_value(json_object_get(json_object_get(tr, "status"), "token")));
-    json_decref(tr);
+    f->token = tsu_sa_token(f->admin, "default", "metrics-reader");
 
     /* something to serve at /metrics */
     ckube_metrics_counter(ckube_metrics_default(), "test_secure_serving_total",

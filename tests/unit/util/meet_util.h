@@ -6,6 +6,7 @@
 #ifndef CKUBE_TEST_MEET_UTIL_H
 #define CKUBE_TEST_MEET_UTIL_H
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
@@ -43,6 +44,16 @@ static inline void tu_meet_open(tu_meet *m)
     m->open = true;
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
+}
+
+/* A thread's body: opens the gate of the tu_meet `arg` after 200 ms, so a
+ * test can block in a call that waits for the handlers and still have
+ * them let go. */
+static inline void *tu_meet_open_later(void *arg)
+{
+    poll(NULL, 0, 200);
+    tu_meet_open(arg);
+    return NULL;
 }
 
 /* *count (a field of m) under its lock. */

@@ -304,4 +304,23 @@ static inline void tsu_do_json(ckube_client *c, const char *method, const char *
     ckube_response_free(&resp);
 }
 
+/* Makes ServiceAccount ns/name through c and returns a token of it (the
+ * TokenRequest's, malloc'd); the test fails if either request does. */
+static inline char *tsu_sa_token(ckube_client *c, const char *ns, const char *name)
+{
+    char path[512], body[300];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/serviceaccounts", ns);
+    snprintf(body, sizeof body, "{\"metadata\":{\"name\":\"%s\"}}", name);
+    tsu_do_json(c, "POST", path, body, NULL);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/serviceaccounts/%s/token", ns, name);
+    json_t *tr = NULL;
+    tsu_do_json(c, "POST", path, "{\"spec\":{}}", &tr);
+    const char *token = json_string_value(json_object_get(json_object_get(tr, "status"), "token"));
+    if (!token)
+        fail_msg("no token for ServiceAccount %s/%s", ns, name);
+    char *out = strdup(token);
+    json_decref(tr);
+    return out;
+}
+
 #endif

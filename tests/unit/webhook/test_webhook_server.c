@@ -252,13 +252,6 @@ static void *one_call(void *arg)
     return NULL;
 }
 
-static void *open_later(void *arg)
-{
-    poll(NULL, 0, 200);
-    tu_meet_open(arg);
-    return NULL;
-}
-
 static void test_stop_with_a_handler_running(void **state)
 {
     (void)state;
@@ -275,7 +268,7 @@ static void test_stop_with_a_handler_running(void **state)
     assert_int_equal(tu_meet_read(&c, &c.arrived), 1);
     assert_true(
         has_line(reg, "controller_runtime_webhook_requests_in_flight{webhook=\"/validate\"} 1"));
-    assert_int_equal(pthread_create(&opener, NULL, open_later, &c), 0);
+    assert_int_equal(pthread_create(&opener, NULL, tu_meet_open_later, &c), 0);
     ckube_webhook_server_stop(s); /* waits for the handler the opener lets go */
     pthread_join(opener, NULL);
     pthread_join(client, NULL);

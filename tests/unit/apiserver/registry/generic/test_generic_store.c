@@ -346,13 +346,18 @@ static void tw_init(twrite *w, fixture *f, store_verb verb, const char *name)
     w->sw.name = name;
 }
 
-/* Runs the write to its end, then waits for the cache to catch up. */
-static void tw_run(twrite *w)
+/* Starts the write (tw_end waits for it). */
+static void tw_begin(twrite *w)
 {
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->done = false;
     store_write_start(&w->sw);
+}
+
+/* Waits for the write's end, then for the cache to catch up. */
+static void tw_end(twrite *w)
+{
     pthread_mutex_lock(&w->mu);
     while (!w->done)
         pthread_cond_wait(&w->cv, &w->mu);
@@ -362,24 +367,22 @@ static void tw_run(twrite *w)
     sync_cache(w->f);
 }
 
+/* Runs the write to its end, then waits for the cache to catch up. */
+static void tw_run(twrite *w)
+{
+    tw_begin(w);
+    tw_end(w);
+}
+
 /* tw_run for a write whose admission waits: the test answers it (st
  * taken) once the write is waiting, as a webhook's answer would. */
 static void tw_run_admitted_later(twrite *w, ckube_status *st)
 {
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    w->done = false;
-    store_write_start(&w->sw);
+    tw_begin(w);
     assert_true(w->waiting);
     assert_false(w->done);
     store_admit_resume(&w->sw, st);
-    pthread_mutex_lock(&w->mu);
-    while (!w->done)
-        pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
-    sync_cache(w->f);
+    tw_end(w);
 }
 
 static void tw_release(twrite *w)
